@@ -1,0 +1,306 @@
+"""The AdmissionDiagnosis API: pydantic models that are the single source of the CRD schema.
+
+`crd()` turns the models into the CustomResourceDefinition committed in `crds/`; a test fails when
+the two differ. The engine builds plain dicts for speed; tests validate them against these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .vocabulary import ACTIONS, CAUSES, REASONS, STAGES
+
+GROUP = "kueue-doctor.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "AdmissionDiagnosis"
+PLURAL = "admissiondiagnoses"
+SINGULAR = "admissiondiagnosis"
+SHORT_NAMES = ["adiag"]
+
+LABEL_STAGE = f"{GROUP}/stage"
+LABEL_REASON = f"{GROUP}/reason"
+LABEL_CLUSTER_QUEUE = f"{GROUP}/cluster-queue"
+
+MAX_EVIDENCE = 12
+MAX_HINTS = 6
+MAX_TEXT = 1024
+
+
+def _vocab(table: dict[str, Any], with_stage: bool = False) -> str:
+    lines = []
+    for key, value in table.items():
+        if with_stage:
+            lines.append(f"- {key} ({value[0]}): {value[1]}")
+        else:
+            lines.append(f"- {key}: {value}")
+    return "\n".join(lines)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class WorkloadRef(_Model):
+    apiVersion: str = Field(description="API version of the Workload, e.g. kueue.x-k8s.io/v1beta2.")
+    kind: str = Field(default="Workload", description="Always Workload.")
+    name: str = Field(description="Name of the Workload, the same as this object's name.")
+    uid: str = Field(description="UID of the Workload; a diagnosis with another UID is stale.")
+
+
+class OwnerRef(_Model):
+    apiVersion: str = Field(description="API version of the owner, e.g. batch/v1.")
+    kind: str = Field(description="Kind of the owner: Job, JobSet, RayJob, Pod, ...")
+    name: str = Field(description="Name of the owner in the Workload's namespace.")
+    uid: str | None = Field(default=None, description="UID of the owner.")
+
+
+class Spec(_Model):
+    """Which Workload this diagnosis explains, and who owns that Workload."""
+
+    workloadRef: WorkloadRef = Field(description="The Workload this diagnosis explains.")
+    ownerRef: OwnerRef | None = Field(
+        default=None, description="The object that owns the Workload (the controller ownerReference)."
+    )
+
+
+class QuotaLine(_Model):
+    flavor: str = Field(description="ResourceFlavor name.")
+    resource: str = Field(description="Resource name, e.g. cpu, memory, nvidia.com/gpu, pods.")
+    requested: str | None = Field(
+        default=None, description="What the Workload needs of this resource in this flavor (Kubernetes quantity)."
+    )
+    nominal: str | None = Field(default=None, description="The ClusterQueue's nominalQuota for it.")
+    borrowingLimit: str | None = Field(
+        default=None, description="The ClusterQueue's borrowingLimit; absent means unlimited within the cohort."
+    )
+    lendingLimit: str | None = Field(default=None, description="The ClusterQueue's lendingLimit, if set.")
+    used: str | None = Field(
+        default=None,
+        description="Quota of this ClusterQueue reserved by Workloads now (status.flavorsReservation).",
+    )
+    borrowable: str | None = Field(
+        default=None,
+        description="Estimate of what the cohort could lend now (unused quota of the other members, within "
+        "their lendingLimits and this queue's borrowingLimit). An estimate, flat cohorts only.",
+    )
+    maximum: str | None = Field(
+        default=None, description="Maximum this ClusterQueue could ever give, as Kueue stated it ('<unlimited>')."
+    )
+    missing: str | None = Field(default=None, description="How much more is needed, as Kueue stated it.")
+    source: str = Field(
+        default="Kueue",
+        description="Where the amounts come from: Kueue (its message), Objects (queue specs and status), "
+        "or Estimate (computed by kueue-doctor).",
+    )
+
+
+class AdmissionCheckState(_Model):
+    name: str = Field(description="AdmissionCheck name.")
+    state: str = Field(description="Pending, Ready, Retry or Rejected, as Kueue writes it.")
+    message: str | None = Field(default=None, description="The check controller's message.")
+    lastTransitionTime: str | None = Field(default=None, description="When the state last changed.")
+    controllerName: str | None = Field(default=None, description="The AdmissionCheck's controller.")
+    active: bool | None = Field(default=None, description="Whether the AdmissionCheck object is Active.")
+
+
+class PodGroup(_Model):
+    category: str = Field(
+        description="SchedulingGated, Unschedulable, ContainersNotStarting, Failing or Terminating."
+    )
+    reason: str = Field(description="Short reason: a gate, a node-fit reason, a container waiting reason.")
+    count: int = Field(description="How many Pods are blocked this way.")
+    message: str | None = Field(default=None, description="The exact upstream text of one of these Pods.")
+    pod: str | None = Field(default=None, description="One of these Pods, to kubectl describe.")
+
+
+class Pods(_Model):
+    expected: int = Field(description="Pods the admitted PodSets ask for.")
+    created: int = Field(description="Pods that exist.")
+    scheduled: int = Field(description="Pods bound to a node.")
+    running: int = Field(description="Pods in phase Running.")
+    ready: int = Field(default=0, description="Pods whose Ready condition is True.")
+    succeeded: int = Field(default=0, description="Pods that completed successfully.")
+    failed: int = Field(default=0, description="Pods that failed.")
+    summary: str = Field(description="One line, e.g. '7/8 Unschedulable: Insufficient nvidia.com/gpu; 1 "
+                         "ImagePullBackOff'.")
+    waiting: list[PodGroup] = Field(default_factory=list, description="Groups of blocked Pods, largest first.")
+
+
+class BlockedBy(_Model):
+    role: str = Field(description="QueueHead (ahead in a StrictFIFO queue), Victim (being preempted for this "
+                      "Workload) or Preemptor (preempted this Workload).")
+    namespace: str | None = Field(default=None, description="Namespace of the other Workload.")
+    name: str | None = Field(default=None, description="Name of the other Workload, when known.")
+    uid: str | None = Field(default=None, description="UID of the other Workload.")
+
+
+class Eviction(_Model):
+    reason: str = Field(description="Kueue's Evicted reason: Preempted, PodsReadyTimeout, AdmissionCheck, ...")
+    underlyingCause: str | None = Field(
+        default=None, description="Preemption kind (InClusterQueue, ...) or Kueue's underlying cause."
+    )
+    by: str | None = Field(default=None, description="Who caused it: the preemptor Workload or a component.")
+    message: str | None = Field(default=None, description="Kueue's eviction message.")
+    time: str | None = Field(default=None, description="When Kueue evicted it.")
+    count: int | None = Field(default=None, description="Evictions so far (status.schedulingStats).")
+
+
+class Evidence(_Model):
+    kind: str = Field(description="Kind of the object the fact comes from.")
+    name: str = Field(description="Its name.")
+    namespace: str | None = Field(default=None, description="Its namespace, if namespaced.")
+    field: str | None = Field(default=None, description="Which field or condition, e.g. condition/QuotaReserved.")
+    reason: str | None = Field(default=None, description="Reason written there.")
+    message: str | None = Field(default=None, description="Message written there (bounded in length).")
+    time: str | None = Field(default=None, description="Its timestamp.")
+
+
+class Status(_Model):
+    """The verdict: where the Workload is stuck, why, with the numbers, and who has to act."""
+
+    stage: str = Field(description="Where the Workload is. One of:\n" + _vocab(dict(STAGES)))
+    reason: str = Field(
+        description="Why, in one word; each reason belongs to one stage. New reasons may appear before the "
+        "CRD is upgraded (no server-side enum). One of:\n" + _vocab(dict(REASONS), with_stage=True)
+    )
+    cause: str | None = Field(default=None, description="Finer detail of the reason. Known values:\n"
+                              + _vocab(dict(CAUSES)))
+    actionBy: str = Field(description="Who has to act. One of:\n" + _vocab(dict(ACTIONS)))
+    message: str = Field(description="One sentence for an SRE: what is wrong, the numbers, what to do.")
+    since: str | None = Field(
+        default=None,
+        description="When the Workload entered this reason (RFC 3339): Kueue's own timestamps where they "
+        "tell it; the operator keeps it across restarts.",
+    )
+    clusterQueue: str | None = Field(default=None, description="The ClusterQueue (admission or LocalQueue's).")
+    localQueue: str | None = Field(default=None, description="The LocalQueue (spec.queueName).")
+    cohort: str | None = Field(default=None, description="The ClusterQueue's cohort, if any.")
+    flavors: list[str] = Field(default_factory=list, description="Flavors assigned, or those that failed.")
+    quota: list[QuotaLine] = Field(default_factory=list, description="The numbers per flavor and resource that "
+                                   "matter to this verdict.")
+    admissionChecks: list[AdmissionCheckState] = Field(default_factory=list,
+                                                       description="Admission checks and their states.")
+    pods: Pods | None = Field(default=None, description="Pod counts after admission.")
+    blockedBy: list[BlockedBy] = Field(default_factory=list,
+                                       description="Other Workloads this one waits for or was preempted by.")
+    lastEviction: Eviction | None = Field(default=None, description="The latest eviction, kept after Kueue "
+                                          "retries.")
+    evidence: list[Evidence] = Field(default_factory=list, description=f"Facts the verdict rests on (at most "
+                                     f"{MAX_EVIDENCE}, messages cut at {MAX_TEXT} characters).")
+    hints: list[str] = Field(default_factory=list, description="What to look at or change next.")
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    namespace: str
+
+
+class AdmissionDiagnosis(_Model):
+    """Why a Kueue Workload is or is not running: admission (Kueue) or scheduling (Pods)."""
+
+    apiVersion: str = API_VERSION
+    kind: str = KIND
+    metadata: ObjectMeta
+    spec: Spec
+    status: Status
+
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Stage", "type": "string", "jsonPath": ".status.stage"},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
+    {"name": "ClusterQueue", "type": "string", "jsonPath": ".status.clusterQueue"},
+    {"name": "Action", "type": "string", "jsonPath": ".status.actionBy"},
+    {"name": "Since", "type": "date", "jsonPath": ".status.since"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Turn pydantic JSON Schema into a Kubernetes structural OpenAPI v3 schema (no $ref, no null)."""
+    if "$ref" in schema:
+        target = defs[schema["$ref"].split("/")[-1]]
+        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+        return _structural(merged, defs)
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        nullable = len(options) != len(schema["anyOf"])
+        if len(options) != 1:
+            raise ValueError(f"cannot express union in a structural schema: {schema}")
+        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+        merged = _structural({**options[0], **rest}, defs)
+        if nullable:
+            merged["nullable"] = True
+        return merged
+    out: dict[str, Any] = {}
+    if "description" in schema:
+        out["description"] = schema["description"]
+    kind = schema.get("type")
+    if kind == "object":
+        out["type"] = "object"
+        props = schema.get("properties", {})
+        if props:
+            out["properties"] = {name: _structural(sub, defs) for name, sub in props.items()}
+        required = [r for r in schema.get("required", []) if r in props]
+        if required:
+            out["required"] = required
+    elif kind == "array":
+        out["type"] = "array"
+        out["items"] = _structural(schema["items"], defs)
+    elif kind in ("string", "integer", "boolean", "number"):
+        out["type"] = kind
+    else:
+        raise ValueError(f"unsupported schema: {schema}")
+    return out
+
+
+def openapi_schema() -> dict[str, Any]:
+    full = AdmissionDiagnosis.model_json_schema()
+    defs = full.get("$defs", {})
+    spec = _structural(full["properties"]["spec"], defs)
+    status = _structural(full["properties"]["status"], defs)
+    return {
+        "type": "object",
+        "description": AdmissionDiagnosis.__doc__,
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion of this object."},
+            "kind": {"type": "string", "description": "Kind of this object."},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "required": ["spec", "status"],
+    }
+
+
+def crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}", "labels": {"app.kubernetes.io/name": "kueue-doctor"}},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
+                      "shortNames": SHORT_NAMES, "categories": ["kueue-doctor"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": openapi_schema()},
+            }],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    import yaml
+
+    header = ("# Generated by `kueue-doctor crd` from operator/kueue_doctor/api.py. Do not edit by hand:\n"
+              "# change the models and run `kueue-doctor crd > crds/admissiondiagnoses.kueue-doctor.dev.yaml`.\n")
+    return header + yaml.safe_dump(crd(), sort_keys=False, width=110, allow_unicode=True)

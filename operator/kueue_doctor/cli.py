@@ -1,0 +1,155 @@
+"""The `kueue-doctor` command: `explain` (files or the live cluster) and `crd`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from . import __version__
+from .kube.load import InputError, load_files, newest_timestamp
+from .kube.objects import parse_time
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
+EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kueue-doctor",
+        description="Explain why Kueue Workloads are not running: stuck at Kueue admission (queues, quota, "
+        "flavors, admission checks, preemption) or at Pod scheduling (kube-scheduler, kubelet).",
+    )
+    parser.add_argument("--version", action="version", version=f"kueue-doctor {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ex = sub.add_parser("explain", help="diagnose Workloads from YAML/JSON dumps (-f) or the live cluster",
+                        description="Diagnose every Workload found in the input. Feed it `kubectl get workloads,"
+                        "localqueues,clusterqueues,resourceflavors,cohorts,admissionchecks,jobs,pods,events -A "
+                        "-o yaml` (more kinds give more detail; missing kinds are never guessed).")
+    ex.add_argument("workload", nargs="?", metavar="WORKLOAD", help="only this Workload (name)")
+    ex.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
+                    help="YAML or JSON file (multi-document, kind: List, or a JSON array); '-' for stdin; repeatable."
+                    " Without -f, reads the live cluster of the current kubeconfig.")
+    ex.add_argument("-n", "--namespace", help="only Workloads in this namespace")
+    ex.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
+                    help="table (default), wide (more columns, full messages), json (an array), yaml")
+    ex.add_argument("--now", metavar="TIME",
+                    help="evaluate as of this RFC 3339 time (default: for files, the newest timestamp in them; "
+                    "live: the current time)")
+
+    sub.add_parser("crd", help="print the AdmissionDiagnosis CustomResourceDefinition YAML")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
+         stderr: IO[str] | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    args = build_parser().parse_args(argv)
+    if args.command == "crd":
+        from .api import crd_yaml
+
+        out.write(crd_yaml())
+        return EXIT_OK
+    return explain(args, stdin, out, err)
+
+
+def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    from .engine.diagnose import diagnose
+    from .state import ClusterState
+
+    now: datetime | None = None
+    if args.now:
+        now = parse_time(args.now)
+        if now is None:
+            err.write(f"kueue-doctor: --now {args.now!r} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)\n")
+            return EXIT_BAD_INPUT
+    if args.filename:
+        try:
+            objects = load_files(args.filename, stdin)
+        except InputError as exc:
+            err.write(f"kueue-doctor: {exc}\n")
+            return EXIT_BAD_INPUT
+        state = ClusterState.from_objects(objects)
+        if now is None:
+            now = newest_timestamp(objects) or datetime.now(UTC)
+    else:
+        from .live.snapshot import LiveError, snapshot
+
+        try:
+            state = snapshot(namespace=args.namespace)
+        except LiveError as exc:
+            err.write(f"kueue-doctor: {exc}\n")
+            return EXIT_BAD_INPUT
+        now = now or datetime.now(UTC)
+    keys = [k for k in state.workloads
+            if (args.namespace is None or k[0] == args.namespace) and (args.workload is None or k[1] == args.workload)]
+    diagnoses = diagnose(state, now, keys)
+    if args.workload and not diagnoses:
+        where = f" in namespace {args.namespace}" if args.namespace else ""
+        err.write(f"kueue-doctor: no Workload named {args.workload}{where} in the input "
+                  f"({len(state.workloads)} Workloads read). Workload names look like job-<job name>-<hash>: "
+                  "kubectl get workloads -A\n")
+        return EXIT_NOT_FOUND
+    if not state.workloads:
+        err.write("kueue-doctor: the input has no Workload (kind Workload, apiVersion kueue.x-k8s.io/v1beta2 or "
+                  "v1beta1); include `kubectl get workloads -A -o yaml`.\n")
+    write(diagnoses, args.output, now, out)
+    return EXIT_OK
+
+
+def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[str]) -> None:
+    if output == "json":
+        json.dump(diagnoses, out, indent=2, sort_keys=False)
+        out.write("\n")
+    elif output == "yaml":
+        import yaml
+
+        out.write(yaml.safe_dump_all(diagnoses, sort_keys=False, width=120) if diagnoses else "")
+    else:
+        out.write(table(diagnoses, now, wide=output == "wide"))
+
+
+def _age(now: datetime, since: str | None) -> str:
+    from .engine.context import ago
+
+    t = parse_time(since)
+    return ago(now, t) if t is not None else "-"
+
+
+def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) -> str:
+    head = ["NAMESPACE", "WORKLOAD", "STAGE", "REASON", "CAUSE", "ACTION", "FOR"]
+    if wide:
+        head[4:4] = []
+        head += ["CLUSTERQUEUE", "LOCALQUEUE", "FLAVORS"]
+    head.append("MESSAGE")
+    rows = [head]
+    for d in diagnoses:
+        st: Mapping[str, Any] = d["status"]
+        row = [d["metadata"]["namespace"], d["metadata"]["name"], st["stage"], st["reason"], st.get("cause") or "-",
+               st["actionBy"], _age(now, st.get("since"))]
+        if wide:
+            row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-"]
+        row.append(st["message"])
+        rows.append(row)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head) - 1)]
+    term = shutil.get_terminal_size((160, 20)).columns
+    lines = []
+    for r in rows:
+        cells = [r[c].ljust(widths[c]) for c in range(len(widths))]
+        line = "  ".join(cells) + "  "
+        msg = r[-1]
+        if not wide:
+            room = max(term - len(line), 40)
+            if len(msg) > room:
+                msg = msg[: room - 1] + "…"
+        lines.append(line + msg)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The diagnosis engine: pure functions from objects to verdicts (see `diagnose.py`)."""

@@ -1,0 +1,177 @@
+"""What every rule may ask about one Workload, computed once and lazily.
+
+A rule gets a `Context` and returns a `Finding` or None; the first rule that answers wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from ..kube.objects import (
+    clip,
+    conditions,
+    controller_ref,
+    format_time,
+    is_true,
+    m,
+    name,
+    namespace,
+    parse_time,
+    s,
+    spec,
+    status,
+    uid,
+)
+from ..state import ClusterState
+from ..vocabulary import ActionBy
+from . import messages
+
+MAX_TEXT = 1024
+
+
+@dataclass
+class Finding:
+    reason: str
+    cause: str | None
+    action: ActionBy
+    message: str
+    since: datetime | None = None
+    quota: list[dict[str, Any]] = field(default_factory=list)
+    flavors: list[str] = field(default_factory=list)
+    blocked_by: list[dict[str, Any]] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    pods: dict[str, Any] | None = None
+
+
+Rule = Callable[["Context"], Finding | None]
+
+
+class Context:
+    def __init__(self, workload: Mapping[str, Any], state: ClusterState, now: datetime) -> None:
+        self.wl = workload
+        self.state = state
+        self.now = now
+        self.ns = namespace(workload) or ""
+        self.name = name(workload) or ""
+        self.uid = uid(workload) or ""
+        self.spec = spec(workload)
+        self.status = status(workload)
+        self.conds = conditions(workload)
+
+    # ----- conditions -----
+    def cond(self, ctype: str) -> Mapping[str, Any] | None:
+        return self.conds.get(ctype)
+
+    def true(self, ctype: str) -> bool:
+        return is_true(self.conds.get(ctype))
+
+    def cond_time(self, ctype: str) -> datetime | None:
+        c = self.conds.get(ctype)
+        return parse_time(c.get("lastTransitionTime")) if c else None
+
+    def cond_reason(self, ctype: str) -> str:
+        return s(m(self.conds.get(ctype)).get("reason")) or ""
+
+    def cond_message(self, ctype: str) -> str:
+        return s(m(self.conds.get(ctype)).get("message")) or ""
+
+    @cached_property
+    def qr_parsed(self) -> messages.ParsedMessage:
+        return messages.parse_workload_message(self.cond_message("QuotaReserved"))
+
+    @cached_property
+    def evicted_parsed(self) -> messages.ParsedMessage:
+        return messages.parse_workload_message(self.cond_message("Evicted"))
+
+    # ----- queues -----
+    @cached_property
+    def lq_name(self) -> str | None:
+        return s(self.spec.get("queueName"))
+
+    @cached_property
+    def lq(self) -> Mapping[str, Any] | None:
+        return self.state.local_queues.get((self.ns, self.lq_name or ""))
+
+    @cached_property
+    def cq_name(self) -> str | None:
+        admitted = s(m(self.status.get("admission")).get("clusterQueue"))
+        if admitted:
+            return admitted
+        if self.lq is not None:
+            return s(spec(self.lq).get("clusterQueue"))
+        return None
+
+    @cached_property
+    def cq(self) -> Mapping[str, Any] | None:
+        return self.state.cluster_queues.get(self.cq_name or "")
+
+    @cached_property
+    def cohort(self) -> str | None:
+        return s(spec(self.cq).get("cohortName")) if self.cq else None
+
+    @cached_property
+    def owner(self) -> Mapping[str, Any] | None:
+        return self.state.owner_of(self.wl)
+
+    @cached_property
+    def owner_ref(self) -> Mapping[str, Any] | None:
+        return controller_ref(self.wl)
+
+    @cached_property
+    def pods(self) -> list[Mapping[str, Any]]:
+        return self.state.pods_of(self.wl)
+
+    @cached_property
+    def priority(self) -> int:
+        p = self.spec.get("priority")
+        return p if isinstance(p, int) and not isinstance(p, bool) else 0
+
+    @cached_property
+    def created(self) -> datetime | None:
+        return parse_time(m(self.wl.get("metadata")).get("creationTimestamp"))
+
+    # ----- evidence helpers -----
+    def condition_evidence(self, ctype: str) -> dict[str, Any]:
+        c = m(self.conds.get(ctype))
+        return _drop_none({
+            "kind": "Workload", "name": self.name, "namespace": self.ns, "field": f"condition/{ctype}",
+            "reason": s(c.get("reason")), "message": clip(c.get("message"), MAX_TEXT),
+            "time": format_time(parse_time(c.get("lastTransitionTime"))),
+        })
+
+    def object_evidence(self, kind: str, obj_name: str | None, field_: str, reason: str | None = None,
+                        message: str | None = None, time: datetime | None = None,
+                        ns: str | None = None) -> dict[str, Any]:
+        return _drop_none({"kind": kind, "name": obj_name or "", "namespace": ns, "field": field_,
+                           "reason": reason, "message": clip(message, MAX_TEXT), "time": format_time(time)})
+
+    def workload_ref(self, role: str, ns: str | None, wl_name: str | None, wl_uid: str | None) -> dict[str, Any]:
+        return _drop_none({"role": role, "namespace": ns, "name": wl_name, "uid": wl_uid})
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def ago(now: datetime, then: datetime | None) -> str:
+    """'17m', '3h05m', '2d4h': compact durations for messages."""
+    if then is None:
+        return "an unknown time"
+    secs = int((now - then).total_seconds())
+    if secs < 0:
+        return "0s"
+    if secs < 90:
+        return f"{secs}s"
+    mins = secs // 60
+    if mins < 120:
+        return f"{mins}m"
+    hours, mins = divmod(mins, 60)
+    if hours < 48:
+        return f"{hours}h{mins:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h"

@@ -1,0 +1,179 @@
+"""Diagnosis: objects in, AdmissionDiagnosis objects out. Pure: no I/O, the clock injected.
+
+The operator, the CLI and the tests all call `diagnose` (or `kueue_doctor.diagnose_objects`), so the
+three front doors always agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..api import (
+    API_VERSION,
+    KIND,
+    LABEL_CLUSTER_QUEUE,
+    LABEL_REASON,
+    LABEL_STAGE,
+    MAX_EVIDENCE,
+    MAX_HINTS,
+    MAX_TEXT,
+)
+from ..kube.objects import clip, controller_ref, format_time, lst, m, s
+from ..state import ClusterState
+from ..vocabulary import ActionBy, stage_of
+from . import admission, scheduling
+from .context import Context, Finding, Rule
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def diagnose(state: ClusterState, now: datetime | None = None,
+             keys: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Diagnose the given Workloads (all by default), sorted by namespace and name."""
+    now = now or datetime.now(UTC)
+    selected = sorted(state.workloads) if keys is None else sorted(k for k in keys if k in state.workloads)
+    return [diagnose_workload(state.workloads[k], state, now) for k in selected]
+
+
+def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime) -> dict[str, Any]:
+    ctx = Context(workload, state, now)
+    try:
+        finding = _decide(ctx)
+    except Exception as exc:  # a rule bug must cost one verdict, never the pass
+        finding = Finding("Unknown", "DiagnosisFailed", ActionBy.NOBODY,
+                          f"kueue-doctor failed to diagnose this Workload ({type(exc).__name__}: {exc}); the "
+                          "evidence shows its conditions. Please report this with the Workload's YAML.",
+                          evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
+    return render(ctx, finding)
+
+
+def _first(rules: list[Rule], ctx: Context) -> Finding | None:
+    for rule in rules:
+        found = rule(ctx)
+        if found is not None:
+            return found
+    return None
+
+
+def _decide(ctx: Context) -> Finding:
+    if not ctx.uid or not isinstance(ctx.wl.get("spec"), Mapping):
+        missing = "metadata.uid" if not ctx.uid else "spec"
+        return Finding("Unknown", "MalformedWorkload", ActionBy.NOBODY,
+                       f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input a "
+                       "complete `kubectl get workloads -o yaml` dump?")
+    found = _first(admission.TERMINAL_RULES, ctx)
+    if found is None and ctx.true("QuotaReserved"):
+        if ctx.true("Admitted") and not ctx.true("Evicted"):
+            found = _first(scheduling.RULES, ctx)
+        else:
+            found = _first(admission.RESERVED_RULES, ctx)
+    if found is None and not ctx.true("QuotaReserved"):
+        found = _first(admission.RULES, ctx)
+    if found is None:
+        found = Finding("Unknown", "UnrecognizedMessage", ActionBy.NOBODY,
+                        "kueue-doctor cannot classify this Workload's state; read status.evidence.",
+                        evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
+    return found
+
+
+def _label(value: str | None) -> str | None:
+    if value and len(value) <= 63 and _LABEL_VALUE.match(value):
+        return value
+    return None
+
+
+def render(ctx: Context, f: Finding) -> dict[str, Any]:
+    """The complete AdmissionDiagnosis object, exactly as the operator writes it."""
+    stage = str(stage_of(f.reason))
+    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
+    wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
+    metadata: dict[str, Any] = {
+        "name": ctx.name,
+        "namespace": ctx.ns,
+        "labels": {k: v for k, v in labels.items() if v},
+    }
+    if ctx.uid:
+        metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}]
+    spec: dict[str, Any] = {"workloadRef": {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
+                                            "uid": ctx.uid}}
+    ref = controller_ref(ctx.wl)
+    if ref is not None and s(ref.get("kind")) and s(ref.get("name")):
+        spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
+                                               "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()
+                            if v is not None}
+    status: dict[str, Any] = {
+        "stage": stage,
+        "reason": f.reason,
+        "cause": f.cause,
+        "actionBy": str(f.action),
+        "message": clip(f.message, MAX_TEXT) or "",
+        "since": format_time(f.since or ctx.created),
+        "clusterQueue": ctx.cq_name,
+        "localQueue": ctx.lq_name,
+        "cohort": ctx.cohort,
+    }
+    if f.flavors:
+        status["flavors"] = f.flavors
+    if f.quota:
+        status["quota"] = f.quota
+    checks = _admission_checks(ctx)
+    if checks:
+        status["admissionChecks"] = checks
+    if f.pods is not None:
+        status["pods"] = f.pods
+    if f.blocked_by:
+        status["blockedBy"] = f.blocked_by
+    if stage != "Finished":
+        eviction = admission.last_eviction(ctx)
+        if eviction:
+            status["lastEviction"] = eviction
+    if f.evidence:
+        status["evidence"] = _dedupe(f.evidence)[:MAX_EVIDENCE]
+    if f.hints:
+        status["hints"] = list(dict.fromkeys(f.hints))[:MAX_HINTS]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": spec,
+        "status": {k: v for k, v in status.items() if v is not None},
+    }
+
+
+def _admission_checks(ctx: Context) -> list[dict[str, Any]]:
+    out = []
+    for c in lst(ctx.status.get("admissionChecks")):
+        c = m(c)
+        cname = s(c.get("name"))
+        if not cname:
+            continue
+        ac = ctx.state.admission_checks.get(cname)
+        entry: dict[str, Any] = {"name": cname, "state": s(c.get("state")) or "Pending"}
+        if s(c.get("message")):
+            entry["message"] = clip(c.get("message"), 512)
+        if s(c.get("lastTransitionTime")):
+            entry["lastTransitionTime"] = c.get("lastTransitionTime")
+        if ac is not None:
+            controller = s(m(ac.get("spec")).get("controllerName"))
+            if controller:
+                entry["controllerName"] = controller
+            active = next((x for x in lst(m(ac.get("status")).get("conditions"))
+                           if m(x).get("type") == "Active"), None)
+            if active is not None:
+                entry["active"] = m(active).get("status") == "True"
+        out.append(entry)
+    return out
+
+
+def _dedupe(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for item in items:
+        key = (item.get("kind"), item.get("name"), item.get("field"))
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out

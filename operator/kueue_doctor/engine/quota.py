@@ -1,0 +1,178 @@
+"""Quota arithmetic: what a Workload requests, what its ClusterQueue and cohort can give.
+
+Amounts Kueue states in its messages are authoritative; these numbers come from the queue objects
+(`source: Objects`) or are estimates (`source: Estimate`, flat cohorts only) and are labelled so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from ..kube.objects import lst, m, s, spec, status
+from ..kube.quantity import format_quantity, parse
+from ..state import ClusterState
+
+Requests = dict[str, dict[str, Decimal]]  # podset -> resource -> total
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    res = m(container.get("resources"))
+    requests, limits = m(res.get("requests")), m(res.get("limits"))
+    out: dict[str, Decimal] = {}
+    for rname in set(requests) | set(limits):
+        value = parse(requests.get(rname)) if rname in requests else parse(limits.get(rname))
+        if value is not None and isinstance(rname, str):
+            out[rname] = value
+    return out
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective requests of one Pod: containers + sidecars, or the largest init container if bigger."""
+    total: dict[str, Decimal] = {}
+    for c in lst(pod_spec.get("containers")):
+        for rname, v in _container_requests(m(c)).items():
+            total[rname] = total.get(rname, Decimal(0)) + v
+    init_peak: dict[str, Decimal] = {}
+    sidecars: dict[str, Decimal] = {}
+    for c in lst(pod_spec.get("initContainers")):
+        req = _container_requests(m(c))
+        if m(c).get("restartPolicy") == "Always":
+            for rname, v in req.items():
+                sidecars[rname] = sidecars.get(rname, Decimal(0)) + v
+        else:
+            for rname, v in req.items():
+                init_peak[rname] = max(init_peak.get(rname, Decimal(0)), v + sidecars.get(rname, Decimal(0)))
+    for rname, v in sidecars.items():
+        total[rname] = total.get(rname, Decimal(0)) + v
+    for rname, v in init_peak.items():
+        total[rname] = max(total.get(rname, Decimal(0)), v)
+    for rname, value in m(pod_spec.get("overhead")).items():
+        extra = parse(value)
+        if extra is not None and isinstance(rname, str):
+            total[rname] = total.get(rname, Decimal(0)) + extra
+    return total
+
+
+def podset_counts(workload: Mapping[str, Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ps in lst(spec(workload).get("podSets")):
+        ps = m(ps)
+        count = ps.get("count", 1)
+        out[s(ps.get("name")) or "main"] = count if isinstance(count, int) and not isinstance(count, bool) else 1
+    return out
+
+
+def workload_requests(workload: Mapping[str, Any]) -> tuple[Requests, str]:
+    """Total requests per PodSet, and where they come from (Kueue's status or the Pod templates)."""
+    st = status(workload)
+    usage: Requests = {}
+    for psa in lst(m(st.get("admission")).get("podSetAssignments")):
+        psa = m(psa)
+        usage[s(psa.get("name")) or "main"] = {
+            k: v for k, v in ((k, parse(q)) for k, q in m(psa.get("resourceUsage")).items()) if v is not None
+        }
+    if usage:
+        return usage, "Kueue"
+    for rr in lst(st.get("resourceRequests")):
+        rr = m(rr)
+        usage[s(rr.get("name")) or "main"] = {
+            k: v for k, v in ((k, parse(q)) for k, q in m(rr.get("resources")).items()) if v is not None
+        }
+    if usage:
+        return usage, "Kueue"
+    counts = podset_counts(workload)
+    for ps in lst(spec(workload).get("podSets")):
+        ps = m(ps)
+        psname = s(ps.get("name")) or "main"
+        per_pod = pod_requests(m(m(ps.get("template")).get("spec")))
+        count = Decimal(counts.get(psname, 1))
+        usage[psname] = {k: v * count for k, v in per_pod.items()}
+        usage[psname]["pods"] = count
+    return usage, "Estimate"
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    nominal: Decimal | None
+    borrowing_limit: Decimal | None
+    lending_limit: Decimal | None
+
+
+def flavor_quota(owner: Mapping[str, Any] | None, flavor: str, resource: str) -> FlavorQuota | None:
+    """The quota a ClusterQueue or Cohort spec declares for (flavor, resource); None if not covered."""
+    for group in lst(spec(owner or {}).get("resourceGroups")):
+        for fq in lst(m(group).get("flavors")):
+            if m(fq).get("name") != flavor:
+                continue
+            for rq in lst(m(fq).get("resources")):
+                rq = m(rq)
+                if rq.get("name") == resource:
+                    return FlavorQuota(parse(rq.get("nominalQuota")) or Decimal(0), parse(rq.get("borrowingLimit")),
+                                       parse(rq.get("lendingLimit")))
+    return None
+
+
+def covered_resources(cq: Mapping[str, Any]) -> set[str]:
+    return {r for g in lst(spec(cq).get("resourceGroups")) for r in lst(m(g).get("coveredResources"))
+            if isinstance(r, str)}
+
+
+def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
+    for n, g in enumerate(lst(spec(cq or {}).get("resourceGroups"))):
+        if resource in lst(m(g).get("coveredResources")):
+            return n
+    return -1
+
+
+def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "flavorsReservation") -> Decimal | None:
+    for fr in lst(status(cq).get(field)):
+        if m(fr).get("name") != flavor:
+            continue
+        for r in lst(m(fr).get("resources")):
+            if m(r).get("name") == resource:
+                return parse(m(r).get("total")) or Decimal(0)
+        return Decimal(0)
+    return None
+
+
+@dataclass(frozen=True)
+class CohortView:
+    """What the rest of a flat cohort could lend for one (flavor, resource), from objects. An estimate."""
+
+    cohort: str
+    members: int
+    lendable_unused: Decimal  # unused quota of the other members within their lendingLimits, + cohort's own
+    lendable_total: Decimal  # everything the others could ever lend + the cohort's own quota
+
+
+def cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortView | None:
+    cq = state.cluster_queues.get(cq_name)
+    cohort = s(spec(cq or {}).get("cohortName"))
+    if not cohort:
+        return None
+    members = state.index.cqs_by_cohort.get(cohort, [])
+    unused = Decimal(0)
+    total = Decimal(0)
+    for other in members:
+        if other == cq_name:
+            continue
+        oq = state.cluster_queues[other]
+        fq = flavor_quota(oq, flavor, resource)
+        if fq is None or fq.nominal is None:
+            continue
+        lendable = fq.nominal if fq.lending_limit is None else min(fq.lending_limit, fq.nominal)
+        used = reserved(oq, flavor, resource) or Decimal(0)
+        total += lendable
+        unused += max(Decimal(0), min(lendable, fq.nominal - used))
+    own = flavor_quota(state.cohorts.get(cohort), flavor, resource)
+    if own is not None and own.nominal is not None:
+        total += own.nominal
+        unused += own.nominal
+    return CohortView(cohort, len(members), unused, total)
+
+
+def fmt(resource: str, value: Decimal | None) -> str | None:
+    return format_quantity(resource, value)

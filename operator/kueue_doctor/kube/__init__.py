@@ -1,0 +1,1 @@
+"""Reading Kubernetes and Kueue objects tolerantly: versions, quantities, times, conditions."""

@@ -1,0 +1,134 @@
+"""Tolerant accessors for plain-dict Kubernetes objects (what `kubectl get -o json` returns).
+
+Every accessor returns a typed default instead of raising: the engine must survive any input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+Obj = Mapping[str, Any]
+EMPTY: Mapping[str, Any] = {}
+
+
+def m(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else EMPTY
+
+
+def lst(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def s(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def i(value: object, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return default
+
+
+def meta(obj: Obj) -> Mapping[str, Any]:
+    return m(obj.get("metadata"))
+
+
+def name(obj: Obj) -> str | None:
+    return s(meta(obj).get("name"))
+
+
+def namespace(obj: Obj) -> str | None:
+    return s(meta(obj).get("namespace"))
+
+
+def uid(obj: Obj) -> str | None:
+    return s(meta(obj).get("uid"))
+
+
+def labels(obj: Obj) -> Mapping[str, Any]:
+    return m(meta(obj).get("labels"))
+
+
+def spec(obj: Obj) -> Mapping[str, Any]:
+    return m(obj.get("spec"))
+
+
+def status(obj: Obj) -> Mapping[str, Any]:
+    return m(obj.get("status"))
+
+
+def group_of(api_version: object) -> str:
+    text = s(api_version) or ""
+    return text.rsplit("/", 1)[0] if "/" in text else ""
+
+
+def version_of(api_version: object) -> str:
+    text = s(api_version) or ""
+    return text.rsplit("/", 1)[-1]
+
+
+@lru_cache(maxsize=65536)
+def parse_time(value: object) -> datetime | None:
+    """RFC 3339 (with or without fractions, Z or offset) to an aware datetime; None when unreadable."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions(obj: Obj) -> dict[str, Mapping[str, Any]]:
+    """Conditions by type; the last one wins when a broken object repeats a type."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for cond in lst(status(obj).get("conditions")):
+        if isinstance(cond, Mapping):
+            ctype = s(cond.get("type"))
+            if ctype:
+                out[ctype] = cond
+    return out
+
+
+def is_true(cond: Mapping[str, Any] | None) -> bool:
+    return bool(cond) and m(cond).get("status") == "True"
+
+
+def is_false(cond: Mapping[str, Any] | None) -> bool:
+    return bool(cond) and m(cond).get("status") == "False"
+
+
+def owner_refs(obj: Obj) -> Iterator[Mapping[str, Any]]:
+    for ref in lst(meta(obj).get("ownerReferences")):
+        if isinstance(ref, Mapping):
+            yield ref
+
+
+def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
+    refs = list(owner_refs(obj))
+    for ref in refs:
+        if ref.get("controller") is True:
+            return ref
+    return refs[0] if len(refs) == 1 else None
+
+
+def clip(text: object, limit: int = 1024) -> str | None:
+    if not isinstance(text, str) or not text:
+        return None
+    return text if len(text) <= limit else text[: limit - 4] + " ..."

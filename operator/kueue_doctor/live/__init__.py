@@ -1,0 +1,1 @@
+"""Talking to a live cluster: one-shot snapshots now, the operator later."""

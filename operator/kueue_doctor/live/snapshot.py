@@ -1,0 +1,128 @@
+"""One LIST of everything the engine reads, for `kueue-doctor explain` without -f.
+
+Each kind is listed on its own: a kind that is forbidden (RBAC) or not served is left out and not
+marked complete, so the engine never concludes that an object is missing when it could not look.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..state import ClusterState
+
+KUEUE = "kueue.x-k8s.io"
+
+
+class LiveError(Exception):
+    """The cluster cannot be read at all (no kubeconfig, unreachable, unauthorised)."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    kind: str
+    path: str  # collection path without namespace part, e.g. /apis/batch/v1/{ns}jobs
+    namespaced: bool
+    api_version: str
+    selectors: tuple[dict[str, str], ...] = field(default=({},))
+
+
+def listings(kueue_version: str) -> list[Listing]:
+    kv = f"/apis/{KUEUE}/{kueue_version}"
+    av = f"{KUEUE}/{kueue_version}"
+    return [
+        Listing("Workload", kv + "/{ns}workloads", True, av),
+        Listing("LocalQueue", kv + "/{ns}localqueues", True, av),
+        Listing("ClusterQueue", kv + "/clusterqueues", False, av),
+        Listing("ResourceFlavor", kv + "/resourceflavors", False, av),
+        Listing("Cohort", kv + "/cohorts", False, av),
+        Listing("AdmissionCheck", kv + "/admissionchecks", False, av),
+        Listing("Topology", kv + "/topologies", False, av),
+        Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1"),
+        Listing("Pod", "/api/v1/{ns}pods", True, "v1",
+                ({"labelSelector": "kueue.x-k8s.io/podset"}, {"labelSelector": "kueue.x-k8s.io/managed=true"})),
+        Listing("Event", "/api/v1/{ns}events", True, "v1",
+                tuple({"fieldSelector": f"involvedObject.kind={k}"} for k in ("Workload", "Job", "Pod"))),
+        Listing("Namespace", "/api/v1/namespaces", False, "v1"),
+        Listing("Node", "/api/v1/nodes", False, "v1"),
+    ]
+
+
+def _api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    from kubernetes import client, config
+
+    try:
+        if kubeconfig or context:
+            config.load_kube_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                config.load_kube_config()  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except Exception as exc:  # ConfigException, FileNotFoundError, yaml errors
+        raise LiveError(f"cannot load a kubeconfig or in-cluster credentials ({exc}); set KUBECONFIG or use "
+                        "`explain -f dump.yaml` for files") from exc
+    return client.ApiClient()
+
+
+def get_json(api: Any, path: str, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        resp = api.call_api(path, "GET", query_params=list((query or {}).items()),
+                            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                            _preload_content=False, _request_timeout=60)
+    except ApiException as exc:
+        return exc.status or 0, None
+    raw = resp[0].data
+    return 200, json.loads(raw)
+
+
+def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str, Any]] | None:
+    """Every object of one kind (paged); None when the kind cannot be read."""
+    ns_part = f"namespaces/{namespace}/" if namespace and listing.namespaced else ""
+    path = listing.path.format(ns=ns_part)
+    items: list[dict[str, Any]] = []
+    for selector in listing.selectors:
+        cont = ""
+        while True:
+            query = dict(selector, limit="500")
+            if cont:
+                query["continue"] = cont
+            code, body = get_json(api, path, query)
+            if code != 200 or not isinstance(body, dict):
+                if code in (401,):
+                    raise LiveError(f"the cluster refused our credentials (HTTP 401) listing {path}")
+                if code == 0:
+                    raise LiveError(f"cannot reach the cluster listing {path}: check the kubeconfig's server")
+                return None
+            for item in body.get("items") or []:
+                item.setdefault("kind", listing.kind)
+                item.setdefault("apiVersion", listing.api_version)
+                items.append(item)
+            cont = (body.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                break
+    return items
+
+
+def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
+             api: Any = None) -> ClusterState:
+    api = api or _api_client(kubeconfig, context)
+    code, _ = get_json(api, f"/apis/{KUEUE}/v1beta2")
+    if code == 0:
+        raise LiveError("cannot reach the cluster: check the kubeconfig's server and your network")
+    version = "v1beta2" if code == 200 else "v1beta1"
+    if version == "v1beta1" and get_json(api, f"/apis/{KUEUE}/v1beta1")[0] != 200:
+        raise LiveError(f"Kueue's API ({KUEUE}) is not served by this cluster: is Kueue installed?")
+    objects: list[dict[str, Any]] = []
+    complete: set[str] = set()
+    for listing in listings(version):
+        items = list_all(api, listing, namespace)
+        if items is None:
+            continue
+        objects.extend(items)
+        complete.add(listing.kind)
+    return ClusterState.from_objects(objects, complete_kinds=complete)

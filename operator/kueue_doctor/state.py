@@ -1,0 +1,364 @@
+"""ClusterState: the objects the engine needs, indexed for the questions it asks.
+
+Built at once from a file or a LIST (`ClusterState.from_objects`), or kept current by watch events
+(`upsert` / `remove`). Knows which Workloads a change can affect (`affected_workloads`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kube.objects import (
+    controller_ref,
+    group_of,
+    labels,
+    lst,
+    m,
+    meta,
+    name,
+    namespace,
+    owner_refs,
+    s,
+    spec,
+    uid,
+)
+
+KUEUE = "kueue.x-k8s.io"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+# (group, kind) -> the state collection it goes to. Other kinds are ignored.
+KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Cohort", "AdmissionCheck",
+               "Topology", "WorkloadPriorityClass"}
+# Owners whose suspension and Pods we read (group, kind); Kueue can manage more, they still get verdicts.
+OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"),
+               ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("kubeflow.org", "TFJob"),
+               ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "JAXJob"),
+               ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
+               ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def kind_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    kind = s(obj.get("kind"))
+    if not kind:
+        return None
+    return group_of(obj.get("apiVersion")), kind
+
+
+def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Present v1beta1 Kueue objects with v1beta2 field names (API-NOTES section 1.1)."""
+    key = kind_key(obj)
+    if key is None or key[0] != KUEUE or not str(obj.get("apiVersion", "")).endswith("v1beta1"):
+        return obj
+    kind = key[1]
+    if kind == "ClusterQueue":
+        sp = dict(spec(obj))
+        if "cohort" in sp and "cohortName" not in sp:
+            sp["cohortName"] = sp.pop("cohort")
+        checks = sp.pop("admissionChecks", None)
+        if isinstance(checks, list) and "admissionChecksStrategy" not in sp:
+            sp["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks if isinstance(c, str)]}
+        return {**obj, "spec": sp}
+    if kind == "LocalQueue":
+        st = dict(m(obj.get("status")))
+        if "flavorUsage" in st and "flavorsUsage" not in st:
+            st["flavorsUsage"] = st.pop("flavorUsage")
+        return {**obj, "status": st}
+    if kind == "Workload":
+        st = dict(m(obj.get("status")))
+        if "accumulatedPastExexcutionTimeSeconds" in st:
+            st["accumulatedPastExecutionTimeSeconds"] = st.pop("accumulatedPastExexcutionTimeSeconds")
+        return {**obj, "status": st}
+    return obj
+
+
+@dataclass
+class ClusterState:
+    workloads: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
+    local_queues: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
+    cluster_queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    flavors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    cohorts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    admission_checks: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    topologies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    namespaces: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    owners: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)  # (ns, kind, name)
+    owners_by_uid: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    pods: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
+    events: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # by uid or synthetic key
+    # kinds whose list is complete: absence of an object of that kind means it does not exist
+    complete_kinds: set[str] = field(default_factory=set)
+    ignored: int = 0
+    _index: _Index | None = None
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Mapping[str, Any]], complete_kinds: Iterable[str] | None = None
+                     ) -> ClusterState:
+        state = cls()
+        for obj in objects:
+            state.upsert(obj)
+        if complete_kinds is None:
+            # A dump is taken to list every object of each kind it contains at all.
+            seen = {k for k, coll in state._collections().items() if coll}
+            state.complete_kinds = seen
+        else:
+            state.complete_kinds = set(complete_kinds)
+        return state
+
+    def _collections(self) -> dict[str, Mapping[Any, Any]]:
+        return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
+                "ResourceFlavor": self.flavors, "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
+                "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
+                "Pod": self.pods, "Event": self.events, "Job": self.owners}
+
+    def upsert(self, obj: Mapping[str, Any]) -> bool:
+        """Store one object; False when its kind is not used (ignored, never an error)."""
+        if not isinstance(obj, Mapping):
+            self.ignored += 1
+            return False
+        key = kind_key(obj)
+        if key is None:
+            self.ignored += 1
+            return False
+        group, kind = key
+        obj = normalize(obj)
+        nm, ns = name(obj), namespace(obj)
+        self._index = None
+        if group == KUEUE and kind in KUEUE_KINDS:
+            if nm is None:
+                self.ignored += 1
+                return False
+            if kind == "Workload" or kind == "LocalQueue":
+                if ns is None:
+                    self.ignored += 1
+                    return False
+                (self.workloads if kind == "Workload" else self.local_queues)[ns, nm] = obj
+            elif kind == "ClusterQueue":
+                self.cluster_queues[nm] = obj
+            elif kind == "ResourceFlavor":
+                self.flavors[nm] = obj
+            elif kind == "Cohort":
+                self.cohorts[nm] = obj
+            elif kind == "AdmissionCheck":
+                self.admission_checks[nm] = obj
+            elif kind == "Topology":
+                self.topologies[nm] = obj
+            return True
+        if group == "" and kind == "Pod" and nm and ns:
+            self.pods[ns, nm] = obj
+            return True
+        if kind == "Event" and group in ("", "events.k8s.io"):
+            self.events[uid(obj) or f"{ns}/{nm}"] = obj
+            return True
+        if group == "" and kind == "Namespace" and nm:
+            self.namespaces[nm] = obj
+            return True
+        if group == "" and kind == "Node" and nm:
+            self.nodes[nm] = obj
+            return True
+        if (group, kind) in OWNER_KINDS and nm and ns:
+            self.owners[ns, kind, nm] = obj
+            u = uid(obj)
+            if u:
+                self.owners_by_uid[u] = obj
+            return True
+        self.ignored += 1
+        return False
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        key = kind_key(obj)
+        if key is None:
+            return
+        group, kind = key
+        nm, ns = name(obj) or "", namespace(obj) or ""
+        self._index = None
+        coll: dict[Any, Any] | None = {
+            "Workload": self.workloads, "LocalQueue": self.local_queues, "Pod": self.pods,
+        }.get(kind)
+        if coll is not None:
+            coll.pop((ns, nm), None)
+        elif kind == "Event":
+            self.events.pop(uid(obj) or f"{ns}/{nm}", None)
+        elif (group, kind) in OWNER_KINDS:
+            gone = self.owners.pop((ns, kind, nm), None)
+            if gone is not None and uid(gone):
+                self.owners_by_uid.pop(uid(gone) or "", None)
+        else:
+            cluster = {"ClusterQueue": self.cluster_queues, "ResourceFlavor": self.flavors,
+                       "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
+                       "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes}.get(kind)
+            if cluster is not None:
+                cluster.pop(nm, None)
+
+    # ----- derived indices, rebuilt lazily after a change -----
+    @property
+    def index(self) -> _Index:
+        if self._index is None:
+            self._index = _Index.build(self)
+        return self._index
+
+    def knows(self, kind: str) -> bool:
+        return kind in self.complete_kinds
+
+    def owner_of(self, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        ref = controller_ref(workload)
+        if ref is None:
+            return None
+        ref_uid = s(ref.get("uid"))
+        if ref_uid and ref_uid in self.owners_by_uid:
+            return self.owners_by_uid[ref_uid]
+        return self.owners.get((namespace(workload) or "", s(ref.get("kind")) or "", s(ref.get("name")) or ""))
+
+    def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return self.index.pods_by_workload.get((namespace(workload) or "", name(workload) or ""), [])
+
+    def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
+        return self.index.events_by_object.get((kind, ns or "", nm or ""), [])
+
+    def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
+        admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))
+        if admitted:
+            return admitted
+        lq = self.local_queues.get((namespace(workload) or "", s(spec(workload).get("queueName")) or ""))
+        return s(spec(lq).get("clusterQueue")) if lq else None
+
+    def affected_workloads(self, obj: Mapping[str, Any]) -> set[Key]:
+        """Workloads whose verdict a change of `obj` can alter (for the operator's dirty set)."""
+        key = kind_key(obj)
+        if key is None:
+            return set()
+        kind, nm, ns = key[1], name(obj) or "", namespace(obj) or ""
+        idx = self.index
+        if kind == "Workload":
+            out = {(ns, nm)}
+            cq = self.cluster_queue_of(obj)
+            if cq:  # its quota and queue position matter to the others of its cohort
+                out |= idx.workloads_in_cohort_of(self, cq)
+            return out
+        if kind == "LocalQueue":
+            return set(idx.workloads_by_lq.get((ns, nm), ()))
+        if kind == "ClusterQueue":
+            return idx.workloads_in_cohort_of(self, nm)
+        if kind == "Cohort":
+            return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
+        if kind in ("ResourceFlavor", "AdmissionCheck", "Topology"):
+            return {wl for cq in idx.cqs_referencing.get((kind, nm), ()) for wl in idx.workloads_by_cq.get(cq, ())}
+        if kind == "Namespace":
+            return {wl for wl in self.workloads if wl[0] == nm}
+        if kind == "Pod":
+            wl = idx.workload_of_pod(self, obj)
+            return {wl} if wl else set()
+        if kind == "Event":
+            ref = m(obj.get("involvedObject") or obj.get("regarding"))
+            rkind, rns, rname = s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or ""
+            if rkind == "Workload":
+                return {(rns, rname)}
+            if rkind == "Pod":
+                pod = self.pods.get((rns, rname))
+                wl = idx.workload_of_pod(self, pod) if pod else None
+                return {wl} if wl else set()
+            return set(idx.workloads_by_owner.get((rns, rkind, rname), ()))
+        if (key[0], kind) in OWNER_KINDS:
+            return set(idx.workloads_by_owner.get((ns, kind, nm), ()))
+        return set()
+
+
+@dataclass
+class _Index:
+    pods_by_workload: dict[Key, list[Mapping[str, Any]]]
+    events_by_object: dict[tuple[str, str, str], list[Mapping[str, Any]]]
+    workloads_by_uid_link: dict[str, Key]
+    workloads_by_owner: dict[tuple[str, str, str], list[Key]]
+    workloads_by_lq: dict[Key, list[Key]]
+    workloads_by_cq: dict[str, list[Key]]
+    cqs_by_cohort: dict[str, list[str]]
+    cqs_referencing: dict[tuple[str, str], list[str]]
+    # engine caches of cross-Workload facts (victims by preemptor, queue heads), dropped with the index
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, state: ClusterState) -> _Index:
+        by_uid: dict[str, Key] = {}
+        by_owner: dict[tuple[str, str, str], list[Key]] = defaultdict(list)
+        by_lq: dict[Key, list[Key]] = defaultdict(list)
+        by_cq: dict[str, list[Key]] = defaultdict(list)
+        for key, wl in state.workloads.items():
+            ns = key[0]
+            for ref in owner_refs(wl):
+                ref_uid = s(ref.get("uid"))
+                if ref_uid:
+                    by_uid.setdefault(ref_uid, key)
+                by_owner[ns, s(ref.get("kind")) or "", s(ref.get("name")) or ""].append(key)
+            job_uid = s(labels(wl).get(JOB_UID_LABEL))
+            if job_uid:
+                by_uid.setdefault(job_uid, key)
+            by_lq[ns, s(spec(wl).get("queueName")) or ""].append(key)
+            wl_cq = state.cluster_queue_of(wl)
+            if wl_cq:
+                by_cq[wl_cq].append(key)
+        cqs_by_cohort: dict[str, list[str]] = defaultdict(list)
+        refs: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for cq_name, cq in state.cluster_queues.items():
+            cohort = s(spec(cq).get("cohortName"))
+            if cohort:
+                cqs_by_cohort[cohort].append(cq_name)
+            for group in lst(spec(cq).get("resourceGroups")):
+                for flavor in lst(m(group).get("flavors")):
+                    fname = s(m(flavor).get("name"))
+                    if fname:
+                        refs["ResourceFlavor", fname].append(cq_name)
+            for check in lst(m(spec(cq).get("admissionChecksStrategy")).get("admissionChecks")):
+                cname = s(m(check).get("name"))
+                if cname:
+                    refs["AdmissionCheck", cname].append(cq_name)
+        index = cls({}, {}, by_uid, dict(by_owner), dict(by_lq), dict(by_cq), dict(cqs_by_cohort), dict(refs))
+        pods: dict[Key, list[Mapping[str, Any]]] = defaultdict(list)
+        for pod in state.pods.values():
+            owner_key = index.workload_of_pod(state, pod)
+            if owner_key:
+                pods[owner_key].append(pod)
+        index.pods_by_workload = dict(pods)
+        events: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+        for ev in state.events.values():
+            ref = m(ev.get("involvedObject") or ev.get("regarding"))
+            events[s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or ""].append(ev)
+        index.events_by_object = dict(events)
+        return index
+
+    def workload_of_pod(self, state: ClusterState, pod: Mapping[str, Any]) -> Key | None:
+        ns = namespace(pod) or ""
+        md = meta(pod)
+        wl_name = s(m(md.get("annotations")).get(WORKLOAD_ANNOTATION)) or s(labels(pod).get(POD_GROUP_LABEL))
+        if wl_name and (ns, wl_name) in state.workloads:
+            return ns, wl_name
+        pod_uid = uid(pod)
+        if pod_uid and pod_uid in self.workloads_by_uid_link:
+            return self.workloads_by_uid_link[pod_uid]
+        frontier = list(owner_refs(pod))
+        for _ in range(4):  # Pod -> Job -> JobSet -> ... ; bounded against cycles
+            nxt: list[Mapping[str, Any]] = []
+            for ref in frontier:
+                ref_uid = s(ref.get("uid"))
+                if not ref_uid:
+                    continue
+                if ref_uid in self.workloads_by_uid_link:
+                    return self.workloads_by_uid_link[ref_uid]
+                owner = state.owners_by_uid.get(ref_uid)
+                if owner is not None:
+                    nxt.extend(owner_refs(owner))
+            if not nxt:
+                break
+            frontier = nxt
+        return None
+
+    def workloads_in_cohort_of(self, state: ClusterState, cq_name: str) -> set[Key]:
+        cohort = s(spec(state.cluster_queues.get(cq_name, {})).get("cohortName"))
+        members = self.cqs_by_cohort.get(cohort, [cq_name]) if cohort else [cq_name]
+        return {wl for cq in members for wl in self.workloads_by_cq.get(cq, ())}

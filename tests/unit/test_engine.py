@@ -1,0 +1,377 @@
+"""The engine's verdicts on realistic snapshots, one behaviour a user relies on per test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.api import AdmissionDiagnosis
+
+from .factory import (
+    admission,
+    admitted_conditions,
+    cluster_queue,
+    cond,
+    event,
+    flavor,
+    job,
+    local_queue,
+    node,
+    pod,
+    workload,
+)
+
+NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+NS = "team-a"
+
+
+def verdict(objects: list[dict[str, Any]], name: str, now: datetime = NOW) -> dict[str, Any]:
+    out = diagnose_objects(objects, now)
+    for d in out:
+        AdmissionDiagnosis.model_validate(d)  # every verdict is a valid CR, exactly what the operator writes
+    matches = [d for d in out if d["metadata"]["name"] == name]
+    assert matches, f"no diagnosis for {name}: {[d['metadata']['name'] for d in out]}"
+    return matches[0]["status"]
+
+
+def queue_setup(cpu: str = "2", cohort: str | None = None, **kw: Any) -> list[dict[str, Any]]:
+    return [flavor("default-flavor"),
+            cluster_queue("team-a-cq", {"default-flavor": {"cpu": cpu}}, cohort=cohort, **kw),
+            local_queue("user-queue", NS, "team-a-cq")]
+
+
+def pending(message: str, reason: str = "Pending", **kw: Any) -> dict[str, Any]:
+    return workload("job-sample-1a2b3", conditions=[cond("QuotaReserved", "False", reason, message)], **kw)
+
+
+# ---------------------------------------------------------------------------------------------- admission
+
+
+def test_request_above_nominal_without_cohort_is_exceeds_max_quota_with_the_numbers() -> None:
+    msg = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+           "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)")
+    st = verdict([*queue_setup(), pending(msg, count=3)], "job-sample-1a2b3")
+    assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == (
+        "Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin")
+    assert st["clusterQueue"] == "team-a-cq"
+    assert st["quota"] == [{"flavor": "default-flavor", "resource": "cpu", "requested": "3", "nominal": "2",
+                            "used": "0", "maximum": "2", "source": "Kueue"}]
+    assert "Needs 3 cpu in flavor default-flavor" in st["message"]
+    assert "never give more than 2 (nominal 2, no cohort)" in st["message"]
+
+
+def test_insufficient_unused_quota_is_waiting_for_quota_with_missing_amount_and_usage() -> None:
+    msg = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
+           "1 more needed")
+    objs = [*queue_setup(cpu="4", used={"default-flavor": {"cpu": "3"}}, reserving=1), pending(msg, count=2)]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("WaitingForQuota", "InsufficientUnusedQuota", "Nobody")
+    assert st["quota"][0]["missing"] == "1"
+    assert st["quota"][0]["used"] == "3"
+    assert st["quota"][0]["nominal"] == "4"
+    assert "Needs 1 more cpu" in st["message"] and "3 in use" in st["message"]
+
+
+def test_granular_reason_vocabulary_gives_the_same_verdict() -> None:
+    msg = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
+           "1 more needed")
+    st = verdict([*queue_setup(cpu="4"), pending(msg, reason="WaitingForQuota")], "job-sample-1a2b3")
+    assert st["reason"] == "WaitingForQuota"
+
+
+def test_borrowing_limit_below_the_request_names_the_borrowing_limit() -> None:
+    objs = [flavor("default-flavor"),
+            cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}},
+                          cohort="research"),
+            cluster_queue("team-b-cq", {"default-flavor": {"cpu": "6"}}, cohort="research"),
+            local_queue("user-queue", NS, "team-a-cq"),
+            pending("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+                    "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)",
+                    count=4)]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"]) == ("ExceedsMaxQuota", "BorrowingLimitReached")
+    assert st["cohort"] == "research"
+    line = st["quota"][0]
+    assert (line["nominal"], line["borrowingLimit"], line["maximum"]) == ("2", "1", "3")
+    assert line["borrowable"] == "1"  # 6 unused in team-b, capped by the borrowingLimit
+    assert "borrowingLimit 1" in st["message"]
+
+
+def test_missing_local_queue_blames_the_workload_owner_and_lists_existing_queues() -> None:
+    objs = [*queue_setup(), pending("LocalQueue typo-queue doesn't exist", reason="Inadmissible",
+                                    queue="typo-queue")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "LocalQueueNotFound",
+                                                           "WorkloadOwner")
+    assert "typo-queue" in st["message"] and "user-queue" in st["message"]
+
+
+def test_local_queue_pointing_at_missing_cluster_queue() -> None:
+    objs = [flavor("default-flavor"), local_queue("user-queue", NS, "ghost-cq"),
+            pending("ClusterQueue ghost-cq doesn't exist", reason="Inadmissible")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "ClusterQueueNotFound",
+                                                           "ClusterAdmin")
+    assert st["clusterQueue"] == "ghost-cq"
+
+
+def test_stopped_cluster_queue_is_queue_stopped_not_misconfigured() -> None:
+    objs = [*queue_setup(stop_policy="Hold", active=("False", "Stopped",
+                                                     "Can't admit new workloads: is stopped.")),
+            pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueStopped", "ClusterQueueStopped", "ClusterAdmin")
+
+
+def test_missing_resource_flavor_makes_the_cluster_queue_inactive() -> None:
+    objs = [cluster_queue("team-a-cq", {"gpu-flavor": {"cpu": "2"}},
+                          active=("False", "FlavorNotFound",
+                                  "Can't admit new workloads: references missing ResourceFlavor(s): gpu-flavor.")),
+            local_queue("user-queue", NS, "team-a-cq"), flavor("other"),
+            pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "FlavorNotFound", "ClusterAdmin")
+    assert "gpu-flavor" in st["message"]
+
+
+def test_namespace_not_selected_by_cluster_queue() -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"team": "a"}}}
+    objs = [*queue_setup(namespace_selector={"matchLabels": {"team": "b"}}), ns,
+            pending("workload namespace doesn't match ClusterQueue selector")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"]) == ("QueueMisconfigured", "NamespaceNotSelected")
+    assert '"team":"b"' in st["message"]
+
+
+def test_resource_not_covered_blames_the_request() -> None:
+    objs = [*queue_setup(), pending("couldn't assign flavors to pod set main: resource nvidia.com/gpu unavailable "
+                                    "in ClusterQueue")]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "ResourceNotCovered",
+                                                           "WorkloadOwner")
+    assert "nvidia.com/gpu" in st["message"] and "covers cpu" in st["message"]
+
+
+def test_no_quota_condition_yet_is_not_yet_evaluated() -> None:
+    st = verdict([*queue_setup(), workload("job-new-00001")], "job-new-00001")
+    assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == ("Admission", "NotYetEvaluated",
+                                                                        "PendingEvaluation", "Nobody")
+
+
+def test_strict_fifo_head_blocks_the_workloads_behind_it() -> None:
+    head = pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+                   "default-flavor, 1 more needed", created="2026-11-30T08:30:00Z")
+    behind = workload("job-behind-00002", created="2026-11-30T09:10:00Z")
+    st = verdict([*queue_setup(strategy="StrictFIFO"), head, behind], "job-behind-00002")
+    assert (st["reason"], st["cause"]) == ("NotYetEvaluated", "BlockedByQueueHead")
+    assert st["blockedBy"] == [{"role": "QueueHead", "namespace": NS, "name": "job-sample-1a2b3",
+                                "uid": head["metadata"]["uid"]}]
+
+
+def test_preemptor_waits_for_victims_named_in_blocked_by() -> None:
+    preemptor = pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+                        "default-flavor, 1 more needed. Pending the preemption of 1 workload(s)", priority=100)
+    victim = workload("job-low-00003", conditions=[
+        *admitted_conditions("team-a-cq"),
+        cond("Evicted", "True", "Preempted",
+             f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: j-1) due to "
+             "prioritization in the ClusterQueue; preemptor path: /team-a-cq; preemptee path: /team-a-cq"),
+        cond("Preempted", "True", "InClusterQueue", "same")], admission=admission("team-a-cq"))
+    objs = [*queue_setup(), preemptor, victim]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert (st["reason"], st["cause"]) == ("WaitingForPreemption", "PreemptionInProgress")
+    assert st["blockedBy"][0]["name"] == "job-low-00003" and st["blockedBy"][0]["role"] == "Victim"
+    vst = verdict(objs, "job-low-00003")
+    assert (vst["reason"], vst["cause"]) == ("Preempted", "InClusterQueue")
+    assert vst["lastEviction"]["by"] == f"Workload {NS}/job-sample-1a2b3"
+    assert vst["blockedBy"][0]["role"] == "Preemptor"
+
+
+def test_preempted_then_retried_shows_the_current_blocker_and_keeps_the_eviction_story() -> None:
+    eviction_msg = ("Preempted to accommodate a workload (UID: abc, JobUID: def) due to prioritization in the "
+                    "ClusterQueue; preemptor path: /team-a-cq; preemptee path: /team-a-cq")
+    wl = workload("job-low-00004", conditions=[
+        cond("Evicted", "True", "Preempted", eviction_msg, "2026-11-30T09:10:00Z"),
+        cond("Requeued", "True", "Preempted", eviction_msg, "2026-11-30T09:10:05Z"),
+        cond("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
+             "quota for cpu in flavor default-flavor, 1 more needed", "2026-11-30T09:10:05Z")])
+    st = verdict([*queue_setup(), wl], "job-low-00004")
+    assert st["reason"] == "WaitingForQuota"
+    assert st["lastEviction"]["reason"] == "Preempted"
+    assert st["lastEviction"]["underlyingCause"] == "InClusterQueue"
+
+
+def test_requeue_backoff_after_pods_ready_timeout_is_evicted() -> None:
+    wl = workload("job-slow-00005", conditions=[
+        cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
+             "2026-11-30T09:50:00Z"),
+        cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+        cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005")],
+        requeueState={"count": 2, "requeueAt": "2026-11-30T10:02:00Z"})
+    st = verdict([*queue_setup(), wl], "job-slow-00005")
+    assert (st["reason"], st["cause"]) == ("Evicted", "RequeueBackoff")
+    assert "2026-11-30T10:02:00Z" in st["message"]
+
+
+def test_deactivated_workload_says_how_to_reactivate() -> None:
+    wl = workload("job-off-00006")
+    wl["spec"]["active"] = False
+    st = verdict([*queue_setup(), wl], "job-off-00006")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("Deactivated", "DeactivatedByUser", "WorkloadOwner")
+    assert '"active":true' in st["message"]
+
+
+def test_pending_admission_check_after_quota_reservation() -> None:
+    wl = workload("job-prov-00007", conditions=[
+        cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")],
+        admission=admission("team-a-cq"),
+        admissionChecks=[{"name": "prov-req", "state": "Pending", "message": "Waiting for capacity",
+                          "lastTransitionTime": "2026-11-30T09:01:00Z"}])
+    ac = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov-req"},
+          "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"},
+          "status": {"conditions": [cond("Active", "True", "Active", "The admission check is active")]}}
+    st = verdict([*queue_setup(admission_checks=["prov-req"]), ac, wl], "job-prov-00007")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("WaitingForAdmissionChecks", "AdmissionCheckPending",
+                                                           "Nobody")
+    assert st["admissionChecks"] == [{"name": "prov-req", "state": "Pending", "message": "Waiting for capacity",
+                                      "lastTransitionTime": "2026-11-30T09:01:00Z",
+                                      "controllerName": "kueue.x-k8s.io/provisioning-request", "active": True}]
+
+
+# ---------------------------------------------------------------------------------------------- scheduling
+
+
+def admitted_job(parallelism: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    j = job("trainer", NS, parallelism=parallelism, suspend=False)
+    wl = workload("job-trainer-5d4c3", owner=j, count=parallelism, conditions=[
+        *admitted_conditions("team-a-cq"),
+        cond("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", "2026-11-30T09:00:05Z")],
+        admission=admission("team-a-cq", count=parallelism, cpu=str(parallelism)))
+    return j, wl
+
+
+def test_unschedulable_pods_after_admission_are_a_scheduling_problem_with_scheduler_counts() -> None:
+    j, wl = admitted_job()
+    msg = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    pods = [pod(f"trainer-{n}", j, wl["metadata"]["name"], conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+         "lastProbeTime": None, "lastTransitionTime": "2026-11-30T09:00:07Z"}]) for n in "ab"]
+    st = verdict([*queue_setup(), j, wl, *pods], "job-trainer-5d4c3")
+    assert (st["stage"], st["reason"], st["cause"]) == ("Scheduling", "PodsUnschedulable", "FailedScheduling")
+    assert st["pods"]["expected"] == 2 and st["pods"]["scheduled"] == 0
+    assert "Insufficient cpu" in st["pods"]["summary"]
+    assert "evicts it at about 2026-11-30T09:30:05Z" not in st["message"]  # the deadline has passed at 10:00
+    assert "timeout has passed" in st["message"]
+
+
+def test_flavor_node_labels_matching_no_node_are_named() -> None:
+    j, wl = admitted_job(1)
+    msg = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    p = pod("trainer-a", j, wl["metadata"]["name"], conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+         "lastProbeTime": None, "lastTransitionTime": "2026-11-30T09:00:07Z"}])
+    objs = [flavor("default-flavor", node_labels={"pool": "gpu-a100"}),
+            cluster_queue("team-a-cq", {"default-flavor": {"cpu": "2"}}), local_queue("user-queue", NS, "team-a-cq"),
+            node("n1", {"pool": "cpu"}), node("n2", {"pool": "cpu"}), j, wl, p]
+    st = verdict(objs, "job-trainer-5d4c3")
+    assert st["reason"] == "PodsUnschedulable"
+    assert "pool=gpu-a100: 0 of 2 nodes match" in st["message"]
+
+
+def test_image_pull_back_off_is_containers_not_starting_for_the_owner() -> None:
+    j, wl = admitted_job(1)
+    p = pod("trainer-a", j, wl["metadata"]["name"], node="n1", container_statuses=[{
+        "name": "main", "ready": False, "restartCount": 0, "image": "registry.example/typo:1", "imageID": "",
+        "started": False, "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                "message": 'Back-off pulling image "registry.example/typo:1"'}}}],
+        conditions=[{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                     "lastTransitionTime": "2026-11-30T09:00:07Z"}])
+    st = verdict([*queue_setup(), j, wl, p], "job-trainer-5d4c3")
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("ContainersNotStarting", "ImagePullBackOff",
+                                                           "WorkloadOwner")
+
+
+def test_job_failed_create_from_resource_quota_is_pods_not_created() -> None:
+    j, wl = admitted_job(1)
+    ev = event(j, "FailedCreate", 'Error creating: pods "trainer-x7k2p" is forbidden: exceeded quota: compute, '
+               "requested: requests.cpu=1, used: requests.cpu=4, limited: requests.cpu=4")
+    st = verdict([*queue_setup(), j, wl, ev, node("n1")], "job-trainer-5d4c3")
+    assert (st["reason"], st["cause"]) == ("PodsNotCreated", "FailedCreate")
+    assert "ResourceQuota" in st["message"]
+
+
+def test_admitted_but_still_suspended_job() -> None:
+    j, wl = admitted_job(1)
+    j["spec"]["suspend"] = True
+    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    assert (st["stage"], st["reason"]) == ("Scheduling", "JobSuspended")
+
+
+def test_running_when_pods_ready() -> None:
+    j, wl = admitted_job(1)
+    wl["status"]["conditions"][-1] = cond("PodsReady", "True", "Started",
+                                         "All pods reached readiness and the workload is running")
+    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    assert (st["stage"], st["reason"], st["cause"]) == ("Running", "Running", "PodsReady")
+
+
+def test_finished_workload() -> None:
+    wl = workload("job-done-00008", conditions=[*admitted_conditions("team-a-cq"),
+                                                cond("Finished", "True", "Succeeded", "Job finished successfully")])
+    st = verdict([*queue_setup(), wl], "job-done-00008")
+    assert (st["stage"], st["reason"], st["cause"]) == ("Finished", "Finished", "Succeeded")
+
+
+def test_multikueue_admission_never_says_job_suspended() -> None:
+    j, wl = admitted_job(1)
+    j["spec"]["suspend"] = True  # the manager cluster's Job stays suspended: it runs on the worker
+    wl["status"]["clusterName"] = "worker-eu-1"
+    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    assert (st["stage"], st["cause"]) == ("Running", "DispatchedToWorkerCluster")
+    assert "worker-eu-1" in st["message"]
+
+
+# ---------------------------------------------------------------------------------------------- robustness
+
+
+def test_v1beta1_objects_read_like_v1beta2() -> None:
+    cq = cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}},
+                       cohort="research")
+    cq["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    cq["spec"]["cohort"] = cq["spec"].pop("cohortName")
+    msg = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+           "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)")
+    wl = pending(msg, api_version="kueue.x-k8s.io/v1beta1")
+    st = verdict([flavor("default-flavor"), cq, local_queue("user-queue", NS, "team-a-cq"), wl], "job-sample-1a2b3")
+    assert (st["cohort"], st["cause"]) == ("research", "BorrowingLimitReached")
+
+
+def test_unknown_message_is_unknown_with_the_text_quoted() -> None:
+    st = verdict([*queue_setup(), pending("something Kueue 0.25 invented")], "job-sample-1a2b3")
+    assert (st["stage"], st["reason"], st["cause"]) == ("Unknown", "Unknown", "UnrecognizedMessage")
+    assert "something Kueue 0.25 invented" in st["message"]
+
+
+@pytest.mark.parametrize("broken", [
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": NS}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": NS, "uid": "x"},
+     "spec": {"podSets": "not a list"}, "status": {"conditions": [{"type": 3}, "junk", None]}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": NS, "uid": "x"},
+     "spec": {}, "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": 42}],
+                            "admission": "nope", "requeueState": {"requeueAt": "yesterday"}}},
+])
+def test_malformed_workloads_get_a_verdict_not_an_exception(broken: dict[str, Any]) -> None:
+    st = verdict([*queue_setup(), broken], "w")
+    assert st["stage"] in ("Unknown", "Admission")
+
+
+def test_diagnosis_is_owned_by_the_workload_without_controller_or_block_owner_deletion() -> None:
+    wl = pending("LocalQueue typo doesn't exist", reason="Inadmissible", queue="typo")
+    d = next(x for x in diagnose_objects([wl], NOW))
+    assert d["metadata"]["ownerReferences"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                                                  "name": wl["metadata"]["name"], "uid": wl["metadata"]["uid"]}]
+    assert d["metadata"]["labels"]["kueue-doctor.dev/reason"] == "QueueMisconfigured"
+    assert d["spec"]["workloadRef"]["uid"] == wl["metadata"]["uid"]

@@ -1,0 +1,640 @@
+"""Pod-side diagnosis: counting the Pods of an admitted Workload and naming what blocks the others."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+try:
+    from kueue_doctor.engine import pods as P
+except ModuleNotFoundError:  # the package is not installed and pytest has no pythonpath for operator/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "operator"))
+    from kueue_doctor.engine import pods as P
+
+CORPUS = Path(__file__).resolve().parents[1] / "cases" / "pod_messages.yaml"
+T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
+NS = "team-a"
+
+
+def ts(minutes: float = 0) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro(minutes: float = 0) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def condition(ctype: str, status: str, minutes: float = 0, reason: str | None = None,
+              message: str | None = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None,
+                            "lastTransitionTime": ts(minutes)}
+    if reason is not None:
+        cond["reason"] = reason
+    if message is not None:
+        cond["message"] = message
+    return cond
+
+
+def pod(name: str, *, phase: str = "Pending", node: str | None = None,
+        conditions: list[dict[str, Any]] | None = None,
+        container_statuses: list[dict[str, Any]] | None = None,
+        init_statuses: list[dict[str, Any]] | None = None, gates: list[str] | None = None,
+        deleted: str | None = None, scheduler: str = "default-scheduler", uid: str | None = None,
+        reason: str | None = None, message: str | None = None) -> dict[str, Any]:
+    """A Pod as `kubectl get pod -o json` shows it for a Kueue-managed batch/Job."""
+    metadata: dict[str, Any] = {
+        "name": name, "namespace": NS, "uid": uid or f"uid-{name}", "resourceVersion": "4711",
+        "creationTimestamp": ts(0), "generateName": name.rsplit("-", 1)[0] + "-",
+        "labels": {"batch.kubernetes.io/job-name": "train", "job-name": "train",
+                   "kueue.x-k8s.io/podset": "main", "kueue.x-k8s.io/queue-name": "user-queue"},
+        "annotations": {"kueue.x-k8s.io/workload": "job-train-3f2a1"},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid",
+                             "controller": True, "blockOwnerDeletion": True}],
+        "finalizers": ["batch.kubernetes.io/job-tracking"],
+    }
+    if deleted:
+        metadata["deletionTimestamp"] = deleted
+        metadata["deletionGracePeriodSeconds"] = 30
+    spec: dict[str, Any] = {
+        "containers": [{"name": "trainer", "image": "registry.example.com/team-a/trainer:v9",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"},
+                                      "requests": {"nvidia.com/gpu": "1"}}}],
+        "restartPolicy": "Never", "schedulerName": scheduler, "priority": 0,
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                         "tolerationSeconds": 300}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    status: dict[str, Any] = {"phase": phase, "qosClass": "BestEffort"}
+    if conditions is not None:
+        status["conditions"] = conditions
+    if container_statuses is not None:
+        status["containerStatuses"] = container_statuses
+    if init_statuses is not None:
+        status["initContainerStatuses"] = init_statuses
+    if node:
+        status["hostIP"] = "10.0.0.7"
+        status["startTime"] = ts(1)
+    if reason:
+        status["reason"] = reason
+    if message:
+        status["message"] = message
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def unschedulable(name: str, message: str, minutes: float = 0) -> dict[str, Any]:
+    return pod(name, conditions=[condition("PodScheduled", "False", minutes, "Unschedulable", message)])
+
+
+def bound_conditions(ready: bool = False, minutes: float = 1) -> list[dict[str, Any]]:
+    flag = "True" if ready else "False"
+    not_ready = None if ready else "ContainersNotReady"
+    msg = None if ready else "containers with unready status: [trainer]"
+    return [
+        condition("PodReadyToStartContainers", flag, minutes),
+        condition("Initialized", "True", minutes),
+        condition("Ready", flag, minutes + (2 if ready else 0), not_ready, msg),
+        condition("ContainersReady", flag, minutes, not_ready, msg),
+        condition("PodScheduled", "True", minutes),
+    ]
+
+
+def waiting_status(reason: str, message: str = "", name: str = "trainer") -> dict[str, Any]:
+    waiting: dict[str, Any] = {"reason": reason}
+    if message:
+        waiting["message"] = message
+    return {"name": name, "image": "registry.example.com/team-a/trainer:v9", "imageID": "", "ready": False,
+            "restartCount": 0, "started": False, "state": {"waiting": waiting}, "lastState": {}}
+
+
+def running_status(ready: bool) -> dict[str, Any]:
+    return {"name": "trainer", "image": "registry.example.com/team-a/trainer:v9",
+            "imageID": "registry.example.com/team-a/trainer@sha256:abc", "containerID": "containerd://1",
+            "ready": ready, "restartCount": 0, "started": True,
+            "state": {"running": {"startedAt": ts(2)}}, "lastState": {}}
+
+
+def waiting_pod(name: str, reason: str, message: str = "") -> dict[str, Any]:
+    return pod(name, node="gpu-node-1", conditions=bound_conditions(),
+               container_statuses=[waiting_status(reason, message)])
+
+
+def running_pod(name: str, ready: bool = True, minutes: float = 1) -> dict[str, Any]:
+    return pod(name, phase="Running", node="gpu-node-1", conditions=bound_conditions(ready, minutes),
+               container_statuses=[running_status(ready)])
+
+
+def core_event(pod_name: str, reason: str, message: str, *, minutes: float = 0, count: int = 1,
+               uid: str | None = None, kind: str = "Pod", component: str = "kubelet") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{pod_name}.17a", "namespace": NS, "creationTimestamp": ts(minutes)},
+            "involvedObject": {"kind": kind, "namespace": NS, "name": pod_name,
+                               "uid": uid or f"uid-{pod_name}", "apiVersion": "v1"},
+            "reason": reason, "message": message, "type": "Warning", "count": count,
+            "firstTimestamp": ts(minutes), "lastTimestamp": ts(minutes),
+            "source": {"component": component}, "reportingComponent": "", "reportingInstance": ""}
+
+
+def events_v1_event(pod_name: str, reason: str, note: str, *, minutes: float = 0, series: int | None = None,
+                    uid: str | None = None, kind: str = "Pod") -> dict[str, Any]:
+    """events.k8s.io/v1, as kube-scheduler writes it."""
+    ev: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"{pod_name}.17b", "namespace": NS, "creationTimestamp": ts(minutes)},
+        "eventTime": micro(minutes), "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-cp-1", "action": "Scheduling", "reason": reason,
+        "regarding": {"kind": kind, "namespace": NS, "name": pod_name, "uid": uid or f"uid-{pod_name}",
+                      "apiVersion": "v1"},
+        "note": note, "type": "Warning",
+    }
+    if series is not None:
+        ev["series"] = {"count": series, "lastObservedTime": micro(minutes + 5)}
+    return ev
+
+
+GPU_3 = ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: "
+         "0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+GPU_TAINT_4 = ("0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient "
+               "nvidia.com/gpu. no new claims to deallocate, preemption: 0/4 nodes are available: 1 "
+               "Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.")
+SELECTOR_3 = ("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. no new "
+              "claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+              "scheduling.")
+PULL_BACKOFF = ('Back-off pulling image "registry.example.com/team-a/trainer:v9": ErrImagePull: failed to '
+                'pull and unpack image "registry.example.com/team-a/trainer:v9": not found')
+
+
+# ------------------------------------------------------------------------------------------ scheduling
+
+
+def test_unschedulable_pods_report_the_most_common_node_fit_reason() -> None:
+    pods = [unschedulable(f"train-{i}", GPU_TAINT_4) for i in range(7)] + [running_pod("train-7")]
+    summary = P.summarize_pods(pods, expected=8)
+    assert (summary.created, summary.scheduled, summary.running, summary.ready) == (8, 1, 1, 1)
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.reason, blocker.count) == (
+        "Unschedulable", "Insufficient nvidia.com/gpu", 7)
+    assert blocker.message == GPU_TAINT_4
+    assert blocker.pod == "train-0"
+    assert blocker.since == T0
+    assert summary.failure is not None and summary.failure.total == 4
+    assert summary.failure.top_reason == P.NodeFitReason(3, "Insufficient nvidia.com/gpu")
+
+
+def test_unschedulable_pods_with_different_top_reasons_form_separate_groups() -> None:
+    pods = [unschedulable(f"a-{i}", GPU_3) for i in range(3)] + [unschedulable("b-0", SELECTOR_3)]
+    summary = P.summarize_pods(pods, expected=4)
+    assert [(b.reason, b.count) for b in summary.blockers] == [
+        ("Insufficient nvidia.com/gpu", 3), ("node(s) didn't match Pod's node affinity/selector", 1)]
+    assert summary.failure is not None and summary.failure.raw == GPU_3
+
+
+def test_condition_message_is_preferred_over_failed_scheduling_events() -> None:
+    pods = [unschedulable("train-0", GPU_3)]
+    events = [events_v1_event("train-0", "FailedScheduling", SELECTOR_3, minutes=9, series=4)]
+    [blocker] = P.summarize_pods(pods, expected=1, events=events).blockers
+    assert blocker.message == GPU_3
+    assert blocker.reason == "Insufficient nvidia.com/gpu"
+
+
+@pytest.mark.parametrize("make_event", [core_event, events_v1_event], ids=["core/v1", "events.k8s.io/v1"])
+def test_failed_scheduling_event_fills_in_when_the_condition_has_no_message(make_event: Any) -> None:
+    bare = pod("train-0", conditions=[condition("PodScheduled", "False", 3, "Unschedulable")])
+    events = [make_event("train-0", "FailedScheduling", GPU_3, minutes=1),
+              make_event("train-0", "FailedScheduling", SELECTOR_3, minutes=0)]
+    [blocker] = P.summarize_pods([bare], expected=1, events=events).blockers
+    assert (blocker.category, blocker.reason) == ("Unschedulable", "Insufficient nvidia.com/gpu")
+    assert blocker.message == GPU_3  # the newest event
+    assert blocker.since == T0  # the earliest time seen: the older event
+
+
+def test_failed_scheduling_event_alone_makes_a_pod_unschedulable() -> None:
+    no_condition = pod("train-0")
+    events = [events_v1_event("train-0", "FailedScheduling", GPU_3, minutes=2)]
+    [blocker] = P.summarize_pods([no_condition], expected=1, events=events).blockers
+    assert (blocker.category, blocker.reason) == ("Unschedulable", "Insufficient nvidia.com/gpu")
+
+
+def test_events_about_an_earlier_pod_of_the_same_name_or_another_kind_are_ignored() -> None:
+    bare = pod("train-0")
+    events = [core_event("train-0", "FailedScheduling", GPU_3, uid="older-uid"),
+              core_event("train-0", "FailedScheduling", GPU_3, kind="Job")]
+    [blocker] = P.summarize_pods([bare], expected=1, events=events).blockers
+    assert (blocker.category, blocker.reason) == ("Pending", "NoSchedulingAttempt")
+
+
+def test_scheduler_error_is_reported_as_its_own_reason() -> None:
+    msg = 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
+    broken = pod("train-0", conditions=[condition("PodScheduled", "False", 0, "SchedulerError", msg)])
+    [blocker] = P.summarize_pods([broken], expected=1).blockers
+    assert (blocker.category, blocker.reason, blocker.message) == ("Unschedulable", "SchedulerError", msg)
+
+
+def test_cluster_without_nodes_is_named_plainly() -> None:
+    summary = P.summarize_pods([unschedulable("train-0", "no nodes available to schedule pods")], expected=1)
+    assert summary.blockers[0].reason == "no nodes available to schedule pods"
+    assert "no nodes available to schedule pods" in summary.describe()
+
+
+def test_scheduling_gates_are_grouped_by_gate_and_kueue_gates_are_recognised() -> None:
+    gated = [condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)]
+    pods = [pod(f"t-{i}", gates=["kueue.x-k8s.io/topology"], conditions=gated) for i in range(3)]
+    pods.append(pod("o-0", gates=["example.com/quota-check"], conditions=gated))
+    summary = P.summarize_pods(pods, expected=4)
+    kueue, other = summary.blockers
+    assert (kueue.category, kueue.reason, kueue.count, kueue.kueue_gated) == (
+        "SchedulingGated", "kueue.x-k8s.io/topology", 3, True)
+    assert kueue.message == "Scheduling is blocked due to non-empty scheduling gates"
+    assert (other.reason, other.kueue_gated) == ("example.com/quota-check", False)
+    assert all(P.is_kueue_gate(g) for g in P.KUEUE_GATES)
+
+
+def test_gated_condition_left_after_the_gates_are_removed_is_pending_not_unschedulable() -> None:
+    ungated = pod("t-0", conditions=[
+        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)])
+    [blocker] = P.summarize_pods([ungated], expected=1).blockers
+    assert (blocker.category, blocker.reason) == ("Pending", "NoSchedulingAttempt")
+
+
+def test_scheduler_verdict_after_ungating_comes_from_the_event_not_the_stale_gated_condition() -> None:
+    ungated = pod("t-0", conditions=[
+        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)])
+    events = [events_v1_event("t-0", "FailedScheduling", SELECTOR_3, minutes=2)]
+    [blocker] = P.summarize_pods([ungated], expected=1, events=events).blockers
+    assert (blocker.category, blocker.message) == ("Unschedulable", SELECTOR_3)
+    assert blocker.since == T0 + timedelta(minutes=2)
+
+
+def test_pod_on_a_lost_node_is_failing_with_phase_unknown() -> None:
+    lost = running_pod("t-0", ready=False)
+    lost["status"]["phase"] = "Unknown"
+    [blocker] = P.summarize_pods([lost], expected=1).blockers
+    assert (blocker.category, blocker.reason, blocker.detail) == ("Failing", "Unknown", "node gpu-node-1")
+
+
+def test_unscheduled_pod_without_any_attempt_is_pending_and_names_a_custom_scheduler() -> None:
+    [blocker] = P.summarize_pods([pod("t-0", scheduler="volcano")], expected=1).blockers
+    assert (blocker.category, blocker.reason, blocker.detail) == (
+        "Pending", "NoSchedulingAttempt", "schedulerName volcano")
+    assert blocker.since == T0
+
+
+# ------------------------------------------------------------------------------------------ startup
+
+
+def test_container_creating_exposes_since_for_the_engine_to_judge() -> None:
+    creating = waiting_pod("train-0", "ContainerCreating")
+    summary = P.summarize_pods([creating], expected=1, now=T0 + timedelta(minutes=4))
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.reason) == ("ContainersNotStarting", "ContainerCreating")
+    assert blocker.since == T0  # creation, earlier than the PodScheduled transition
+    assert summary.scheduled == 1 and summary.running == 0
+    assert summary.describe().endswith("1 ContainerCreating for 4m")
+
+
+def test_failed_mount_event_explains_container_creating() -> None:
+    creating = waiting_pod("train-0", "ContainerCreating")
+    msg = 'MountVolume.SetUp failed for volume "config" : configmap "trainer-config" not found'
+    events = [core_event("train-0", "FailedMount", msg, minutes=3, count=7)]
+    [blocker] = P.summarize_pods([creating], expected=1, events=events).blockers
+    assert (blocker.category, blocker.reason, blocker.message) == (
+        "ContainersNotStarting", "FailedMount", msg)
+    assert blocker.detail == "ContainerCreating"
+
+
+def test_image_pull_backoff_is_reported_with_the_kubelet_message() -> None:
+    pods = [running_pod(f"ok-{i}") for i in range(3)]
+    pods.append(waiting_pod("bad-0", "ImagePullBackOff", PULL_BACKOFF))
+    summary = P.summarize_pods(pods, expected=4)
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.reason, blocker.message, blocker.pod) == (
+        "ContainersNotStarting", "ImagePullBackOff", PULL_BACKOFF, "bad-0")
+
+
+def test_init_container_errors_win_over_pod_initializing() -> None:
+    blocked = pod("t-0", node="n1", conditions=bound_conditions(),
+                  init_statuses=[waiting_status("CreateContainerConfigError",
+                                                "couldn't find key password in Secret team-a/db", "setup")],
+                  container_statuses=[waiting_status("PodInitializing")])
+    [blocker] = P.summarize_pods([blocked], expected=1).blockers
+    assert (blocker.reason, blocker.detail) == ("CreateContainerConfigError", "init container setup")
+
+
+def test_crashloop_backoff_carries_the_last_termination() -> None:
+    status = waiting_status("CrashLoopBackOff", "back-off 5m0s restarting failed container=trainer "
+                            "pod=train-0_team-a(uid-train-0)")
+    status["restartCount"] = 6
+    status["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": ts(5),
+                                          "finishedAt": ts(6), "containerID": "containerd://2"}}
+    looping = pod("train-0", phase="Running", node="n1", conditions=bound_conditions(),
+                  container_statuses=[status])
+    summary = P.summarize_pods([looping], expected=1)
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.reason, blocker.detail) == ("Failing", "CrashLoopBackOff",
+                                                                  "OOMKilled, exit code 137")
+    assert summary.running == 1 and summary.ready == 0
+    assert "1 CrashLoopBackOff (OOMKilled, exit code 137)" in summary.describe()
+
+
+def test_running_pod_failing_its_readiness_probe_is_not_ready() -> None:
+    msg = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    events = [core_event("train-0", "Unhealthy", msg, minutes=4, count=30)]
+    summary = P.summarize_pods([running_pod("train-0", ready=False)], expected=1, events=events)
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.reason, blocker.message) == ("NotReady", "Unhealthy", msg)
+    without_event = P.summarize_pods([running_pod("train-0", ready=False)], expected=1).blockers[0]
+    assert (without_event.reason, without_event.message) == (
+        "NotReady", "containers with unready status: [trainer]")
+
+
+def test_bound_pod_without_container_status_is_reported() -> None:
+    # What a fake node without a kubelet looks like: bound, Pending, no container statuses.
+    bound = pod("train-0", node="fake-a1", conditions=[condition("PodScheduled", "True", 1)])
+    [blocker] = P.summarize_pods([bound], expected=1).blockers
+    assert (blocker.category, blocker.reason, blocker.detail) == (
+        "ContainersNotStarting", "NoContainerStatus", "node fake-a1")
+
+
+# ------------------------------------------------------------------------------------------ lifecycle
+
+
+def test_succeeded_pods_count_as_succeeded_and_are_not_blocked() -> None:
+    done = pod("train-0", phase="Succeeded", node="n1", conditions=bound_conditions())
+    summary = P.summarize_pods([done, running_pod("train-1")], expected=2)
+    assert (summary.succeeded, summary.blockers) == (1, ())
+
+
+def test_failed_pods_are_failing_with_the_termination_reason() -> None:
+    terminated = {"name": "trainer", "ready": False, "restartCount": 0, "image": "x", "imageID": "x",
+                  "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": ts(9)}}}
+    oom = pod("train-0", phase="Failed", node="n1", conditions=bound_conditions(),
+              container_statuses=[terminated])
+    evicted = pod("train-1", phase="Failed", node="n1", reason="Evicted",
+                  message="The node was low on resource: memory. Threshold quantity: 100Mi, "
+                          "available: 42Mi. ")
+    summary = P.summarize_pods([oom, evicted], expected=2)
+    assert summary.failed == 2
+    assert {(b.category, b.reason, b.detail) for b in summary.blockers} == {
+        ("Failing", "OOMKilled", "OOMKilled, exit code 137"), ("Failing", "Evicted", "")}
+
+
+def test_terminating_pods_are_counted_apart_and_not_blocked_otherwise() -> None:
+    going = running_pod("train-0")
+    going["metadata"]["deletionTimestamp"] = ts(20)
+    summary = P.summarize_pods([going], expected=1)
+    assert (summary.terminating, summary.running, summary.ready) == (1, 0, 0)
+    [blocker] = summary.blockers
+    assert (blocker.category, blocker.since) == ("Terminating", T0 + timedelta(minutes=20))
+
+
+def test_ready_times_are_exposed() -> None:
+    pods = [running_pod("a", minutes=1), running_pod("b", minutes=5)]
+    summary = P.summarize_pods(pods, expected=2)
+    assert summary.first_ready == T0 + timedelta(minutes=3)
+    assert summary.last_ready == T0 + timedelta(minutes=7)
+    assert summary.all_ready
+
+
+# ------------------------------------------------------------------------------------------ ordering, words
+
+
+def test_blockers_are_ordered_by_count_then_category_severity() -> None:
+    pods = [pod("g-0", gates=["kueue.x-k8s.io/admission"]), unschedulable("u-0", GPU_3),
+            waiting_pod("w-0", "ImagePullBackOff", PULL_BACKOFF), waiting_pod("w-1", "ImagePullBackOff")]
+    summary = P.summarize_pods(pods, expected=4)
+    assert [b.category for b in summary.blockers] == [
+        "ContainersNotStarting", "Unschedulable", "SchedulingGated"]
+    assert summary.blockers[0].message == PULL_BACKOFF  # the most common message; ties -> smallest pod name
+
+
+def test_describe_gives_the_sre_one_liner() -> None:
+    pods = [unschedulable(f"train-{i}", GPU_3) for i in range(7)]
+    pods.append(waiting_pod("train-7", "ImagePullBackOff", PULL_BACKOFF))
+    summary = P.summarize_pods(pods, expected=8)
+    assert summary.describe() == (
+        "1/8 scheduled, 0 running, 0 ready: "
+        "7 Unschedulable (0/3 nodes: 3 Insufficient nvidia.com/gpu); 1 ImagePullBackOff")
+
+
+def test_describe_says_how_many_pods_are_missing_and_finished() -> None:
+    pods = [unschedulable("train-0", GPU_TAINT_4), pod("done", phase="Succeeded", node="n1")]
+    summary = P.summarize_pods(pods, expected=4, now=T0 + timedelta(minutes=90))
+    assert summary.describe() == (
+        "2/4 created, 0/4 scheduled, 0 running, 0 ready, 1 succeeded: 1 Unschedulable "
+        "(0/4 nodes: 3 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint(s)) for 90m")
+
+
+def test_describe_when_everything_is_ready() -> None:
+    summary = P.summarize_pods([running_pod("a"), running_pod("b")], expected=2)
+    assert summary.describe() == "2/2 ready"
+
+
+def test_messages_are_bounded_to_about_500_characters() -> None:
+    long = "0/900 nodes are available: " + ", ".join(f"1 node(s) had untolerated taint {{k{i}: v}}"
+                                                      for i in range(300)) + "."
+    [blocker] = P.summarize_pods([unschedulable("t-0", long)], expected=1).blockers
+    assert len(blocker.message) == P.MESSAGE_LIMIT and blocker.message.endswith(" ...")
+    assert blocker.failure is not None and len(blocker.failure.reasons) == 300
+
+
+# ------------------------------------------------------------------------------------------ events helpers
+
+
+def test_event_time_and_count_read_both_event_apis() -> None:
+    core = core_event("p", "FailedMount", "m", minutes=2, count=5)
+    assert P.event_time(core) == T0 + timedelta(minutes=2)
+    assert P.event_count(core) == 5
+    # core/v1 view of an event written through events.k8s.io: null timestamps, eventTime and series.
+    seen_as_core = dict(core, firstTimestamp=None, lastTimestamp=None, count=None, eventTime=micro(1),
+                        series={"count": 12, "lastObservedTime": micro(8)})
+    assert P.event_time(seen_as_core) == T0 + timedelta(minutes=8)
+    assert P.event_first_time(seen_as_core) == T0 + timedelta(minutes=1)
+    assert P.event_count(seen_as_core) == 12
+    new = events_v1_event("p", "FailedScheduling", "n", minutes=3)
+    assert P.event_time(new) == T0 + timedelta(minutes=3)
+    assert P.event_count(new) == 1
+    assert P.event_count(dict(new, deprecatedCount=4)) == 4
+    assert P.event_message(new) == "n"
+    assert P.event_time({}) is None and P.event_count({}) == 1
+
+
+def test_job_failed_create_returns_the_newest_denial() -> None:
+    quota = ('Error creating: pods "train-7xk2p" is forbidden: exceeded quota: team-a-quota, requested: '
+             "requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4")
+    webhook = ('Error creating: admission webhook "validate.policy.example.com" denied the request: '
+               "images must come from registry.example.com")
+    events = [core_event("train", "FailedCreate", quota, minutes=1, kind="Job"),
+              events_v1_event("train", "FailedCreate", webhook, minutes=5, kind="Job"),
+              core_event("train-rs", "FailedCreate", "other", minutes=9, kind="ReplicaSet"),
+              core_event("train", "SuccessfulCreate", "Created pod: train-x", minutes=9, kind="Job")]
+    assert P.job_failed_create(events) == ("FailedCreate", webhook, T0 + timedelta(minutes=5))
+    assert P.job_failed_create(events[:1]) == ("FailedCreate", quota, T0 + timedelta(minutes=1))
+    assert P.job_failed_create([]) is None
+
+
+def test_parse_scheduler_message_keeps_the_raw_text_of_unknown_shapes() -> None:
+    failure = P.parse_scheduler_message("pod group is unschedulable")
+    assert (failure.reasons, failure.total, failure.raw) == ((), None, "pod group is unschedulable")
+    assert P.parse_scheduler_message(None).raw == ""  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ corpus
+
+
+def _corpus() -> list[dict[str, Any]]:
+    entries = yaml.safe_load(CORPUS.read_text())
+    assert isinstance(entries, list)
+    return entries
+
+
+def _reasons(items: list[list[Any]]) -> tuple[P.NodeFitReason, ...]:
+    return tuple(P.NodeFitReason(int(n), str(t)) for n, t in items)
+
+
+def _corpus_pod(entry: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    kind = entry["kind"]
+    if kind == "waiting":
+        return waiting_pod("p-0", entry["reason"], entry["message"]), []
+    if kind == "init_waiting":
+        return pod("p-0", node="n1", conditions=bound_conditions(),
+                   init_statuses=[waiting_status(entry["reason"], entry["message"], "setup")],
+                   container_statuses=[waiting_status("PodInitializing")]), []
+    if kind == "crashloop":
+        status = waiting_status("CrashLoopBackOff", entry["message"])
+        status["lastState"] = {"terminated": entry["last_terminated"]}
+        return pod("p-0", phase="Running", node="n1", conditions=bound_conditions(),
+                   container_statuses=[status]), []
+    if kind == "pod_failed":
+        statuses = []
+        if "terminated" in entry:
+            statuses = [{"name": "trainer", "state": {"terminated": entry["terminated"]}}]
+        return pod("p-0", phase="Failed", node="n1", container_statuses=statuses,
+                   reason=entry.get("pod_reason"), message=entry.get("pod_message")), []
+    if kind == "gated":
+        return pod("p-0", gates=entry["gates"], conditions=[
+            condition("PodScheduled", "False", 0, "SchedulingGated", entry["message"])]), []
+    if kind == "pod_event":
+        ev = entry["event"]
+        make = core_event if ev["api"] == "core/v1" else events_v1_event
+        event = make("p-0", ev["reason"], ev["message"], minutes=1)
+        state = entry["pod_state"]
+        if state == "container_creating":
+            return waiting_pod("p-0", "ContainerCreating"), [event]
+        if state == "running_not_ready":
+            return running_pod("p-0", ready=False), [event]
+        return pod("p-0", conditions=[condition("PodScheduled", "False", 0, "Unschedulable")]), [event]
+    raise AssertionError(f"unknown corpus kind {kind}")
+
+
+@pytest.mark.parametrize("entry", _corpus(), ids=lambda e: e["id"])
+def test_pod_message_corpus(entry: dict[str, Any]) -> None:
+    assert entry.get("source"), "every corpus entry cites where its text comes from"
+    expect = entry["expect"]
+    if entry["kind"] == "scheduler":
+        failure = P.parse_scheduler_message(entry["text"])
+        assert failure.raw == entry["text"]
+        if "total" in expect:
+            assert failure.total == expect["total"]
+        if "reasons" in expect:
+            assert failure.reasons == _reasons(expect["reasons"])
+        assert failure.prefilter == expect.get("prefilter", False)
+        if "preemption_reasons" in expect:
+            assert failure.preemption_reasons == _reasons(expect["preemption_reasons"])
+        if "preemption" in expect:
+            assert failure.preemption == expect["preemption"]
+        if "post_filter" in expect:
+            assert failure.post_filter == tuple(expect["post_filter"])
+        if "top" in expect:
+            assert failure.top_reason is not None and failure.top_reason.text == expect["top"]
+        return
+    if entry["kind"] == "job_event":
+        ev = entry["event"]
+        make = core_event if ev["api"] == "core/v1" else events_v1_event
+        found = P.job_failed_create([make("train", ev["reason"], ev["message"], minutes=2, kind="Job")])
+        assert found is not None
+        assert found[0] == expect["reason"] and expect["message_contains"] in found[1]
+        assert found[1] == ev["message"]
+        return
+    the_pod, events = _corpus_pod(entry)
+    [blocker] = P.summarize_pods([the_pod], expected=1, events=events).blockers
+    assert (blocker.category, blocker.reason) == (expect["category"], expect["reason"])
+    if "detail_contains" in expect:
+        assert expect["detail_contains"] in blocker.detail
+    if "kueue_gated" in expect:
+        assert blocker.kueue_gated is expect["kueue_gated"]
+    upstream = entry.get("message") or entry.get("pod_message") or entry.get("event", {}).get("message")
+    if upstream:
+        assert blocker.message == upstream  # the exact upstream text is kept
+
+
+# ------------------------------------------------------------------------------------------ robustness
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=30)
+    | st.sampled_from(["Pending", "Running", "Failed", "Succeeded", "Unknown", "False", "True", "Pod",
+                       "PodScheduled", "Ready", "Unschedulable", "SchedulingGated", "FailedScheduling",
+                       "FailedMount", "CrashLoopBackOff", "ContainerCreating", "2026-03-02T09:00:00Z",
+                       GPU_3]),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["metadata", "spec", "status", "name", "namespace", "uid", "phase", "conditions",
+                         "type", "status", "reason", "message", "note", "lastTransitionTime", "nodeName",
+                         "schedulingGates", "containerStatuses", "initContainerStatuses", "state", "waiting",
+                         "terminated", "lastState", "exitCode", "deletionTimestamp", "involvedObject",
+                         "regarding", "kind", "series", "count", "eventTime", "creationTimestamp"]),
+        children, max_size=6),
+    max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pods=st.lists(_json, max_size=5) | _json, events=st.lists(_json, max_size=5) | _json,
+       expected=st.integers(-3, 10) | st.none() | st.text(max_size=3))
+def test_summarize_pods_never_raises_on_malformed_objects(pods: Any, events: Any, expected: Any) -> None:
+    summary = P.summarize_pods(pods, expected, events, now=T0)
+    summary.describe()
+    assert sum(b.count for b in summary.blockers) <= summary.created
+    P.job_failed_create(events if isinstance(events, list) else [])
+
+
+_fragments = st.sampled_from(["0/", "3", "10", " nodes are available", ": ", ", ", ". ", ".", " ...",
+                              "preemption: ", "Insufficient cpu", "node(s) had untolerated taint {a: b}",
+                              "no new claims to deallocate", "1 ", "x", ""])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=80) | st.lists(_fragments, max_size=14).map("".join))
+def test_parse_scheduler_message_never_raises(text: str) -> None:
+    failure = P.parse_scheduler_message(text)
+    assert failure.raw == text
+    assert all(r.count >= 0 and r.text for r in failure.reasons)
+    failure.short()
+
+
+def test_fifty_thousand_pods_are_cheap() -> None:
+    pods = []
+    for i in range(50_000):
+        if i % 4 == 0:
+            pods.append(running_pod(f"r-{i}"))
+        elif i % 4 == 1:
+            pods.append(unschedulable(f"u-{i}", GPU_TAINT_4 if i % 3 else GPU_3))
+        elif i % 4 == 2:
+            pods.append(waiting_pod(f"w-{i}", "ContainerCreating"))
+        else:
+            pods.append(pod(f"g-{i}", gates=["kueue.x-k8s.io/topology"]))
+    events = [core_event(f"w-{i}", "FailedMount", "MountVolume.SetUp failed", minutes=1)
+              for i in range(2, 50_000, 40)]
+    start = time.perf_counter()
+    summary = P.summarize_pods(pods, expected=50_000, events=events)
+    elapsed = time.perf_counter() - start
+    assert summary.created == 50_000 and summary.ready == 12_500
+    assert elapsed < 2.0, f"summarize_pods took {elapsed:.2f}s for 50k pods"
