@@ -15,7 +15,7 @@ if [[ -x hack/control-plane/build.sh && "${KUEUE_DOCTOR_SKIP_E2E:-0}" != 1 ]]; t
 fi
 
 step "ruff"
-python3 -m ruff check operator tests bench hack
+python3 -m ruff check
 step "mypy --strict"
 python3 -m mypy
 step "pytest"
