@@ -108,7 +108,8 @@ class AdmissionCheckState(_Model):
 
 class PodGroup(_Model):
     category: str = Field(
-        description="SchedulingGated, Unschedulable, ContainersNotStarting, Failing or Terminating."
+        description="Failing, Unschedulable, ContainersNotStarting, NotReady, SchedulingGated, Pending (no "
+        "scheduler has looked at them) or Terminating."
     )
     reason: str = Field(description="Short reason: a gate, a node-fit reason, a container waiting reason.")
     count: int = Field(description="How many Pods are blocked this way.")

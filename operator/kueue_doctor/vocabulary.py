@@ -154,6 +154,8 @@ CAUSES: dict[str, str] = {
     "SchedulingGated": "Pods carry scheduling gates (status.pods lists them); Kueue's own gates are removed "
     "by Kueue after admission, others by their controllers.",
     "FailedScheduling": "kube-scheduler cannot place the Pods; status.pods carries its reasons with counts.",
+    "NoSchedulingAttempt": "No scheduler has evaluated the Pods (check spec.schedulerName and that scheduler).",
+    "PodsFailed": "Pods failed (OOMKilled, Error, evicted by the kubelet); status.pods says how.",
     "PodsNotVisible": "Pods are not in the input (or not readable), so kueue-doctor cannot say more.",
     "ImagePullBackOff": "A container image cannot be pulled (name, tag, registry access).",
     "ErrImagePull": "A container image pull failed.",

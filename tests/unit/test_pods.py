@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,11 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-try:
-    from kueue_doctor.engine import pods as P
-except ModuleNotFoundError:  # the package is not installed and pytest has no pythonpath for operator/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "operator"))
-    from kueue_doctor.engine import pods as P
+from kueue_doctor.engine import pods as P
 
 CORPUS = Path(__file__).resolve().parents[1] / "cases" / "pod_messages.yaml"
 T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)

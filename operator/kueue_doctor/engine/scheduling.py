@@ -172,13 +172,19 @@ def pods_stage(ctx: Context) -> Finding | None:
     if blocker.category == "Unschedulable":
         return _unschedulable(ctx, summary, blocker, pods_status, evidence)
     if blocker.category == "SchedulingGated":
-        kueue_gate = blocker.reason in podlib.KUEUE_GATES
+        kueue_gate = blocker.kueue_gated
         text = (f"{blocker.count}/{expected} Pods are held by scheduling gate {blocker.reason}"
                 + (": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
                    if kueue_gate else ": the controller that added the gate must remove it.")
                 + _timeout_note(ctx))
         return Finding("PodsUnschedulable", "SchedulingGated", NOBODY if kueue_gate else CADMIN, text,
                        since=blocker.since or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
+    if blocker.category == "Pending":
+        text = (f"{blocker.count}/{expected} Pods have not been looked at by a scheduler for "
+                f"{ago(ctx.now, blocker.since or since)}: check spec.schedulerName and that that scheduler runs."
+                + _timeout_note(ctx))
+        return Finding("PodsUnschedulable", "NoSchedulingAttempt", CADMIN, text, since=blocker.since or since,
+                       evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     if blocker.category == "Terminating":
         text = f"{blocker.count} Pod(s) are terminating; Pods: {summary.describe()}."
         return Finding("ContainersNotStarting", "Terminating", NOBODY, text, since=blocker.since or since,
@@ -302,12 +308,17 @@ def flavor_node_hint(ctx: Context, flavor: str) -> str | None:
 
 def _containers(ctx: Context, summary: podlib.PodSummary, blocker: podlib.PodBlocker, pods_status: dict[str, Any],
                 evidence: list[dict[str, Any]]) -> Finding:
-    cause = blocker.reason if blocker.reason in CONTAINER_CAUSES else "PodsNotReady"
+    if blocker.reason in CONTAINER_CAUSES:
+        cause = blocker.reason
+    elif blocker.category == "Failing":
+        cause = "PodsFailed"
+    else:
+        cause = "PodsNotReady"
     since = blocker.since or _admitted_since(ctx)
     if cause == "ContainerCreating" and since is not None and ctx.now - since < CONTAINER_CREATING_GRACE:
         action = NOBODY
     else:
-        action = OWNER if cause not in ("ContainerCreating", "PodsNotReady") else NOBODY
+        action = OWNER if cause not in ("ContainerCreating",) else NOBODY
     msg = f": {blocker.message[:300]}" if blocker.message else ""
     text = (f"Admitted and scheduled, but containers of {blocker.count}/{summary.expected} Pods do not start: "
             f"{blocker.reason}{msg} (pod {blocker.pod}).{_timeout_note(ctx)}")
