@@ -632,13 +632,12 @@ def classify_flavor_failures(ctx: Context, p: messages.ParsedMessage) -> Finding
 
 
 def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
-    reqs, _src = quota.workload_requests(ctx.wl)
-    return reqs.get(podset, {}).get(resource)
+    return ctx.requests.get(podset, {}).get(resource)
 
 
 def quota_line(ctx: Context, f: messages.FlavorFailure) -> dict[str, Any]:
     res, flavor = f.resource or "", f.flavor or ""
-    fq = quota.flavor_quota(ctx.cq, flavor, res) if ctx.cq is not None else None
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     requested = f.requested or quota.fmt(res, _requested(ctx, f.podset, res))
     line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested}
     if fq is not None:
@@ -669,7 +668,7 @@ def _exceeds_max(ctx: Context, failures: list[messages.FlavorFailure]) -> Findin
     f = next((x for x in failures if x.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY), failures[0])
     lines = [quota_line(ctx, x) for x in failures if x.resource and x.flavor]
     res, flavor = f.resource or "?", f.flavor or "?"
-    fq = quota.flavor_quota(ctx.cq, flavor, res) if ctx.cq is not None else None
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     previous = parse(f.previous) if f.previous else None
     need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
     nominal = quota.fmt(res, fq.nominal) if fq else None
@@ -702,7 +701,7 @@ def _waiting_for_quota(ctx: Context, failures: list[messages.FlavorFailure]) -> 
     line = lines[0] if lines else {}
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = "InsufficientUnusedQuota"
-    fq = quota.flavor_quota(ctx.cq, flavor, res) if ctx.cq is not None else None
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     if fq is not None and fq.borrowing_limit is not None and ctx.cohort:
         used = parse(line.get("used")) or Decimal(0)
         req = parse(line.get("requested")) or Decimal(0)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..kube.objects import (
     clip,
@@ -28,7 +27,7 @@ from ..kube.objects import (
 )
 from ..state import ClusterState
 from ..vocabulary import ActionBy
-from . import messages
+from . import messages, quota
 
 MAX_TEXT = 1024
 
@@ -49,6 +48,20 @@ class Finding:
 
 
 Rule = Callable[["Context"], Finding | None]
+T = TypeVar("T")
+
+
+class cached_property(Generic[T]):
+    """Compute once per instance, then a plain attribute (no lock: one pass runs on one thread)."""
+
+    def __init__(self, fn: Callable[[Any], T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+
+    def __get__(self, obj: Any, cls: Any = None) -> T:
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value
+        return value
 
 
 class Context:
@@ -125,6 +138,11 @@ class Context:
     @cached_property
     def pods(self) -> list[Mapping[str, Any]]:
         return self.state.pods_of(self.wl)
+
+    @cached_property
+    def requests(self) -> quota.Requests:
+        """Total requests per PodSet (Kueue's own numbers when it wrote them)."""
+        return quota.workload_requests(self.wl)[0]
 
     @cached_property
     def priority(self) -> int:

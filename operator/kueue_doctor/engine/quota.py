@@ -101,18 +101,31 @@ class FlavorQuota:
     lending_limit: Decimal | None
 
 
-def flavor_quota(owner: Mapping[str, Any] | None, flavor: str, resource: str) -> FlavorQuota | None:
-    """The quota a ClusterQueue or Cohort spec declares for (flavor, resource); None if not covered."""
-    for group in lst(spec(owner or {}).get("resourceGroups")):
+def _quota_table(owner: Mapping[str, Any]) -> dict[tuple[str, str], FlavorQuota]:
+    table: dict[tuple[str, str], FlavorQuota] = {}
+    for group in lst(spec(owner).get("resourceGroups")):
         for fq in lst(m(group).get("flavors")):
-            if m(fq).get("name") != flavor:
-                continue
+            fname = s(m(fq).get("name")) or ""
             for rq in lst(m(fq).get("resources")):
                 rq = m(rq)
-                if rq.get("name") == resource:
-                    return FlavorQuota(parse(rq.get("nominalQuota")) or Decimal(0), parse(rq.get("borrowingLimit")),
-                                       parse(rq.get("lendingLimit")))
-    return None
+                rname = s(rq.get("name")) or ""
+                table.setdefault((fname, rname), FlavorQuota(parse(rq.get("nominalQuota")) or Decimal(0),
+                                                             parse(rq.get("borrowingLimit")),
+                                                             parse(rq.get("lendingLimit"))))
+    return table
+
+
+def flavor_quota(state: ClusterState, kind: str, owner_name: str | None, flavor: str, resource: str
+                 ) -> FlavorQuota | None:
+    """The quota a ClusterQueue or Cohort declares for (flavor, resource); None if not covered."""
+    memo = state.index.memo.setdefault("quota_tables", {})
+    table = memo.get((kind, owner_name))
+    if table is None:
+        coll = state.cluster_queues if kind == "ClusterQueue" else state.cohorts
+        owner = coll.get(owner_name or "")
+        table = memo[kind, owner_name] = _quota_table(owner) if owner is not None else {}
+    found: FlavorQuota | None = table.get((flavor, resource))
+    return found
 
 
 def covered_resources(cq: Mapping[str, Any]) -> set[str]:
@@ -149,6 +162,15 @@ class CohortView:
 
 
 def cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortView | None:
+    memo = state.index.memo.setdefault("cohort_view", {})
+    key = (cq_name, flavor, resource)
+    if key not in memo:
+        memo[key] = _cohort_view(state, cq_name, flavor, resource)
+    view: CohortView | None = memo[key]
+    return view
+
+
+def _cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortView | None:
     cq = state.cluster_queues.get(cq_name)
     cohort = s(spec(cq or {}).get("cohortName"))
     if not cohort:
@@ -160,14 +182,14 @@ def cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -
         if other == cq_name:
             continue
         oq = state.cluster_queues[other]
-        fq = flavor_quota(oq, flavor, resource)
+        fq = flavor_quota(state, "ClusterQueue", other, flavor, resource)
         if fq is None or fq.nominal is None:
             continue
         lendable = fq.nominal if fq.lending_limit is None else min(fq.lending_limit, fq.nominal)
         used = reserved(oq, flavor, resource) or Decimal(0)
         total += lendable
         unused += max(Decimal(0), min(lendable, fq.nominal - used))
-    own = flavor_quota(state.cohorts.get(cohort), flavor, resource)
+    own = flavor_quota(state, "Cohort", cohort, flavor, resource)
     if own is not None and own.nominal is not None:
         total += own.nominal
         unused += own.nominal

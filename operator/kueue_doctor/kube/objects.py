@@ -15,15 +15,17 @@ EMPTY: Mapping[str, Any] = {}
 
 
 def m(value: object) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the slow ABC check
+        return value
     return value if isinstance(value, Mapping) else EMPTY
 
 
 def lst(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+    return value if type(value) is list or isinstance(value, list) else []
 
 
 def s(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return value if type(value) is str and value else None
 
 
 def i(value: object, default: int = 0) -> int:
@@ -89,10 +91,11 @@ def parse_time(value: object) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@lru_cache(maxsize=65536)
 def format_time(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def conditions(obj: Obj) -> dict[str, Mapping[str, Any]]:

@@ -32,6 +32,7 @@ def is_binary_resource(resource: str) -> bool:
     return resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")
 
 
+@lru_cache(maxsize=8192)
 def format_quantity(resource: str, value: Decimal | None) -> str | None:
     """Render like Kueue's resource formatter: cpu in milli-units, memory binary, others plain."""
     if value is None:
