@@ -115,6 +115,8 @@ CAUSES: dict[str, str] = {
     "ExceedsNominalQuota": "The request is above the ClusterQueue's nominal quota and it has no cohort to "
     "borrow from.",
     "ExceedsCohortQuota": "The request is above nominal quota plus everything the cohort could lend.",
+    "ExceedsMaximumCapacity": "The request is above the maximum Kueue states for the ClusterQueue (the "
+    "ClusterQueue is not in the input, so nominal quota and borrowing cannot be told apart).",
     "BorrowingLimitReached": "The ClusterQueue's borrowingLimit caps what it may borrow below what is needed.",
     "TopologyPlacementFailed": "Topology Aware Scheduling cannot place the Pods in the requested topology domain.",
     "InsufficientUnusedQuota": "Quota is in use by other admitted Workloads (of this ClusterQueue or borrowed "

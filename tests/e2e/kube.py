@@ -222,7 +222,7 @@ def wait_for_workload(
     api: Any,
     namespace: str,
     job_name: str,
-    predicate: Callable[[dict[str, Any]], bool] = lambda wl: True,
+    predicate: Callable[[dict[str, Any]], object] = lambda wl: True,
     *,
     timeout: float = 60.0,
     what: str = "",

@@ -174,7 +174,7 @@ def test_second_job_waits_for_quota(cluster: ClusterHandle, resources: Resources
     _, pool = _pool_node(resources, cpu="4")
     rf, cq, lq = _queues(resources, namespace, {"cpu": "1"}, node_labels={POOL_LABEL: pool})
     resources.create(kube.job(namespace, "first", lq, requests={"cpu": "1"}))
-    wait_for_workload(api, namespace, "first", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    wait_for_workload(api, namespace, "first", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
     resources.create(kube.job(namespace, "second", lq, requests={"cpu": "1"}))
     wl = wait_for_workload(
         api,
@@ -188,8 +188,23 @@ def test_second_job_waits_for_quota(cluster: ClusterHandle, resources: Resources
     qr = condition(wl, "QuotaReserved")
     assert qr is not None and qr["reason"] in ("Pending", "WaitingForQuota")
     assert f"insufficient unused quota for cpu in flavor {rf}, 1 more needed" in qr["message"], qr["message"]
-    cq_obj = kube.get(api, "ClusterQueue", cq)
-    lq_obj = kube.get(api, "LocalQueue", lq, namespace)
+    cq_obj = wait_for(
+        lambda: (
+            (o := kube.get(api, "ClusterQueue", cq))
+            and o.get("status", {}).get("pendingWorkloads") == 1
+            and o["status"].get("admittedWorkloads") == 1
+            and o
+        ),
+        message="ClusterQueue status: 1 pending, 1 admitted",
+    )
+    lq_obj = wait_for(
+        lambda: (
+            (o := kube.get(api, "LocalQueue", lq, namespace))
+            and o.get("status", {}).get("pendingWorkloads") == 1
+            and o
+        ),
+        message="LocalQueue status: 1 pending",
+    )
     kube.record_fixture(
         "waiting-for-quota",
         [wl, kube.workload_for(api, namespace, "first"), cq_obj, lq_obj],
@@ -202,6 +217,7 @@ def test_admitted_job_with_unschedulable_pods(
 ) -> None:
     """Kueue admits (quota is fine) but no node has the flavor's label: kube-scheduler's turn."""
     api = cluster.api_client
+    _pool_node(resources)  # a node exists, but in another pool
     missing_pool = kube.unique_name("nowhere")
     _queues(resources, namespace, {"cpu": "4"}, node_labels={POOL_LABEL: missing_pool})
     resources.create(kube.job(namespace, "stuck", "main", requests={"cpu": "1"}))
@@ -229,7 +245,7 @@ def test_admitted_job_with_unschedulable_pods(
     )
     msg = events[0]["message"]
     assert re.match(r"0/\d+ nodes are available: ", msg), msg
-    assert "didn't match Pod's node affinity/selector" in msg or "no nodes available" in msg, msg
+    assert "node(s) didn't match Pod's node affinity/selector" in msg, msg
     new_events = [
         e
         for e in kube.list_objects(api, "events.k8s.io/Event", namespace)
@@ -340,3 +356,67 @@ def test_cluster_snapshot_has_every_kind(
         ("v1", "Node"),
     ):
         assert expected in kinds, f"{expected} missing from the snapshot ({sorted(kinds)})"
+
+
+def test_lower_priority_workload_is_preempted(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """Preemption within a ClusterQueue: the victim's pods must really terminate (fake kubelet)."""
+    api = cluster.api_client
+    _, pool = _pool_node(resources, cpu="4")
+    rf = resources.create(kube.resource_flavor(kube.unique_name("rf"), node_labels={POOL_LABEL: pool}))
+    rf_name = rf["metadata"]["name"]
+    cq = resources.create(
+        kube.cluster_queue(
+            kube.unique_name("cq"),
+            {rf_name: {"cpu": "1"}},
+            namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            preemption={"withinClusterQueue": "LowerPriority"},
+        )
+    )
+    cq_name = cq["metadata"]["name"]
+    resources.create(kube.local_queue(namespace, "main", cq_name))
+    low, high = kube.unique_name("low"), kube.unique_name("high")
+    for name, value in ((low, 10), (high, 1000)):
+        resources.create(
+            {
+                "apiVersion": kube.KUEUE_API_VERSION,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    prio = "kueue.x-k8s.io/priority-class"
+    resources.create(kube.job(namespace, "victim", "main", requests={"cpu": "1"}, labels={prio: low}))
+    wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    resources.create(kube.job(namespace, "preemptor", "main", requests={"cpu": "1"}, labels={prio: high}))
+    victim = wait_for_workload(
+        api, namespace, "victim", lambda w: condition_is(w, "Preempted"), what="Preempted=True"
+    )
+    preemptor = wait_for_workload(
+        api, namespace, "preemptor", lambda w: condition_is(w, "Admitted"), timeout=60, what="Admitted=True"
+    )
+    victim = wait_for_workload(
+        api,
+        namespace,
+        "victim",
+        lambda w: condition_is(w, "QuotaReserved", "False") and condition(w, "QuotaReserved").get("message"),
+        what="QuotaReserved=False again",
+    )
+    evicted = condition(victim, "Evicted")
+    assert evicted is not None and evicted["reason"] == "Preempted"
+    assert evicted["message"].startswith("Preempted to accommodate a workload (UID: ")
+    assert "due to prioritization in the ClusterQueue" in evicted["message"]
+    preempted = condition(victim, "Preempted")
+    assert preempted is not None and preempted["reason"] == "InClusterQueue"
+    assert all(
+        p["metadata"].get("deletionTimestamp") is None for p in kube.pods_of_job(api, namespace, "victim")
+    )
+    events = kube.events_for(api, namespace, victim["metadata"]["name"]) + kube.events_for(
+        api, namespace, preemptor["metadata"]["name"]
+    )
+    kube.record_fixture(
+        "preempted",
+        [victim, preemptor, *events],
+        note="low-priority Workload preempted within its ClusterQueue by a high-priority one",
+    )

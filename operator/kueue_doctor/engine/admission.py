@@ -164,7 +164,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     cause = ev.get("underlyingCause") if preempted else ctx.cond_reason("Evicted") or None
     who = f" by {ev['by']}" if ev.get("by") else ""
     text = (f"{reason}{who} {ago(ctx.now, ctx.cond_time('Evicted'))} ago ({ctx.cond_reason('Evicted')}): Kueue is "
-            f"stopping its Pods; quota in ClusterQueue {ctx.cq_name} is released once they are gone, then it is "
+            f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
             "queued again. If this lasts, look for Pods stuck Terminating.")
     return Finding(reason, cause or "EvictionInProgress", NOBODY, text, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
@@ -250,7 +250,7 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
         ac = ctx.state.admission_checks.get(cname)
         controller = s(spec(ac).get("controllerName")) if ac else None
         detail = s(first.get("message"))
-        text = (f"Quota reserved in ClusterQueue {ctx.cq_name} {ago(ctx.now, since)} ago, waiting for "
+        text = (f"Quota reserved in {ctx.cq_text} {ago(ctx.now, since)} ago, waiting for "
                 f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
                 + (f" ({detail})" if detail else "")
                 + (f"; its controller is {controller}" if controller else "") + ".")
@@ -265,11 +265,11 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
         return Finding("WaitingForAdmissionChecks", cause, action, text, since=since, evidence=evidence,
                        hints=[f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"])
     if delayed:
-        text = (f"Quota reserved in ClusterQueue {ctx.cq_name}; the topology assignment of pod set "
+        text = (f"Quota reserved in {ctx.cq_text}; the topology assignment of pod set "
                 f"{s(delayed[0].get('name'))} is delayed until a second scheduling pass (ProvisioningRequest + TAS).")
         return Finding("WaitingForAdmissionChecks", "DelayedTopologyRequest", NOBODY, text, since=since,
                        evidence=evidence)
-    text = (f"Quota reserved in ClusterQueue {ctx.cq_name} {ago(ctx.now, since)} ago; Kueue has not marked it "
+    text = (f"Quota reserved in {ctx.cq_text} {ago(ctx.now, since)} ago; Kueue has not marked it "
             "Admitted yet (normally seconds). If it stays, check the Kueue controller logs.")
     return Finding("NotYetEvaluated", "QuotaReservedAwaitingAdmission", NOBODY, text, since=since, evidence=evidence)
 
@@ -409,7 +409,7 @@ def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any
 def _namespace_not_selected(ctx: Context, since: Any) -> Finding:
     selector = spec(ctx.cq).get("namespaceSelector") if ctx.cq else None
     shown = "null (selects no namespace)" if selector is None else _short(selector)
-    text = (f"ClusterQueue {ctx.cq_name} does not accept Workloads from namespace {ctx.ns}: its namespaceSelector "
+    text = (f"{ctx.cq_text} does not accept Workloads from namespace {ctx.ns}: its namespaceSelector "
             f"is {shown}. Label the namespace to match, or widen the selector.")
     return Finding("QueueMisconfigured", "NamespaceNotSelected", CADMIN, text, since=since,
                    evidence=[ctx.object_evidence("ClusterQueue", ctx.cq_name, "spec.namespaceSelector", None,
@@ -517,7 +517,7 @@ def _failed_checks(ctx: Context, p: messages.ParsedMessage) -> Finding:
 
 def _no_longer_fits(ctx: Context, p: messages.ParsedMessage) -> Finding:
     text = (f"Another Workload of the cohort took the quota in the same scheduling cycle; it waits for quota in "
-            f"ClusterQueue {ctx.cq_name}.")
+            f"{ctx.cq_text}.")
     return _msg_finding("WaitingForQuota", "InsufficientUnusedQuota", NOBODY, text, ctx)
 
 
@@ -672,7 +672,11 @@ def _exceeds_max(ctx: Context, failures: list[messages.FlavorFailure]) -> Findin
     previous = parse(f.previous) if f.previous else None
     need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
     nominal = quota.fmt(res, fq.nominal) if fq else None
-    if not ctx.cohort:
+    if ctx.cq is None:
+        cause = "ExceedsMaximumCapacity"
+        limits = "the ClusterQueue object is not in the input"
+        fix = "raise the ClusterQueue's quota or lower the request"
+    elif not ctx.cohort:
         cause = "ExceedsNominalQuota"
         limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
         fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
@@ -685,7 +689,7 @@ def _exceeds_max(ctx: Context, failures: list[messages.FlavorFailure]) -> Findin
         limits = f"nominal {nominal} + what cohort {ctx.cohort} can lend" if nominal else f"cohort {ctx.cohort}"
         fix = "add quota to the cohort or this ClusterQueue, or lower the request"
     earlier = f" on top of {f.previous} for earlier pod sets" if previous else ""
-    text = (f"Needs {need} {res} in flavor {flavor}{earlier} but ClusterQueue {ctx.cq_name} can never give more than "
+    text = (f"Needs {need} {res} in flavor {flavor}{earlier} but {ctx.cq_text} can never give more than "
             f"{f.maximum or '?'} ({limits}): {fix}.")
     others = [x for x in failures if x is not f]
     if others:
@@ -716,11 +720,11 @@ def _waiting_for_quota(ctx: Context, failures: list[messages.FlavorFailure]) -> 
         usage.append(f"borrowingLimit {quota.fmt(res, fq.borrowing_limit)}")
     if ctx.cohort and line.get("borrowable") is not None:
         usage.append(f"cohort {ctx.cohort} could lend about {line['borrowable']} now")
-    elif not ctx.cohort:
+    elif not ctx.cohort and ctx.cq is not None:
         usage.append("no cohort")
     detail = f" ({', '.join(usage)})" if usage else ""
     reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
-    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than ClusterQueue {ctx.cq_name} has unused now"
+    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than {ctx.cq_text} has unused now"
             f"{detail}: it is admitted when running Workloads release quota"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + ("; the borrowingLimit stops it from borrowing more" if cause == "BorrowingLimitReached" else "")
@@ -733,20 +737,20 @@ def _no_matching_flavor(ctx: Context, failures: list[messages.FlavorFailure]) ->
     f = failures[0]
     if f.kind == FailureKind.RESOURCE_NOT_COVERED:
         covered = sorted(quota.covered_resources(ctx.cq)) if ctx.cq is not None else []
-        text = (f"Requests {f.resource}, which ClusterQueue {ctx.cq_name} does not cover"
+        text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
                 + (f" (it covers {', '.join(covered)})" if covered else "")
                 + ": remove the request from the Job, or add the resource to the queue's resourceGroups.")
         return _msg_finding("QueueMisconfigured", "ResourceNotCovered", OWNER, text, ctx,
                             hints=[cq_hint(ctx.cq_name)])
     if f.kind == FailureKind.FLAVOR_NOT_FOUND:
-        text = (f"ResourceFlavor {f.flavor} used by ClusterQueue {ctx.cq_name} does not exist: create it or remove it "
+        text = (f"ResourceFlavor {f.flavor} used by {ctx.cq_text} does not exist: create it or remove it "
                 "from the ClusterQueue.")
         return _msg_finding("QueueMisconfigured", "FlavorNotFound", CADMIN, text, ctx, flavors=_flavors_of(failures))
     if f.kind == FailureKind.TOPOLOGY_FLAVOR:
         text = f"No flavor fits the Pods' topology request: {f.text}."
         return _msg_finding("QueueMisconfigured", "TopologyMismatch", OWNER, text, ctx, flavors=_flavors_of(failures))
     reasons = "; ".join(x.text for x in failures[:4])
-    text = (f"No flavor of ClusterQueue {ctx.cq_name} fits the Pods: {reasons}. Add tolerations or fix the node "
+    text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
             "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
     return _msg_finding("QueueMisconfigured", "NoMatchingFlavor", OWNER, text, ctx, flavors=_flavors_of(failures))
 
@@ -771,7 +775,7 @@ def _waiting_for_preemption(ctx: Context, p: messages.ParsedMessage) -> Finding:
         cause = "PreemptionFailed"
     else:
         names = ", ".join(f"{b.get('namespace')}/{b.get('name')}" for b in blocked[:3])
-        text = (f"Kueue is preempting {n} Workload(s) to make room in ClusterQueue {ctx.cq_name}"
+        text = (f"Kueue is preempting {n} Workload(s) to make room in {ctx.cq_text}"
                 + (f" ({names})" if names else "") + "; it is admitted once they release their quota.")
         cause = "PreemptionInProgress"
     lines = [quota_line(ctx, x) for x in p.failures if x.resource and x.flavor]
@@ -806,7 +810,7 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
     head = queue_head(ctx)
     if head is not None:
         hns, hname, huid = head
-        text = (f"Waits behind {hns}/{hname} at the head of StrictFIFO ClusterQueue {ctx.cq_name}: Kueue admits "
+        text = (f"Waits behind {hns}/{hname} at the head of StrictFIFO {ctx.cq_text}: Kueue admits "
                 "nothing after the head until the head is admitted (see its diagnosis).")
         return Finding("NotYetEvaluated", "BlockedByQueueHead", NOBODY, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],

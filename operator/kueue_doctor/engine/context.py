@@ -120,6 +120,13 @@ class Context:
         return None
 
     @cached_property
+    def cq_text(self) -> str:
+        """How messages name the ClusterQueue, also when the input lacks the LocalQueue that names it."""
+        if self.cq_name:
+            return f"ClusterQueue {self.cq_name}"
+        return f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (not in the input)"
+
+    @cached_property
     def cq(self) -> Mapping[str, Any] | None:
         return self.state.cluster_queues.get(self.cq_name or "")
 

@@ -127,7 +127,7 @@ def suspended_owner(ctx: Context) -> Finding | None:
     since = _admitted_since(ctx)
     kind = s(owner.get("kind")) or "owner"
     late = since is not None and ctx.now - since > timedelta(minutes=2)
-    text = (f"Admitted by ClusterQueue {ctx.cq_name} {ago(ctx.now, since)} ago, but {kind} {name(owner)} is still "
+    text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it after admission"
             + (" and should have by now; check the Kueue controller logs and the Job's events." if late else "."))
     return Finding("JobSuspended", "OwnerSuspended", NOBODY, text, since=since, evidence=_base_evidence(ctx),
@@ -144,7 +144,7 @@ def pods_stage(ctx: Context) -> Finding | None:
         summary = podlib.summarize_pods(pods, expected, (), ctx.now)
         return _not_created(ctx, summary, _pods_status(summary), _base_evidence(ctx))
     if not pods and not ctx.state.knows("Pod"):
-        text = (f"Admitted by ClusterQueue {ctx.cq_name} {ago(ctx.now, since)} ago, but Kueue reports the Pods not "
+        text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago, but Kueue reports the Pods not "
                 f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
                 f"Pods (none in the input): kubectl get pods -n {ctx.ns} -l kueue.x-k8s.io/podset."
                 + _timeout_note(ctx))
@@ -223,9 +223,9 @@ def _running(ctx: Context, cause: str, since: datetime | None, pods: list[Mappin
     if summary is None and pods:
         summary = podlib.summarize_pods(pods, expected, (), ctx.now)
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
-    text = f"Admitted by ClusterQueue {ctx.cq_name} and running" + counts + "."
+    text = f"Admitted by {ctx.cq_text} and running" + counts + "."
     if unverified:
-        text = (f"Admitted by ClusterQueue {ctx.cq_name} {ago(ctx.now, since)} ago; Kueue reports no PodsReady "
+        text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
     return Finding("Running", cause, NOBODY, text, since=since, evidence=_base_evidence(ctx),
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
@@ -258,7 +258,7 @@ def _unschedulable(ctx: Context, summary: podlib.PodSummary, blocker: podlib.Pod
     flavors = assigned_flavors(ctx)
     fit = summary.failure
     nodes = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
-    text = (f"Admitted by ClusterQueue {ctx.cq_name}, but kube-scheduler cannot place "
+    text = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{summary.expected} "
             f"Pods for {ago(ctx.now, blocker.since)}: {blocker.reason}{nodes}.")
     hints = []

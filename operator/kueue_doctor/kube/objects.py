@@ -76,11 +76,15 @@ def version_of(api_version: object) -> str:
     return text.rsplit("/", 1)[-1]
 
 
-@lru_cache(maxsize=65536)
 def parse_time(value: object) -> datetime | None:
     """RFC 3339 (with or without fractions, Z or offset) to an aware datetime; None when unreadable."""
-    if not isinstance(value, str) or not value or len(value) > 64:
+    if type(value) is not str or not value or len(value) > 64:
         return None
+    return _parse_time(value)
+
+
+@lru_cache(maxsize=65536)
+def _parse_time(value: str) -> datetime | None:
     text = value.strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"

@@ -12,15 +12,19 @@ _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2*
 _DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
 
 
-@lru_cache(maxsize=4096)
 def parse(text: object) -> Decimal | None:
     """Parse a quantity; None for anything that is not one (bad input never raises)."""
     if isinstance(text, bool) or text is None:
         return None
     if isinstance(text, int):
         return Decimal(text)
-    if not isinstance(text, str) or not text or text == UNLIMITED or len(text) > 64:
+    if type(text) is not str or not text or text == UNLIMITED or len(text) > 64:
         return None
+    return _parse(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> Decimal | None:
     try:
         value = parse_quantity(text.strip())  # type: ignore[no-untyped-call]
     except (ValueError, TypeError, InvalidOperation, ArithmeticError):

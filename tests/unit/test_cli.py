@@ -1,0 +1,98 @@
+"""`kueue-doctor explain` and `crd` as a user runs them: files, stdin, formats, errors, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kueue_doctor.cli import main
+
+from .factory import cluster_queue, cond, flavor, local_queue, workload
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "headlamp-exceeds-max-quota.yaml"
+
+
+def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_bundled_headlamp_example_is_exceeds_max_quota_in_the_table() -> None:
+    code, out, err = run("explain", "-f", str(EXAMPLE))
+    assert code == 0, err
+    header, row = out.splitlines()[:2]
+    assert header.split()[:7] == ["NAMESPACE", "WORKLOAD", "STAGE", "REASON", "CAUSE", "ACTION", "FOR"]
+    assert row.split()[:6] == ["default", "job-sample-job-8c7a4", "Admission", "ExceedsMaxQuota",
+                               "ExceedsNominalQuota", "QueueAdmin"]
+
+
+def test_json_output_is_an_array_of_admission_diagnosis_objects() -> None:
+    code, out, _ = run("explain", "-f", str(EXAMPLE), "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert isinstance(doc, list) and doc[0]["kind"] == "AdmissionDiagnosis"
+    assert doc[0]["status"]["quota"][0]["requested"] == "3"
+
+
+def test_yaml_from_stdin_with_multiple_documents_and_unused_kinds(tmp_path: Path) -> None:
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated", "namespace": "team-a"}},
+        flavor("default-flavor"), cluster_queue("cq", {"default-flavor": {"cpu": "1"}}),
+        local_queue("user-queue", "team-a", "cq"),
+        workload("job-a-11111", conditions=[cond("QuotaReserved", "False", "Inadmissible",
+                                                 "LocalQueue user-queue is stopped")]),
+    ]
+    code, out, err = run("explain", "-f", "-", "-o", "yaml", stdin=yaml.safe_dump_all(objs))
+    assert code == 0, err
+    (doc,) = list(yaml.safe_load_all(out))
+    assert doc["status"]["reason"] == "QueueStopped"
+
+
+def test_namespace_and_name_filters() -> None:
+    objs = [workload("job-a-11111", namespace="a"), workload("job-b-22222", namespace="b")]
+    stdin = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+    code, out, _ = run("explain", "-f", "-", "-n", "b", "-o", "json", stdin=stdin)
+    assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-b-22222"]
+    code, out, err = run("explain", "-f", "-", "job-zzz", stdin=stdin)
+    assert code == 1 and "no Workload named job-zzz" in err
+
+
+def test_unreadable_yaml_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "dump.yaml"
+    bad.write_text("apiVersion: v1\nkind: List\nitems: [\n  - {a: 1\n")
+    code, _, err = run("explain", "-f", str(bad))
+    assert code == 2
+    assert str(bad) in err and "line" in err
+
+
+def test_a_document_that_is_not_an_object_exits_2_naming_the_document(tmp_path: Path) -> None:
+    f = tmp_path / "x.yaml"
+    f.write_text("kind: Namespace\napiVersion: v1\nmetadata: {name: a}\n---\njust a string\n")
+    code, _, err = run("explain", "-f", str(f))
+    assert code == 2 and "document 2" in err and "str" in err
+
+
+def test_missing_file_exits_2() -> None:
+    code, _, err = run("explain", "-f", "/nonexistent/dump.yaml")
+    assert code == 2 and "/nonexistent/dump.yaml" in err
+
+
+def test_now_defaults_to_the_newest_timestamp_of_the_dump_and_can_be_overridden() -> None:
+    code, out, _ = run("explain", "-f", str(EXAMPLE))
+    assert out.splitlines()[1].split()[6] == "0s"
+    code, out, _ = run("explain", "-f", str(EXAMPLE), "--now", "2026-11-30T10:05:01Z")
+    assert out.splitlines()[1].split()[6] == "2h00m"
+    code, _, err = run("explain", "-f", str(EXAMPLE), "--now", "yesterday")
+    assert code == 2 and "RFC 3339" in err
+
+
+def test_crd_command_prints_the_committed_crd() -> None:
+    code, out, _ = run("crd")
+    assert code == 0
+    assert out == (ROOT / "crds" / "admissiondiagnoses.kueue-doctor.dev.yaml").read_text()
