@@ -14,7 +14,7 @@ from ..kube.objects import conditions, format_time, i, is_true, lst, m, name, na
 from ..kube.quantity import parse
 from ..vocabulary import ActionBy
 from . import messages, quota
-from .context import Context, Finding, Rule, ago
+from .context import Context, Finding, Rule
 from .messages import FailureKind, Template
 
 NOBODY, OWNER, QADMIN, CADMIN = ActionBy.NOBODY, ActionBy.WORKLOAD_OWNER, ActionBy.QUEUE_ADMIN, ActionBy.CLUSTER_ADMIN
@@ -47,7 +47,7 @@ def finished(ctx: Context) -> Finding | None:
     reason = ctx.cond_reason("Finished") or "Succeeded"
     cause = reason
     msg = ctx.cond_message("Finished")
-    text = f"Finished ({reason}) {ago(ctx.now, ctx.cond_time('Finished'))} ago"
+    text = f"Finished ({reason}) at {format_time(ctx.cond_time('Finished'))}"
     text += f": {msg}" if msg and msg not in ("Job finished successfully",) else "."
     return Finding("Finished", cause, NOBODY, text, since=ctx.cond_time("Finished"),
                    evidence=[ctx.condition_evidence("Finished")])
@@ -163,7 +163,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     reason = "Preempted" if preempted else "Evicted"
     cause = ev.get("underlyingCause") if preempted else ctx.cond_reason("Evicted") or None
     who = f" by {ev['by']}" if ev.get("by") else ""
-    text = (f"{reason}{who} {ago(ctx.now, ctx.cond_time('Evicted'))} ago ({ctx.cond_reason('Evicted')}): Kueue is "
+    text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}): Kueue is "
             f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
             "queued again. If this lasts, look for Pods stuck Terminating.")
     return Finding(reason, cause or "EvictionInProgress", NOBODY, text, since=ctx.cond_time("Evicted"),
@@ -201,12 +201,11 @@ def recent_eviction(ctx: Context) -> Finding | None:
     reason = "Preempted" if preempted else "Evicted"
     cause = (ev.get("underlyingCause") if preempted else evicted_reason) or None
     who = f" by {ev['by']}" if ev.get("by") else ""
-    text = f"{reason}{who} {ago(ctx.now, ctx.cond_time('Evicted'))} ago ({evicted_reason})"
+    text = f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted_reason})"
     action = NOBODY
     if in_backoff:
         cause = "RequeueBackoff"
-        wait = ago(requeue_at or ctx.now, ctx.now)
-        text += (f"; Kueue requeues it at {format_time(requeue_at)} (in {wait}, back-off "
+        text += (f"; Kueue requeues it at {format_time(requeue_at)} (back-off "
                  f"after {i(m(ctx.status.get('requeueState')).get('count'))} requeues)")
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
@@ -250,7 +249,7 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
         ac = ctx.state.admission_checks.get(cname)
         controller = s(spec(ac).get("controllerName")) if ac else None
         detail = s(first.get("message"))
-        text = (f"Quota reserved in {ctx.cq_text} {ago(ctx.now, since)} ago, waiting for "
+        text = (f"Quota reserved in {ctx.cq_text} since {format_time(since)}, waiting for "
                 f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
                 + (f" ({detail})" if detail else "")
                 + (f"; its controller is {controller}" if controller else "") + ".")
@@ -269,7 +268,7 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
                 f"{s(delayed[0].get('name'))} is delayed until a second scheduling pass (ProvisioningRequest + TAS).")
         return Finding("WaitingForAdmissionChecks", "DelayedTopologyRequest", NOBODY, text, since=since,
                        evidence=evidence)
-    text = (f"Quota reserved in {ctx.cq_text} {ago(ctx.now, since)} ago; Kueue has not marked it "
+    text = (f"Quota reserved in {ctx.cq_text} since {format_time(since)}; Kueue has not marked it "
             "Admitted yet (normally seconds). If it stays, check the Kueue controller logs.")
     return Finding("NotYetEvaluated", "QuotaReservedAwaitingAdmission", NOBODY, text, since=since, evidence=evidence)
 
@@ -815,7 +814,8 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
         return Finding("NotYetEvaluated", "BlockedByQueueHead", NOBODY, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                        hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
-    text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} for {ago(ctx.now, since)}; Kueue has not evaluated it yet. "
+    text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {format_time(since)}; Kueue has not evaluated it "
+            "yet. "
             "Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding("NotYetEvaluated", "PendingEvaluation", NOBODY, text, since=since,
                    evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])

@@ -14,7 +14,7 @@ from ..kube.objects import conditions, format_time, i, is_true, lst, m, name, pa
 from ..vocabulary import ActionBy
 from . import pods as podlib
 from .admission import label_selector_matches
-from .context import Context, Finding, Rule, ago
+from .context import Context, Finding, Rule
 
 NOBODY, OWNER, CADMIN = ActionBy.NOBODY, ActionBy.WORKLOAD_OWNER, ActionBy.CLUSTER_ADMIN
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -95,10 +95,10 @@ def _timeout_note(ctx: Context) -> str:
         return ""
     deadline = start + PODS_READY_TIMEOUT
     if deadline <= ctx.now:
-        return (f" waitForPodsReady's default 30m timeout has passed ({ago(ctx.now, start)}): expect Kueue to evict "
+        return (f" waitForPodsReady's default 30m timeout passed at {format_time(deadline)}: expect Kueue to evict "
                 "it (PodsReadyTimeout) if the timeout is the default.")
     return (f" With waitForPodsReady's default 30m timeout, Kueue evicts it at about {format_time(deadline)} "
-            f"(in {ago(deadline, ctx.now)}) unless the Pods become ready.")
+            "unless the Pods become ready.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def suspended_owner(ctx: Context) -> Finding | None:
     since = _admitted_since(ctx)
     kind = s(owner.get("kind")) or "owner"
     late = since is not None and ctx.now - since > timedelta(minutes=2)
-    text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago, but {kind} {name(owner)} is still "
+    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it after admission"
             + (" and should have by now; check the Kueue controller logs and the Job's events." if late else "."))
     return Finding("JobSuspended", "OwnerSuspended", NOBODY, text, since=since, evidence=_base_evidence(ctx),
@@ -141,10 +141,10 @@ def pods_stage(ctx: Context) -> Finding | None:
     if ctx.true("PodsReady"):
         return _running(ctx, "PodsReady", ctx.cond_time("PodsReady") or since, pods, expected)
     if not pods and _failed_create(ctx) is not None:
-        summary = podlib.summarize_pods(pods, expected, (), ctx.now)
+        summary = podlib.summarize_pods(pods, expected, ())
         return _not_created(ctx, summary, _pods_status(summary), _base_evidence(ctx))
     if not pods and not ctx.state.knows("Pod"):
-        text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago, but Kueue reports the Pods not "
+        text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but Kueue reports the Pods not "
                 f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
                 f"Pods (none in the input): kubectl get pods -n {ctx.ns} -l kueue.x-k8s.io/podset."
                 + _timeout_note(ctx))
@@ -153,7 +153,7 @@ def pods_stage(ctx: Context) -> Finding | None:
         return Finding("PodsNotReady", "PodsNotVisible", NOBODY, text, since=since, evidence=_base_evidence(ctx),
                        flavors=assigned_flavors(ctx))
     events = _pod_and_owner_events(ctx, pods)
-    summary = podlib.summarize_pods(pods, expected, events, ctx.now)
+    summary = podlib.summarize_pods(pods, expected, events)  # no clock: messages stay stable between passes
     pods_status = _pods_status(summary)
     evidence = _base_evidence(ctx)
     if summary.running + summary.succeeded >= expected > 0 and not summary.blockers:
@@ -164,7 +164,7 @@ def pods_stage(ctx: Context) -> Finding | None:
     if blocker is None:
         if ctx.true("PodsReady") or summary.running >= expected:
             return _running(ctx, "PodsRunning", since, pods, expected, summary=summary)
-        text = (f"Admitted {ago(ctx.now, since)} ago; Pods: {summary.describe()}.")
+        text = f"Admitted at {format_time(since)}; Pods: {summary.describe()}."
         return Finding("ContainersNotStarting", "PodsNotReady", NOBODY, text + _timeout_note(ctx), since=since,
                        evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     evidence.append(ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason, blocker.message, blocker.since,
@@ -181,7 +181,8 @@ def pods_stage(ctx: Context) -> Finding | None:
                        since=blocker.since or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     if blocker.category == "Pending":
         text = (f"{blocker.count}/{expected} Pods have not been looked at by a scheduler for "
-                f"{ago(ctx.now, blocker.since or since)}: check spec.schedulerName and that that scheduler runs."
+                f"since {format_time(blocker.since or since)}: check spec.schedulerName and that that scheduler "
+                "runs."
                 + _timeout_note(ctx))
         return Finding("PodsUnschedulable", "NoSchedulingAttempt", CADMIN, text, since=blocker.since or since,
                        evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
@@ -221,11 +222,11 @@ def _pods_status(summary: podlib.PodSummary) -> dict[str, Any]:
 def _running(ctx: Context, cause: str, since: datetime | None, pods: list[Mapping[str, Any]], expected: int,
              summary: podlib.PodSummary | None = None, unverified: bool = False) -> Finding:
     if summary is None and pods:
-        summary = podlib.summarize_pods(pods, expected, (), ctx.now)
+        summary = podlib.summarize_pods(pods, expected, ())
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
     text = f"Admitted by {ctx.cq_text} and running" + counts + "."
     if unverified:
-        text = (f"Admitted by {ctx.cq_text} {ago(ctx.now, since)} ago; Kueue reports no PodsReady "
+        text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
     return Finding("Running", cause, NOBODY, text, since=since, evidence=_base_evidence(ctx),
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
@@ -247,7 +248,7 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                    if quota_denied else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
         return Finding("PodsNotCreated", "FailedCreate", OWNER, text, since=when or since, evidence=evidence,
                        pods=pods_status, flavors=assigned_flavors(ctx))
-    text = (f"Admitted {ago(ctx.now, since)} ago; {summary.created}/{summary.expected} Pods exist so far"
+    text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + "." + _timeout_note(ctx))
     return Finding("PodsNotCreated", "PodsPending", NOBODY, text, since=since, evidence=evidence, pods=pods_status,
                    flavors=assigned_flavors(ctx))
@@ -260,7 +261,7 @@ def _unschedulable(ctx: Context, summary: podlib.PodSummary, blocker: podlib.Pod
     nodes = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
     text = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{summary.expected} "
-            f"Pods for {ago(ctx.now, blocker.since)}: {blocker.reason}{nodes}.")
+            f"Pods (since {format_time(blocker.since)}): {blocker.reason}{nodes}.")
     hints = []
     for fname in flavors:
         hint = flavor_node_hint(ctx, fname)
