@@ -43,6 +43,24 @@ def build_parser() -> argparse.ArgumentParser:
                     "live: the current time)")
 
     sub.add_parser("crd", help="print the AdmissionDiagnosis CustomResourceDefinition YAML")
+
+    rn = sub.add_parser("run", help="run the operator: AdmissionDiagnosis objects and Prometheus metrics",
+                        description="Watch Kueue, Jobs, Pods and Events; keep one AdmissionDiagnosis per Workload "
+                        "current and serve metrics. Writes only AdmissionDiagnosis objects.")
+    rn.add_argument("-n", "--namespace", action="append", default=[], dest="namespaces", metavar="NAMESPACE",
+                    help="watch only this namespace (repeatable); default: all namespaces")
+    rn.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    rn.add_argument("--context", help="kubeconfig context")
+    rn.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (default 8080)")
+    rn.add_argument("--health-port", type=int, default=8081, help="liveness endpoint port, /healthz (default 8081)")
+    rn.add_argument("--log-format", choices=("text", "json"), default="text", help="log format (default text)")
+    rn.add_argument("--max-workload-series", type=int, default=2000, metavar="N",
+                    help="cap on per-Workload metric series, oldest first (default 2000)")
+    rn.add_argument("--refresh-interval", type=float, default=60.0, metavar="SECONDS",
+                    help="at most one write per diagnosis per interval when only numbers change (default 60)")
+    rn.add_argument("--resync-interval", type=float, default=300.0, metavar="SECONDS",
+                    help="re-list Workloads and diagnoses to repair watch gaps (default 300)")
+    rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
 
@@ -55,6 +73,14 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
         out.write(crd_yaml())
         return EXIT_OK
+    if args.command == "run":
+        from .live.runtime import Options
+        from .live.service import run
+
+        options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
+                          resync_interval=args.resync_interval, max_workload_series=args.max_workload_series)
+        return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
+                   args.verbose)
     return explain(args, stdin, out, err)
 
 

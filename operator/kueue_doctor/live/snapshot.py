@@ -6,12 +6,12 @@ marked complete, so the engine never concludes that an object is missing when it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..state import ClusterState
+from . import rest
 
 KUEUE = "kueue.x-k8s.io"
 
@@ -50,34 +50,12 @@ def listings(kueue_version: str) -> list[Listing]:
     ]
 
 
-def _api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    from kubernetes import client, config
-
-    try:
-        if kubeconfig or context:
-            config.load_kube_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                config.load_kube_config()  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except Exception as exc:  # ConfigException, FileNotFoundError, yaml errors
-        raise LiveError(f"cannot load a kubeconfig or in-cluster credentials ({exc}); set KUBECONFIG or use "
-                        "`explain -f dump.yaml` for files") from exc
-    return client.ApiClient()
-
-
 def get_json(api: Any, path: str, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
-    from kubernetes.client.exceptions import ApiException
-
+    """(status, body); status 0 when the cluster cannot be reached."""
     try:
-        resp = api.call_api(path, "GET", query_params=list((query or {}).items()),
-                            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                            _preload_content=False, _request_timeout=60)
-    except ApiException as exc:
-        return exc.status or 0, None
-    raw = resp[0].data
-    return 200, json.loads(raw)
+        return 200, rest.request(api, "GET", path, query=query)
+    except rest.ApiError as exc:
+        return exc.status, None
 
 
 def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str, Any]] | None:
@@ -110,7 +88,11 @@ def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str
 
 def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
              api: Any = None) -> ClusterState:
-    api = api or _api_client(kubeconfig, context)
+    if api is None:
+        try:
+            api = rest.load_client(kubeconfig, context)
+        except rest.ApiError as exc:
+            raise LiveError(str(exc)) from exc
     code, _ = get_json(api, f"/apis/{KUEUE}/v1beta2")
     if code == 0:
         raise LiveError("cannot reach the cluster: check the kubeconfig's server and your network")

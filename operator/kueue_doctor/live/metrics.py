@@ -1,0 +1,115 @@
+"""Prometheus metrics, computed from the current verdicts at scrape time (no per-tick churn).
+
+Timestamps, not ages: alerts compute `time() - x`. The Workload's namespace is the label
+`workload_namespace`, so no scrape setting (honor_labels) can overwrite it with the target's namespace.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+WAITING_STAGES = ("Admission", "Scheduling", "Unknown")
+
+
+class DiagnosisCollector(Collector):
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        rt = self.runtime
+        verdicts = list(rt.verdicts.values())
+        by_verdict = GaugeMetricFamily(
+            "kueue_doctor_workloads",
+            "Workloads per verdict: stage (Admission = Kueue has not admitted it; Scheduling = admitted, Pods not "
+            "running), reason (see docs/verdicts.md) and ClusterQueue. Complete: every Workload is counted.",
+            labels=["cluster_queue", "stage", "reason"])
+        for (cq, stage, reason), n in sorted(Counter((v.cluster_queue, v.stage, v.reason) for v in verdicts).items()):
+            by_verdict.add_metric([cq, stage, reason], n)
+        yield by_verdict
+
+        oldest = GaugeMetricFamily(
+            "kueue_doctor_oldest_waiting_since_timestamp_seconds",
+            "Unix time since when the longest-waiting Workload of this LocalQueue, ClusterQueue and reason has been "
+            "in that reason (Workloads not Running or Finished). Alert on time() - this. Complete, never capped.",
+            labels=["workload_namespace", "local_queue", "cluster_queue", "reason"])
+        waiting = [v for v in verdicts if v.stage in WAITING_STAGES and v.since is not None]
+        first: dict[tuple[str, str, str, str], float] = {}
+        for v in waiting:
+            k = (v.namespace, v.local_queue, v.cluster_queue, v.reason)
+            if v.since is not None and (k not in first or v.since < first[k]):
+                first[k] = v.since
+        for k, ts in sorted(first.items()):
+            oldest.add_metric(list(k), ts)
+        yield oldest
+
+        per_wl = GaugeMetricFamily(
+            "kueue_doctor_workload_waiting_since_timestamp_seconds",
+            "Unix time since when this Workload has been in its current reason, for drill-down. Only the oldest "
+            "--max-workload-series Workloads are exported; kueue_doctor_workload_series_dropped counts the rest.",
+            labels=["workload_namespace", "workload", "local_queue", "cluster_queue", "reason"])
+        waiting.sort(key=lambda v: (v.since or 0.0, v.namespace, v.name))
+        cap = max(rt.options.max_workload_series, 0)
+        for v in waiting[:cap]:
+            per_wl.add_metric([v.namespace, v.name, v.local_queue, v.cluster_queue, v.reason], v.since or 0.0)
+        yield per_wl
+        yield GaugeMetricFamily(
+            "kueue_doctor_workload_series_dropped",
+            "Waiting Workloads left out of kueue_doctor_workload_waiting_since_timestamp_seconds by the series cap "
+            "(raise --max-workload-series to see them; the per-queue gauges stay complete).",
+            value=max(len(waiting) - cap, 0))
+
+        st = rt.stats
+        yield CounterMetricFamily("kueue_doctor_diagnosis_passes", "Diagnosis passes completed.", value=st.passes)
+        durations = SummaryMetricFamily(
+            "kueue_doctor_diagnosis_pass_duration_seconds",
+            "Time to diagnose the changed Workloads of one pass (engine only, writes excluded).",
+            count_value=len(st.pass_seconds), sum_value=sum(st.pass_seconds))
+        yield durations
+        last = GaugeMetricFamily(
+            "kueue_doctor_last_successful_pass_timestamp_seconds",
+            "Unix time of the last completed diagnosis pass; if time() - this grows past the resync interval, "
+            "the operator is stuck: read its logs.")
+        if st.last_pass is not None:
+            last.add_metric([], st.last_pass)
+        yield last
+        writes = CounterMetricFamily(
+            "kueue_doctor_writes", "Writes to AdmissionDiagnosis objects by result (applied, deleted, error).",
+            labels=["result"])
+        for result, n in sorted(st.writes.items()):
+            writes.add_metric([result], n)
+        yield writes
+        events = CounterMetricFamily("kueue_doctor_watch_events", "Watch events received, by kind.",
+                                     labels=["kind"])
+        for kind, n in sorted(st.events.items()):
+            events.add_metric([kind], n)
+        yield events
+        errors = CounterMetricFamily("kueue_doctor_errors", "Errors by kind (failed passes, resyncs, API calls).",
+                                     labels=["kind"])
+        for kind, n in sorted(st.errors.items()):
+            errors.add_metric([kind], n)
+        yield errors
+        yield GaugeMetricFamily(
+            "kueue_doctor_kueue_crds_installed",
+            "1 when Kueue's API (kueue.x-k8s.io) is served; 0 means Kueue is not installed and nothing is diagnosed.",
+            value=1 if st.kueue_installed else 0)
+        access = GaugeMetricFamily(
+            "kueue_doctor_resource_access",
+            "1 when RBAC lets the operator list and watch this kind, 0 when forbidden (verdicts then lack that "
+            "detail, e.g. PodsNotVisible without Pods).", labels=["kind"])
+        for kind, ok in sorted(st.access.items()):
+            access.add_metric([kind], 1 if ok else 0)
+        yield access
+
+
+def registry_for(runtime: Runtime) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DiagnosisCollector(runtime))
+    return registry

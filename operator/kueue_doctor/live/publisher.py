@@ -1,0 +1,196 @@
+"""Publishing AdmissionDiagnosis objects: the only code that writes to the cluster.
+
+Decides per diagnosis whether to write (`decide`, pure), keeps `status.since` across reason changes
+and restarts, applies in one server-side apply, and deletes diagnoses whose Workload is gone.
+A verdict change (stage, reason, cause, actionBy) is written at once; a change only in numbers or
+evidence at most once per refresh interval; identical content is never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..api import GROUP, LABEL_CLUSTER_QUEUE, LABEL_REASON, LABEL_STAGE, PLURAL, VERSION
+from ..kube.objects import format_time, m, parse_time, s
+from . import rest
+
+log = logging.getLogger("kueue_doctor.publisher")
+Key = tuple[str, str]
+OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE)
+
+
+def diagnosis_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    return f"{base}/{name}" if name else base
+
+
+def digest(obj: Mapping[str, Any]) -> str:
+    """Hash of what we own in a diagnosis; equal for our write and the object the server returns."""
+    md = m(obj.get("metadata"))
+    owned = {
+        "labels": {k: v for k, v in m(md.get("labels")).items() if k in OWN_LABELS},
+        "ownerReferences": md.get("ownerReferences"),
+        "spec": obj.get("spec"),
+        "status": obj.get("status"),
+    }
+    return hashlib.sha256(json.dumps(owned, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def verdict_of(obj: Mapping[str, Any]) -> tuple[str | None, ...]:
+    st = m(obj.get("status"))
+    return s(st.get("stage")), s(st.get("reason")), s(st.get("cause")), s(st.get("actionBy"))
+
+
+@dataclass
+class Record:
+    """What the cluster holds for one diagnosis, as far as we know."""
+
+    digest: str
+    verdict: tuple[str | None, ...]
+    since: str | None
+    written_at: float | None  # monotonic time of our last write; None: found at start-up
+
+
+def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
+    return Record(digest(obj), verdict_of(obj), s(m(obj.get("status")).get("since")), written_at)
+
+
+def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> dict[str, Any]:
+    """Keep `since` while the reason is unchanged; on a change take Kueue's time if it is newer, else now."""
+    status = new["status"]
+    if prev is None:
+        return new
+    if prev.verdict[1] == status.get("reason"):
+        if prev.since:
+            status["since"] = prev.since
+        return new
+    engine_since, prev_since = parse_time(status.get("since")), parse_time(prev.since)
+    if engine_since is None or (prev_since is not None and engine_since <= prev_since):
+        status["since"] = format_time(observed)
+    return new
+
+
+@dataclass(frozen=True)
+class Decision:
+    write: bool
+    due: float | None = None  # when a deferred minor change becomes writable
+
+
+def decide(prev: Record | None, new: Mapping[str, Any], now: float, refresh: float) -> Decision:
+    """Pure: write a new or changed verdict now, a minor change after `refresh`, nothing identical."""
+    if prev is None:
+        return Decision(True)
+    if prev.digest == digest(new):
+        return Decision(False)
+    if prev.verdict != verdict_of(new) or prev.written_at is None or now - prev.written_at >= refresh:
+        return Decision(True)
+    return Decision(False, prev.written_at + refresh)
+
+
+class Publisher:
+    def __init__(self, api: Any, refresh_interval: float = 60.0, concurrency: int = 8,
+                 writes_per_second: float = 50.0, on_write: Callable[[str], None] | None = None) -> None:
+        self.api = api
+        self.refresh = refresh_interval
+        self.records: dict[Key, Record] = {}
+        self.deferred: dict[Key, tuple[float, dict[str, Any]]] = {}
+        self._sem = asyncio.Semaphore(concurrency)
+        self._interval = 1.0 / writes_per_second if writes_per_second > 0 else 0.0
+        self._next_slot = 0.0
+        self._on_write = on_write or (lambda result: None)
+
+    # ----- start-up -----
+    def seed(self, existing: list[dict[str, Any]]) -> None:
+        """Remember what is already in the cluster, so a restart rewrites nothing unchanged and keeps since."""
+        for obj in existing:
+            md = m(obj.get("metadata"))
+            key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
+            self.records[key] = record_of(obj, None)
+
+    # ----- the pass -----
+    async def publish(self, diagnoses: list[dict[str, Any]], observed: datetime) -> None:
+        now = time.monotonic()
+        writes = []
+        for new in diagnoses:
+            key = (new["metadata"]["namespace"], new["metadata"]["name"])
+            prev = self.records.get(key)
+            new = with_since(new, prev, observed)
+            decision = decide(prev, new, now, self.refresh)
+            if decision.write:
+                self.deferred.pop(key, None)
+                writes.append((key, new))
+            elif decision.due is not None:
+                self.deferred[key] = (decision.due, new)
+            else:
+                self.deferred.pop(key, None)
+        for key, (due, obj) in list(self.deferred.items()):
+            if due <= now and all(k != key for k, _ in writes):
+                del self.deferred[key]
+                writes.append((key, obj))
+        if writes:
+            await asyncio.gather(*(self._write(key, obj) for key, obj in writes))
+
+    def next_due(self) -> float | None:
+        return min((due for due, _ in self.deferred.values()), default=None)
+
+    async def _slot(self) -> None:
+        if self._interval <= 0:
+            return
+        now = time.monotonic()
+        self._next_slot = max(self._next_slot, now) + self._interval
+        wait = self._next_slot - self._interval - now
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _write(self, key: Key, obj: dict[str, Any]) -> None:
+        async with self._sem:
+            await self._slot()
+            try:
+                await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
+            except rest.ApiError as exc:
+                self._on_write("error")
+                self.records.pop(key, None)  # unknown state: the next pass writes again
+                log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. It is retried on the next pass; check the "
+                            "operator's RBAC (create/patch on admissiondiagnoses) and that the CRD is installed.",
+                            key[0], key[1], exc)
+                return
+        self.records[key] = record_of(obj, time.monotonic())
+        self._on_write("applied")
+
+    # ----- external changes to our objects -----
+    def observed(self, obj: Mapping[str, Any]) -> bool:
+        """A watch event for a diagnosis: True when it differs from what we wrote (edited by someone)."""
+        md = m(obj.get("metadata"))
+        key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
+        prev = self.records.get(key)
+        if prev is None:
+            self.records[key] = record_of(obj, None)
+            return False
+        if prev.digest != digest(obj):
+            self.records.pop(key, None)  # forget it: the next pass re-applies our version
+            return True
+        return False
+
+    def forget(self, key: Key) -> None:
+        self.records.pop(key, None)
+        self.deferred.pop(key, None)
+
+    async def delete(self, key: Key) -> None:
+        try:
+            await asyncio.to_thread(rest.request, self.api, "DELETE", diagnosis_path(*key))
+            self._on_write("deleted")
+        except rest.ApiError as exc:
+            if exc.status != 404:
+                self._on_write("error")
+                log.warning("Cannot delete AdmissionDiagnosis %s/%s of a deleted Workload: %s", key[0], key[1], exc)
+                return
+        self.forget(key)
+

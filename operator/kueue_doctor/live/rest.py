@@ -1,0 +1,70 @@
+"""Raw JSON requests through the official client's ApiClient (auth, TLS, proxies from the kubeconfig).
+
+Plain dicts in and out, exactly what the apiserver sends: the engine reads the same shapes from a
+file, a LIST and a watch. Blocking: the operator calls it through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+FIELD_MANAGER = "kueue-doctor"
+
+
+class ApiError(Exception):
+    """An HTTP error from the apiserver, with its status code and message."""
+
+    def __init__(self, status: int, method: str, path: str, message: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+
+
+def load_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient from the kubeconfig (or in-cluster credentials); raises ApiError(0) if none works."""
+    from kubernetes import client, config
+
+    try:
+        if kubeconfig or context:
+            config.load_kube_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                config.load_kube_config()  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except Exception as exc:  # ConfigException, FileNotFoundError, YAML errors: all mean "no credentials"
+        raise ApiError(0, "LOAD", "kubeconfig", f"no usable kubeconfig or in-cluster credentials ({exc}); set "
+                       "KUBECONFIG or --kubeconfig") from exc
+    return client.ApiClient()
+
+
+def request(api: Any, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None,
+            content_type: str = "application/json", timeout: float = 60.0) -> Any:
+    """One request; the decoded JSON body, or ApiError (status 0 when the server cannot be reached)."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    try:
+        m, url, hdrs, req_body, post = api.param_serialize(
+            method=method, resource_path=path, query_params=list((query or {}).items()), header_params=headers,
+            body=body, auth_settings=["BearerToken"])
+        resp = api.call_api(m, url, header_params=hdrs, body=req_body, post_params=post, _request_timeout=timeout)
+        data = resp.read()
+    except Exception as exc:  # urllib3 connection errors, timeouts
+        status = getattr(exc, "status", 0) or 0
+        raise ApiError(status, method, path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    if not 200 <= resp.status <= 299:
+        text = data.decode("utf-8", "replace") if data else ""
+        try:
+            message = json.loads(text).get("message", text)
+        except (ValueError, AttributeError):
+            message = text
+        raise ApiError(resp.status, method, path, str(message)[:500])
+    return json.loads(data) if data else None
+
+
+def apply(api: Any, path: str, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER) -> Any:
+    """Server-side apply: creates or updates the whole object in one request."""
+    return request(api, "PATCH", path, body=dict(obj), query={"fieldManager": field_manager, "force": "true"},
+                   content_type="application/apply-patch+yaml")

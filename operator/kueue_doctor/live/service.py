@@ -1,0 +1,115 @@
+"""`kueue-doctor run`: Kopf watches feeding the runtime; metrics and liveness endpoints.
+
+Read-only towards everything it watches (KOPF-NOTES): only `on.event` handlers that return None,
+standalone (no peering), no Kopf event posting, no finalizers, annotations or status on watched objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from . import rest
+from .metrics import registry_for
+from .runtime import Options, Runtime
+from .snapshot import KUEUE
+
+log = logging.getLogger("kueue_doctor.service")
+
+# (group, version, plural, kind); Kueue's version is pinned to v1beta2 (storage since v0.16)
+KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clusterqueues", "ClusterQueue"),
+                 ("resourceflavors", "ResourceFlavor"), ("cohorts", "Cohort"), ("admissionchecks", "AdmissionCheck"),
+                 ("topologies", "Topology")]
+OPTIONAL_WATCHES = [("batch", "v1", "jobs", "Job"), ("", "v1", "pods", "Pod"), ("", "v1", "events", "Event"),
+                    ("", "v1", "namespaces", "Namespace")]
+
+
+def build_registry(runtime: Runtime, health_stale_after: float) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False
+        settings.peering.standalone = True
+        settings.watching.chunk_size = 500
+        settings.watching.label_selectors["batch", "v1", "jobs"] = "kueue.x-k8s.io/queue-name"
+        settings.watching.label_selectors["v1", "pods"] = "kueue.x-k8s.io/podset"
+        settings.watching.field_selectors["v1", "events"] = "type=Warning"
+
+    @kopf.on.probe(id="diagnosis_loop", registry=registry, errors=kopf.ErrorsMode.PERMANENT)
+    def probe(**_: Any) -> str:
+        last = runtime.stats.last_pass
+        if runtime.ready.is_set() and (last is None or time.time() - last > health_stale_after):
+            raise kopf.PermanentError(f"no diagnosis pass completed for over {health_stale_after:.0f}s")
+        return "ok"
+
+    def feed(kind: str) -> Any:
+        async def handler(event: dict[str, Any], **_: Any) -> None:
+            obj = event.get("object")
+            if isinstance(obj, dict):
+                obj.setdefault("kind", kind)
+                runtime.observe(event.get("type"), obj)
+            return None  # a value would be patched into the watched object's status
+        handler.__name__ = f"observe_{kind.lower()}"
+        return handler
+
+    for plural, kind in KUEUE_WATCHES:
+        kopf.on.event(KUEUE, "v1beta2", plural, id=f"observe-{plural}", registry=registry)(feed(kind))
+    for group, version, plural, kind in OPTIONAL_WATCHES:
+        if runtime.allowed(kind):
+            kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
+    kopf.on.event("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", id="observe-admissiondiagnoses",
+                  registry=registry)(feed("AdmissionDiagnosis"))
+    return registry
+
+
+async def serve(options: Options, metrics_port: int, health_port: int, kubeconfig: str | None,
+                context: str | None) -> int:
+    try:
+        api = rest.load_client(kubeconfig, context)
+        await asyncio.to_thread(rest.request, api, "GET", "/version")
+    except rest.ApiError as exc:
+        log.error("Cannot reach the Kubernetes API: %s. Check the kubeconfig (KUBECONFIG, --kubeconfig) or the "
+                  "in-cluster service account, and the network to the apiserver.", exc)
+        return 1
+    runtime = Runtime(api, options)
+    start_http_server(metrics_port, registry=registry_for(runtime))
+    log.info("Metrics on :%d/metrics, liveness on :%d/healthz", metrics_port, health_port)
+    while not await runtime.kueue_served():
+        runtime.stats.kueue_installed = False
+        log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
+                    "checking again in 30s.", KUEUE)
+        await asyncio.sleep(30)
+    runtime.stats.kueue_installed = True
+    await runtime.check_access()
+    await runtime.initial_sync()
+    runtime.ready.set()
+    stale = max(3 * options.resync_interval, 120.0)
+    registry = build_registry(runtime, stale)
+    loop_task = asyncio.create_task(runtime.loop(), name="diagnosis-loop")
+    try:
+        await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
+                            namespaces=options.namespaces, liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz")
+    finally:
+        loop_task.cancel()
+    return 0
+
+
+def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kubeconfig: str | None = None,
+        context: str | None = None, log_format: str = "text", verbose: bool = False) -> int:
+    if kubeconfig:
+        os.environ["KUBECONFIG"] = kubeconfig  # Kopf's own login reads it too
+    kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
+    if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    return asyncio.run(serve(options, metrics_port, health_port, kubeconfig, context))
