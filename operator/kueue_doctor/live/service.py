@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from typing import Any
 
@@ -30,12 +29,28 @@ OPTIONAL_WATCHES = [("batch", "v1", "jobs", "Job"), ("", "v1", "pods", "Pod"), (
                     ("", "v1", "namespaces", "Namespace")]
 
 
+def connection_info() -> kopf.ConnectionInfo:
+    """Kopf's credentials from the client configuration `rest.load_client` loaded (the same identity).
+
+    Kopf's own login re-reads the default kubeconfig location, which ignores --kubeconfig.
+    """
+    from kubernetes import client
+
+    cfg = client.Configuration.get_default_copy()
+    auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken") or ""
+    scheme, _, token = auth.partition(" ")
+    return kopf.ConnectionInfo(
+        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+        scheme=scheme or None, token=token or None,
+        certificate_path=cfg.cert_file, private_key_path=cfg.key_file, proxy_url=cfg.proxy)
+
+
 def build_registry(runtime: Runtime, health_stale_after: float) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> Any:
-        return kopf.login_via_client(**kwargs)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info()
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -107,8 +122,6 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
 
 def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kubeconfig: str | None = None,
         context: str | None = None, log_format: str = "text", verbose: bool = False) -> int:
-    if kubeconfig:
-        os.environ["KUBECONFIG"] = kubeconfig  # Kopf's own login reads it too
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
     if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

@@ -1,0 +1,246 @@
+"""`kueue-doctor run` as a separate process, with the least-privilege ServiceAccount of manifests/.
+
+The operator is started once for this module with a token of the `kueue-doctor` ServiceAccount bound
+to the ClusterRole in manifests/base/rbac.yaml; the apiserver's audit log proves what it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from . import kube
+from .conftest import ClusterHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+SA_NAMESPACE, SA_NAME = "kueue-doctor", "kueue-doctor"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
+ADIAG = "/apis/kueue-doctor.dev/v1alpha1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def apply_manifest(api: Any, path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc:
+            continue
+        group_version = doc["apiVersion"]
+        plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+                  "ClusterRoleBinding": "clusterrolebindings", "CustomResourceDefinition":
+                  "customresourcedefinitions", "Namespace": "namespaces"}[doc["kind"]]
+        ns = doc["metadata"].get("namespace")
+        base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        path_ = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+        kube.request_json(api, "PATCH", f"{path_}/{doc['metadata']['name']}", doc,
+                          query={"fieldManager": "e2e", "force": "true"}, content_type="application/apply-patch+yaml")
+
+
+def token_kubeconfig(cluster: ClusterHandle, directory: Path) -> Path:
+    out = kube.request_json(cluster.api_client, "POST",
+                            f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{SA_NAME}/token",
+                            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                             "spec": {"expirationSeconds": 7200}})
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    cluster_entry = admin["clusters"][0]
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "operator",
+              "clusters": [cluster_entry],
+              "users": [{"name": "operator", "user": {"token": out["status"]["token"]}}],
+              "contexts": [{"name": "operator", "context": {"cluster": cluster_entry["name"], "user": "operator"}}]}
+    path = directory / "operator.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Operator:
+    def __init__(self, proc: subprocess.Popen[bytes], metrics: int, health: int, log: Path) -> None:
+        self.proc, self.metrics_port, self.health_port, self.log = proc, metrics, health, log
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as rsp:
+            return str(rsp.read().decode())
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-60:])
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    if cluster.local is None:
+        pytest.skip("the operator tests need the local control plane (token minting, audit log)")
+    api = cluster.api_client
+    apply_manifest(api, ROOT / "crds" / "admissiondiagnoses.kueue-doctor.dev.yaml")
+    kube.wait_for(lambda: kube.request_json(api, "GET", ADIAG), timeout=30, message="the CRD to be served")
+    apply_manifest(api, ROOT / "manifests" / "base" / "namespace.yaml")
+    apply_manifest(api, ROOT / "manifests" / "base" / "rbac.yaml")
+    workdir = tmp_path_factory.mktemp("operator")
+    kubeconfig = token_kubeconfig(cluster, workdir)
+    metrics, health = free_port(), free_port()
+    log = workdir / "operator.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("KUBECONFIG", None)
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig),
+             "--metrics-port", str(metrics), "--health-port", str(health), "--refresh-interval", "2",
+             "--resync-interval", "15"],
+            stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    op = Operator(proc, metrics, health, log)
+
+    def healthy() -> bool:
+        assert proc.poll() is None, f"the operator exited ({proc.returncode}):\n{op.tail()}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as rsp:
+                return rsp.status == 200
+        except OSError:
+            return False
+
+    kube.wait_for(healthy, timeout=60, message=lambda: f"the operator to be healthy:\n{op.tail()}")
+    try:
+        yield op
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def adiag(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        out: dict[str, Any] = kube.request_json(api, "GET", f"{ADIAG}/namespaces/{namespace}/admissiondiagnoses/{name}")
+    except Exception as exc:
+        if getattr(exc, "status", None) == 404:
+            return None
+        raise
+    return out
+
+
+def reason_of(api: Any, namespace: str, name: str) -> str | None:
+    d = adiag(api, namespace, name)
+    return d["status"]["reason"] if d else None
+
+
+def setup_queue(resources: kube.Resources, namespace: str, pods: int) -> str:
+    """A ClusterQueue for `pods` Pods of 100m cpu (small, so the fake nodes always have room)."""
+    suffix = kube.unique_name("op")
+    rf, cq = f"rf-{suffix}", f"cq-{suffix}"
+    resources.node(f"node-{suffix}", cpu="4")
+    resources.create(kube.resource_flavor(rf))
+    resources.create(kube.cluster_queue(cq, {rf: {"cpu": f"{pods * 100}m", "pods": str(pods)}}))
+    resources.create(kube.local_queue(namespace, "main", cq))
+    return cq
+
+
+def test_operator_follows_a_workload_from_exceeds_max_quota_to_running_and_removes_it_with_the_workload(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    api = cluster.api_client
+    cq = setup_queue(resources, namespace, 2)
+    resources.create(kube.job(namespace, "big", "main", parallelism=3, requests={"cpu": "100m"}))
+    wl = kube.wait_for_workload(api, namespace, "big")
+    wl_name = wl["metadata"]["name"]
+    d = kube.wait_for(lambda: adiag(api, namespace, wl_name) if reason_of(api, namespace, wl_name) == "ExceedsMaxQuota"
+                      else None, timeout=60, message=lambda: f"ExceedsMaxQuota diagnosis:\n{operator.tail()}")
+    assert d["status"]["clusterQueue"] == cq
+    assert d["metadata"]["labels"]["kueue-doctor.dev/reason"] == "ExceedsMaxQuota"
+    assert d["metadata"]["ownerReferences"][0]["uid"] == wl["metadata"]["uid"]
+    assert {"controller", "blockOwnerDeletion"}.isdisjoint(d["metadata"]["ownerReferences"][0])
+
+    # the platform admin raises the quota: Kueue admits, the diagnosis follows
+    kube.patch(api, "ClusterQueue", cq, {"spec": {"resourceGroups": [{"coveredResources": ["cpu", "pods"], "flavors": [
+        {"name": f"rf-{cq.removeprefix('cq-')}", "resources": [{"name": "cpu", "nominalQuota": "400m"},
+                                                              {"name": "pods", "nominalQuota": "4"}]}]}]}})
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) in ("Running", "PodsUnschedulable", "PodsNotCreated",
+                                                                  "ContainersNotStarting"),
+                  timeout=60, message=lambda: f"post-admission verdict, got {reason_of(api, namespace, wl_name)}")
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "Running", timeout=60,
+                  message=lambda: f"Running, got {adiag(api, namespace, wl_name)}")
+
+    # deleting the Job deletes the Workload, and with it the diagnosis
+    kube.delete(api, "Job", "big", namespace)
+    kube.wait_for(lambda: adiag(api, namespace, wl_name) is None, timeout=60,
+                  message="the diagnosis to go with its Workload")
+
+
+def test_hand_edited_or_deleted_diagnosis_is_restored(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    api = cluster.api_client
+    setup_queue(resources, namespace, 1)
+    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=60,
+                  message="first diagnosis")
+    path = f"{ADIAG}/namespaces/{namespace}/admissiondiagnoses/{wl_name}"
+    original = adiag(api, namespace, wl_name)
+    assert original is not None
+    kube.request_json(api, "PATCH", path, {"status": {"reason": "EditedByHand"}},
+                      content_type="application/merge-patch+json")
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=30,
+                  message="the edited diagnosis to be restored")
+    kube.request_json(api, "DELETE", path)
+    restored = kube.wait_for(lambda: adiag(api, namespace, wl_name), timeout=30,
+                             message="the deleted diagnosis to be restored")
+    assert restored["status"]["since"] == original["status"]["since"]  # the operator remembers since
+
+
+def test_metrics_agree_with_the_diagnoses_in_the_cluster(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    api = cluster.api_client
+    cq = setup_queue(resources, namespace, 1)
+    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    resources.create(kube.job(namespace, "small", "main", parallelism=1, requests={"cpu": "100m"}))
+    names = {kube.wait_for_workload(api, namespace, j)["metadata"]["name"] for j in ("big", "small")}
+    kube.wait_for(lambda: all(reason_of(api, namespace, n) in ("ExceedsMaxQuota", "Running") for n in names)
+                  and {reason_of(api, namespace, n) for n in names} == {"ExceedsMaxQuota", "Running"},
+                  timeout=60, message="both diagnoses")
+
+    def series() -> dict[tuple[str, str], float]:
+        out: dict[tuple[str, str], float] = {}
+        for line in operator.metrics().splitlines():
+            if line.startswith("kueue_doctor_workloads{") and f'cluster_queue="{cq}"' in line:
+                labels, value = line.rsplit(" ", 1)
+                stage = labels.split('stage="')[1].split('"')[0]
+                reason = labels.split('reason="')[1].split('"')[0]
+                out[stage, reason] = float(value)
+        return out
+
+    kube.wait_for(lambda: series() == {("Admission", "ExceedsMaxQuota"): 1.0, ("Running", "Running"): 1.0},
+                  timeout=30, message=lambda: f"metrics to agree, got {series()}")
+    text = operator.metrics()
+    big = next(n for n in names if reason_of(api, namespace, n) == "ExceedsMaxQuota")
+    since = adiag(api, namespace, big)["status"]["since"]  # type: ignore[index]
+    line = next(ln for ln in text.splitlines() if ln.startswith("kueue_doctor_workload_waiting_since_timestamp_seconds{")
+                and f'workload="{big}"' in ln)
+    assert f'workload_namespace="{namespace}"' in line
+    expected = time.mktime(time.strptime(since, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    assert abs(float(line.rsplit(" ", 1)[1]) - expected) < 1.5
+
+
+def test_nothing_is_written_while_nothing_changes_and_never_to_watched_objects(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    api = cluster.api_client
+    setup_queue(resources, namespace, 1)
+    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=60, message="diagnosis")
+    time.sleep(3)  # let the refresh interval (2s) pass so any pending minor write happens
+    before = len(cluster.writes_by_user(SA_USER))
+    time.sleep(8)  # several passes and a refresh interval: an unchanged cluster gets no write
+    assert len(cluster.writes_by_user(SA_USER)) == before
+    writes = cluster.writes_by_user(SA_USER)
+    assert writes, "the audit log shows no write by the operator at all: is it logging?"
+    touched = {(w["objectRef"].get("apiGroup", ""), w["objectRef"]["resource"]) for w in writes}
+    assert touched == {("kueue-doctor.dev", "admissiondiagnoses")}, touched
