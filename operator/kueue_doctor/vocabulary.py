@@ -121,8 +121,6 @@ CAUSES: dict[str, str] = {
     "TopologyPlacementFailed": "Topology Aware Scheduling cannot place the Pods in the requested topology domain.",
     "InsufficientUnusedQuota": "Quota is in use by other admitted Workloads (of this ClusterQueue or borrowed "
     "by others in the cohort).",
-    "NoPreemptionCandidates": "Preemption could make room in principle, but the preemption policy and "
-    "priorities give no victims.",
     # WaitingForPreemption
     "PreemptionInProgress": "Kueue evicted victims (status.blockedBy) and waits for them to release quota.",
     "PreemptionFailed": "Kueue's attempt to preempt victims failed (API errors); it will retry.",
@@ -141,7 +139,8 @@ CAUSES: dict[str, str] = {
     "AdmissionCheck": "An admission check moved to Retry or Rejected after admission.",
     "NodeFailures": "Nodes of a topology assignment failed and no replacement was found.",
     "RequeueBackoff": "Evicted earlier; Kueue waits until status.requeueState.requeueAt before trying again.",
-    "EvictionInProgress": "Kueue is stopping the Pods; quota is released when they are gone.",
+    "FlavorMigration": "Evicted to move to a more favourable flavor (ConcurrentAdmission, alpha).",
+    "VariantEvicted": "An admitted variant was evicted (ConcurrentAdmission, alpha).",
     # Deactivated
     "DeactivatedByUser": "Someone set spec.active=false.",
     "RequeuingLimitExceeded": "Kueue deactivated it after waitForPodsReady.requeuingStrategy.backoffLimitCount "
@@ -150,7 +149,6 @@ CAUSES: dict[str, str] = {
     "EvictedOnManagerCluster": "MultiKueue: evicted on the manager cluster.",
     # Scheduling
     "OwnerSuspended": "The owner is still suspended after admission.",
-    "OwnerNotFound": "The Workload's owner (Job, ...) is not in the input, so its state cannot be checked.",
     "FailedCreate": "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials).",
     "PodsPending": "Pods are still being created.",
     "SchedulingGated": "Pods carry scheduling gates (status.pods lists them); Kueue's own gates are removed "
@@ -175,8 +173,14 @@ CAUSES: dict[str, str] = {
     "DispatchedToWorkerCluster": "MultiKueue dispatched it to a worker cluster; its Pods run there.",
     "Succeeded": "The Workload succeeded.",
     "Failed": "The Workload failed; the owner's status says why.",
+    "OwnerNotFound": "Kueue finished the Workload because its owner (Job, ...) no longer exists.",
+    "OutOfSync": "Kueue finished a prebuilt Workload that no longer matches its Job.",
+    "FailedToStart": "Kueue could not start the owner after admission; the message says why.",
+    "WorkloadSliceReplaced": "An elastic Job's Workload slice was replaced by a new slice.",
     # Unknown
     "MalformedWorkload": "The Workload object lacks fields kueue-doctor needs (name, uid, spec).",
+    "DiagnosisFailed": "kueue-doctor failed on this Workload (a bug: the message names the error; please report it).",
+    "DynamicResourcesUnsupported": "The Pods use Dynamic Resource Allocation claims Kueue is not set up to admit.",
     "UnrecognizedMessage": "Kueue wrote a message kueue-doctor does not know; it is quoted in status.message.",
 }
 

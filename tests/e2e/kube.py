@@ -73,6 +73,13 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "LimitRange", "limitranges", True),
         Kind("events.k8s.io/v1", "Event", "events", True),
         Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
+        Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
+        Kind(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            False,
+        ),
         Kind("batch/v1", "Job", "jobs", True),
         Kind(KUEUE_API_VERSION, "Workload", "workloads", True),
         Kind(KUEUE_API_VERSION, "LocalQueue", "localqueues", True),
@@ -370,6 +377,7 @@ def job(
     parallelism: int = 1,
     completions: int | None = None,
     requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
     node_selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Mapping[str, Any]] = (),
     pod_annotations: Mapping[str, str] | None = None,
@@ -383,6 +391,7 @@ def job(
     """A batch/v1 Job; ``queue`` sets the ``kueue.x-k8s.io/queue-name`` label.
 
     ``run_seconds``/``exit_code`` tell the fake kubelet when/how the pods end (default: run forever).
+    ``limits`` are needed for extended resources (the API server wants requests == limits there).
     """
     all_labels = dict(labels or {})
     if queue:
@@ -399,7 +408,10 @@ def job(
             {
                 "name": "main",
                 "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": dict(requests or {"cpu": "100m"})},
+                "resources": {
+                    "requests": dict(requests or {"cpu": "100m"}),
+                    **({"limits": dict(limits)} if limits else {}),
+                },
             }
         ],
     }
@@ -489,6 +501,8 @@ def record_fixture(name: str, objects: Iterable[Mapping[str, Any]], *, note: str
 # ---- per-test resources with ordered cleanup -------------------------------------------------
 
 _CLEANUP_RANK = {
+    "admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": -2,
+    "admissionregistration.k8s.io/ValidatingAdmissionPolicy": -1,
     "Job": 0,
     "Pod": 0,
     "Workload": 1,
@@ -543,9 +557,10 @@ class Resources:
     def cleanup(self, timeout: float = 60.0) -> None:
         items = sorted(set(self.created), key=lambda it: _CLEANUP_RANK.get(it[0], 5))
         namespaces = {ns for _, _, ns in items if ns} | {n for k, n, _ in items if k == "Namespace"}
-        # 1. jobs (and their pods through the garbage collector), then the workloads go
+        # 0. admission policies a test used to freeze objects; 1. jobs (and their pods through the
+        # garbage collector), then the workloads go
         for kind, name, ns in items:
-            if _CLEANUP_RANK.get(kind) == 0:
+            if _CLEANUP_RANK.get(kind, 5) <= 0:
                 delete(self.api, kind, name, ns)
         for ns in namespaces:
             for wl in list_objects(self.api, "Workload", ns):
@@ -555,7 +570,7 @@ class Resources:
         # 2. queues, cohorts, flavors, nodes: wait for each Kueue finalizer
         for kind, name, ns in items:
             rank = _CLEANUP_RANK.get(kind, 5)
-            if rank in (0, 1) or kind == "Namespace":
+            if rank <= 1 or kind == "Namespace":
                 continue
             if delete(self.api, kind, name, ns) and kind in ("ClusterQueue", "ResourceFlavor", "LocalQueue"):
                 self._wait_gone(kind, name, ns, timeout)
@@ -564,3 +579,75 @@ class Resources:
             if kind == "Namespace":
                 delete(self.api, kind, name, ns)
         self.created.clear()
+
+
+# ---- freezing a Job's status (hold a moment that is otherwise too short to observe) -----------
+
+
+def freeze_job_status(resources: Resources, namespace: str, job_name: str) -> Callable[[], None]:
+    """Deny every write to ``jobs/status`` of one Job (a ValidatingAdmissionPolicy) until unfrozen.
+
+    Kueue releases an evicted batch/v1 Job's quota as soon as ``status.active`` drops to 0, which the
+    Job controller writes within a second of suspending it. With the status frozen the Job stays
+    "active", so the preemptor stays in its "Pending the preemption" state for as long as a test
+    needs. Returns ``unfreeze()``: deletes the policy and pokes the Job so its controller syncs at
+    once (instead of after its error back-off). Both objects are also deleted by ``cleanup``.
+    """
+    api = resources.api
+    name = unique_name(f"freeze-{job_name}")
+    resources.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["jobs/status"],
+                        }
+                    ],
+                },
+                "matchConditions": [{"name": "this-job", "expression": f"object.metadata.name == '{job_name}'"}],
+                "validations": [{"expression": "false", "message": "kueue-doctor e2e: Job status frozen"}],
+            },
+        }
+    )
+    resources.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }
+    )
+    status_path = KINDS["Job"].item(job_name, namespace) + "/status"
+
+    def frozen() -> bool:
+        try:
+            request_json(
+                api,
+                "PATCH",
+                status_path,
+                {"status": {}},
+                content_type="application/merge-patch+json",
+                query={"dryRun": "All"},
+            )
+        except Exception as exc:
+            return "Job status frozen" in str(getattr(exc, "body", exc))
+        return False
+
+    wait_for(frozen, timeout=20, message=f"the status of Job {namespace}/{job_name} to be frozen")
+
+    def unfreeze() -> None:
+        delete(api, "admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding", name)
+        delete(api, "admissionregistration.k8s.io/ValidatingAdmissionPolicy", name)
+        wait_for(lambda: not frozen(), timeout=20, message=f"the status of Job {namespace}/{job_name} to thaw")
+        patch(api, "Job", job_name, {"metadata": {"annotations": {"kueue-doctor.local/poke": name}}}, namespace)
+
+    return unfreeze

@@ -166,7 +166,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}): Kueue is "
             f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
             "queued again. If this lasts, look for Pods stuck Terminating.")
-    return Finding(reason, cause or "EvictionInProgress", NOBODY, text, since=ctx.cond_time("Evicted"),
+    return Finding(reason, cause, NOBODY, text, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx, ev))
 
@@ -253,7 +253,8 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
                 f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
                 + (f" ({detail})" if detail else "")
                 + (f"; its controller is {controller}" if controller else "") + ".")
-        action = NOBODY if state == "Pending" else OWNER
+        # Pending and Retry resolve themselves (Kueue retries after the back-off); Rejected needs the owner
+        action = OWNER if state == "Rejected" else NOBODY
         if ac is not None and not is_true(conditions(ac).get("Active")):
             action = CADMIN
             text += f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller."
@@ -429,6 +430,10 @@ def _short(value: Any) -> str:
 def from_kueue_message(ctx: Context) -> Finding | None:
     if ctx.true("QuotaReserved") or not ctx.cond("QuotaReserved"):
         return None
+    if ctx.cond_reason("QuotaReserved") == "OnHold":
+        text = (f"Its owner holds it (Kueue's OnHold: {ctx.cond_message('QuotaReserved') or 'no message'}), for "
+                "example a StatefulSet scaled to zero; Kueue evaluates it when the owner releases it.")
+        return _msg_finding("NotYetEvaluated", "OnHold", NOBODY, text, ctx)
     parsed = ctx.qr_parsed
     handler = MESSAGE_HANDLERS.get(parsed.template)
     return handler(ctx, parsed) if handler else None
@@ -460,9 +465,28 @@ def _cq_inactive_msg(ctx: Context, p: messages.ParsedMessage) -> Finding:
         f = _cq_inactive(ctx, m(active), ctx.cond_time("QuotaReserved"))
         f.evidence.insert(0, ctx.condition_evidence("QuotaReserved"))
         return f
+    cycle = cohort_cycle(ctx, cq)
+    if cycle:
+        text = (f"ClusterQueue {cq_name} is Active but Kueue treats it as inactive: its cohort tree has a cycle "
+                f"({' -> '.join(cycle)}). Fix the Cohorts' spec.parentName; nothing in the tree is admitted meanwhile.")
+        return _msg_finding("QueueMisconfigured", "CohortCycle", CADMIN, text, ctx,
+                            hints=[f"kubectl get cohorts {' '.join(dict.fromkeys(cycle))} -o yaml"])
     text = (f"Kueue says ClusterQueue {cq_name} is inactive; its Active condition says why (missing "
             f"ResourceFlavor or AdmissionCheck, stopped, cohort cycle): kubectl describe clusterqueue {cq_name}.")
     return _msg_finding("QueueMisconfigured", "ClusterQueueInactive", CADMIN, text, ctx, hints=[cq_hint(cq_name)])
+
+
+def cohort_cycle(ctx: Context, cq: Mapping[str, Any] | None) -> list[str]:
+    """The cohort names of a parentName cycle above the ClusterQueue, or [] (only with Cohorts in the input)."""
+    name_ = s(spec(cq).get("cohortName")) if cq else None
+    seen: list[str] = []
+    while name_ and name_ not in seen and len(seen) < 64:
+        seen.append(name_)
+        cohort = ctx.state.cohorts.get(name_)
+        name_ = s(spec(cohort).get("parentName")) if cohort else None
+    if name_ and name_ in seen:
+        return [*seen[seen.index(name_):], name_]
+    return []
 
 
 def _namespace_msg(ctx: Context, p: messages.ParsedMessage) -> Finding:
@@ -540,6 +564,18 @@ def _flavor_error(ctx: Context, p: messages.ParsedMessage) -> Finding:
     return _msg_finding("QueueMisconfigured", "TopologyMismatch" if topo else "NoMatchingFlavor", CADMIN, text, ctx)
 
 
+def _transient(ctx: Context, p: messages.ParsedMessage) -> Finding:
+    text = (f"Kueue is still deciding ({ctx.cond_message('QuotaReserved')[:300]}); it retries by itself. If this "
+            "lasts, check the Kueue controller logs.")
+    return _msg_finding("NotYetEvaluated", "PendingEvaluation", NOBODY, text, ctx)
+
+
+def _dra(ctx: Context, p: messages.ParsedMessage) -> Finding:
+    text = (f"Kueue cannot admit Pods that use Dynamic Resource Allocation here: {ctx.cond_message('QuotaReserved')}"
+            ". Enable Kueue's KueueDRAIntegration feature (platform admin) or drop the resource claims from the Job.")
+    return _msg_finding("QueueMisconfigured", "DynamicResourcesUnsupported", CADMIN, text, ctx)
+
+
 def _flavor_assignment(ctx: Context, p: messages.ParsedMessage) -> Finding:
     return classify_flavor_failures(ctx, p)
 
@@ -589,6 +625,13 @@ MESSAGE_HANDLERS: dict[Template, Any] = {
     Template.NO_LONGER_FITS: _no_longer_fits,
     Template.PREEMPTION_GATED: _preemption_gated,
     Template.WAITING_FOR_PODS_READY: _waiting_pods_ready,
+    Template.FAILED_TO_ADMIT: _transient,
+    Template.MORE_FAVORABLE_VARIANT_ADMITTED: _transient,
+    Template.BELOW_LAST_ACCEPTABLE_FLAVOR: _transient,
+    Template.PENDING_MIGRATION: _transient,
+    Template.DRA_FEATURE_DISABLED: _dra,
+    Template.DRA_RESOURCE_CLAIMS_UNSUPPORTED: _dra,
+    Template.DRA_FIELD_ERRORS: _dra,
 }
 
 
@@ -596,27 +639,37 @@ MESSAGE_HANDLERS: dict[Template, Any] = {
 # flavor assignment: the numbers
 
 
+GRANULAR_SEVERITY = {"NoMatchingFlavor": 4, "ExceedsMaxQuota": 3, "WaitingForQuota": 2, "TopologyPlacementFailed": 1}
+
+
+def _group_of(cq: Mapping[str, Any] | None, f: messages.FlavorFailure) -> Any:
+    """The resource group a failure belongs to: by resource, else by flavor; one group when unknown."""
+    if cq is None:
+        return "*"
+    if f.resource:
+        n = quota.resource_group_of(cq, f.resource)
+        return n if n >= 0 else f"resource:{f.resource}"  # not covered at all: a group of its own
+    n = quota.flavor_group_of(cq, f.flavor or "")
+    return n if n >= 0 else "*"
+
+
 def classify_flavor_failures(ctx: Context, p: messages.ParsedMessage) -> Finding:
     failures = list(p.failures)
-    cq = ctx.cq
-    # group: (podset, resource group) -> flavor -> worst severity; Kueue keeps the least severe flavor per
-    # group and the most severe group.
+    # Kueue keeps the least severe flavor per (pod set, resource group) and the most severe group
+    # (resolveNoFitReason); with the granular reason vocabulary it tells us the result directly.
     groups: dict[tuple[str, Any], dict[str | None, int]] = {}
     for f in failures:
         sev = SEVERITY.get(f.kind)
         if sev is None:
             continue
-        rg: Any = quota.resource_group_of(cq, f.resource) if f.resource and cq is not None else f.resource
-        if rg == -1:
-            rg = f.resource
-        flavors = groups.setdefault((f.podset, rg), {})
+        flavors = groups.setdefault((f.podset, _group_of(ctx.cq, f)), {})
         flavors[f.flavor] = max(flavors.get(f.flavor, 0), sev)
     severity = max((min(fl.values()) for fl in groups.values()), default=0)
     granular = ctx.cond_reason("QuotaReserved")
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
-    if granular == "ExceedsMaxQuota":
-        severity = max(severity, 3) if severity != 4 else 4
+    if granular in GRANULAR_SEVERITY and any(SEVERITY.get(f.kind) == GRANULAR_SEVERITY[granular] for f in failures):
+        severity = GRANULAR_SEVERITY[granular]
     decisive = [f for f in failures if SEVERITY.get(f.kind) == severity] or failures
     if severity == 4:
         return _no_matching_flavor(ctx, decisive)

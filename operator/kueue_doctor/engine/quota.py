@@ -133,6 +133,13 @@ def covered_resources(cq: Mapping[str, Any]) -> set[str]:
             if isinstance(r, str)}
 
 
+def flavor_group_of(cq: Mapping[str, Any] | None, flavor: str) -> int:
+    for n, g in enumerate(lst(spec(cq or {}).get("resourceGroups"))):
+        if any(m(f).get("name") == flavor for f in lst(m(g).get("flavors"))):
+            return n
+    return -1
+
+
 def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
     for n, g in enumerate(lst(spec(cq or {}).get("resourceGroups"))):
         if resource in lst(m(g).get("coveredResources")):

@@ -301,28 +301,55 @@ def flavor_node_hint(ctx: Context, flavor: str) -> str | None:
         matching = [n for n in ctx.state.nodes.values()
                     if label_selector_matches({"matchLabels": labels}, m(m(n.get("metadata")).get("labels")))]
         ready = [n for n in matching if is_true(conditions(n).get("Ready")) and not spec(n).get("unschedulable")]
-        desc += f": {len(matching)} of {len(ctx.state.nodes)} nodes match ({len(ready)} ready and schedulable)"
+        desc += f": {len(matching)} of {len(ctx.state.nodes)} nodes match ({len(ready)} ready and schedulable"
+        node_taints = _node_taints(matching)
+        desc += f"; tainted {', '.join(node_taints[:3])})" if node_taints else ")"
         if not matching:
             desc += "; fix the flavor's nodeLabels or label the nodes"
     return desc + "."
 
 
+def _node_taints(nodes: list[Mapping[str, Any]]) -> list[str]:
+    """Distinct NoSchedule/NoExecute taints of these nodes, as ``key=value:Effect``."""
+    out: list[str] = []
+    for n in nodes:
+        for t in lst(spec(n).get("taints")):
+            t = m(t)
+            if t.get("effect") not in ("NoSchedule", "NoExecute"):
+                continue
+            value = s(t.get("value"))
+            text = f"{s(t.get('key'))}{'=' + value if value else ''}:{t.get('effect')}"
+            if text not in out:
+                out.append(text)
+    return out
+
+
+def _container_cause(blocker: podlib.PodBlocker) -> str:
+    if blocker.reason in CONTAINER_CAUSES:
+        return blocker.reason
+    if blocker.reason == "NoContainerStatus":  # bound, the kubelet has not reported the containers yet
+        return "ContainerCreating"
+    return "PodsFailed" if blocker.category == "Failing" else "PodsNotReady"
+
+
 def _containers(ctx: Context, summary: podlib.PodSummary, blocker: podlib.PodBlocker, pods_status: dict[str, Any],
                 evidence: list[dict[str, Any]]) -> Finding:
-    if blocker.reason in CONTAINER_CAUSES:
-        cause = blocker.reason
-    elif blocker.category == "Failing":
-        cause = "PodsFailed"
-    else:
-        cause = "PodsNotReady"
+    cause = _container_cause(blocker)
     since = blocker.since or _admitted_since(ctx)
-    if cause == "ContainerCreating" and since is not None and ctx.now - since < CONTAINER_CREATING_GRACE:
-        action = NOBODY
-    else:
-        action = OWNER if cause not in ("ContainerCreating",) else NOBODY
+    fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
+    silent_kubelet = blocker.reason == "NoContainerStatus"
+    # a kubelet that never reports the Pod it was given is a node problem, not the owner's
+    action = NOBODY if cause == "ContainerCreating" else OWNER
+    if silent_kubelet and not fresh:
+        action = CADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
-    text = (f"Admitted and scheduled, but containers of {blocker.count}/{summary.expected} Pods do not start: "
-            f"{blocker.reason}{msg} (pod {blocker.pod}).{_timeout_note(ctx)}")
+    if silent_kubelet:
+        text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
+                f"{summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
+                + ("." if fresh else ": check the node's kubelet.") + _timeout_note(ctx))
+    else:
+        text = (f"Admitted and scheduled, but containers of {blocker.count}/{summary.expected} Pods do not start: "
+                f"{blocker.reason}{msg} (pod {blocker.pod}).{_timeout_note(ctx)}")
     return Finding("ContainersNotStarting", cause, action, text, since=since, evidence=evidence, pods=pods_status,
                    flavors=assigned_flavors(ctx), hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
 

@@ -1,0 +1,492 @@
+"""Scenarios end to end: real objects, real Kueue/Job controller/kube-scheduler, then the diagnosis.
+
+Each test creates the queues and a Job, waits for Kueue (and the scheduler) to reach the state the
+scenario is about, reads the objects back with ``cluster_snapshot`` and runs
+``kueue_doctor.diagnose_objects`` on exactly what the API server returned. It asserts the verdict
+(stage, reason, cause, actionBy) and the facts behind it (quota numbers, pods, blockedBy,
+lastEviction). Every diagnosis must validate against the AdmissionDiagnosis model.
+
+``KUEUE_DOCTOR_RECORD_FIXTURES=1`` writes each snapshot to ``tests/e2e/fixtures/scenario-*.yaml``;
+``tests/unit/test_regressions.py`` replays them offline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.api import AdmissionDiagnosis
+
+from . import kube
+from .conftest import ClusterHandle
+from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+
+pytestmark = pytest.mark.e2e
+
+POOL_LABEL = "kueue-doctor.local/pool"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+# ---- set-up helpers --------------------------------------------------------------------------
+
+
+def _pool(resources: Resources, cpu: str = "4", taints: Iterable[Mapping[str, str]] = ()) -> str:
+    """A fake node in its own pool; returns the pool label value a flavor can select."""
+    pool = kube.unique_name("pool")
+    resources.node(kube.unique_name("node"), labels={POOL_LABEL: pool}, cpu=cpu, memory="8Gi", taints=taints)
+    return pool
+
+
+def _flavor(resources: Resources, pool: str | None = None, **kw: Any) -> str:
+    labels = {POOL_LABEL: pool} if pool else None
+    return str(resources.create(kube.resource_flavor(kube.unique_name("rf"), node_labels=labels, **kw))["metadata"]["name"])
+
+
+def _cluster_queue(resources: Resources, flavors: Mapping[str, Mapping[str, kube.Quota]], **kw: Any) -> str:
+    return str(resources.create(kube.cluster_queue(kube.unique_name("cq"), flavors, **kw))["metadata"]["name"])
+
+
+def _local_queue(resources: Resources, namespace: str, cq: str, name: str = "main") -> str:
+    resources.create(kube.local_queue(namespace, name, cq))
+    return name
+
+
+def _queue(resources: Resources, namespace: str, quota: Mapping[str, kube.Quota], pool: str | None = None,
+           **cq_kw: Any) -> tuple[str, str, str]:
+    """ResourceFlavor (on ``pool``) + ClusterQueue + LocalQueue 'main'."""
+    rf = _flavor(resources, pool)
+    cq = _cluster_queue(resources, {rf: quota}, **cq_kw)
+    return rf, cq, _local_queue(resources, namespace, cq)
+
+
+def _qr_false(wl: Mapping[str, Any]) -> bool:
+    c = condition(wl, "QuotaReserved")
+    return c is not None and c["status"] == "False" and bool(c.get("message"))
+
+
+def _wait_pending(api: Any, namespace: str, job: str, contains: str = "", timeout: float = 30) -> dict[str, Any]:
+    """The Workload once Kueue wrote QuotaReserved=False with a message (containing ``contains``)."""
+    return wait_for_workload(
+        api, namespace, job,
+        lambda w: _qr_false(w) and contains in (condition(w, "QuotaReserved") or {}).get("message", ""),
+        timeout=timeout, what=f"QuotaReserved=False with a message containing {contains!r}",
+    )
+
+
+# ---- snapshot and diagnosis ------------------------------------------------------------------
+
+
+def _snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
+    namespaces = list(namespaces)
+    objects = kube.cluster_snapshot(api, namespaces)
+    for ns in namespaces:  # the Namespace objects too (labels decide the ClusterQueue's namespaceSelector)
+        obj = kube.get(api, "Namespace", ns)
+        if obj is not None:
+            objects.append(obj)
+    return objects
+
+
+def _diagnose(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = diagnose_objects(objects)
+    for d in out:
+        AdmissionDiagnosis.model_validate(d)  # exactly what the operator would write
+    return out
+
+
+def _of(diagnoses: list[dict[str, Any]], namespace: str, job: str) -> dict[str, Any]:
+    for d in diagnoses:
+        if d["metadata"]["namespace"] == namespace and d["spec"].get("ownerRef", {}).get("name") == job:
+            return d
+    raise AssertionError(f"no diagnosis for Job {namespace}/{job} among {[d['metadata']['name'] for d in diagnoses]}")
+
+
+def _diagnosis(api: Any, namespace: str, job: str, *, record: str | None = None, note: str = "",
+               extra_namespaces: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(status, whole diagnosis) of the Job's Workload, from a fresh snapshot (recorded if asked)."""
+    objects = _snapshot(api, [namespace, *extra_namespaces])
+    if record:
+        kube.record_fixture(f"scenario-{record}", objects, note=note or record)
+    d = _of(_diagnose(objects), namespace, job)
+    return d["status"], d
+
+
+def _verdict(st: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return st["stage"], st["reason"], st["cause"], st["actionBy"]
+
+
+def _line(st: Mapping[str, Any], resource: str, flavor: str | None = None) -> dict[str, Any]:
+    for line in st.get("quota", []):
+        if line["resource"] == resource and (flavor is None or line["flavor"] == flavor):
+            return dict(line)
+    raise AssertionError(f"no status.quota line for {resource} in {flavor}: {st.get('quota')}")
+
+
+def _wait_diagnosis(api: Any, namespace: str, job: str, ok: Callable[[Mapping[str, Any]], object],
+                    timeout: float = 30, what: str = "diagnosis") -> dict[str, Any]:
+    """Poll the diagnosis until ``ok(status)``: for facts that arrive a little later (events, pods)."""
+    last: dict[str, Any] = {}
+
+    def check() -> dict[str, Any] | None:
+        st, _ = _diagnosis(api, namespace, job)
+        last["st"] = st
+        return st if ok(st) else None
+
+    return wait_for(check, timeout=timeout, message=lambda: f"{what}; last diagnosis {last.get('st')}")
+
+
+# ---- 1. quota: the Headlamp blog case --------------------------------------------------------
+
+
+def test_job_larger_than_nominal_quota_exceeds_max_quota(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """parallelism 3 x 1 cpu against a ClusterQueue of 2 cpu / 2 pods, no cohort: never fits."""
+    api = cluster.api_client
+    rf, cq, lq = _queue(resources, namespace, {"cpu": "2", "pods": "2"})
+    resources.create(kube.job(namespace, "blog", lq, parallelism=3, completions=3, requests={"cpu": "1"}))
+    wl = _wait_pending(api, namespace, "blog", "maximum capacity")
+    st, _ = _diagnosis(api, namespace, "blog", record="exceeds-nominal-quota", note="Headlamp blog case, 3 x 1 cpu > 2")
+    assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin"), st
+    assert st["clusterQueue"] == cq and st["localQueue"] == lq
+    cpu = _line(st, "cpu", rf)
+    assert (cpu["requested"], cpu["nominal"], cpu["maximum"]) == ("3", "2", "2"), cpu
+    assert cpu["source"] == "Kueue"
+    if "pods" in condition(wl, "QuotaReserved")["message"]:  # type: ignore[index]
+        pods = _line(st, "pods", rf)
+        assert (pods["requested"], pods["nominal"], pods["maximum"]) == ("3", "2", "2"), pods
+    assert "Needs 3 cpu" in st["message"] and "no cohort" in st["message"], st["message"]
+    assert "pods" not in st or st["pods"]["created"] == 0
+    assert "blockedBy" not in st and "lastEviction" not in st
+
+
+def test_job_waits_for_quota_used_by_a_running_job(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """Enough nominal quota (4 cpu), but a running Job holds 2: 1 cpu more is needed right now."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="8")
+    rf, cq, lq = _queue(resources, namespace, {"cpu": "4", "pods": "4"}, pool)
+    resources.create(kube.job(namespace, "hog", lq, requests={"cpu": "2"}))
+    wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    resources.create(kube.job(namespace, "blog", lq, parallelism=3, requests={"cpu": "1"}))
+    _wait_pending(api, namespace, "blog", "insufficient unused quota")
+    st, _d = _diagnosis(api, namespace, "blog", record="waiting-for-unused-quota", note="running Job holds 2 of 4 cpu")
+    assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
+    assert st["clusterQueue"] == cq
+    cpu = _line(st, "cpu", rf)
+    assert cpu["missing"] == "1" and cpu["nominal"] == "4" and cpu["used"] == "2", cpu
+    assert cpu["requested"] == "3", cpu
+    assert "Needs 1 more cpu" in st["message"], st["message"]
+    hog, _ = _diagnosis(api, namespace, "hog")
+    assert _verdict(hog) == ("Running", "Running", "PodsReady", "Nobody"), hog
+
+
+# ---- 2. queues that do not exist -------------------------------------------------------------
+
+
+def test_job_pointing_at_a_missing_local_queue(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    resources.create(kube.job(namespace, "lost", "no-such-queue", requests={"cpu": "100m"}))
+    wl = _wait_pending(api, namespace, "lost")
+    assert condition(wl, "QuotaReserved")["message"] == "LocalQueue no-such-queue doesn't exist"  # type: ignore[index]
+    st, _ = _diagnosis(api, namespace, "lost", record="local-queue-not-found", note="queue-name names no LocalQueue")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "LocalQueueNotFound", "WorkloadOwner"), st
+    assert st["localQueue"] == "no-such-queue"
+    assert "no-such-queue" in st["message"]
+
+
+def test_local_queue_pointing_at_a_missing_cluster_queue(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    missing = kube.unique_name("cq-missing")
+    lq = _local_queue(resources, namespace, missing)
+    resources.create(kube.job(namespace, "orphan", lq, requests={"cpu": "100m"}))
+    wl = _wait_pending(api, namespace, "orphan")
+    st, _ = _diagnosis(api, namespace, "orphan", record="cluster-queue-not-found", note="LocalQueue -> missing CQ")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "ClusterQueueNotFound", "ClusterAdmin"), (
+        st, condition(wl, "QuotaReserved"))
+    assert st["clusterQueue"] == missing
+    assert missing in st["message"]
+
+
+# ---- 3. stopped and broken ClusterQueues -----------------------------------------------------
+
+
+def test_cluster_queue_on_hold_stops_admission(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, stop_policy="Hold")
+    resources.create(kube.job(namespace, "held", lq, requests={"cpu": "100m"}))
+    wl = _wait_pending(api, namespace, "held")
+    st, _ = _diagnosis(api, namespace, "held", record="cluster-queue-stopped", note="stopPolicy Hold")
+    assert _verdict(st) == ("Admission", "QueueStopped", "ClusterQueueStopped", "ClusterAdmin"), (
+        st, condition(wl, "QuotaReserved"))
+    assert st["clusterQueue"] == cq and "Hold" in st["message"]
+
+
+def test_cluster_queue_with_a_missing_flavor(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    missing = kube.unique_name("rf-missing")
+    cq = _cluster_queue(resources, {missing: {"cpu": "4"}})
+    lq = _local_queue(resources, namespace, cq)
+    wait_for(
+        lambda: condition_is(kube.get(api, "ClusterQueue", cq), "Active", "False"),
+        message="the ClusterQueue to be inactive",
+    )
+    resources.create(kube.job(namespace, "flavorless", lq, requests={"cpu": "100m"}))
+    wl = _wait_pending(api, namespace, "flavorless")
+    st, _ = _diagnosis(api, namespace, "flavorless", record="flavor-not-found", note="CQ names a missing flavor")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "FlavorNotFound", "ClusterAdmin"), (
+        st, condition(wl, "QuotaReserved"))
+    assert missing in st["message"], st["message"]
+    active = condition(kube.get(api, "ClusterQueue", cq), "Active")
+    assert active is not None and missing in active["message"], active
+
+
+# ---- 4. namespace and resources the ClusterQueue does not take -------------------------------
+
+
+def test_namespace_not_selected_by_the_cluster_queue(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"},
+                       namespace_selector={"matchLabels": {"kueue-doctor.local/team": "nobody"}})
+    resources.create(kube.job(namespace, "outsider", lq, requests={"cpu": "100m"}))
+    wl = _wait_pending(api, namespace, "outsider")
+    assert "namespace doesn't match ClusterQueue selector" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
+    st, _ = _diagnosis(api, namespace, "outsider", record="namespace-not-selected", note="namespaceSelector")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin"), st
+    assert namespace in st["message"] and "kueue-doctor.local/team" in st["message"], st["message"]
+
+
+def test_resource_not_covered_by_the_cluster_queue(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"})
+    gpu = {"cpu": "100m", "example.com/gpu": "1"}
+    resources.create(kube.job(namespace, "gpu", lq, requests=gpu, limits={"example.com/gpu": "1"}))
+    wl = _wait_pending(api, namespace, "gpu")
+    assert "resource example.com/gpu unavailable in ClusterQueue" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
+    st, _ = _diagnosis(api, namespace, "gpu", record="resource-not-covered", note="example.com/gpu not covered")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner"), st
+    assert "example.com/gpu" in st["message"] and "covers cpu" in st["message"], st["message"]
+
+
+# ---- 5. cohorts ------------------------------------------------------------------------------
+
+
+def _cohort_pair(resources: Resources, namespace: str, own: kube.Quota, lender: str, pool: str | None = None
+                 ) -> tuple[str, str, str, str]:
+    """Flavor shared by two ClusterQueues in one cohort; only the first has a LocalQueue here."""
+    rf = _flavor(resources, pool)
+    cohort = kube.unique_name("co")
+    cq = _cluster_queue(resources, {rf: {"cpu": own}}, cohort=cohort)
+    _cluster_queue(resources, {rf: {"cpu": lender}}, cohort=cohort)
+    return rf, cohort, cq, _local_queue(resources, namespace, cq)
+
+
+def test_job_borrows_from_the_cohort_and_runs(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    rf, cohort, cq, lq = _cohort_pair(resources, namespace, "1", "2", pool)
+    resources.create(kube.job(namespace, "borrower", lq, requests={"cpu": "2"}))
+    wait_for_workload(api, namespace, "borrower", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    st, _ = _diagnosis(api, namespace, "borrower", record="borrowing-running", note="borrows 1 cpu from the cohort")
+    assert _verdict(st) == ("Running", "Running", "PodsReady", "Nobody"), st
+    assert st["clusterQueue"] == cq and st["cohort"] == cohort
+    assert st["flavors"] == [rf]
+    assert st["pods"]["running"] == 1 and st["pods"]["ready"] == 1
+
+
+def test_borrowing_limit_stops_the_job(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    rf, cohort, _cq, lq = _cohort_pair(resources, namespace, {"nominalQuota": "1", "borrowingLimit": "1"}, "4")
+    resources.create(kube.job(namespace, "greedy", lq, requests={"cpu": "3"}))
+    _wait_pending(api, namespace, "greedy", "maximum capacity")
+    st, _ = _diagnosis(api, namespace, "greedy", record="borrowing-limit", note="3 cpu > nominal 1 + borrowingLimit 1")
+    assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"), st
+    assert st["cohort"] == cohort
+    cpu = _line(st, "cpu", rf)
+    assert (cpu["requested"], cpu["nominal"], cpu["borrowingLimit"], cpu["maximum"]) == ("3", "1", "1", "2"), cpu
+    assert "borrowingLimit 1" in st["message"], st["message"]
+
+
+# ---- 6. admitted, but the Pods cannot be placed ----------------------------------------------
+
+
+def _unschedulable_pod(api: Any, namespace: str, job: str) -> dict[str, Any] | None:
+    for pod in kube.pods_of_job(api, namespace, job):
+        c = condition(pod, "PodScheduled")
+        if c and c["status"] == "False" and c.get("reason") == "Unschedulable":
+            return pod
+    return None
+
+
+def _assert_unschedulable(api: Any, namespace: str, job: str, rf: str, text: str, record: str) -> dict[str, Any]:
+    wait_for_workload(api, namespace, job, lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    wait_for(lambda: _unschedulable_pod(api, namespace, job), message="PodScheduled=False/Unschedulable")
+    st = _wait_diagnosis(
+        api, namespace, job,
+        lambda s: s["reason"] == "PodsUnschedulable" and any(text in w.get("message", "") for w in
+                                                            s.get("pods", {}).get("waiting", [])),
+        what=f"PodsUnschedulable with {text!r} in status.pods.waiting",
+    )
+    _diagnosis(api, namespace, job, record=record, note=f"admitted, kube-scheduler: {text}")
+    assert _verdict(st) == ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin"), st
+    assert st["flavors"] == [rf]
+    waiting = st["pods"]["waiting"][0]
+    assert re.match(r"0/\d+ nodes are available: ", waiting["message"]), waiting
+    assert st["pods"]["expected"] == 1 and st["pods"]["created"] == 1 and st["pods"]["scheduled"] == 0, st["pods"]
+    return st
+
+
+def test_admitted_but_no_node_has_the_flavor_labels(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    _pool(resources, cpu="4")  # a node exists, in another pool
+    rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, kube.unique_name("nowhere"))
+    resources.create(kube.job(namespace, "stranded", lq, requests={"cpu": "1"}))
+    st = _assert_unschedulable(api, namespace, "stranded", rf, "didn't match Pod's node affinity/selector",
+                               "unschedulable-node-labels")
+    assert "0 of" in st["message"] and "nodes match" in st["message"], st["message"]
+
+
+def test_admitted_but_the_flavor_nodes_are_tainted(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    taint_key = "kueue-doctor.local/dedicated"
+    pool = _pool(resources, cpu="4", taints=[{"key": taint_key, "value": "gpu", "effect": "NoSchedule"}])
+    rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
+    resources.create(kube.job(namespace, "untolerated", lq, requests={"cpu": "1"}))
+    st = _assert_unschedulable(api, namespace, "untolerated", rf, "untolerated taint", "unschedulable-node-taint")
+    # kube-scheduler 1.36 no longer names the taint: "1 node(s) had untolerated taint(s)"
+    assert "node(s) had untolerated taint" in st["pods"]["waiting"][0]["message"], st["pods"]
+    assert "1 of" in st["message"] and f"tainted {taint_key}=gpu:NoSchedule" in st["message"], st["message"]
+
+
+def test_flavor_taint_not_tolerated_is_refused_by_kueue(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """The same taint declared on the ResourceFlavor: Kueue itself refuses, before any Pod exists."""
+    api = cluster.api_client
+    taint = {"key": "kueue-doctor.local/dedicated", "value": "gpu", "effect": "NoSchedule"}
+    rf = _flavor(resources, node_taints=[taint])
+    cq = _cluster_queue(resources, {rf: {"cpu": "4"}})
+    lq = _local_queue(resources, namespace, cq)
+    resources.create(kube.job(namespace, "picky", lq, requests={"cpu": "1"}))
+    wl = _wait_pending(api, namespace, "picky", "untolerated taint")
+    msg = condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
+    assert f"untolerated taint {{kueue-doctor.local/dedicated gpu NoSchedule <nil>}} in flavor {rf}" in msg, msg
+    st, _ = _diagnosis(api, namespace, "picky", record="flavor-taint", note="flavor nodeTaints not tolerated")
+    assert _verdict(st) == ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner"), st
+    assert st["flavors"] == [rf]
+
+
+def test_admitted_pods_bound_but_not_started_by_the_kubelet(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """Bound, but the kubelet has not reported any container yet: a normal moment, nobody acts.
+
+    Every admitted Job passes through it; the fake kubelet's hold annotation makes it last.
+    """
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
+    resources.create(kube.job(namespace, "slow", lq, requests={"cpu": "1"},
+                              pod_annotations={kube.FAKE_HOLD_ANNOTATION: "true"}))
+    wait_for(
+        lambda: any(p["spec"].get("nodeName") for p in kube.pods_of_job(api, namespace, "slow")),
+        message="the pod to be bound",
+    )
+    st, _ = _diagnosis(api, namespace, "slow", record="bound-not-started", note="bound, kubelet silent")
+    assert _verdict(st) == ("Scheduling", "ContainersNotStarting", "ContainerCreating", "Nobody"), st
+    assert st["flavors"] == [rf]
+    assert (st["pods"]["scheduled"], st["pods"]["running"]) == (1, 0), st["pods"]
+    assert st["pods"]["waiting"][0]["reason"] == "NoContainerStatus", st["pods"]
+
+
+# ---- 7. preemption ---------------------------------------------------------------------------
+
+
+def test_higher_priority_job_preempts_a_lower_one(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    rf, _cq, lq = _queue(resources, namespace, {"cpu": "1"}, pool,
+                        preemption={"withinClusterQueue": "LowerPriority"})
+    low, high = kube.unique_name("low"), kube.unique_name("high")
+    for name, value in ((low, 10), (high, 1000)):
+        resources.create({"apiVersion": kube.KUEUE_API_VERSION, "kind": "WorkloadPriorityClass",
+                          "metadata": {"name": name}, "value": value})
+    resources.create(kube.job(namespace, "victim", lq, requests={"cpu": "1"}, labels={PRIORITY_LABEL: low}))
+    victim_wl = wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
+    # Kueue releases the victim's quota as soon as its Job reports no active Pod (well under a second);
+    # freeze the Job's status so the moment "preemptor waits for the victim" lasts while we look at it.
+    unfreeze = kube.freeze_job_status(resources, namespace, "victim")
+    resources.create(kube.job(namespace, "preemptor", lq, requests={"cpu": "1"}, labels={PRIORITY_LABEL: high}))
+    preemptor_wl = _wait_pending(api, namespace, "preemptor", ". Pending the preemption of 1 workload(s)")
+    wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "Evicted"), what="Evicted=True")
+
+    objects = _snapshot(api, [namespace])
+    kube.record_fixture("scenario-preemption-in-progress", objects, note="preemptor waits for the victim")
+    diagnoses = _diagnose(objects)
+    p, v = _of(diagnoses, namespace, "preemptor")["status"], _of(diagnoses, namespace, "victim")["status"]
+    assert condition(preemptor_wl, "QuotaReserved")["message"].endswith(  # type: ignore[index]
+        ". Pending the preemption of 1 workload(s)")
+    assert _verdict(p) == ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"), p
+    assert [(b["role"], b["name"]) for b in p["blockedBy"]] == [("Victim", victim_wl["metadata"]["name"])], p
+    assert v["reason"] == "Preempted" and v["cause"] == "InClusterQueue", v
+    assert v["lastEviction"]["reason"] == "Preempted" and v["lastEviction"]["underlyingCause"] == "InClusterQueue", v
+    assert [(b["role"], b["name"]) for b in v["blockedBy"]] == [("Preemptor", preemptor_wl["metadata"]["name"])], v
+    assert preemptor_wl["metadata"]["name"] in v["lastEviction"]["by"], v
+
+    unfreeze()
+    wait_for_workload(api, namespace, "preemptor", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    _wait_pending(api, namespace, "victim", "insufficient unused quota")
+    st, _ = _diagnosis(api, namespace, "victim", record="preempted-requeued", note="victim requeued after preemption")
+    assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
+    assert st["lastEviction"]["reason"] == "Preempted", st
+    assert st["lastEviction"]["underlyingCause"] == "InClusterQueue", st
+    assert preemptor_wl["metadata"]["name"] in st["lastEviction"]["by"], st
+    assert _line(st, "cpu", rf)["missing"] == "1"
+    wait_for_workload(api, namespace, "preemptor", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
+    p, _ = _diagnosis(api, namespace, "preemptor")
+    assert _verdict(p) == ("Running", "Running", "PodsReady", "Nobody"), p
+
+
+# ---- 8. the good cases -----------------------------------------------------------------------
+
+
+def test_admitted_job_is_running(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    rf, cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool)
+    resources.create(kube.job(namespace, "fine", lq, parallelism=2, requests={"cpu": "500m"}))
+    wait_for_workload(api, namespace, "fine", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    st, _ = _diagnosis(api, namespace, "fine", record="running", note="admitted, 2 pods Running/Ready")
+    assert _verdict(st) == ("Running", "Running", "PodsReady", "Nobody"), st
+    assert st["clusterQueue"] == cq and st["flavors"] == [rf]
+    pods = st["pods"]
+    assert (pods["expected"], pods["created"], pods["running"], pods["ready"]) == (2, 2, 2, 2), pods
+    assert not pods["waiting"]
+    assert "blockedBy" not in st and "lastEviction" not in st and "quota" not in st
+
+
+def test_finished_job_is_finished(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _, cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool)
+    resources.create(kube.job(namespace, "done", lq, requests={"cpu": "500m"}, run_seconds=1, exit_code=0))
+    wait_for_workload(api, namespace, "done", lambda w: condition_is(w, "Finished"), what="Finished=True")
+    st, _ = _diagnosis(api, namespace, "done", record="finished", note="pod exited 0")
+    assert _verdict(st) == ("Finished", "Finished", "Succeeded", "Nobody"), st
+    assert st["clusterQueue"] == cq

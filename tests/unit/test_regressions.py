@@ -1,0 +1,118 @@
+"""The engine on snapshots recorded from the real local cluster (Kueue v0.19.2, Kubernetes v1.36.3).
+
+Each fixture is everything ``tests/e2e/test_scenarios.py`` read back from the API server at the
+moment it asserted a verdict (``KUEUE_DOCTOR_RECORD_FIXTURES=1`` re-records them). Offline, the
+engine must reach the same verdict on the same bytes: when Kueue or kube-scheduler change a text,
+the e2e test fails first, the fixture is re-recorded, and this test keeps the new text covered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.api import AdmissionDiagnosis
+from kueue_doctor.kube.load import newest_timestamp
+
+FIXTURES = Path(__file__).resolve().parents[1] / "e2e" / "fixtures"
+
+# fixture -> Job name -> (stage, reason, cause, actionBy)
+EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
+    "scenario-exceeds-nominal-quota": {"blog": ("Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin")},
+    "scenario-waiting-for-unused-quota": {
+        "blog": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
+        "hog": ("Running", "Running", "PodsReady", "Nobody"),
+    },
+    "scenario-local-queue-not-found": {
+        "lost": ("Admission", "QueueMisconfigured", "LocalQueueNotFound", "WorkloadOwner")},
+    "scenario-cluster-queue-not-found": {
+        "orphan": ("Admission", "QueueMisconfigured", "ClusterQueueNotFound", "ClusterAdmin")},
+    "scenario-cluster-queue-stopped": {"held": ("Admission", "QueueStopped", "ClusterQueueStopped", "ClusterAdmin")},
+    "scenario-flavor-not-found": {
+        "flavorless": ("Admission", "QueueMisconfigured", "FlavorNotFound", "ClusterAdmin")},
+    "scenario-namespace-not-selected": {
+        "outsider": ("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin")},
+    "scenario-resource-not-covered": {
+        "gpu": ("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner")},
+    "scenario-borrowing-running": {"borrower": ("Running", "Running", "PodsReady", "Nobody")},
+    "scenario-borrowing-limit": {
+        "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin")},
+    "scenario-unschedulable-node-labels": {
+        "stranded": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
+    "scenario-unschedulable-node-taint": {
+        "untolerated": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
+    "scenario-flavor-taint": {"picky": ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner")},
+    # regression: a bound Pod the kubelet has not reported yet was PodsNotReady / WorkloadOwner
+    "scenario-bound-not-started": {
+        "slow": ("Scheduling", "ContainersNotStarting", "ContainerCreating", "Nobody")},
+    "scenario-preemption-in-progress": {
+        "preemptor": ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"),
+        "victim": ("Admission", "Preempted", "InClusterQueue", "Nobody"),
+    },
+    "scenario-preempted-requeued": {"victim": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")},
+    "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
+    "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
+}
+
+
+def _load(name: str) -> list[dict[str, Any]]:
+    path = FIXTURES / f"{name}.yaml"
+    return [o for o in yaml.safe_load_all(path.read_text()) if o]
+
+
+def _by_job(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = diagnose_objects(objects, newest_timestamp(objects))
+    for d in out:
+        AdmissionDiagnosis.model_validate(d)
+    return {d["spec"]["ownerRef"]["name"]: d["status"] for d in out if "ownerRef" in d["spec"]}
+
+
+def test_every_scenario_fixture_has_an_expectation() -> None:
+    recorded = {p.stem for p in FIXTURES.glob("scenario-*.yaml")}
+    assert recorded == set(EXPECTED), f"fixtures without expectations: {recorded - set(EXPECTED)}, " \
+                                      f"expectations without fixtures: {set(EXPECTED) - recorded}"
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED))
+def test_recorded_scenario_keeps_its_verdict(fixture: str) -> None:
+    diagnoses = _by_job(_load(fixture))
+    for job, expected in EXPECTED[fixture].items():
+        st = diagnoses[job]
+        assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == expected, (job, st["message"])
+
+
+def _quota(st: dict[str, Any], resource: str) -> dict[str, Any]:
+    return next(q for q in st["quota"] if q["resource"] == resource)
+
+
+def test_headlamp_numbers_come_from_kueue() -> None:
+    st = _by_job(_load("scenario-exceeds-nominal-quota"))["blog"]
+    for resource in ("cpu", "pods"):  # Kueue names both shortfalls in one message
+        q = _quota(st, resource)
+        assert (q["requested"], q["nominal"], q["maximum"], q["source"]) == ("3", "2", "2", "Kueue"), q
+
+
+def test_borrowing_limit_numbers() -> None:
+    q = _quota(_by_job(_load("scenario-borrowing-limit"))["greedy"], "cpu")
+    assert (q["requested"], q["nominal"], q["borrowingLimit"], q["maximum"]) == ("3", "1", "1", "2"), q
+
+
+def test_preemption_links_preemptor_and_victim() -> None:
+    d = _by_job(_load("scenario-preemption-in-progress"))
+    preemptor, victim = d["preemptor"], d["victim"]
+    assert [b["role"] for b in preemptor["blockedBy"]] == ["Victim"]
+    assert [b["role"] for b in victim["blockedBy"]] == ["Preemptor"]
+    assert victim["lastEviction"]["underlyingCause"] == "InClusterQueue"
+    requeued = _by_job(_load("scenario-preempted-requeued"))["victim"]
+    assert requeued["lastEviction"]["reason"] == "Preempted"
+    assert _quota(requeued, "cpu")["missing"] == "1"
+
+
+def test_kube_scheduler_136_taint_text_names_the_node_taint_from_the_nodes() -> None:
+    st = _by_job(_load("scenario-unschedulable-node-taint"))["untolerated"]
+    assert "node(s) had untolerated taint(s)" in st["pods"]["waiting"][0]["message"]
+    assert "tainted kueue-doctor.local/dedicated=gpu:NoSchedule" in st["message"], st["message"]
