@@ -164,6 +164,12 @@ CAUSES: dict[str, str] = {
     "CreateContainerError": "The container runtime cannot create a container.",
     "CrashLoopBackOff": "A container keeps crashing.",
     "RunContainerError": "The container runtime cannot start a container.",
+    "FailedMount": "A volume cannot be mounted (missing ConfigMap, Secret or PVC, wrong name): the kubelet keeps "
+    "the Pod in ContainerCreating.",
+    "FailedAttachVolume": "A volume cannot be attached to the node (storage driver, zone).",
+    "FailedMapVolume": "A block volume cannot be mapped on the node.",
+    "FailedCreatePodSandBox": "The node cannot create the Pod sandbox (container runtime or CNI network problem).",
+    "FailedPrepareDynamicResources": "The kubelet cannot prepare the Pod's dynamic resources (DRA driver).",
     "ContainerCreating": "Containers are being created (volumes, image pulls in progress).",
     "PodsNotReady": "Containers run but readiness probes fail.",
     "Terminating": "Pods are terminating.",

@@ -244,3 +244,19 @@ def test_nothing_is_written_while_nothing_changes_and_never_to_watched_objects(
     assert writes, "the audit log shows no write by the operator at all: is it logging?"
     touched = {(w["objectRef"].get("apiGroup", ""), w["objectRef"]["resource"]) for w in writes}
     assert touched == {("kueue-doctor.dev", "admissiondiagnoses")}, touched
+
+
+def test_explain_without_files_reads_the_live_cluster_once(
+        cluster: ClusterHandle, resources: kube.Resources, namespace: str) -> None:
+    api = cluster.api_client
+    setup_queue(resources, namespace, 1)
+    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
+    kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
+                  timeout=30, message="Kueue's verdict")
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "yaml"],
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    (d,) = list(yaml.safe_load_all(out.stdout))
+    assert (d["metadata"]["name"], d["status"]["reason"], d["status"]["cause"]) == (
+        wl_name, "ExceedsMaxQuota", "ExceedsNominalQuota")

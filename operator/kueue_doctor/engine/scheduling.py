@@ -339,7 +339,7 @@ def _containers(ctx: Context, summary: podlib.PodSummary, blocker: podlib.PodBlo
     fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
     silent_kubelet = blocker.reason == "NoContainerStatus"
     # a kubelet that never reports the Pod it was given is a node problem, not the owner's
-    action = NOBODY if cause == "ContainerCreating" else OWNER
+    action = NOBODY if cause == "ContainerCreating" else CADMIN if cause in NODE_SIDE_CAUSES else OWNER
     if silent_kubelet and not fresh:
         action = CADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
@@ -355,7 +355,11 @@ def _containers(ctx: Context, summary: podlib.PodSummary, blocker: podlib.PodBlo
 
 
 CONTAINER_CAUSES = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
-                    "CreateContainerError", "CrashLoopBackOff", "RunContainerError", "ContainerCreating"}
+                    "CreateContainerError", "CrashLoopBackOff", "RunContainerError", "ContainerCreating",
+                    "FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedCreatePodSandBox",
+                    "FailedPrepareDynamicResources"}
+# kubelet start-up failures that are the node's or the platform's to fix, not the Job owner's
+NODE_SIDE_CAUSES = {"FailedCreatePodSandBox", "FailedAttachVolume", "FailedPrepareDynamicResources"}
 
 RULES: list[Rule] = [multikueue, suspended_owner, pods_stage]
 """Rules for an admitted Workload, in the order they are asked."""
