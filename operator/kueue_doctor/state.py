@@ -6,6 +6,7 @@ Built at once from a file or a LIST (`ClusterState.from_objects`), or kept curre
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,14 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
 
 Key = tuple[str, str]  # (namespace, name)
+_PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
+
+
+def _evicted_message(obj: Mapping[str, Any]) -> str:
+    for cond in lst(m(obj.get("status")).get("conditions")):
+        if m(cond).get("type") == "Evicted":
+            return s(m(cond).get("message")) or ""
+    return ""
 
 
 def kind_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -237,10 +246,16 @@ class ClusterState:
         kind, nm, ns = key[1], name(obj) or "", namespace(obj) or ""
         idx = self.index
         if kind == "Workload":
+            # itself; the Workloads queued behind it in a StrictFIFO queue (their head may change); the
+            # preemptor named in its eviction (whose blockedBy lists its victims). Quota numbers of the
+            # others change through the ClusterQueue's status, which has its own event.
             out = {(ns, nm)}
             cq = self.cluster_queue_of(obj)
-            if cq:  # its quota and queue position matter to the others of its cohort
-                out |= idx.workloads_in_cohort_of(self, cq)
+            if cq and s(spec(self.cluster_queues.get(cq, {})).get("queueingStrategy")) == "StrictFIFO":
+                out |= set(idx.workloads_by_cq.get(cq, ()))
+            preemptor = _PREEMPTOR_UID.search(_evicted_message(obj))
+            if preemptor:
+                out |= {k for k in idx.workloads_by_uid(self).get(preemptor.group(1), ())}
             return out
         if kind == "LocalQueue":
             return set(idx.workloads_by_lq.get((ns, nm), ()))
@@ -357,6 +372,17 @@ class _Index:
                 break
             frontier = nxt
         return None
+
+    def workloads_by_uid(self, state: ClusterState) -> dict[str, list[Key]]:
+        found: dict[str, list[Key]] | None = self.memo.get("workloads_by_uid")
+        if found is None:
+            found = {}
+            for key, wl in state.workloads.items():
+                u = uid(wl)
+                if u:
+                    found.setdefault(u, []).append(key)
+            self.memo["workloads_by_uid"] = found
+        return found
 
     def workloads_in_cohort_of(self, state: ClusterState, cq_name: str) -> set[Key]:
         cohort = s(spec(state.cluster_queues.get(cq_name, {})).get("cohortName"))

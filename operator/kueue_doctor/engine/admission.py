@@ -571,8 +571,9 @@ def _transient(ctx: Context, p: messages.ParsedMessage) -> Finding:
 
 
 def _dra(ctx: Context, p: messages.ParsedMessage) -> Finding:
-    text = (f"Kueue cannot admit Pods that use Dynamic Resource Allocation here: {ctx.cond_message('QuotaReserved')}"
-            ". Enable Kueue's KueueDRAIntegration feature (platform admin) or drop the resource claims from the Job.")
+    text = (f"Kueue cannot admit these Pods' Dynamic Resource Allocation claims: {ctx.cond_message('QuotaReserved')}"
+            ". The platform admin must enable Kueue's DRA integration and map the DeviceClass in Kueue's "
+            "configuration; Jobs must request devices through ResourceClaimTemplates, not shared ResourceClaims.")
     return _msg_finding("QueueMisconfigured", "DynamicResourcesUnsupported", CADMIN, text, ctx)
 
 

@@ -359,7 +359,7 @@ CONTAINER_CAUSES = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "Cre
                     "FailedMount", "FailedAttachVolume", "FailedMapVolume", "FailedCreatePodSandBox",
                     "FailedPrepareDynamicResources"}
 # kubelet start-up failures that are the node's or the platform's to fix, not the Job owner's
-NODE_SIDE_CAUSES = {"FailedCreatePodSandBox", "FailedAttachVolume", "FailedPrepareDynamicResources"}
+NODE_SIDE_CAUSES = {"FailedCreatePodSandBox", "FailedAttachVolume", "FailedMapVolume", "FailedPrepareDynamicResources"}
 
 RULES: list[Rule] = [multikueue, suspended_owner, pods_stage]
 """Rules for an admitted Workload, in the order they are asked."""

@@ -1,0 +1,196 @@
+"""The verdict catalog (tests/cases/verdicts.yaml): every scenario's verdict, and the coverage it promises.
+
+Each scenario is a situation a platform team meets, as a dump of objects shaped as the apiserver returns
+them. The catalog is also the coverage matrix: every value of the public vocabulary, both reason
+vocabularies of Kueue, both API versions and every supported owner kind appear in a passing scenario,
+or in the catalog's explicit `uncovered` map with the reason. docs/coverage.md and docs/verdicts.md are
+generated from it and from the vocabulary by hack/gen_docs.py; tests here fail when they are stale.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.api import AdmissionDiagnosis
+from kueue_doctor.engine.admission import MESSAGE_HANDLERS
+from kueue_doctor.engine.scheduling import SUSPEND_PATHS
+from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES
+
+ROOT = Path(__file__).parents[2]
+
+
+def _gen_docs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "hack" / "gen_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_docs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _gen_docs()
+CATALOG = gen.load_catalog()
+SCENARIOS: list[dict[str, Any]] = CATALOG["scenarios"]
+UNCOVERED: dict[str, dict[str, str]] = CATALOG["uncovered"]
+PASSING = [s for s in SCENARIOS if "xfail" not in s]
+
+
+def _param(scenario: dict[str, Any]) -> Any:
+    marks = [pytest.mark.xfail(strict=True, reason=scenario["xfail"])] if "xfail" in scenario else []
+    return pytest.param(scenario, id=scenario["name"], marks=marks)
+
+
+# --------------------------------------------------------------------------------------------------
+# (a) every scenario gives the expected verdict
+
+
+def _partial(actual: Any, expected: Any, path: str) -> list[str]:
+    """Element-wise partial match: every key given in `expected` must equal the same key in `actual`."""
+    if isinstance(expected, Mapping):
+        if not isinstance(actual, Mapping):
+            return [f"{path}: expected a mapping, got {actual!r}"]
+        out = []
+        for k, v in expected.items():
+            out += _partial(actual.get(k), v, f"{path}.{k}")
+        return out
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) < len(expected):
+            return [f"{path}: expected at least {len(expected)} items, got {actual!r}"]
+        out = []
+        for n, item in enumerate(expected):
+            out += _partial(actual[n], item, f"{path}[{n}]")
+        return out
+    return [] if actual == expected else [f"{path}: expected {expected!r}, got {actual!r}"]
+
+
+def verdict_of(scenario: dict[str, Any]) -> dict[str, Any]:
+    """Run the scenario; every diagnosis must be a valid AdmissionDiagnosis. The expected Workload's status."""
+    out = diagnose_objects(scenario["objects"], gen.parse_now(scenario["now"]))
+    for d in out:
+        AdmissionDiagnosis.model_validate(d)  # exactly what the operator writes
+    ns, name = scenario["expect"]["workload"].split("/", 1)
+    found = [d for d in out if (d["metadata"]["namespace"], d["metadata"]["name"]) == (ns, name)]
+    assert found, f"no diagnosis for {ns}/{name}: {[d['metadata']['name'] for d in out]}"
+    status: dict[str, Any] = found[0]["status"]
+    return status
+
+
+def problems(scenario: dict[str, Any], status: dict[str, Any]) -> list[str]:
+    exp = scenario["expect"]
+    out = [f"{k}: expected {exp[k]!r}, got {status.get(k)!r}"
+           for k in ("stage", "reason", "cause", "actionBy") if status.get(k) != exp[k]]
+    for text in exp.get("message_contains", []):
+        if text not in status["message"]:
+            out.append(f"message lacks {text!r}: {status['message']!r}")
+    for key in ("quota", "blockedBy", "pods", "lastEviction", "admissionChecks"):
+        if key in exp:
+            out += _partial(status.get(key), exp[key], key)
+    return out
+
+
+@pytest.mark.parametrize("scenario", [_param(s) for s in SCENARIOS])
+def test_scenario(scenario: dict[str, Any]) -> None:
+    status = verdict_of(scenario)
+    found = problems(scenario, status)
+    assert not found, f"{scenario['name']} ({scenario['why']}):\n  " + "\n  ".join(found) + (
+        f"\n  verdict: {status['stage']}/{status['reason']}/{status.get('cause')}/{status['actionBy']}: "
+        f"{status['message']}")
+
+
+# --------------------------------------------------------------------------------------------------
+# the catalog itself is well formed
+
+
+def test_scenarios_are_well_formed() -> None:
+    names = [s["name"] for s in SCENARIOS]
+    assert len(names) == len(set(names)), "scenario names must be unique"
+    allowed = {"name", "why", "now", "objects", "expect", "xfail"}
+    for s in SCENARIOS:
+        assert set(s) <= allowed and {"name", "why", "now", "objects", "expect"} <= set(s), s["name"]
+        assert s["why"].strip() and "\n" not in s["why"].strip(), f"{s['name']}: `why` is one line"
+        gen.parse_now(s["now"])
+        exp = s["expect"]
+        assert exp["stage"] in STAGES, s["name"]
+        assert exp["reason"] in REASONS and REASONS[exp["reason"]][0] == exp["stage"], s["name"]
+        assert exp["cause"] in CAUSES, f"{s['name']}: cause {exp['cause']} is not in the vocabulary"
+        assert exp["actionBy"] in ACTIONS, s["name"]
+        assert "/" in exp["workload"], s["name"]
+        assert any(o.get("kind") == "Workload" and gen.key_of(o) == exp["workload"] for o in s["objects"]), (
+            f"{s['name']}: {exp['workload']} is not among the objects")
+        assert s.get("xfail", "x").strip(), f"{s['name']}: xfail needs the reason the engine is wrong"
+
+
+def test_uncovered_lists_only_known_dimensions_and_values() -> None:
+    assert set(UNCOVERED) == set(gen.DIMENSIONS), "uncovered: one map per dimension, even if empty"
+    for dim, values in UNCOVERED.items():
+        for value, why in (values or {}).items():
+            assert value in gen.required_values(dim), f"uncovered.{dim}.{value} is not a value of {dim}"
+            assert isinstance(why, str) and why.strip(), f"uncovered.{dim}.{value} needs a reason"
+
+
+# --------------------------------------------------------------------------------------------------
+# (b) coverage: every value appears in a passing scenario, or is listed as uncovered with the reason
+
+
+@pytest.mark.parametrize("dimension", gen.DIMENSIONS)
+def test_every_value_is_covered_or_listed_as_uncovered(dimension: str) -> None:
+    matrix = gen.coverage(PASSING)
+    covered = set(matrix[dimension])
+    excused = set(UNCOVERED.get(dimension) or {})
+    missing = [v for v in gen.required_values(dimension) if v not in covered and v not in excused]
+    assert not missing, (f"{dimension} values without a passing scenario: {missing}; add a scenario to "
+                         "tests/cases/verdicts.yaml or list them under `uncovered` with the reason")
+    stale = sorted(excused & covered)
+    assert not stale, f"uncovered.{dimension} lists values a passing scenario now covers: {stale}; remove them"
+
+
+def test_supported_owner_kinds_are_kinds_the_engine_knows() -> None:
+    for owner in gen.OWNERS:
+        if owner != gen.POD_GROUP:
+            group, kind = owner.split("/")
+            assert (group, kind) in SUSPEND_PATHS, owner
+    for group, kind in SUSPEND_PATHS:  # a new owner kind must be added to the catalog's owner list
+        assert f"{group}/{kind}" in gen.OWNERS, f"{group}/{kind} is in SUSPEND_PATHS but not in gen_docs.OWNERS"
+
+
+# --------------------------------------------------------------------------------------------------
+# (c) every message template the engine maps has a scenario
+
+
+def test_every_mapped_kueue_message_template_has_a_scenario() -> None:
+    seen = set(gen.coverage(PASSING)["template"])
+    missing = sorted(str(t) for t in MESSAGE_HANDLERS if str(t) not in seen)
+    assert not missing, f"message templates of MESSAGE_HANDLERS with no passing scenario: {missing}"
+
+
+# --------------------------------------------------------------------------------------------------
+# docs
+
+
+def test_committed_coverage_doc_is_generated_from_the_catalog() -> None:
+    assert (ROOT / "docs" / "coverage.md").read_text() == gen.coverage_md(CATALOG), (
+        "docs/coverage.md is stale: run `python hack/gen_docs.py`")
+
+
+def test_committed_verdicts_doc_is_generated() -> None:
+    assert (ROOT / "docs" / "verdicts.md").read_text() == gen.verdicts_md(CATALOG), (
+        "docs/verdicts.md is stale: run `python hack/gen_docs.py`")
+
+
+@pytest.mark.parametrize("table,prefix", [(STAGES, "stage"), (REASONS, "reason"), (CAUSES, "cause"),
+                                          (ACTIONS, "action")])
+def test_verdicts_doc_explains_every_vocabulary_value(table: Mapping[str, Any], prefix: str) -> None:
+    text = (ROOT / "docs" / "verdicts.md").read_text()
+    missing = [str(v) for v in table if f'<a id="{prefix}-{str(v).lower()}"></a>' not in text]
+    assert not missing, f"docs/verdicts.md has no entry for {prefix} values {missing}"
+    for value in table:
+        todo = gen.GUIDE.get(prefix, {}).get(str(value))
+        assert todo and todo.get("do") and todo.get("who"), f"hack/gen_docs.py GUIDE lacks {prefix} {value}"
