@@ -49,9 +49,9 @@ def apply_manifest(api: Any, path: Path) -> None:
                           query={"fieldManager": "e2e", "force": "true"}, content_type="application/apply-patch+yaml")
 
 
-def token_kubeconfig(cluster: ClusterHandle, directory: Path) -> Path:
+def token_kubeconfig(cluster: ClusterHandle, directory: Path, sa_name: str = SA_NAME) -> Path:
     out = kube.request_json(cluster.api_client, "POST",
-                            f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{SA_NAME}/token",
+                            f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{sa_name}/token",
                             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                              "spec": {"expirationSeconds": 7200}})
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
@@ -60,7 +60,7 @@ def token_kubeconfig(cluster: ClusterHandle, directory: Path) -> Path:
               "clusters": [cluster_entry],
               "users": [{"name": "operator", "user": {"token": out["status"]["token"]}}],
               "contexts": [{"name": "operator", "context": {"cluster": cluster_entry["name"], "user": "operator"}}]}
-    path = directory / "operator.kubeconfig"
+    path = directory / f"{sa_name}.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -76,27 +76,32 @@ class Operator:
     def tail(self) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-60:])
 
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
-@pytest.fixture(scope="module")
-def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if cluster.local is None:
-        pytest.skip("the operator tests need the local control plane (token minting, audit log)")
+
+def install_crd_and_rbac(cluster: ClusterHandle) -> None:
     api = cluster.api_client
     apply_manifest(api, ROOT / "crds" / "admissiondiagnoses.kueue-doctor.dev.yaml")
     kube.wait_for(lambda: kube.request_json(api, "GET", ADIAG), timeout=30, message="the CRD to be served")
     apply_manifest(api, ROOT / "manifests" / "base" / "namespace.yaml")
     apply_manifest(api, ROOT / "manifests" / "base" / "rbac.yaml")
-    workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = token_kubeconfig(cluster, workdir)
+
+
+def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
     metrics, health = free_port(), free_port()
-    log = workdir / "operator.log"
+    log = workdir / f"{kubeconfig.stem}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("KUBECONFIG", None)
     with log.open("wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig),
              "--metrics-port", str(metrics), "--health-port", str(health), "--refresh-interval", "2",
-             "--resync-interval", "15"],
+             "--resync-interval", "15", *extra],
             stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     op = Operator(proc, metrics, health, log)
 
@@ -108,15 +113,25 @@ def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -
         except OSError:
             return False
 
-    kube.wait_for(healthy, timeout=60, message=lambda: f"the operator to be healthy:\n{op.tail()}")
+    try:
+        kube.wait_for(healthy, timeout=60, message=lambda: f"the operator to be healthy:\n{op.tail()}")
+    except BaseException:
+        op.stop()
+        raise
+    return op
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    if cluster.local is None:
+        pytest.skip("the operator tests need the local control plane (token minting, audit log)")
+    install_crd_and_rbac(cluster)
+    workdir = tmp_path_factory.mktemp("operator")
+    op = start_operator(token_kubeconfig(cluster, workdir), workdir)
     try:
         yield op
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        op.stop()
 
 
 def adiag(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
@@ -260,3 +275,45 @@ def test_explain_without_files_reads_the_live_cluster_once(
     (d,) = list(yaml.safe_load_all(out.stdout))
     assert (d["metadata"]["name"], d["status"]["reason"], d["status"]["cause"]) == (
         wl_name, "ExceedsMaxQuota", "ExceedsNominalQuota")
+
+
+def test_without_rbac_on_pods_events_and_jobs_it_runs_and_says_what_it_cannot_see(
+        cluster: ClusterHandle, resources: kube.Resources, namespace: str,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    if cluster.local is None:
+        pytest.skip("needs the local control plane")
+    api = cluster.api_client
+    install_crd_and_rbac(cluster)
+    name = "kueue-doctor-restricted"
+    role = next(d for d in yaml.safe_load_all((ROOT / "manifests" / "base" / "rbac.yaml").read_text())
+                if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "kueue-doctor")
+    role["metadata"]["name"] = name
+    role["rules"] = [r for r in role["rules"] if r["apiGroups"] not in ([""], ["batch"])]
+    kube.request_json(api, "POST", f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts",
+                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+    kube.request_json(api, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    kube.request_json(api, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": SA_NAMESPACE}]})
+    workdir = tmp_path_factory.mktemp("restricted")
+    op = start_operator(token_kubeconfig(cluster, workdir, name), workdir, "-n", namespace)
+    try:
+        setup_queue(resources, namespace, 2)
+        resources.create(kube.job(namespace, "held", "main", parallelism=1, requests={"cpu": "100m"},
+                                  pod_annotations={kube.FAKE_HOLD_ANNOTATION: "true"}))
+        wl_name = kube.wait_for_workload(api, namespace, "held")["metadata"]["name"]
+        d = kube.wait_for(lambda: adiag(api, namespace, wl_name) if reason_of(api, namespace, wl_name) == "PodsNotReady"
+                          else None, timeout=60,
+                          message=lambda: f"PodsNotReady, got {adiag(api, namespace, wl_name)}\n{op.tail()}")
+        assert d["status"]["cause"] == "PodsNotVisible"
+        metrics = op.metrics()
+        assert 'kueue_doctor_resource_access{kind="Pod"} 0.0' in metrics
+        assert 'kueue_doctor_resource_access{kind="Workload"} 1.0' in metrics
+        assert op.proc.poll() is None
+    finally:
+        op.stop()
+        for path in (f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}",
+                     f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
+                     f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{name}"):
+            kube.request_json(api, "DELETE", path)
