@@ -38,12 +38,13 @@ class DiagnosisCollector(Collector):
         oldest = GaugeMetricFamily(
             "kueue_doctor_oldest_waiting_since_timestamp_seconds",
             "Unix time since when the longest-waiting Workload of this LocalQueue, ClusterQueue and reason has been "
-            "in that reason (Workloads not Running or Finished). Alert on time() - this. Complete, never capped.",
-            labels=["workload_namespace", "local_queue", "cluster_queue", "reason"])
+            "in that reason (Workloads not Running or Finished); action_by says who must act (ClusterAdmin, "
+            "QueueAdmin, WorkloadOwner, Nobody). Alert on time() - this. Complete, never capped.",
+            labels=["workload_namespace", "local_queue", "cluster_queue", "reason", "action_by"])
         waiting = [v for v in verdicts if v.stage in WAITING_STAGES and v.since is not None]
-        first: dict[tuple[str, str, str, str], float] = {}
+        first: dict[tuple[str, str, str, str, str], float] = {}
         for v in waiting:
-            k = (v.namespace, v.local_queue, v.cluster_queue, v.reason)
+            k = (v.namespace, v.local_queue, v.cluster_queue, v.reason, v.action_by)
             if v.since is not None and (k not in first or v.since < first[k]):
                 first[k] = v.since
         for k, ts in sorted(first.items()):
@@ -54,11 +55,12 @@ class DiagnosisCollector(Collector):
             "kueue_doctor_workload_waiting_since_timestamp_seconds",
             "Unix time since when this Workload has been in its current reason, for drill-down. Only the oldest "
             "--max-workload-series Workloads are exported; kueue_doctor_workload_series_dropped counts the rest.",
-            labels=["workload_namespace", "workload", "local_queue", "cluster_queue", "reason"])
+            labels=["workload_namespace", "workload", "local_queue", "cluster_queue", "reason", "action_by"])
         waiting.sort(key=lambda v: (v.since or 0.0, v.namespace, v.name))
         cap = max(rt.options.max_workload_series, 0)
         for v in waiting[:cap]:
-            per_wl.add_metric([v.namespace, v.name, v.local_queue, v.cluster_queue, v.reason], v.since or 0.0)
+            per_wl.add_metric([v.namespace, v.name, v.local_queue, v.cluster_queue, v.reason, v.action_by],
+                              v.since or 0.0)
         yield per_wl
         yield GaugeMetricFamily(
             "kueue_doctor_workload_series_dropped",
@@ -67,7 +69,10 @@ class DiagnosisCollector(Collector):
             value=max(len(waiting) - cap, 0))
 
         st = rt.stats
-        yield CounterMetricFamily("kueue_doctor_diagnosis_passes", "Diagnosis passes completed.", value=st.passes)
+        yield CounterMetricFamily(
+            "kueue_doctor_diagnosis_passes",
+            "Diagnosis passes completed (one per burst of changes, and one full pass per resync interval).",
+            value=st.passes)
         durations = SummaryMetricFamily(
             "kueue_doctor_diagnosis_pass_duration_seconds",
             "Time to diagnose the changed Workloads of one pass (engine only, writes excluded).",

@@ -50,6 +50,7 @@ class Verdict:
     cluster_queue: str
     stage: str
     reason: str
+    action_by: str
     since: float | None  # unix seconds
 
 
@@ -275,7 +276,7 @@ class Runtime:
         since = parse_time(st.get("since"))
         key = (d["metadata"]["namespace"], d["metadata"]["name"])
         self.verdicts[key] = Verdict(key[0], key[1], st.get("localQueue") or "", st.get("clusterQueue") or "",
-                                     st["stage"], st["reason"], since.timestamp() if since else None)
+                                     st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None)
 
     async def resync(self) -> None:
         """Drop Workloads a watch gap hid the deletion of; delete diagnoses whose Workload is gone."""
