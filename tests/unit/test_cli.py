@@ -96,3 +96,21 @@ def test_crd_command_prints_the_committed_crd() -> None:
     code, out, _ = run("crd")
     assert code == 0
     assert out == (ROOT / "crds" / "admissiondiagnoses.kueue-doctor.dev.yaml").read_text()
+
+
+EXPECTED_EXAMPLES = {
+    "headlamp-exceeds-max-quota.yaml": {"ExceedsMaxQuota"},
+    "preemption-in-progress.yaml": {"WaitingForPreemption", "Preempted"},
+    "admitted-pods-unschedulable.yaml": {"PodsUnschedulable"},
+    "waiting-for-quota.yaml": {"WaitingForQuota", "Running"},
+    "borrowing-limit-reached.yaml": {"ExceedsMaxQuota"},
+}
+
+
+def test_every_bundled_example_is_explained_with_its_documented_verdicts() -> None:
+    found = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
+    assert found == sorted(EXPECTED_EXAMPLES), "a new example needs its expected verdicts here"
+    for name, reasons in EXPECTED_EXAMPLES.items():
+        code, out, err = run("explain", "-f", str(ROOT / "examples" / name), "-o", "json")
+        assert code == 0, err
+        assert {d["status"]["reason"] for d in json.loads(out)} == reasons, name

@@ -744,9 +744,12 @@ def _exceeds_max(ctx: Context, failures: list[messages.FlavorFailure]) -> Findin
     earlier = f" on top of {f.previous} for earlier pod sets" if previous else ""
     text = (f"Needs {need} {res} in flavor {flavor}{earlier} but {ctx.cq_text} can never give more than "
             f"{f.maximum or '?'} ({limits}): {fix}.")
-    others = [x for x in failures if x is not f]
+    others = [x for x in failures if x is not f and x.resource]
     if others:
-        text += f" ({len(others)} more resource/flavor shortfall(s) in status.quota.)"
+        shown = "; ".join(f"{x.resource} in {x.flavor}: needs {x.requested or '?'}, max {x.maximum or '?'}"
+                          for x in others[:3])
+        more = f" and {len(others) - 3} more in status.quota" if len(others) > 3 else ""
+        text += f" Also short: {shown}{more}."
     action = CADMIN if cause != "ExceedsNominalQuota" else QADMIN
     return _msg_finding("ExceedsMaxQuota", cause, action, text, ctx, quota=lines,
                         flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)])
