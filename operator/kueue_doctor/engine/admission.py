@@ -700,7 +700,7 @@ def quota_line(ctx: Context, f: messages.FlavorFailure) -> dict[str, Any]:
         if fq.lending_limit is not None:
             line["lendingLimit"] = quota.fmt(res, fq.lending_limit)
     if ctx.cq is not None:
-        used = quota.reserved(ctx.cq, flavor, res)
+        used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
         if used is not None:
             line["used"] = quota.fmt(res, used)
     view = quota.cohort_view(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None

@@ -147,6 +147,17 @@ def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
     return -1
 
 
+def reserved_in(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
+    """Quota of the ClusterQueue reserved now (status.flavorsReservation), cached for the pass."""
+    memo = state.index.memo.setdefault("reserved", {})
+    key = (cq_name, flavor, resource)
+    if key not in memo:
+        cq = state.cluster_queues.get(cq_name)
+        memo[key] = reserved(cq, flavor, resource) if cq is not None else None
+    found: Decimal | None = memo[key]
+    return found
+
+
 def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "flavorsReservation") -> Decimal | None:
     for fr in lst(status(cq).get(field)):
         if m(fr).get("name") != flavor:
@@ -188,12 +199,11 @@ def _cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) 
     for other in members:
         if other == cq_name:
             continue
-        oq = state.cluster_queues[other]
         fq = flavor_quota(state, "ClusterQueue", other, flavor, resource)
         if fq is None or fq.nominal is None:
             continue
         lendable = fq.nominal if fq.lending_limit is None else min(fq.lending_limit, fq.nominal)
-        used = reserved(oq, flavor, resource) or Decimal(0)
+        used = reserved_in(state, other, flavor, resource) or Decimal(0)
         total += lendable
         unused += max(Decimal(0), min(lendable, fq.nominal - used))
     own = flavor_quota(state, "Cohort", cohort, flavor, resource)
