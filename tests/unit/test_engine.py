@@ -390,3 +390,52 @@ def test_verdicts_do_not_change_with_the_clock_alone() -> None:
     t1 = datetime(2026, 11, 30, 9, 5, tzinfo=UTC)
     t2 = datetime(2026, 11, 30, 9, 6, tzinfo=UTC)
     assert diagnose_objects(objs, t1) == diagnose_objects(objs, t2)
+
+
+def test_a_workload_in_requeue_back_off_is_not_the_strict_fifo_head() -> None:
+    backoff = workload("job-slow-00005", created="2026-11-30T08:00:00Z", conditions=[
+        cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
+             "2026-11-30T09:55:00Z"),
+        cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+        cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005")],
+        requeueState={"count": 1, "requeueAt": "2026-11-30T10:05:00Z"})
+    behind = workload("job-behind-00002", created="2026-11-30T09:10:00Z")
+    st = verdict([*queue_setup(strategy="StrictFIFO"), backoff, behind], "job-behind-00002")
+    assert st["cause"] == "PendingEvaluation"  # Kueue does not hold the backed-off one in the heap
+
+
+def test_a_rejected_admission_check_outranks_a_pending_one() -> None:
+    wl = workload("job-prov-00007", conditions=[
+        cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")],
+        admission=admission("team-a-cq"),
+        admissionChecks=[{"name": "prov", "state": "Pending", "lastTransitionTime": "2026-11-30T09:01:00Z"},
+                         {"name": "budget", "state": "Rejected", "message": "over budget",
+                          "lastTransitionTime": "2026-11-30T09:01:00Z"}])
+    st = verdict([*queue_setup(), wl], "job-prov-00007")
+    assert (st["cause"], st["actionBy"]) == ("AdmissionCheckRejected", "WorkloadOwner")
+
+
+def test_borrowable_counts_what_other_members_already_borrowed() -> None:
+    objs = [flavor("default-flavor"),
+            cluster_queue("cq-a", {"default-flavor": {"cpu": "4"}}, cohort="co", used={"default-flavor": {"cpu": "4"}}),
+            cluster_queue("cq-b", {"default-flavor": {"cpu": "4"}}, cohort="co"),
+            cluster_queue("cq-c", {"default-flavor": {"cpu": "0"}}, cohort="co", used={"default-flavor": {"cpu": "4"}}),
+            local_queue("user-queue", NS, "cq-a"),
+            pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+                    "default-flavor, 2 more needed", count=2)]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert st["quota"][0]["borrowable"] == "0"  # cq-c took everything cq-b lent
+    assert "could lend about 0 now" in st["message"]
+
+
+def test_a_large_borrowing_limit_is_not_blamed_when_the_cohort_is_the_limit() -> None:
+    objs = [flavor("default-flavor"),
+            cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "4", "borrowingLimit": "100"}}},
+                          cohort="research"),
+            cluster_queue("team-b-cq", {"default-flavor": {"cpu": "2"}}, cohort="research"),
+            local_queue("user-queue", NS, "team-a-cq"),
+            pending("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
+                    "previously considered podsets requests (0) + current podset request (8) > maximum capacity (6)",
+                    count=8)]
+    st = verdict(objs, "job-sample-1a2b3")
+    assert st["cause"] == "ExceedsCohortQuota"

@@ -165,7 +165,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     who = f" by {ev['by']}" if ev.get("by") else ""
     text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}): Kueue is "
             f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
-            "queued again. If this lasts, look for Pods stuck Terminating.")
+            "queued again." + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
     return Finding(reason, cause, NOBODY, text, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx, ev))
@@ -206,7 +206,7 @@ def recent_eviction(ctx: Context) -> Finding | None:
     if in_backoff:
         cause = "RequeueBackoff"
         text += (f"; Kueue requeues it at {format_time(requeue_at)} (back-off "
-                 f"after {i(m(ctx.status.get('requeueState')).get('count'))} requeues)")
+                 f"after {i(m(ctx.status.get('requeueState')).get('count'))} requeue(s))")
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
@@ -233,7 +233,9 @@ def awaiting_admission_checks(ctx: Context) -> Finding | None:
     if not ctx.true("QuotaReserved") or ctx.true("Admitted"):
         return None
     checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
-    pending = [c for c in checks if c.get("state") != "Ready"]
+    rank = {"Rejected": 0, "Retry": 1}  # the state that decides what happens next comes first
+    pending = sorted((c for c in checks if c.get("state") != "Ready"),
+                     key=lambda c: rank.get(s(c.get("state")) or "", 2))
     delayed = [m(p) for p in lst(m(ctx.status.get("admission")).get("podSetAssignments"))
                if m(p).get("delayedTopologyRequest") == "Pending"]
     since = ctx.cond_time("QuotaReserved")
@@ -703,17 +705,16 @@ def quota_line(ctx: Context, f: messages.FlavorFailure) -> dict[str, Any]:
         used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
         if used is not None:
             line["used"] = quota.fmt(res, used)
-    view = quota.cohort_view(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
-    if view is not None:
-        borrowable = view.lendable_unused
-        if fq is not None and fq.borrowing_limit is not None:
-            borrowable = min(borrowable, fq.borrowing_limit)
+    borrowable = quota.cohort_borrowable(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
+    if borrowable is not None:
         line["borrowable"] = quota.fmt(res, borrowable)
     if f.maximum:
         line["maximum"] = f.maximum
     if f.missing:
         line["missing"] = f.missing
-    line["source"] = "Kueue" if (f.maximum or f.missing) else "Objects"
+    # the amounts Kueue stated win; a request read from Pod templates is our own estimate
+    line["source"] = "Kueue" if (f.maximum or f.missing) else "Estimate" if ctx.requests_source == "Estimate" \
+        else "Objects"
     return {k: v for k, v in line.items() if v is not None}
 
 
@@ -733,7 +734,8 @@ def _exceeds_max(ctx: Context, failures: list[messages.FlavorFailure]) -> Findin
         cause = "ExceedsNominalQuota"
         limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
         fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
-    elif fq is not None and fq.borrowing_limit is not None:
+    elif (fq is not None and fq.borrowing_limit is not None
+          and parse(f.maximum) == (fq.nominal or 0) + fq.borrowing_limit):
         cause = "BorrowingLimitReached"
         limits = f"nominal {nominal} + borrowingLimit {quota.fmt(res, fq.borrowing_limit)} in cohort {ctx.cohort}"
         fix = "raise borrowingLimit or nominalQuota, or lower the request"
@@ -878,37 +880,65 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
                    evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])
 
 
+def queue_order(wl: Mapping[str, Any], ctx: Context) -> tuple[int, str, str] | None:
+    """Kueue's queue order for a pending Workload (higher priority, then older queue timestamp, then UID),
+    or None when Kueue does not hold it in the queue's heap at all (back-off, gated, held, parked)."""
+    cond = conditions(wl)
+    if is_true(cond.get("QuotaReserved")) or is_true(cond.get("Finished")) or spec(wl).get("active", True) is False:
+        return None
+    md = m(wl.get("metadata"))
+    if s(m(md.get("annotations")).get("kueue.x-k8s.io/admission-gated-by")):
+        return None
+    requeue_at = parse_time(m(m(wl.get("status")).get("requeueState")).get("requeueAt"))
+    if requeue_at is not None and requeue_at > ctx.now:
+        return None
+    if cond.get("Requeued") is not None and not is_true(cond.get("Requeued")):
+        return None
+    qr_message = s(m(cond.get("QuotaReserved")).get("message")) or ""
+    if qr_message.lower().startswith("workload namespace doesn't match"):
+        return None  # Kueue parks namespace mismatches as inadmissible even under StrictFIFO
+    lq = ctx.state.local_queues.get((s(md.get("namespace")) or "", s(spec(wl).get("queueName")) or ""))
+    if lq is not None and (s(spec(lq).get("stopPolicy")) or "None") != "None":
+        return None
+    prio = spec(wl).get("priority")
+    p = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+    boost = s(m(md.get("annotations")).get("kueue.x-k8s.io/priority-boost"))
+    if boost and boost.lstrip("-").isdigit():
+        p += int(boost)
+    stamp = s(md.get("creationTimestamp")) or ""
+    evicted = cond.get("Evicted")
+    if is_true(evicted):  # GetQueueOrderTimestamp: some evictions requeue at the eviction time
+        reason = s(m(evicted).get("reason"))
+        when = format_time(parse_time(m(evicted).get("lastTransitionTime")))
+        preempted = s(m(cond.get("Preempted")).get("reason"))
+        if when and (reason in ("PodsReadyTimeout", "AdmissionCheck") or preempted == "InCohortReclaimWhileBorrowing"):
+            stamp = when + ("+1ms" if preempted == "InCohortReclaimWhileBorrowing" else "")
+    return -p, stamp, s(md.get("uid")) or ""
+
+
 def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     """The pending Workload ahead of this one in a StrictFIFO ClusterQueue, if it is stuck there."""
     if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
         return None
     memo = ctx.state.index.memo
-    heads: dict[str, list[tuple[int, str, str, str, str | None]]] | None = memo.get("strict_pending")
+    heads: dict[str, list[tuple[tuple[int, str, str], str, str]]] | None = memo.get("strict_pending")
     if heads is None:
         heads = {}
         for (ns, nm), wl in ctx.state.workloads.items():
-            cond = conditions(wl)
-            if is_true(cond.get("QuotaReserved")) or is_true(cond.get("Finished")):
-                continue
-            if spec(wl).get("active", True) is False:
-                continue
             cq = ctx.state.cluster_queue_of(wl)
-            if cq is None:
-                continue
-            prio = spec(wl).get("priority")
-            p = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
-            created = s(m(wl.get("metadata")).get("creationTimestamp")) or ""
-            heads.setdefault(cq, []).append((-p, created, ns, nm, s(m(wl.get("metadata")).get("uid"))))
+            order = queue_order(wl, ctx) if cq else None
+            if cq and order is not None:
+                heads.setdefault(cq, []).append((order, ns, nm))
         for entries in heads.values():
             entries.sort()
         memo["strict_pending"] = heads
     entries = heads.get(ctx.cq_name or "", [])
     if not entries:
         return None
-    _p, _c, hns, hname, huid = entries[0]
-    if (hns, hname) == (ctx.ns, ctx.name):
+    order, hns, hname = entries[0]
+    if (hns, hname) == (ctx.ns, ctx.name) or queue_order(ctx.wl, ctx) is None:
         return None
-    return hns, hname, huid
+    return hns, hname, order[2] or None
 
 
 def unrecognized(ctx: Context) -> Finding | None:

@@ -147,9 +147,18 @@ class Context:
         return self.state.pods_of(self.wl)
 
     @cached_property
+    def _requests(self) -> tuple[quota.Requests, str]:
+        return quota.workload_requests(self.wl)
+
+    @property
     def requests(self) -> quota.Requests:
         """Total requests per PodSet (Kueue's own numbers when it wrote them)."""
-        return quota.workload_requests(self.wl)[0]
+        return self._requests[0]
+
+    @property
+    def requests_source(self) -> str:
+        """"Kueue" (status.resourceRequests / admission) or "Estimate" (computed from the Pod templates)."""
+        return self._requests[1]
 
     @cached_property
     def priority(self) -> int:

@@ -169,48 +169,60 @@ def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "fl
     return None
 
 
-@dataclass(frozen=True)
-class CohortView:
-    """What the rest of a flat cohort could lend for one (flavor, resource), from objects. An estimate."""
+def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
+    """What the ClusterQueue could borrow from its cohort right now: an estimate (API-NOTES section 7).
 
-    cohort: str
-    members: int
-    lendable_unused: Decimal  # unused quota of the other members within their lendingLimits, + cohort's own
-    lendable_total: Decimal  # everything the others could ever lend + the cohort's own quota
-
-
-def cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortView | None:
-    memo = state.index.memo.setdefault("cohort_view", {})
+    Only for a flat cohort (no parent, no child cohorts); None otherwise, so no number is shown rather
+    than a wrong one. Per member M: lendable(M) = min(lendingLimit, nominal) or nominal, local(M) =
+    nominal - lendable(M); usage beyond local counts against the cohort's pool.
+    """
+    memo = state.index.memo.setdefault("borrowable", {})
     key = (cq_name, flavor, resource)
     if key not in memo:
-        memo[key] = _cohort_view(state, cq_name, flavor, resource)
-    view: CohortView | None = memo[key]
-    return view
+        memo[key] = _cohort_borrowable(state, cq_name, flavor, resource)
+    found: Decimal | None = memo[key]
+    return found
 
 
-def _cohort_view(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortView | None:
-    cq = state.cluster_queues.get(cq_name)
-    cohort = s(spec(cq or {}).get("cohortName"))
-    if not cohort:
+def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
+    cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
+    if not cohort_name:
         return None
-    members = state.index.cqs_by_cohort.get(cohort, [])
-    unused = Decimal(0)
-    total = Decimal(0)
-    for other in members:
-        if other == cq_name:
+    cohort = state.cohorts.get(cohort_name)
+    if (cohort is not None and s(spec(cohort).get("parentName"))) or any(
+            s(spec(c).get("parentName")) == cohort_name for c in state.cohorts.values()):
+        return None
+    mine = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
+    if mine is None:
+        return None
+    pool = Decimal(0)
+    in_pool = Decimal(0)
+    for member in state.index.cqs_by_cohort.get(cohort_name, []):
+        fq = flavor_quota(state, "ClusterQueue", member, flavor, resource)
+        if fq is None:
             continue
-        fq = flavor_quota(state, "ClusterQueue", other, flavor, resource)
-        if fq is None or fq.nominal is None:
-            continue
-        lendable = fq.nominal if fq.lending_limit is None else min(fq.lending_limit, fq.nominal)
-        used = reserved_in(state, other, flavor, resource) or Decimal(0)
-        total += lendable
-        unused += max(Decimal(0), min(lendable, fq.nominal - used))
-    own = flavor_quota(state, "Cohort", cohort, flavor, resource)
-    if own is not None and own.nominal is not None:
-        total += own.nominal
-        unused += own.nominal
-    return CohortView(cohort, len(members), unused, total)
+        lendable, local = _split(fq)
+        used = reserved_in(state, member, flavor, resource) or Decimal(0)
+        pool += lendable
+        in_pool += max(Decimal(0), used - local)
+    own = flavor_quota(state, "Cohort", cohort_name, flavor, resource)
+    if own is not None:
+        pool += own.nominal or Decimal(0)
+    nominal = mine.nominal or Decimal(0)
+    lendable, local = _split(mine)
+    used = reserved_in(state, cq_name, flavor, resource) or Decimal(0)
+    pool_free = max(Decimal(0), pool - in_pool)
+    if mine.borrowing_limit is not None:  # what it stored in the pool, less what it took, plus its limit
+        pool_free = min(pool_free, max(Decimal(0), lendable - max(Decimal(0), used - local) + mine.borrowing_limit))
+    available = max(Decimal(0), local - used) + pool_free
+    return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
+
+
+def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
+    """(lendable to the cohort, kept local) of a member's nominal quota."""
+    nominal = fq.nominal or Decimal(0)
+    lendable = nominal if fq.lending_limit is None else min(fq.lending_limit, nominal)
+    return lendable, nominal - lendable
 
 
 def fmt(resource: str, value: Decimal | None) -> str | None:

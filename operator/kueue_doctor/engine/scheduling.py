@@ -146,7 +146,7 @@ def pods_stage(ctx: Context) -> Finding | None:
     if not pods and not ctx.state.knows("Pod"):
         text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but Kueue reports the Pods not "
                 f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
-                f"Pods (none in the input): kubectl get pods -n {ctx.ns} -l kueue.x-k8s.io/podset."
+                f"Pods (none in the input): {_pods_command(ctx)}."
                 + _timeout_note(ctx))
         if not ctx.cond("PodsReady"):
             return _running(ctx, "PodsRunning", since, pods, expected, unverified=True)
@@ -180,7 +180,7 @@ def pods_stage(ctx: Context) -> Finding | None:
         return Finding("PodsUnschedulable", "SchedulingGated", NOBODY if kueue_gate else CADMIN, text,
                        since=blocker.since or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     if blocker.category == "Pending":
-        text = (f"{blocker.count}/{expected} Pods have not been looked at by a scheduler for "
+        text = (f"{blocker.count}/{expected} Pods have not been looked at by a scheduler "
                 f"since {format_time(blocker.since or since)}: check spec.schedulerName and that that scheduler "
                 "runs."
                 + _timeout_note(ctx))
@@ -191,6 +191,13 @@ def pods_stage(ctx: Context) -> Finding | None:
         return Finding("ContainersNotStarting", "Terminating", NOBODY, text, since=blocker.since or since,
                        evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     return _containers(ctx, summary, blocker, pods_status, evidence)
+
+
+def _pods_command(ctx: Context) -> str:
+    ref = ctx.owner_ref
+    if ref is not None and ref.get("kind") == "Job" and s(ref.get("name")):
+        return f"kubectl get pods -n {ctx.ns} -l batch.kubernetes.io/job-name={ref.get('name')}"
+    return f"kubectl get pods -n {ctx.ns} -o wide | grep {s(ref.get('name')) if ref else ctx.name}"
 
 
 def _failed_create(ctx: Context) -> tuple[str, str, datetime | None] | None:

@@ -76,7 +76,7 @@ class DiagnosisCollector(Collector):
         durations = SummaryMetricFamily(
             "kueue_doctor_diagnosis_pass_duration_seconds",
             "Time to diagnose the changed Workloads of one pass (engine only, writes excluded).",
-            count_value=len(st.pass_seconds), sum_value=sum(st.pass_seconds))
+            count_value=st.passes, sum_value=st.pass_seconds_sum)
         yield durations
         last = GaugeMetricFamily(
             "kueue_doctor_last_successful_pass_timestamp_seconds",
@@ -105,6 +105,11 @@ class DiagnosisCollector(Collector):
             "kueue_doctor_kueue_crds_installed",
             "1 when Kueue's API (kueue.x-k8s.io) is served; 0 means Kueue is not installed and nothing is diagnosed.",
             value=1 if st.kueue_installed else 0)
+        yield GaugeMetricFamily(
+            "kueue_doctor_admissiondiagnosis_crd_installed",
+            "1 when the AdmissionDiagnosis CRD is served; 0 means verdicts are computed (metrics work) but no "
+            "AdmissionDiagnosis object is written: install crds/ or the Helm chart.",
+            value=1 if st.crd_installed else 0)
         access = GaugeMetricFamily(
             "kueue_doctor_resource_access",
             "1 when RBAC lets the operator list and watch this kind, 0 when forbidden (verdicts then lack that "

@@ -106,6 +106,8 @@ class Publisher:
         self._interval = 1.0 / writes_per_second if writes_per_second > 0 else 0.0
         self._next_slot = 0.0
         self._on_write = on_write or (lambda result: None)
+        self.paused = False  # the CRD is missing: compute, do not write
+        self._failed: set[Key] = set()
 
     # ----- start-up -----
     def seed(self, existing: list[dict[str, Any]]) -> None:
@@ -116,7 +118,8 @@ class Publisher:
             self.records[key] = record_of(obj, None)
 
     # ----- the pass -----
-    async def publish(self, diagnoses: list[dict[str, Any]], observed: datetime) -> None:
+    async def publish(self, diagnoses: list[dict[str, Any]], observed: datetime) -> set[Key]:
+        """Write what needs writing; the keys whose write failed (to retry)."""
         now = time.monotonic()
         writes = []
         for new in diagnoses:
@@ -135,8 +138,15 @@ class Publisher:
             if due <= now and all(k != key for k, _ in writes):
                 del self.deferred[key]
                 writes.append((key, obj))
+        if self.paused:
+            for new in diagnoses:  # keep since across the pause; nothing is written
+                key = (new["metadata"]["namespace"], new["metadata"]["name"])
+                self.deferred.pop(key, None)
+            return set()
+        self._failed = set()
         if writes:
             await asyncio.gather(*(self._write(key, obj) for key, obj in writes))
+        return self._failed
 
     def next_due(self) -> float | None:
         return min((due for due, _ in self.deferred.values()), default=None)
@@ -157,10 +167,15 @@ class Publisher:
                 await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
             except rest.ApiError as exc:
                 self._on_write("error")
-                self.records.pop(key, None)  # unknown state: the next pass writes again
-                log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. It is retried on the next pass; check the "
-                            "operator's RBAC (create/patch on admissiondiagnoses) and that the CRD is installed.",
-                            key[0], key[1], exc)
+                self.records.pop(key, None)  # unknown state: written again on retry
+                self._failed.add(key)
+                if exc.status == 404 and not self.paused:
+                    self.paused = True
+                    log.error("Cannot write AdmissionDiagnosis objects: %s. Is the CRD installed (crds/, or the "
+                              "Helm chart)? Writing resumes when it is.", exc)
+                elif exc.status != 404:
+                    log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
+                                "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
                 return
         self.records[key] = record_of(obj, time.monotonic())
         self._on_write("applied")

@@ -39,10 +39,13 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> An
     return client.ApiClient()
 
 
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
 def request(api: Any, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None,
-            content_type: str = "application/json", timeout: float = 60.0) -> Any:
+            content_type: str = "application/json", timeout: float = 60.0, accept: str = "application/json") -> Any:
     """One request; the decoded JSON body, or ApiError (status 0 when the server cannot be reached)."""
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type
     try:

@@ -21,7 +21,7 @@ from ..api import GROUP, PLURAL, VERSION
 from ..engine.diagnose import diagnose
 from ..kube.objects import m, name, namespace, parse_time, s
 from ..kube.slim import slim
-from ..state import ClusterState, kind_key
+from ..state import OWNER_KINDS, ClusterState, kind_key
 from . import rest
 from .publisher import Publisher, diagnosis_path
 from .snapshot import KUEUE, Listing, list_all, listings
@@ -29,6 +29,17 @@ from .snapshot import KUEUE, Listing, list_all, listings
 log = logging.getLogger("kueue_doctor.runtime")
 Key = tuple[str, str]
 OPTIONAL_KINDS = ("Job", "Pod", "Event", "Namespace")  # diagnosis works without them, with less detail
+RETRY_AFTER = 10.0  # seconds before a failed write is tried again
+EVENT_KINDS = {"Pod", "Job", "Workload"} | {kind for _group, kind in OWNER_KINDS}
+
+
+def _event_is_relevant(obj: Mapping[str, Any]) -> bool:
+    ref = m(obj.get("involvedObject") or obj.get("regarding"))
+    return s(ref.get("kind")) in EVENT_KINDS
+
+
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(m(obj.get("metadata")).get("deletionTimestamp"))
 
 
 @dataclass
@@ -59,7 +70,9 @@ class Stats:
 
     def __init__(self) -> None:
         self.passes = 0
-        self.pass_seconds: list[float] = []
+        self.pass_seconds_sum = 0.0
+        self.heartbeat = time.monotonic()  # the loop's last sign of life (liveness)
+        self.crd_installed = True
         self.writes: dict[str, int] = {}
         self.events: dict[str, int] = {}
         self.errors: dict[str, int] = {}
@@ -86,11 +99,14 @@ class Runtime:
         self.ready = asyncio.Event()
         self.kueue_version = "v1beta2"
         self._next_resync = 0.0
+        self._retry_at: float | None = None
 
     # ----- fed by the Kopf handlers -----
     def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         key = kind_key(obj)
         self.stats.count(self.stats.events, key[1] if key else "unknown")
+        if key == ("", "Event") and not _event_is_relevant(obj):
+            return  # a Warning about a Node, a Service...: never read, so never kept
         self.inbox.append((event_type or "ADDED", obj))
         self.wake.set()
 
@@ -144,7 +160,7 @@ class Runtime:
             items = await asyncio.to_thread(self._list_kind, listing)
             if items is None:
                 continue
-            objects.extend(slim(o) for o in items)
+            objects.extend(items)
             complete.add(listing.kind)
         self.state = ClusterState.from_objects(objects, complete_kinds=complete)
         existing = await asyncio.to_thread(self._list_diagnoses)
@@ -154,16 +170,18 @@ class Runtime:
         log.info("Initial sync: %d Workloads, %d Pods, %d existing AdmissionDiagnoses; kinds listed: %s",
                  len(self.state.workloads), len(self.state.pods), len(existing), ", ".join(sorted(complete)))
 
-    def _list_kind(self, listing: Listing) -> list[dict[str, Any]] | None:
+    def _list_kind(self, listing: Listing, metadata_only: bool = False) -> list[dict[str, Any]] | None:
+        """All objects of a kind in the watched namespaces, slimmed page by page (or metadata only)."""
+        transform = None if metadata_only else slim
         if listing.namespaced and self.options.namespaces:
             out: list[dict[str, Any]] = []
             for ns in self.options.namespaces:
-                items = list_all(self.api, listing, ns)
+                items = list_all(self.api, listing, ns, metadata_only, transform)
                 if items is None:
                     return None
                 out.extend(items)
             return out
-        return list_all(self.api, listing, None)
+        return list_all(self.api, listing, None, metadata_only, transform)
 
     def _list_diagnoses(self) -> list[dict[str, Any]]:
         paths = [diagnosis_path(ns) for ns in self.options.namespaces] or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
@@ -226,39 +244,52 @@ class Runtime:
     async def run_once(self) -> int:
         """Drain the inbox and diagnose what is dirty; the number of Workloads diagnosed."""
         self._drain()
-        now = datetime.now(UTC)
         mono = time.monotonic()
-        due = self.publisher.next_due()
         if mono >= self._next_resync:
             await self.resync()
             self._next_resync = mono + self.options.resync_interval
+        due = self.publisher.next_due()
         if due is not None and due <= mono:
             self.dirty |= {k for k in self.publisher.deferred if k in self.state.workloads}
         keys, self.dirty = self.dirty, set()
+        try:
+            return await self._pass(keys)
+        except BaseException:
+            self.dirty |= keys  # nothing is lost: the next pass takes them again
+            raise
+
+    async def _pass(self, keys: set[Key]) -> int:
+        now = datetime.now(UTC)
         await self._verify_restores(keys)
         t0 = time.perf_counter()
         diagnoses = []
-        chunk = sorted(k for k in keys if k in self.state.workloads)
+        chunk = sorted(k for k in keys if k in self.state.workloads and not _deleting(self.state.workloads[k]))
         for start in range(0, len(chunk), 500):  # yield to the watchers between chunks
             diagnoses.extend(diagnose(self.state, now, chunk[start:start + 500]))
+            self.stats.heartbeat = time.monotonic()
             await asyncio.sleep(0)
-        for d in diagnoses:
+        elapsed = time.perf_counter() - t0
+        failed = await self.publisher.publish(diagnoses, now)
+        for d in diagnoses:  # after publish: `since` is the one written (kept across reason-stable passes)
             self._remember(d)
-        await self.publisher.publish(diagnoses, now)
+        if failed:
+            self.dirty |= failed
+            self._retry_at = time.monotonic() + RETRY_AFTER
         self.stats.passes += 1
-        self.stats.pass_seconds.append(time.perf_counter() - t0)
+        self.stats.pass_seconds_sum += elapsed
         self.stats.last_pass = time.time()
+        self.stats.heartbeat = time.monotonic()
         return len(diagnoses)
 
     async def _verify_restores(self, keys: set[Key]) -> None:
-        """Before re-creating a diagnosis, make sure its Workload exists (no fight with the garbage collector)."""
+        """Before re-creating a deleted diagnosis, make sure its Workload exists and is not being deleted:
+        the garbage collector deletes dependents of a Workload in foreground deletion, and re-creating
+        them would fight it."""
         for key in [k for k in keys if k in self.state.workloads and k not in self.publisher.records]:
             if key in self.verdicts:  # seen alive by us; only a restore after deletion needs the check
                 wl = await self._get_workload(key)
-                if wl is None:
-                    self.state.remove({"apiVersion": f"{KUEUE}/v1beta2", "kind": "Workload",
-                                       "metadata": {"namespace": key[0], "name": key[1]}})
-                    self.verdicts.pop(key, None)
+                if wl is None or _deleting(wl):
+                    self._drop_workload(key)
                     keys.discard(key)
 
     async def _get_workload(self, key: Key) -> dict[str, Any] | None:
@@ -271,6 +302,12 @@ class Runtime:
             raise
         return dict(obj) if isinstance(obj, dict) else None
 
+    def _drop_workload(self, key: Key) -> None:
+        self.state.remove({"apiVersion": f"{KUEUE}/v1beta2", "kind": "Workload",
+                           "metadata": {"namespace": key[0], "name": key[1]}})
+        self.verdicts.pop(key, None)
+        self.publisher.forget(key)
+
     def _remember(self, d: Mapping[str, Any]) -> None:
         st = d["status"]
         since = parse_time(st.get("since"))
@@ -279,37 +316,91 @@ class Runtime:
                                      st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None)
 
     async def resync(self) -> None:
-        """Drop Workloads a watch gap hid the deletion of; delete diagnoses whose Workload is gone."""
-        listing = next(lst for lst in self._listings() if lst.kind == "Workload")
-        try:
-            names = await asyncio.to_thread(self._list_kind, listing)
-        except rest.ApiError as exc:
-            self.stats.count(self.stats.errors, "resync")
-            log.warning("Resync could not list Workloads: %s", exc)
-            return
-        if names is not None:
-            alive = {(namespace(o) or "", name(o) or "") for o in names}
-            for key in [k for k in self.state.workloads if k not in alive]:
-                self.state.remove({"apiVersion": f"{KUEUE}/v1beta2", "kind": "Workload",
-                                   "metadata": {"namespace": key[0], "name": key[1]}})
-                self.verdicts.pop(key, None)
-            for obj in names:
+        """Repair what a watch gap hid: after a 410 Gone, Kopf re-lists without reporting deletions.
+
+        Every kind is re-listed as metadata only; objects gone from the cluster are dropped, objects
+        missing from memory are fetched; diagnoses whose Workload is gone are deleted.
+        """
+        for listing in self._listings():
+            if not self.allowed(listing.kind) or listing.kind not in self.state.complete_kinds:
+                continue
+            try:
+                alive = await asyncio.to_thread(self._list_kind, listing, True)
+            except Exception as exc:  # one kind failing must not stop the others
+                self.stats.count(self.stats.errors, "resync")
+                log.warning("Resync could not list %s: %s", listing.kind, exc)
+                continue
+            if alive is None:
+                continue
+            self._reconcile(listing, alive)
+            if any(self._missing(listing.kind, o) for o in alive):
+                items = await asyncio.to_thread(self._list_kind, listing)
+                for obj in items or []:
+                    if self._missing(listing.kind, obj):
+                        self.inbox.append(("ADDED", obj))
+            self.stats.heartbeat = time.monotonic()
+        self._drain()
+        await self._check_crd()
+        if self.stats.crd_installed:
+            for obj in await asyncio.to_thread(self._list_diagnoses):
                 key = (namespace(obj) or "", name(obj) or "")
                 if key not in self.state.workloads:
-                    self.state.upsert(slim(obj))
-                    self.dirty.add(key)
-        existing = await asyncio.to_thread(self._list_diagnoses)
-        for obj in existing:
-            key = (namespace(obj) or "", name(obj) or "")
-            if key not in self.state.workloads and await self._get_workload(key) is None:
-                await self.publisher.delete(key)
+                    wl = await self._get_workload(key)
+                    if wl is None or _deleting(wl):
+                        await self.publisher.delete(key)
         self.dirty |= set(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
+
+    def _collection(self, kind: str) -> dict[Any, Mapping[str, Any]]:
+        st = self.state
+        collections: dict[str, dict[Any, Mapping[str, Any]]] = {
+            "Workload": st.workloads, "LocalQueue": st.local_queues, "ClusterQueue": st.cluster_queues,
+            "ResourceFlavor": st.flavors, "Cohort": st.cohorts, "AdmissionCheck": st.admission_checks,
+            "Topology": st.topologies, "Namespace": st.namespaces, "Pod": st.pods, "Event": st.events,
+            "Job": {k: v for k, v in st.owners.items() if k[1] == "Job"}}
+        return collections[kind]
+
+    @staticmethod
+    def _state_key(kind: str, obj: Mapping[str, Any]) -> Any:
+        ns, nm = namespace(obj) or "", name(obj) or ""
+        if kind == "Event":
+            return s(m(obj.get("metadata")).get("uid")) or f"{ns}/{nm}"
+        if kind == "Job":
+            return (ns, "Job", nm)
+        if kind in ("Workload", "LocalQueue", "Pod"):
+            return (ns, nm)
+        return nm
+
+    def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        return self._state_key(kind, obj) not in self._collection(kind)
+
+    def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
+        keep = {self._state_key(listing.kind, o) for o in alive}
+        for key, obj in list(self._collection(listing.kind).items()):
+            if key not in keep:
+                self.inbox.append(("DELETED", obj))
+
+    async def _check_crd(self) -> None:
+        try:
+            await asyncio.to_thread(rest.request, self.api, "GET", f"/apis/{GROUP}/{VERSION}")
+            installed = True
+        except rest.ApiError as exc:
+            installed = exc.status != 404
+        if installed != self.stats.crd_installed:
+            if installed:
+                log.info("The AdmissionDiagnosis CRD is installed: publishing diagnoses.")
+            else:
+                log.error("The AdmissionDiagnosis CRD (admissiondiagnoses.%s) is not installed: diagnoses are "
+                          "computed (metrics work) but not written. Install crds/ or the chart.", GROUP)
+        self.stats.crd_installed = installed
+        self.publisher.paused = not installed
 
     async def loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=self._sleep_for())
             self.wake.clear()
+            self._retry_at = None
+            self.stats.heartbeat = time.monotonic()
             await asyncio.sleep(self.options.debounce)
             try:
                 await self.run_once()
@@ -324,5 +415,7 @@ class Runtime:
         candidates = [self._next_resync - mono]
         if due is not None:
             candidates.append(due - mono)
+        if self._retry_at is not None:
+            candidates.append(self._retry_at - mono)
         return max(0.05, min(candidates))
 

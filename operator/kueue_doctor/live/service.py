@@ -7,8 +7,11 @@ standalone (no peering), no Kopf event posting, no finalizers, annotations or st
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
@@ -37,7 +40,8 @@ def connection_info() -> kopf.ConnectionInfo:
     from kubernetes import client
 
     cfg = client.Configuration.get_default_copy()
-    auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken") or ""
+    # through the getter, so the client's refresh hook renews short-lived tokens on Kopf's re-login
+    auth = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix("BearerToken") or ""
     scheme, _, token = auth.partition(" ")
     return kopf.ConnectionInfo(
         server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
@@ -45,7 +49,7 @@ def connection_info() -> kopf.ConnectionInfo:
         certificate_path=cfg.cert_file, private_key_path=cfg.key_file, proxy_url=cfg.proxy)
 
 
-def build_registry(runtime: Runtime, health_stale_after: float) -> kopf.OperatorRegistry:
+def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -61,13 +65,6 @@ def build_registry(runtime: Runtime, health_stale_after: float) -> kopf.Operator
         settings.watching.label_selectors["v1", "pods"] = "kueue.x-k8s.io/podset"
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
 
-    @kopf.on.probe(id="diagnosis_loop", registry=registry, errors=kopf.ErrorsMode.PERMANENT)
-    def probe(**_: Any) -> str:
-        last = runtime.stats.last_pass
-        if runtime.ready.is_set() and (last is None or time.time() - last > health_stale_after):
-            raise kopf.PermanentError(f"no diagnosis pass completed for over {health_stale_after:.0f}s")
-        return "ok"
-
     def feed(kind: str) -> Any:
         async def handler(event: dict[str, Any], **_: Any) -> None:
             obj = event.get("object")
@@ -79,13 +76,55 @@ def build_registry(runtime: Runtime, health_stale_after: float) -> kopf.Operator
         return handler
 
     for plural, kind in KUEUE_WATCHES:
-        kopf.on.event(KUEUE, "v1beta2", plural, id=f"observe-{plural}", registry=registry)(feed(kind))
+        kopf.on.event(KUEUE, runtime.kueue_version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
     for group, version, plural, kind in OPTIONAL_WATCHES:
         if runtime.allowed(kind):
             kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
     kopf.on.event("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", id="observe-admissiondiagnoses",
                   registry=registry)(feed("AdmissionDiagnosis"))
     return registry
+
+
+class Health:
+    """`/healthz` from the first second: starting, waiting for Kueue and long passes are all alive.
+
+    Unhealthy only when the diagnosis loop has shown no sign of life (a pass chunk, a write, a wake-up)
+    for `stale_after` seconds: a stuck loop, which a restart fixes.
+    """
+
+    def __init__(self, runtime: Runtime, stale_after: float) -> None:
+        self.runtime, self.stale_after = runtime, stale_after
+
+    def check(self) -> tuple[int, dict[str, Any]]:
+        st = self.runtime.stats
+        quiet = time.monotonic() - st.heartbeat
+        body = {"phase": "running" if self.runtime.ready.is_set() else "starting",
+                "kueueInstalled": st.kueue_installed, "crdInstalled": st.crd_installed,
+                "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes}
+        if self.runtime.ready.is_set() and quiet > self.stale_after:
+            body["error"] = (f"the diagnosis loop has shown no activity for {quiet:.0f}s (limit "
+                             f"{self.stale_after:.0f}s): restarting is the fix; see the logs for the last pass")
+            return 500, body
+        return 200, body
+
+    def serve(self, port: int) -> None:
+        health = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                code, body = health.check() if self.path.startswith("/healthz") else (404, {"error": "not found"})
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # probes every few seconds would flood the log
+
+        server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+        threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
 
 
 async def serve(options: Options, metrics_port: int, health_port: int, kubeconfig: str | None,
@@ -99,22 +138,24 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
         return 1
     runtime = Runtime(api, options)
     start_http_server(metrics_port, registry=registry_for(runtime))
+    Health(runtime, stale_after=max(3 * options.resync_interval, 600.0)).serve(health_port)
     log.info("Metrics on :%d/metrics, liveness on :%d/healthz", metrics_port, health_port)
     while not await runtime.kueue_served():
         runtime.stats.kueue_installed = False
+        runtime.stats.heartbeat = time.monotonic()
         log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
                     "checking again in 30s.", KUEUE)
         await asyncio.sleep(30)
     runtime.stats.kueue_installed = True
     await runtime.check_access()
     await runtime.initial_sync()
+    runtime.stats.heartbeat = time.monotonic()
     runtime.ready.set()
-    stale = max(3 * options.resync_interval, 120.0)
-    registry = build_registry(runtime, stale)
+    registry = build_registry(runtime)
     loop_task = asyncio.create_task(runtime.loop(), name="diagnosis-loop")
     try:
         await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
-                            namespaces=options.namespaces, liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz")
+                            namespaces=options.namespaces)
     finally:
         loop_task.cancel()
     return 0

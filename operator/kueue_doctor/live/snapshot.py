@@ -14,6 +14,9 @@ from ..state import ClusterState
 from . import rest
 
 KUEUE = "kueue.x-k8s.io"
+JOB_SELECTOR = "kueue.x-k8s.io/queue-name"  # Jobs Kueue manages (the webhook sets it, also for a default queue)
+POD_SELECTOR = "kueue.x-k8s.io/podset"  # Kueue labels every Pod it starts
+EVENT_SELECTOR = "type=Warning"  # what explains a stuck Pod or Job: FailedCreate, FailedScheduling, FailedMount
 
 
 class LiveError(Exception):
@@ -40,26 +43,28 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("Cohort", kv + "/cohorts", False, av),
         Listing("AdmissionCheck", kv + "/admissionchecks", False, av),
         Listing("Topology", kv + "/topologies", False, av),
-        Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1"),
-        Listing("Pod", "/api/v1/{ns}pods", True, "v1",
-                ({"labelSelector": "kueue.x-k8s.io/podset"}, {"labelSelector": "kueue.x-k8s.io/managed=true"})),
-        Listing("Event", "/api/v1/{ns}events", True, "v1",
-                tuple({"fieldSelector": f"involvedObject.kind={k}"} for k in ("Workload", "Job", "Pod"))),
+        # the same selectors as the operator's watches, so a LIST and a WATCH always agree on membership
+        Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1", ({"labelSelector": JOB_SELECTOR},)),
+        Listing("Pod", "/api/v1/{ns}pods", True, "v1", ({"labelSelector": POD_SELECTOR},)),
+        Listing("Event", "/api/v1/{ns}events", True, "v1", ({"fieldSelector": EVENT_SELECTOR},)),
         Listing("Namespace", "/api/v1/namespaces", False, "v1"),
         Listing("Node", "/api/v1/nodes", False, "v1"),
     ]
 
 
-def get_json(api: Any, path: str, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
+def get_json(api: Any, path: str, query: Mapping[str, str] | None = None, metadata_only: bool = False
+             ) -> tuple[int, Any]:
     """(status, body); status 0 when the cluster cannot be reached."""
     try:
-        return 200, rest.request(api, "GET", path, query=query)
+        return 200, rest.request(api, "GET", path, query=query,
+                                 accept=rest.METADATA_ONLY if metadata_only else "application/json")
     except rest.ApiError as exc:
         return exc.status, None
 
 
-def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str, Any]] | None:
-    """Every object of one kind (paged); None when the kind cannot be read."""
+def list_all(api: Any, listing: Listing, namespace: str | None, metadata_only: bool = False,
+             transform: Any = None) -> list[dict[str, Any]] | None:
+    """Every object of one kind (paged, each page passed through `transform`); None when it cannot be read."""
     ns_part = f"namespaces/{namespace}/" if namespace and listing.namespaced else ""
     path = listing.path.format(ns=ns_part)
     items: list[dict[str, Any]] = []
@@ -69,7 +74,7 @@ def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str
             query = dict(selector, limit="500")
             if cont:
                 query["continue"] = cont
-            code, body = get_json(api, path, query)
+            code, body = get_json(api, path, query, metadata_only)
             if code != 200 or not isinstance(body, dict):
                 if code in (401,):
                     raise LiveError(f"the cluster refused our credentials (HTTP 401) listing {path}")
@@ -77,9 +82,9 @@ def list_all(api: Any, listing: Listing, namespace: str | None) -> list[dict[str
                     raise LiveError(f"cannot reach the cluster listing {path}: check the kubeconfig's server")
                 return None
             for item in body.get("items") or []:
-                item.setdefault("kind", listing.kind)
-                item.setdefault("apiVersion", listing.api_version)
-                items.append(item)
+                item["kind"] = listing.kind
+                item["apiVersion"] = listing.api_version
+                items.append(transform(item) if transform is not None else item)
             cont = (body.get("metadata") or {}).get("continue") or ""
             if not cont:
                 break
