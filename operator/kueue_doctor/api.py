@@ -20,6 +20,7 @@ PLURAL = "admissiondiagnoses"
 SINGULAR = "admissiondiagnosis"
 SHORT_NAMES = ["adiag"]
 
+SCHEMA_ANNOTATION = f"{GROUP}/schema-hash"  # lets the operator tell an outdated installed CRD
 LABEL_STAGE = f"{GROUP}/stage"
 LABEL_REASON = f"{GROUP}/reason"
 LABEL_CLUSTER_QUEUE = f"{GROUP}/cluster-queue"
@@ -278,24 +279,37 @@ def openapi_schema() -> dict[str, Any]:
     }
 
 
+def schema_hash() -> str:
+    """A short hash of the CRD spec this operator writes against; stored as an annotation on the CRD."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(_crd_spec(), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}", "labels": {"app.kubernetes.io/name": "kueue-doctor"}},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": SHORT_NAMES, "categories": ["kueue-doctor"]},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "additionalPrinterColumns": PRINTER_COLUMNS,
-                "schema": {"openAPIV3Schema": openapi_schema()},
-            }],
-        },
+        "metadata": {"name": f"{PLURAL}.{GROUP}", "labels": {"app.kubernetes.io/name": "kueue-doctor"},
+                     "annotations": {SCHEMA_ANNOTATION: schema_hash()}},
+        "spec": _crd_spec(),
+    }
+
+
+def _crd_spec() -> dict[str, Any]:
+    return {
+        "group": GROUP,
+        "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
+                  "shortNames": SHORT_NAMES, "categories": ["kueue-doctor"]},
+        "scope": "Namespaced",
+        "versions": [{
+            "name": VERSION,
+            "served": True,
+            "storage": True,
+            "additionalPrinterColumns": PRINTER_COLUMNS,
+            "schema": {"openAPIV3Schema": openapi_schema()},
+        }],
     }
 
 

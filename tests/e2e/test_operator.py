@@ -95,7 +95,7 @@ def install_crd_and_rbac(cluster: ClusterHandle) -> None:
 def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
     metrics, health = free_port(), free_port()
     log = workdir / f"{kubeconfig.stem}.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "operator")}  # this checkout's code
     env.pop("KUBECONFIG", None)
     with log.open("wb") as fh:
         proc = subprocess.Popen(
@@ -269,7 +269,7 @@ def test_explain_without_files_reads_the_live_cluster_once(
     wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
                   timeout=30, message="Kueue's verdict")
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
     out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "yaml"],
                          env=env, capture_output=True, text=True, timeout=120, check=True)
     (d,) = list(yaml.safe_load_all(out.stdout))
@@ -317,3 +317,25 @@ def test_without_rbac_on_pods_events_and_jobs_it_runs_and_says_what_it_cannot_se
                      f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
                      f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{name}"):
             kube.request_json(api, "DELETE", path)
+
+
+def test_operator_warns_when_the_installed_crd_is_not_the_one_it_expects(
+        cluster: ClusterHandle, operator: Operator) -> None:
+    api = cluster.api_client
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/admissiondiagnoses.kueue-doctor.dev"
+    key = "kueue-doctor.dev/schema-hash"
+    current = kube.request_json(api, "GET", path)["metadata"]["annotations"][key]
+
+    def gauge() -> str:
+        return next(ln for ln in operator.metrics().splitlines()
+                    if ln.startswith("kueue_doctor_admissiondiagnosis_crd_current "))
+
+    assert gauge().endswith(" 1.0")
+    kube.request_json(api, "PATCH", path, {"metadata": {"annotations": {key: "an-older-schema"}}},
+                      content_type="application/merge-patch+json")
+    try:
+        kube.wait_for(lambda: gauge().endswith(" 0.0"), timeout=45, message="the outdated-CRD metric")
+        assert "is not the one this operator expects" in operator.log.read_text()
+    finally:
+        kube.request_json(api, "PATCH", path, {"metadata": {"annotations": {key: current}}},
+                          content_type="application/merge-patch+json")

@@ -57,3 +57,7 @@ def test_crd_is_structural_without_status_subresource_and_with_printer_columns()
     for path, node in _walk(schema):
         assert not {"$ref", "anyOf", "oneOf", "allOf", "$defs"} & set(node), path
         assert node.get("type") in ("object", "array", "string", "integer", "boolean"), path
+
+
+def test_crd_carries_the_schema_hash_the_operator_compares_against() -> None:
+    assert api.crd()["metadata"]["annotations"] == {api.SCHEMA_ANNOTATION: api.schema_hash()}

@@ -110,6 +110,11 @@ class DiagnosisCollector(Collector):
             "1 when the AdmissionDiagnosis CRD is served; 0 means verdicts are computed (metrics work) but no "
             "AdmissionDiagnosis object is written: install crds/ or the Helm chart.",
             value=1 if st.crd_installed else 0)
+        yield GaugeMetricFamily(
+            "kueue_doctor_admissiondiagnosis_crd_current",
+            "1 when the installed AdmissionDiagnosis CRD is the schema this operator writes against; 0 means it is "
+            "older or newer: upgrade crds/ or the Helm chart (kubectl explain and printer columns may be stale).",
+            value=1 if st.crd_current else 0)
         access = GaugeMetricFamily(
             "kueue_doctor_resource_access",
             "1 when RBAC lets the operator list and watch this kind, 0 when forbidden (verdicts then lack that "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..api import GROUP, PLURAL, VERSION
+from ..api import GROUP, PLURAL, SCHEMA_ANNOTATION, VERSION, schema_hash
 from ..engine.diagnose import diagnose
 from ..kube.objects import m, name, namespace, parse_time, s
 from ..kube.slim import slim
@@ -73,6 +73,7 @@ class Stats:
         self.pass_seconds_sum = 0.0
         self.heartbeat = time.monotonic()  # the loop's last sign of life (liveness)
         self.crd_installed = True
+        self.crd_current = True
         self.writes: dict[str, int] = {}
         self.events: dict[str, int] = {}
         self.errors: dict[str, int] = {}
@@ -167,6 +168,7 @@ class Runtime:
         self.publisher.seed(existing)
         self.dirty = set(self.state.workloads)
         self._next_resync = time.monotonic() + self.options.resync_interval
+        await self._check_crd()
         log.info("Initial sync: %d Workloads, %d Pods, %d existing AdmissionDiagnoses; kinds listed: %s",
                  len(self.state.workloads), len(self.state.pods), len(existing), ", ".join(sorted(complete)))
 
@@ -380,18 +382,34 @@ class Runtime:
                 self.inbox.append(("DELETED", obj))
 
     async def _check_crd(self) -> None:
+        """Is the AdmissionDiagnosis CRD installed, and is it the one this operator writes against?"""
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{PLURAL}.{GROUP}"
         try:
-            await asyncio.to_thread(rest.request, self.api, "GET", f"/apis/{GROUP}/{VERSION}")
-            installed = True
+            crd = await asyncio.to_thread(rest.request, self.api, "GET", path)
+            installed, current = True, m(m(crd).get("metadata")).get("annotations", {}).get(SCHEMA_ANNOTATION)
         except rest.ApiError as exc:
-            installed = exc.status != 404
+            if exc.status != 404:  # no RBAC to read CRDs, or a blip: judge by the API group instead
+                try:
+                    await asyncio.to_thread(rest.request, self.api, "GET", f"/apis/{GROUP}/{VERSION}")
+                    installed, current = True, schema_hash()
+                except rest.ApiError as exc2:
+                    installed, current = exc2.status != 404, schema_hash()
+            else:
+                installed, current = False, None
         if installed != self.stats.crd_installed:
             if installed:
                 log.info("The AdmissionDiagnosis CRD is installed: publishing diagnoses.")
             else:
-                log.error("The AdmissionDiagnosis CRD (admissiondiagnoses.%s) is not installed: diagnoses are "
-                          "computed (metrics work) but not written. Install crds/ or the chart.", GROUP)
+                log.error("The AdmissionDiagnosis CRD (%s.%s) is not installed: diagnoses are computed (metrics "
+                          "work) but not written. Install crds/ or the Helm chart.", PLURAL, GROUP)
+        up_to_date = not installed or current == schema_hash()
+        if installed and not up_to_date and self.stats.crd_current:
+            log.warning("The installed AdmissionDiagnosis CRD (schema %s) is not the one this operator expects "
+                        "(schema %s): upgrade it (kubectl apply --server-side -f crds/, or helm upgrade) so that "
+                        "kubectl explain and the printer columns match what is written.", current or "unknown",
+                        schema_hash())
         self.stats.crd_installed = installed
+        self.stats.crd_current = up_to_date
         self.publisher.paused = not installed
 
     async def loop(self) -> None:
