@@ -202,6 +202,17 @@ def wait_for(
         time.sleep(interval)
 
 
+def http_ok(url: str) -> bool:
+    """True when GET url answers 200 (a process's health or readiness endpoint)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as rsp:
+            return bool(rsp.status == 200)
+    except OSError:
+        return False
+
+
 def condition(obj: Mapping[str, Any] | None, ctype: str) -> dict[str, Any] | None:
     if not obj:
         return None

@@ -107,11 +107,7 @@ def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
 
     def healthy() -> bool:
         assert proc.poll() is None, f"the operator exited ({proc.returncode}):\n{op.tail()}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as rsp:
-                return rsp.status == 200
-        except OSError:
-            return False
+        return kube.http_ok(f"http://127.0.0.1:{health}/healthz")
 
     try:
         kube.wait_for(healthy, timeout=60, message=lambda: f"the operator to be healthy:\n{op.tail()}")

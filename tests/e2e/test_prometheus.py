@@ -100,11 +100,7 @@ def start_prometheus(binary: str, workdir: Path, metrics_port: int) -> Prometheu
 
     def ready() -> bool:
         assert proc.poll() is None, f"prometheus exited ({proc.returncode}):\n{prom.tail()}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as rsp:
-                return bool(rsp.status == 200)
-        except OSError:
-            return False
+        return kube.http_ok(f"http://127.0.0.1:{port}/-/ready")
 
     try:
         kube.wait_for(ready, timeout=30, message=lambda: f"prometheus to be ready:\n{prom.tail()}")
