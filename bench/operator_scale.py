@@ -1,0 +1,1083 @@
+"""Operator scale probe: 10,000 Workloads and 50,000 Pods on the local control plane with the real Kueue.
+
+Measures, in one run and against the same cluster:
+
+* creation rate of the load (Workloads through Kueue's webhooks, Pods, Pod status);
+* operator start-up: process spawn -> an AdmissionDiagnosis exists for every Workload;
+* operator RSS (VmRSS at milestones, peak VmHWM) and CPU seconds per phase;
+* API writes per minute by the operator's ServiceAccount while nothing changes (audit log; must be 0),
+  with every other user's writes in the same window to show that nothing did change;
+* the time from a Kueue status change (QuotaReserved condition patched through /status) to
+  (a) a bare watch client receiving it and (b) the updated AdmissionDiagnosis arriving on a watch,
+  p50/p99 of both and their ratio, side by side.
+
+    python bench/operator_scale.py                    # 10,000 Workloads, 50,000 Pods (~20 min)
+    python bench/operator_scale.py --quick            # 1,000 / 5,000 (~5 min)
+
+The load (see docs/scale.md): 100 ClusterQueues in cohorts of 10, one LocalQueue each in its own
+namespace. Kueue really admits a share of the Workloads (their quota is sized so they fit exactly),
+then the rest arrive and Kueue really evaluates each once (waiting for quota, or larger than the
+cohort can ever give); the ClusterQueues of the last cohort are stopped (Hold). Every Workload has
+its Pods (label kueue.x-k8s.io/podset, annotation kueue.x-k8s.io/workload): Pods of admitted
+Workloads are bound to Nodes without kubelet and patched Running/Ready; the others carry Kueue's
+admission scheduling gate, as the pod-group integration creates them. kube-scheduler is stopped
+after start-up (it would otherwise write a SchedulingGated condition into every gated Pod; no
+Pod needs it). The fake kubelet is off.
+
+Uses KUEUE_DOCTOR_E2E_KUBECONFIG when set (no audit log then: writes come from the operator's own
+metrics, and kube-scheduler is not stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
+
+import localcluster as lc  # type: ignore[import-not-found]  # noqa: E402
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+ADIAG = "/apis/kueue-doctor.dev/v1alpha1"
+SA_NAMESPACE, SA_NAME = "kueue-doctor", "kueue-doctor"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
+BENCH_MANAGER = "kueue-doctor-bench"
+NODE_LABEL = "kueue-doctor.bench/node"
+FLAVOR = "bench-flavor"
+POD_CPU, POD_MEM_MI = 250, 256  # millicores, MiB per Pod
+BIG_POD_CPU = 60_000  # an "exceeds max" Pod: 60 cpu
+T0 = time.time()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.time() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ------------------------------------------------------------------------------------------------
+# a small keep-alive HTTPS client (one connection per thread), plain dicts in and out
+# ------------------------------------------------------------------------------------------------
+class ApiError(Exception):
+    def __init__(self, status: int, method: str, path: str, body: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {body[:300]}")
+        self.status = status
+
+
+class Api:
+    def __init__(self, kubeconfig: Path, workdir: Path) -> None:
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        ctx_name = cfg.get("current-context") or cfg["contexts"][0]["name"]
+        ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+        url = urllib.parse.urlparse(cluster["server"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.ssl = ssl.create_default_context()
+        if "certificate-authority-data" in cluster:
+            ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+            self.ssl = ssl.create_default_context(cadata=ca)
+        elif "certificate-authority" in cluster:
+            self.ssl = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        if cluster.get("insecure-skip-tls-verify"):
+            self.ssl.check_hostname = False
+            self.ssl.verify_mode = ssl.CERT_NONE
+        self.headers: dict[str, str] = {}
+        if "client-certificate-data" in user:
+            fd, cert = tempfile.mkstemp(dir=workdir, suffix=".crt")
+            os.write(fd, base64.b64decode(user["client-certificate-data"]) + b"\n" +
+                     base64.b64decode(user["client-key-data"]))
+            os.close(fd)
+            self.ssl.load_cert_chain(cert)
+        elif "client-certificate" in user:
+            self.ssl.load_cert_chain(user["client-certificate"], user["client-key"])
+        if "token" in user:
+            self.headers["Authorization"] = f"Bearer {user['token']}"
+        self._local = threading.local()
+
+    def connect(self, timeout: float | None = 60.0) -> http.client.HTTPSConnection:
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ssl, timeout=timeout)
+        conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
+                content_type: str = "application/json") -> Any:
+        if query:
+            path = f"{path}?{urllib.parse.urlencode(query)}"
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json", **self.headers}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        for attempt in range(2):
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self.connect()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise
+                continue
+            if not 200 <= resp.status <= 299:
+                raise ApiError(resp.status, method, path, raw.decode(errors="replace"))
+            return json.loads(raw) if raw else None
+        raise AssertionError("unreachable")
+
+    def stream(self, path: str, query: dict[str, str]) -> Iterator[tuple[float, bytes]]:
+        """Watch lines as they arrive: (receive time, raw line)."""
+        conn = self.connect(timeout=None)
+        try:
+            conn.request("GET", f"{path}?{urllib.parse.urlencode(query)}",
+                         headers={"Accept": "application/json", **self.headers})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise ApiError(resp.status, "WATCH", path, resp.read().decode(errors="replace"))
+            while True:
+                line = resp.readline()
+                t = time.time()
+                if not line:
+                    return
+                yield t, line
+        finally:
+            conn.close()
+
+
+def retrying(fn: Callable[[], Any], what: str, attempts: int = 8) -> Any:
+    """Retry 429/5xx/webhook timeouts with back-off; AlreadyExists is success."""
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ApiError as exc:
+            if exc.status == 409 and "already exists" in str(exc):
+                return None
+            if exc.status in (429, 500, 502, 503, 504) and attempt < attempts - 1:
+                time.sleep(delay)
+                delay = min(delay * 2, 5)
+                continue
+            raise RuntimeError(f"{what}: {exc}") from exc
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def run_parallel(fn: Callable[[Any], Any], items: list[Any], threads: int, label: str) -> float:
+    """Run fn over items with a thread pool; returns the rate (items/s) and logs it."""
+    t0 = time.time()
+    done = 0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(fn, items):
+            done += 1
+            if done % 5000 == 0:
+                log(f"  {label}: {done}/{len(items)}")
+    dt = max(time.time() - t0, 1e-9)
+    rate = len(items) / dt
+    log(f"{label}: {len(items)} in {dt:.1f}s = {rate:.0f}/s")
+    return rate
+
+
+# ------------------------------------------------------------------------------------------------
+# the load
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    workloads: int
+    pods: int
+    queues: int
+    cohort_size: int
+    admitted_fraction: float
+    stopped_fraction: float
+    exceeds_fraction: float
+    seed: int = 7
+    wl: list[dict[str, Any]] = field(default_factory=list)  # name, ns, cq, count, kind
+
+    def build(self) -> None:
+        rnd = random.Random(self.seed)
+        per_wl, extra = divmod(self.pods, self.workloads)
+        self.n_stopped = round(self.queues * self.stopped_fraction)
+        self.active_cqs = self.queues - self.n_stopped
+        self.per_cq = [self.workloads // self.queues + (1 if q < self.workloads % self.queues else 0)
+                       for q in range(self.queues)]
+        self.admit_per_cq = [round(n * self.admitted_fraction) if q < self.active_cqs else 0
+                             for q, n in enumerate(self.per_cq)]
+        i = 0
+        for q in range(self.queues):
+            for j in range(self.per_cq[q]):
+                count = per_wl + (1 if i < extra else 0)
+                if j < self.admit_per_cq[q]:
+                    kind = "admitted"
+                elif q >= self.active_cqs:
+                    kind = "stopped"
+                else:
+                    kind = "exceeds" if rnd.random() < self.exceeds_fraction else "waiting"
+                self.wl.append({"name": f"wl-{i:05d}", "ns": ns_of(q), "cq": cq_of(q), "count": max(count, 1),
+                                "kind": kind})
+                i += 1
+
+    def quota(self, q: int) -> tuple[int, int]:
+        """nominal cpu (m) and memory (Mi) of ClusterQueue q: exactly its admitted Workloads."""
+        wls = [w for w in self.wl if w["cq"] == cq_of(q) and w["kind"] == "admitted"]
+        pods = sum(w["count"] for w in wls)
+        return max(pods * POD_CPU, 1000), max(pods * POD_MEM_MI, 1024)
+
+
+def ns_of(q: int) -> str:
+    return f"bench-{q:03d}"
+
+
+def cq_of(q: int) -> str:
+    return f"cq-{q:03d}"
+
+
+def cohort_of(q: int, size: int) -> str:
+    return f"cohort-{q // size:02d}"
+
+
+def workload_obj(w: dict[str, Any]) -> dict[str, Any]:
+    cpu = BIG_POD_CPU if w["kind"] == "exceeds" else POD_CPU
+    return {
+        "apiVersion": KUEUE_API, "kind": "Workload",
+        "metadata": {"name": w["name"], "namespace": w["ns"], "labels": {"kueue-doctor.bench/kind": w["kind"]}},
+        "spec": {"queueName": "lq", "podSets": [{
+            "name": "main", "count": w["count"],
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "registry.example/train:1",
+                "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{POD_MEM_MI}Mi"}}}]}}}]},
+    }
+
+
+def pod_obj(w: dict[str, Any], i: int, node: str | None) -> dict[str, Any]:
+    cpu = BIG_POD_CPU if w["kind"] == "exceeds" else POD_CPU
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "registry.example/train:1",
+                        "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{POD_MEM_MI}Mi"}}}]}
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{w['name']}-{i}", "namespace": w["ns"],
+                         "labels": {"kueue.x-k8s.io/podset": "main"},
+                         "annotations": {"kueue.x-k8s.io/workload": w["name"]}},
+            "spec": spec}
+
+
+def running_status(started: str) -> dict[str, Any]:
+    conds = [{"type": t, "status": "True", "lastTransitionTime": started, "lastProbeTime": None}
+             for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")]
+    return {"status": {"phase": "Running", "startTime": started, "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                       "conditions": conds,
+                       "containerStatuses": [{"name": "main", "ready": True, "started": True, "restartCount": 0,
+                                              "image": "registry.example/train:1", "imageID": "",
+                                              "state": {"running": {"startedAt": started}}}]}}
+
+
+def apply_status_condition(api: Api, ns: str, name: str, cond: dict[str, Any]) -> Any:
+    body = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+            "status": {"conditions": [cond]}}
+    return api.request("PATCH", f"{KUEUE}/namespaces/{ns}/workloads/{name}/status", body,
+                       query={"fieldManager": BENCH_MANAGER, "force": "true"},
+                       content_type="application/apply-patch+yaml")
+
+
+def list_all(api: Api, path: str, query: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:
+    items: list[dict[str, Any]] = []
+    cont, rv = "", ""
+    while True:
+        q = {"limit": "1000", **(query or {}), **({"continue": cont} if cont else {})}
+        body = api.request("GET", path, query=q)
+        items.extend(body.get("items") or [])
+        rv = rv or body["metadata"].get("resourceVersion", "")
+        cont = body["metadata"].get("continue") or ""
+        if not cont:
+            return items, rv
+
+
+def current_rv(api: Api, path: str) -> str:
+    """The collection's current resourceVersion (one LIST of one item), to start a watch from."""
+    return str(api.request("GET", path, query={"limit": "1"})["metadata"]["resourceVersion"])
+
+
+def cond_of(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)
+
+
+# ------------------------------------------------------------------------------------------------
+# watches, audit log, process sampling
+# ------------------------------------------------------------------------------------------------
+class Watcher(threading.Thread):
+    """A raw watch; calls on_event(receive_time, event dict) for every event. Re-watches from the last RV."""
+
+    def __init__(self, api: Api, path: str, rv: str, on_event: Callable[[float, dict[str, Any]], None],
+                 name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.api, self.path, self.rv, self.on_event = api, path, rv, on_event
+        self.stop_flag = False
+        self.events = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        while not self.stop_flag:
+            try:
+                for t, line in self.api.stream(self.path, {"watch": "1", "resourceVersion": self.rv,
+                                                           "allowWatchBookmarks": "true",
+                                                           "timeoutSeconds": "3600"}):
+                    if self.stop_flag:
+                        return
+                    ev = json.loads(line)
+                    if ev.get("type") == "ERROR":
+                        self.error = str(ev.get("object", {}).get("message"))
+                        log(f"watch {self.name}: ERROR {self.error}; relisting")
+                        self.rv = current_rv(self.api, self.path)
+                        break
+                    self.rv = ev["object"]["metadata"].get("resourceVersion", self.rv)
+                    if ev.get("type") == "BOOKMARK":
+                        continue
+                    self.events += 1
+                    self.on_event(t, ev)
+            except Exception as exc:  # reconnect
+                if self.stop_flag:
+                    return
+                log(f"watch {self.name} broke ({exc}); re-watching from {self.rv}")
+                time.sleep(0.5)
+
+
+class AuditTail:
+    """Incremental reader of the apiserver's JSON audit log (only writes are logged)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset = 0
+
+    def skip_to_end(self) -> None:
+        if self.path and self.path.exists():
+            self.offset = self.path.stat().st_size
+
+    def read_new(self) -> list[dict[str, Any]]:
+        if not self.path or not self.path.exists():
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        out = []
+        for line in data[:end].splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+
+def audit_ts(ev: dict[str, Any]) -> float:
+    ts = ev.get("stageTimestamp") or ev.get("requestReceivedTimestamp") or ""
+    return datetime.strptime(ts[:26].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
+
+
+def is_lease(ev: dict[str, Any]) -> bool:
+    return (ev.get("objectRef") or {}).get("resource") == "leases"
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])  # kB
+    except OSError:
+        pass
+    return out
+
+
+def proc_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(name="sampler", daemon=True)
+        self.pid = pid
+        self.samples: list[tuple[float, int, float]] = []  # time, rss kB, cpu s
+        self.stop_flag = False
+
+    def run(self) -> None:
+        while not self.stop_flag:
+            st = proc_status(self.pid)
+            if st:
+                self.samples.append((time.time(), st.get("VmRSS", 0), proc_cpu(self.pid)))
+            time.sleep(0.5)
+
+    def peak_rss(self, t0: float, t1: float) -> int:
+        return max((r for t, r, _ in self.samples if t0 <= t <= t1), default=0)
+
+
+def metrics_of(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as rsp:
+            text = rsp.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("kueue_doctor_") and not line.startswith(("kueue_doctor_workload_waiting_since",
+                                                                      "kueue_doctor_oldest_waiting")):
+            k, _, v = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[k] = float(v)
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------------
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.r: dict[str, Any] = {"args": {k: v for k, v in vars(args).items() if k != "func"}}
+        self.cluster: lc.LocalCluster | None = None
+        self.op: subprocess.Popen[bytes] | None = None
+
+    # ---- cluster ----
+    def start_cluster(self) -> None:
+        ext = os.environ.get("KUEUE_DOCTOR_E2E_KUBECONFIG")
+        base = Path(self.args.workdir) if self.args.workdir else Path(tempfile.mkdtemp(prefix="kd-scale-"))
+        base.mkdir(parents=True, exist_ok=True)
+        self.workdir = base
+        if ext:
+            self.kubeconfig, self.audit = Path(ext), None
+            log(f"using the external cluster of {ext} (no audit log)")
+        else:
+            t = time.time()
+            settings = lc.KueueSettings(wait_for_pods_ready_timeout=self.args.pods_ready_timeout)
+            self.cluster = lc.LocalCluster(base / "cluster", fake_kubelet=False, kueue=settings)
+            self.cluster.start()
+            self.kubeconfig, self.audit = self.cluster.kubeconfig, self.cluster.audit_log
+            self.r["cluster_start_s"] = round(time.time() - t, 1)
+            log(f"local cluster up in {self.r['cluster_start_s']}s ({self.cluster.workdir})")
+            self.cluster.components["kube-scheduler"].stop()
+            log("kube-scheduler stopped (no Pod needs it; see the module docstring)")
+        self.api = Api(self.kubeconfig, base)
+
+    # ---- load ----
+    def create_load(self) -> None:
+        a, api = self.args, self.api
+        plan = Plan(a.workloads, a.pods, a.queues, a.cohort_size, a.admitted_fraction, a.stopped_fraction,
+                    a.exceeds_fraction)
+        plan.build()
+        self.plan = plan
+        kinds = Counter(w["kind"] for w in plan.wl)
+        log(f"plan: {len(plan.wl)} Workloads {dict(kinds)}, {sum(w['count'] for w in plan.wl)} Pods, "
+            f"{plan.queues} ClusterQueues ({plan.n_stopped} stopped) in cohorts of {plan.cohort_size}")
+        self.r["load"] = {"workloads": len(plan.wl), "pods": sum(w["count"] for w in plan.wl), "kinds": dict(kinds),
+                          "cluster_queues": plan.queues, "stopped_cluster_queues": plan.n_stopped}
+        rates: dict[str, float] = {}
+        t_load = time.time()
+
+        def create(obj: dict[str, Any]) -> None:
+            md = obj["metadata"]
+            group_version, plural = obj["apiVersion"], obj["kind"].lower() + "s"
+            base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+            path = f"{base}/namespaces/{md['namespace']}/{plural}" if md.get("namespace") else f"{base}/{plural}"
+            retrying(lambda: api.request("POST", path, obj), f"create {obj['kind']} {md['name']}")
+
+        # queues, namespaces, nodes
+        setup: list[dict[str, Any]] = [{"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+                                        "metadata": {"name": FLAVOR}, "spec": {}}]
+        for q in range(plan.queues):
+            cpu, mem = plan.quota(q)
+            if q >= plan.active_cqs:
+                cpu, mem = 1000, 1024
+            spec: dict[str, Any] = {
+                "cohortName": cohort_of(q, plan.cohort_size), "namespaceSelector": {},
+                "queueingStrategy": "BestEffortFIFO",
+                "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": FLAVOR, "resources": [
+                    {"name": "cpu", "nominalQuota": f"{cpu}m"}, {"name": "memory", "nominalQuota": f"{mem}Mi"}]}]}]}
+            if q >= plan.active_cqs:
+                spec["stopPolicy"] = "Hold"
+            setup.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cq_of(q)},
+                          "spec": spec})
+        for c in sorted({cohort_of(q, plan.cohort_size) for q in range(plan.queues)}):
+            setup.append({"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": c}, "spec": {}})
+        nodes = [f"bench-node-{k:03d}" for k in range(a.nodes)]
+        run_parallel(create, setup, 8, "ResourceFlavor/ClusterQueues/Cohorts")
+        run_parallel(create, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_of(q)}}
+                              for q in range(plan.queues)], 8, "Namespaces")
+        run_parallel(create, [{"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                               "metadata": {"name": "lq", "namespace": ns_of(q)}, "spec": {"clusterQueue": cq_of(q)}}
+                              for q in range(plan.queues)], 8, "LocalQueues")
+
+        def node(name: str) -> None:
+            retrying(lambda: api.request("POST", "/api/v1/nodes", {
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {NODE_LABEL: "true"}},
+                "status": {"capacity": {"cpu": "512", "memory": "2Ti", "pods": "1000"},
+                           "allocatable": {"cpu": "512", "memory": "2Ti", "pods": "1000"},
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                           "message": "bench node without kubelet",
+                                           "lastHeartbeatTime": now_rfc3339(),
+                                           "lastTransitionTime": now_rfc3339()}]}}), f"node {name}")
+        run_parallel(node, nodes, 8, "Nodes")
+        self.wait_until(lambda: all(cond_of(api.request("GET", f"{KUEUE}/clusterqueues/{cq_of(q)}"), "Active")
+                                    is not None for q in range(plan.queues)), 60, "ClusterQueues reconciled")
+
+        # 1. the Workloads Kueue admits; 2. the others, evaluated once each against full queues
+        admitted = [w for w in plan.wl if w["kind"] == "admitted"]
+        others = [w for w in plan.wl if w["kind"] != "admitted"]
+        rates["workloads_admissible"] = run_parallel(lambda w: create(workload_obj(w)), admitted, a.threads,
+                                                     "Workloads (to be admitted)")
+        self.wait_kueue(len(admitted), 0, "admission")
+        # the job controller's part for admitted Workloads: PodsReady=True (bare Workloads have no Job)
+        started = now_rfc3339()
+        rates["pods_ready_conditions"] = run_parallel(lambda w: retrying(lambda: apply_status_condition(
+            api, w["ns"], w["name"], {"type": "PodsReady", "status": "True", "reason": "Started",
+                                      "message": "All pods reached readiness and the workload is running",
+                                      "lastTransitionTime": started, "observedGeneration": 1}),
+            "PodsReady"), admitted, a.threads, "PodsReady=True on admitted Workloads")
+        rates["workloads_pending"] = run_parallel(lambda w: create(workload_obj(w)), others, a.threads,
+                                                  "Workloads (pending)")
+        self.wait_kueue(len(admitted), len(others), "evaluation")
+
+        # Pods
+        pods: list[tuple[dict[str, Any], int, str | None]] = []
+        n = 0
+        for w in plan.wl:
+            for i in range(w["count"]):
+                pods.append((w, i, nodes[n % len(nodes)] if w["kind"] == "admitted" else None))
+                n += 1
+        rates["pods"] = run_parallel(lambda p: create(pod_obj(*p)), pods, a.threads, "Pods")
+        bound = [p for p in pods if p[2]]
+        started = now_rfc3339()
+        rates["pod_status_running"] = run_parallel(lambda p: retrying(lambda: api.request(
+            "PATCH", f"/api/v1/namespaces/{p[0]['ns']}/pods/{p[0]['name']}-{p[1]}/status", running_status(started),
+            content_type="application/merge-patch+json"), "pod status"), bound, a.threads,
+            "Pod status Running (admitted Workloads)")
+        self.r["creation_rates_per_s"] = {k: round(v) for k, v in rates.items()}
+        self.r["load_seconds"] = round(time.time() - t_load, 1)
+
+    def wait_until(self, fn: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
+        t = time.time()
+        while True:
+            with contextlib.suppress(ApiError):
+                if fn():
+                    return
+            if time.time() - t > timeout:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(interval)
+
+    def wait_kueue(self, admitted: int, pending: int, what: str) -> None:
+        """Until Kueue admitted `admitted`, evaluated all `pending`, and no Workload changed for 5 s."""
+        t0 = time.time()
+        last_rv, stable_since = None, time.time()
+        while True:
+            items, _ = list_all(self.api, f"{KUEUE}/workloads")
+            n_adm = sum(1 for w in items if (cond_of(w, "Admitted") or {}).get("status") == "True")
+            n_eval = sum(1 for w in items if (cond_of(w, "QuotaReserved") or {}).get("status") == "False")
+            max_rv = max((int(w["metadata"]["resourceVersion"]) for w in items), default=0)
+            if max_rv != last_rv:
+                last_rv, stable_since = max_rv, time.time()
+            log(f"  Kueue {what}: {n_adm}/{admitted} admitted, {n_eval}/{pending} evaluated pending")
+            # Kueue 0.19 evaluates one Workload of a shape per queue and skips equivalent ones
+            # (SchedulingEquivalenceHashing) without a status write: "settled" = nothing changed for 8 s
+            if n_adm >= admitted and n_eval >= min(pending, 1) and time.time() - stable_since >= 8:
+                break
+            if time.time() - t0 > self.args.kueue_timeout:
+                raise TimeoutError(f"Kueue {what}: {n_adm}/{admitted} admitted, {n_eval}/{pending} evaluated")
+            time.sleep(3)
+        self.r[f"kueue_{what}_s"] = round(time.time() - t0, 1)
+        self.r[f"kueue_{what}_evaluated"] = n_eval
+        log(f"Kueue {what} settled in {time.time() - t0:.1f}s")
+
+    # ---- operator ----
+    def apply(self, path: Path) -> None:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+                      "ClusterRoleBinding": "clusterrolebindings", "Namespace": "namespaces",
+                      "CustomResourceDefinition": "customresourcedefinitions"}[doc["kind"]]
+            ns = doc["metadata"].get("namespace")
+            base = "/api/v1" if doc["apiVersion"] == "v1" else f"/apis/{doc['apiVersion']}"
+            p = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+            self.api.request("PATCH", f"{p}/{doc['metadata']['name']}", doc,
+                             query={"fieldManager": BENCH_MANAGER, "force": "true"},
+                             content_type="application/apply-patch+yaml")
+
+    def install_operator(self) -> Path:
+        self.apply(ROOT / "crds" / "admissiondiagnoses.kueue-doctor.dev.yaml")
+        self.wait_until(lambda: bool(self.api.request("GET", f"{ADIAG}/admissiondiagnoses", query={"limit": "1"})
+                                     is not None), 30, "the AdmissionDiagnosis CRD")
+        self.apply(ROOT / "manifests" / "base" / "namespace.yaml")
+        self.apply(ROOT / "manifests" / "base" / "rbac.yaml")
+        out = self.api.request("POST", f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{SA_NAME}/token",
+                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                "spec": {"expirationSeconds": 7200}})
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        entry = admin["clusters"][0]
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": "operator", "clusters": [entry],
+                  "users": [{"name": "operator", "user": {"token": out["status"]["token"]}}],
+                  "contexts": [{"name": "operator", "context": {"cluster": entry["name"], "user": "operator"}}]}
+        path = self.workdir / "operator.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def quiet_cluster(self, seconds: float = 10.0) -> dict[str, int]:
+        """Writes by anyone (leases excluded) over `seconds`: the load has settled when this is empty."""
+        tail = AuditTail(self.audit)
+        tail.skip_to_end()
+        time.sleep(seconds)
+        return dict(Counter(e["user"]["username"] for e in tail.read_new() if not is_lease(e)))
+
+    def run_operator(self) -> None:
+        a = self.args
+        kubeconfig = self.install_operator()
+        for _ in range(6):
+            noise = self.quiet_cluster(5)
+            if not noise:
+                break
+            log(f"cluster not quiet yet: writes in 5s {noise}")
+        self.r["writes_before_operator_5s"] = noise
+        # diagnosis watch: from now on, every diagnosis the operator writes
+        self.diag: dict[tuple[str, str], tuple[float, str]] = {}
+        self.diag_first: dict[tuple[str, str], float] = {}
+        self.diag_history: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+        self.lock = threading.Lock()
+
+        def on_diag(t: float, ev: dict[str, Any]) -> None:
+            md = ev["object"]["metadata"]
+            key = (md["namespace"], md["name"])
+            reason = (ev["object"].get("status") or {}).get("reason", "")
+            with self.lock:
+                if ev["type"] == "DELETED":
+                    self.diag.pop(key, None)
+                    return
+                self.diag[key] = (t, reason)
+                self.diag_first.setdefault(key, t)
+                self.diag_history[key].append((t, reason))
+
+        rv = current_rv(self.api, f"{ADIAG}/admissiondiagnoses")
+        self.diag_watch = Watcher(self.api, f"{ADIAG}/admissiondiagnoses", rv, on_diag, "adiag-watch")
+        self.diag_watch.start()
+
+        self.audit_tail = AuditTail(self.audit)
+        self.audit_tail.skip_to_end()
+        self.metrics_port, health = free_port(), free_port()
+        self.op_log = self.workdir / "operator.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("KUBECONFIG", None)
+        argv = [sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig),
+                "--metrics-port", str(self.metrics_port), "--health-port", str(health),
+                "--refresh-interval", str(a.refresh_interval), "--resync-interval", str(a.resync_interval)]
+        self.r["operator_command"] = " ".join(["python", *argv[1:3], "run", "--kubeconfig", "<sa-token-kubeconfig>",
+                                                *argv[6:]])
+        with contextlib.suppress(OSError, subprocess.CalledProcessError):
+            head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True, check=True).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "operator"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            self.r["operator_commit"] = head + ("+dirty" if dirty else "")
+        t_spawn = time.time()
+        with self.op_log.open("wb") as fh:
+            self.op = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                       cwd=str(ROOT))
+        self.sampler = Sampler(self.op.pid)
+        self.sampler.start()
+        self.follow_log(("Initial sync:", "Traceback", "ERROR"))
+        log(f"operator started (pid {self.op.pid}), log {self.op_log}")
+        want = {(w["ns"], w["name"]) for w in self.plan.wl}
+        last_log = 0.0
+        while True:
+            if self.op.poll() is not None:
+                raise RuntimeError(f"the operator exited ({self.op.returncode}):\n{self.tail_log()}")
+            with self.lock:
+                have = len(want & self.diag.keys())
+            if have == len(want):
+                break
+            if time.time() - last_log > 10:
+                st = proc_status(self.op.pid)
+                log(f"  diagnosed {have}/{len(want)}; operator RSS {st.get('VmRSS', 0) / 1024:.0f} MiB, "
+                    f"cpu {proc_cpu(self.op.pid):.0f}s")
+                last_log = time.time()
+            if time.time() - t_spawn > a.startup_timeout:
+                raise TimeoutError(f"only {have}/{len(want)} diagnosed after {a.startup_timeout}s")
+            time.sleep(0.2)
+        t_all = time.time()
+        with self.lock:
+            firsts = sorted(self.diag_first[k] for k in want)
+        st = proc_status(self.op.pid)
+        initial_sync = self.log_time(r"Initial sync:")
+        self.r["startup"] = {
+            "to_initial_sync_done_s": round(initial_sync - t_spawn, 1) if initial_sync else None,
+            "to_first_diagnosis_s": round(firsts[0] - t_spawn, 1),
+            "to_half_diagnosed_s": round(firsts[len(firsts) // 2] - t_spawn, 1),
+            "to_all_diagnosed_s": round(t_all - t_spawn, 1),
+            "rss_at_all_diagnosed_mib": round(st.get("VmRSS", 0) / 1024),
+            "cpu_s_to_all_diagnosed": round(proc_cpu(self.op.pid), 1),
+        }
+        writes = self.audit_tail.read_new()
+        op_writes = [e for e in writes if e["user"]["username"] == SA_USER]
+        self.r["startup"]["operator_writes"] = len(op_writes)
+        self.r["startup"]["operator_writes_by_verb"] = dict(Counter(e["verb"] for e in op_writes))
+        self.t_spawn, self.t_all = t_spawn, t_all
+        log(f"all {len(want)} diagnosed {t_all - t_spawn:.1f}s after spawn; RSS {st.get('VmRSS', 0) / 1024:.0f} MiB")
+
+    def tail_log(self, n: int = 40) -> str:
+        return "\n".join(self.op_log.read_text(errors="replace").splitlines()[-n:])
+
+    def log_time(self, pattern: str) -> float | None:
+        """Wall time at which the first operator log line containing `pattern` was seen (polled every 0.1 s)."""
+        return self._log_seen.get(pattern)
+
+    def follow_log(self, patterns: tuple[str, ...]) -> None:
+        self._log_seen: dict[str, float] = {}
+
+        def run() -> None:
+            offset = 0
+            while self.op is not None and self.op.poll() is None:
+                with contextlib.suppress(OSError), self.op_log.open("rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read()
+                    offset += len(data)
+                    t = time.time()
+                    text = data.decode(errors="replace")
+                    for pat in patterns:
+                        if pat not in self._log_seen and pat in text:
+                            self._log_seen[pat] = t
+                time.sleep(0.1)
+
+        threading.Thread(target=run, name="log-follow", daemon=True).start()
+
+    def idle(self) -> None:
+        a = self.args
+        time.sleep(a.settle)
+        self.audit_tail.read_new()  # drop what happened before the window
+        m0 = metrics_of(self.metrics_port)
+        t0, cpu0 = time.time(), proc_cpu(self.op.pid)  # type: ignore[union-attr]
+        resync_at = self.t_spawn + a.resync_interval  # lower bound: the first resync is due after initial sync
+        seconds = a.idle_seconds
+        if a.idle_cover_resync and resync_at + 30 > t0 + seconds:
+            seconds = min(resync_at + 30 - t0, a.idle_seconds + a.resync_interval)
+        log(f"idle window: {seconds:.0f}s (first resync due no earlier than {resync_at - t0:.0f}s into it)")
+        per_min: list[int] = []
+        others: Counter[str] = Counter()
+        op_all: list[dict[str, Any]] = []
+        end = t0 + seconds
+        minute_start = t0
+        minute_count = 0
+        while time.time() < end:
+            time.sleep(min(5.0, max(end - time.time(), 0)))
+            for e in self.audit_tail.read_new():
+                if e["user"]["username"] == SA_USER:
+                    op_all.append(e)
+                    minute_count += 1
+                elif not is_lease(e):
+                    others[e["user"]["username"]] += 1
+            if time.time() - minute_start >= 60:
+                per_min.append(minute_count)
+                minute_count, minute_start = 0, time.time()
+        if time.time() - minute_start > 5:
+            per_min.append(minute_count)
+        m1 = metrics_of(self.metrics_port)
+        dt = time.time() - t0
+        passes = m1.get("kueue_doctor_diagnosis_passes_total", 0) - m0.get("kueue_doctor_diagnosis_passes_total", 0)
+        applied_key = 'kueue_doctor_writes_total{result="applied"}'
+        self.r["idle"] = {
+            "seconds": round(dt),
+            "operator_writes": len(op_all),
+            "operator_writes_per_minute": round(len(op_all) / dt * 60, 2),
+            "operator_writes_each_minute": per_min,
+            "operator_writes_metric_delta": m1.get(applied_key, 0) - m0.get(applied_key, 0),
+            "operator_write_samples": [f"{e['verb']} {e['objectRef'].get('namespace')}/{e['objectRef'].get('name')}"
+                                       for e in op_all[:5]],
+            "other_writes_excluding_leases": dict(others),
+            "diagnosis_passes": passes,
+            "covered_first_resync": t0 + dt > resync_at,
+            "operator_cpu_s": round(proc_cpu(self.op.pid) - cpu0, 1),  # type: ignore[union-attr]
+            "rss_end_mib": round(proc_status(self.op.pid).get("VmRSS", 0) / 1024),  # type: ignore[union-attr]
+        }
+        log(f"idle: {self.r['idle']}")
+
+    def latency(self) -> None:
+        a = self.args
+        api = self.api
+        with self.lock:
+            candidates = [w for w in self.plan.wl if w["kind"] == "waiting"
+                          and self.diag.get((w["ns"], w["name"]), (0, ""))[1] != "QueueMisconfigured"]
+        rnd = random.Random(11)
+        targets = rnd.sample(candidates, min(a.changes, len(candidates)))
+        before = {}
+        with self.lock:
+            for w in targets:
+                before[(w["ns"], w["name"])] = self.diag[(w["ns"], w["name"])][1]
+        target_keys = set(before)
+        bare: dict[tuple[str, str], float] = {}
+        bare_events: Counter[str] = Counter()
+
+        def on_wl(t: float, ev: dict[str, Any]) -> None:
+            md = ev["object"]["metadata"]
+            key = (md["namespace"], md["name"])
+            bare_events[ev["type"]] += 1
+            if key in target_keys and key not in bare:
+                c = cond_of(ev["object"], "QuotaReserved") or {}
+                if "doesn't exist" in (c.get("message") or ""):
+                    bare[key] = t
+
+        rv = current_rv(api, f"{KUEUE}/workloads")
+        bare_watch = Watcher(api, f"{KUEUE}/workloads", rv, on_wl, "bare-watch")
+        bare_watch.start()
+        time.sleep(1.0)
+        self.audit_tail.read_new()
+        cpu0 = proc_cpu(self.op.pid)  # type: ignore[union-attr]
+        sent: dict[tuple[str, str], tuple[float, float]] = {}
+        interval = 1.0 / a.change_rate
+        t_start = time.time()
+        log(f"latency: {len(targets)} QuotaReserved changes at {a.change_rate}/s")
+
+        def change(w: dict[str, Any], at: float) -> None:
+            delay = at - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            key = (w["ns"], w["name"])
+            t_send = time.time()
+            apply_status_condition(api, w["ns"], w["name"], {
+                "type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
+                "message": "LocalQueue lq doesn't exist", "lastTransitionTime": now_rfc3339(),
+                "observedGeneration": 1})
+            sent[key] = (t_send, time.time())
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda iw: change(iw[1], t_start + 0.5 + iw[0] * interval), enumerate(targets)))
+        t_sent = time.time()
+
+        def updated(key: tuple[str, str]) -> float | None:
+            t_send = sent[key][0]
+            for t, reason in self.diag_history.get(key, []):
+                if t >= t_send and reason != before[key]:
+                    return t
+            return None
+
+        deadline = time.time() + a.latency_timeout
+        while time.time() < deadline:
+            with self.lock:
+                done = sum(1 for k in sent if updated(k) is not None)
+            if done == len(sent) and len(bare) >= len(sent):
+                break
+            time.sleep(0.2)
+        t_end = time.time()
+        bare_watch.stop_flag = True
+        with self.lock:
+            op_lat = {k: updated(k) for k in sent}
+            new_reasons = Counter(self.diag[k][1] for k in sent if k in self.diag)
+        bare_ms = [(bare[k] - sent[k][0]) * 1e3 for k in sent if k in bare]
+        op_ms = [(t - sent[k][0]) * 1e3 for k, t in op_lat.items() if t is not None]
+        ack_ms = [(b - a_) * 1e3 for a_, b in sent.values()]
+        writes = [e for e in self.audit_tail.read_new() if e["user"]["username"] == SA_USER]
+        self.r["latency"] = {
+            "changes": len(sent), "rate_per_s": a.change_rate, "send_seconds": round(t_sent - t_start, 1),
+            "patch_ack_ms": {"p50": round(pct(ack_ms, 50), 1), "p99": round(pct(ack_ms, 99), 1)},
+            "bare_watch_ms": {"n": len(bare_ms), "p50": round(pct(bare_ms, 50), 1), "p99": round(pct(bare_ms, 99), 1),
+                              "max": round(max(bare_ms, default=float("nan")), 1)},
+            "operator_ms": {"n": len(op_ms), "p50": round(pct(op_ms, 50), 1), "p99": round(pct(op_ms, 99), 1),
+                            "max": round(max(op_ms, default=float("nan")), 1)},
+            "reasons_before": dict(Counter(before.values())), "reasons_after": dict(new_reasons),
+            "operator_writes_during": len(writes),
+            "operator_cpu_s": round(proc_cpu(self.op.pid) - cpu0, 1),  # type: ignore[union-attr]
+            "operator_cpu_share": round((proc_cpu(self.op.pid) - cpu0) / max(t_end - t_start, 1e-9), 2),  # type: ignore[union-attr]
+            "bare_watch_events": dict(bare_events),
+        }
+        lat = self.r["latency"]
+        lat["ratio_p50"] = round(lat["operator_ms"]["p50"] / lat["bare_watch_ms"]["p50"], 1)
+        lat["ratio_p99"] = round(lat["operator_ms"]["p99"] / lat["bare_watch_ms"]["p99"], 1)
+        log(f"latency: {lat}")
+
+    def finish(self) -> None:
+        if self.op is not None and self.op.poll() is None:
+            st = proc_status(self.op.pid)
+            self.r["operator_rss"] = {"end_mib": round(st.get("VmRSS", 0) / 1024),
+                                      "peak_vmhwm_mib": round(st.get("VmHWM", 0) / 1024),
+                                      "cpu_s_total": round(proc_cpu(self.op.pid), 1)}
+            m = metrics_of(self.metrics_port)
+            self.r["operator_metrics"] = {k: v for k, v in m.items() if any(s in k for s in (
+                "passes", "pass_duration", "writes", "watch_events", "errors"))}
+            items, _ = list_all(self.api, f"{ADIAG}/admissiondiagnoses")
+            self.r["diagnoses_final"] = {"count": len(items),
+                                         "by_reason": dict(Counter(i["status"]["reason"] for i in items))}
+            if self.cluster is not None:
+                self.r["component_rss_mib"] = {name: round(proc_status(pid).get("VmRSS", 0) / 1024)
+                                               for name, pid in self.cluster.pids().items()}
+
+    def stop(self) -> None:
+        if self.op is not None and self.op.poll() is None:
+            os.killpg(self.op.pid, signal.SIGTERM)
+            try:
+                self.op.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.op.pid, signal.SIGKILL)
+        if self.cluster is not None and not self.args.keep:
+            self.cluster.stop()
+
+
+def table(r: dict[str, Any]) -> str:
+    su, idle, lat = r.get("startup", {}), r.get("idle", {}), r.get("latency", {})
+    rates = r.get("creation_rates_per_s", {})
+    load = r.get("load", {})
+    rows = [
+        ("load", f"{load.get('workloads')} Workloads {load.get('kinds')}, {load.get('pods')} Pods, "
+                 f"{load.get('cluster_queues')} ClusterQueues"),
+        ("creation rate /s", ", ".join(f"{k} {v}" for k, v in rates.items())),
+        ("load created + settled", f"{r.get('load_seconds')} s (Kueue admission {r.get('kueue_admission_s')} s, "
+                                   f"evaluation {r.get('kueue_evaluation_s')} s)"),
+        ("start-up: spawn -> first diagnosis", f"{su.get('to_first_diagnosis_s')} s"),
+        ("start-up: spawn -> half diagnosed", f"{su.get('to_half_diagnosed_s')} s"),
+        ("start-up: spawn -> all diagnosed", f"{su.get('to_all_diagnosed_s')} s  ({su.get('operator_writes')} writes "
+                                             f"{su.get('operator_writes_by_verb')})"),
+        ("operator CPU to all diagnosed", f"{su.get('cpu_s_to_all_diagnosed')} s"),
+        ("operator RSS at all diagnosed", f"{su.get('rss_at_all_diagnosed_mib')} MiB"),
+        ("operator RSS end / peak (VmHWM)", f"{r.get('operator_rss', {}).get('end_mib')} MiB / "
+                                            f"{r.get('operator_rss', {}).get('peak_vmhwm_mib')} MiB"),
+        ("idle: operator writes/min", f"{idle.get('operator_writes_per_minute')} ({idle.get('operator_writes')} in "
+                                      f"{idle.get('seconds')} s, per minute {idle.get('operator_writes_each_minute')}; "
+                                      f"resync inside: {idle.get('covered_first_resync')})"),
+        ("idle: other writes (no leases)", f"{idle.get('other_writes_excluding_leases')}"),
+        ("idle: operator CPU", f"{idle.get('operator_cpu_s')} s over {idle.get('seconds')} s, "
+                               f"{idle.get('diagnosis_passes')} passes"),
+        ("latency: changes", f"{lat.get('changes')} at {lat.get('rate_per_s')}/s, {lat.get('reasons_before')} -> "
+                             f"{lat.get('reasons_after')}"),
+        ("latency: bare watch p50 / p99", f"{lat.get('bare_watch_ms', {}).get('p50')} / "
+                                          f"{lat.get('bare_watch_ms', {}).get('p99')} ms"),
+        ("latency: operator p50 / p99", f"{lat.get('operator_ms', {}).get('p50')} / "
+                                        f"{lat.get('operator_ms', {}).get('p99')} ms "
+                                        f"(n={lat.get('operator_ms', {}).get('n')})"),
+        ("latency: ratio operator / bare", f"p50 {lat.get('ratio_p50')}x, p99 {lat.get('ratio_p99')}x"),
+        ("latency: operator writes, CPU", f"{lat.get('operator_writes_during')} writes for {lat.get('changes')} "
+                                          f"changes; CPU {lat.get('operator_cpu_share')} cores"),
+        ("run time", f"{r.get('run_seconds')} s"),
+    ]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def machine() -> dict[str, Any]:
+    mem = next((ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")),
+               "0")
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), "?")
+    return {"cpus": os.cpu_count(), "cpu_model": model, "mem_gib": round(int(mem) / 1024 / 1024, 1),
+            "python": sys.version.split()[0], "load_avg_at_start": os.getloadavg()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", type=int, default=10_000)
+    ap.add_argument("--pods", type=int, default=50_000)
+    ap.add_argument("--quick", action="store_true", help="1,000 Workloads, 5,000 Pods, 100 changes, 60 s idle")
+    ap.add_argument("--queues", type=int, default=100)
+    ap.add_argument("--cohort-size", type=int, default=10)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--admitted-fraction", type=float, default=0.2)
+    ap.add_argument("--stopped-fraction", type=float, default=0.1, help="share of ClusterQueues with stopPolicy Hold")
+    ap.add_argument("--exceeds-fraction", type=float, default=0.1, help="share of pending Workloads too big ever")
+    ap.add_argument("--threads", type=int, default=16, help="creation threads (keep-alive connection each)")
+    ap.add_argument("--changes", type=int, default=200)
+    ap.add_argument("--change-rate", type=float, default=5.0)
+    ap.add_argument("--idle-seconds", type=float, default=120.0)
+    ap.add_argument("--idle-cover-resync", action=argparse.BooleanOptionalAction, default=True,
+                    help="stretch the idle window past the operator's first resync (default on)")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds after all diagnosed before the idle window")
+    ap.add_argument("--refresh-interval", type=float, default=60.0)
+    ap.add_argument("--resync-interval", type=float, default=300.0)
+    ap.add_argument("--pods-ready-timeout", default="1h", help="Kueue waitForPodsReady timeout")
+    ap.add_argument("--startup-timeout", type=float, default=900.0)
+    ap.add_argument("--kueue-timeout", type=float, default=600.0)
+    ap.add_argument("--latency-timeout", type=float, default=180.0)
+    ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster running")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args()
+    if args.quick:
+        args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
+        args.changes, args.idle_seconds = min(args.changes, 100), min(args.idle_seconds, 60)
+    bench = Bench(args)
+    bench.r["machine"] = machine()
+    bench.r["command"] = " ".join(["python", "bench/operator_scale.py", *sys.argv[1:]])
+    code = 0
+    try:
+        bench.start_cluster()
+        bench.create_load()
+        bench.run_operator()
+        bench.idle()
+        bench.latency()
+        bench.finish()
+    except BaseException as exc:
+        code = 1
+        bench.r["error"] = f"{type(exc).__name__}: {exc}"
+        log(f"FAILED: {bench.r['error']}")
+        if bench.op is not None:
+            log("operator log tail:\n" + bench.tail_log())
+    finally:
+        bench.r["run_seconds"] = round(time.time() - T0)
+        bench.stop()
+    out = json.dumps(bench.r, indent=2, default=str)
+    path = Path(args.json) if args.json else bench.workdir / "results.json" if hasattr(bench, "workdir") else None
+    if path:
+        path.write_text(out)
+        log(f"results: {path}")
+    print(table(bench.r))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
