@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="at most one write per diagnosis per interval when only numbers change (default 60)")
     rn.add_argument("--resync-interval", type=float, default=300.0, metavar="SECONDS",
                     help="re-list Workloads and diagnoses to repair watch gaps (default 300)")
+    rn.add_argument("--max-writes-per-second", type=float, default=100.0, metavar="N",
+                    help="cap on AdmissionDiagnosis writes, to spare the apiserver on a first install (default 100)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -78,7 +80,8 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
         from .live.service import run
 
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
-                          resync_interval=args.resync_interval, max_workload_series=args.max_workload_series)
+                          resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
+                          writes_per_second=args.max_writes_per_second)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose)
     return explain(args, stdin, out, err)

@@ -46,6 +46,13 @@ Key = tuple[str, str]  # (namespace, name)
 _PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 
+def _holds_quota(wl: Mapping[str, Any] | None) -> bool:
+    for cond in lst(m(m(wl).get("status")).get("conditions")):
+        if m(cond).get("type") == "QuotaReserved":
+            return m(cond).get("status") == "True"
+    return False
+
+
 def _evicted_message(obj: Mapping[str, Any]) -> str:
     for cond in lst(m(obj.get("status")).get("conditions")):
         if m(cond).get("type") == "Evicted":
@@ -105,6 +112,13 @@ class ClusterState:
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
     ignored: int = 0
+    # Pods and Events are the many: their indices are kept incrementally, keyed by what the objects
+    # themselves say (annotations, labels, owner UIDs), so a Pod change never rebuilds anything.
+    _pods_by_ref: dict[tuple[str, ...], set[Key]] = field(default_factory=dict)
+    _pod_refs: dict[Key, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    _events_by_object: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    _event_refs: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    _owners_by_parent: dict[str, set[str]] = field(default_factory=dict)
     _index: _Index | None = None
 
     @classmethod
@@ -139,8 +153,8 @@ class ClusterState:
         group, kind = key
         obj = normalize(obj)
         nm, ns = name(obj), namespace(obj)
-        self._index = None
         if group == KUEUE and kind in KUEUE_KINDS:
+            self._index = None  # queue structure changed: derived indices are rebuilt on next use
             if nm is None:
                 self.ignored += 1
                 return False
@@ -161,10 +175,18 @@ class ClusterState:
                 self.topologies[nm] = obj
             return True
         if group == "" and kind == "Pod" and nm and ns:
+            self._unlink_pod((ns, nm))
             self.pods[ns, nm] = obj
+            self._link_pod((ns, nm), obj)
             return True
         if kind == "Event" and group in ("", "events.k8s.io"):
-            self.events[uid(obj) or f"{ns}/{nm}"] = obj
+            ev_key = uid(obj) or f"{ns}/{nm}"
+            self._unlink_event(ev_key)
+            self.events[ev_key] = obj
+            ref = m(obj.get("involvedObject") or obj.get("regarding"))
+            target = (s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or "")
+            self._events_by_object.setdefault(target, {})[ev_key] = obj
+            self._event_refs[ev_key] = target
             return True
         if group == "" and kind == "Namespace" and nm:
             self.namespaces[nm] = obj
@@ -177,9 +199,44 @@ class ClusterState:
             u = uid(obj)
             if u:
                 self.owners_by_uid[u] = obj
+                for ref in owner_refs(obj):  # Job -> JobSet: Pods are found through the chain
+                    parent = s(ref.get("uid"))
+                    if parent:
+                        self._owners_by_parent.setdefault(parent, set()).add(u)
             return True
         self.ignored += 1
         return False
+
+    def _link_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
+        ns = key[0]
+        refs: list[tuple[str, ...]] = []
+        annotated = s(m(meta(pod).get("annotations")).get(WORKLOAD_ANNOTATION))
+        for wl_name in (annotated, s(labels(pod).get(POD_GROUP_LABEL))):
+            if wl_name:
+                refs.append(("wl", ns, wl_name))
+        refs.extend(("uid", u) for u in (s(r.get("uid")) for r in owner_refs(pod)) if u)
+        if uid(pod):
+            refs.append(("self", uid(pod) or ""))
+        for ref in refs:
+            self._pods_by_ref.setdefault(ref, set()).add(key)
+        self._pod_refs[key] = tuple(refs)
+
+    def _unlink_pod(self, key: Key) -> None:
+        for ref in self._pod_refs.pop(key, ()):
+            keys = self._pods_by_ref.get(ref)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._pods_by_ref[ref]
+
+    def _unlink_event(self, ev_key: str) -> None:
+        target = self._event_refs.pop(ev_key, None)
+        if target is not None:
+            evs = self._events_by_object.get(target)
+            if evs is not None:
+                evs.pop(ev_key, None)
+                if not evs:
+                    del self._events_by_object[target]
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         key = kind_key(obj)
@@ -187,18 +244,26 @@ class ClusterState:
             return
         group, kind = key
         nm, ns = name(obj) or "", namespace(obj) or ""
-        self._index = None
-        coll: dict[Any, Any] | None = {
-            "Workload": self.workloads, "LocalQueue": self.local_queues, "Pod": self.pods,
-        }.get(kind)
+        if group == KUEUE:
+            self._index = None
+        coll: dict[Any, Any] | None = {"Workload": self.workloads, "LocalQueue": self.local_queues}.get(kind)
         if coll is not None:
             coll.pop((ns, nm), None)
+        elif kind == "Pod":
+            self.pods.pop((ns, nm), None)
+            self._unlink_pod((ns, nm))
         elif kind == "Event":
-            self.events.pop(uid(obj) or f"{ns}/{nm}", None)
+            ev_key = uid(obj) or f"{ns}/{nm}"
+            self.events.pop(ev_key, None)
+            self._unlink_event(ev_key)
         elif (group, kind) in OWNER_KINDS:
             gone = self.owners.pop((ns, kind, nm), None)
             if gone is not None and uid(gone):
                 self.owners_by_uid.pop(uid(gone) or "", None)
+                for ref in owner_refs(gone):
+                    children = self._owners_by_parent.get(s(ref.get("uid")) or "")
+                    if children is not None:
+                        children.discard(uid(gone) or "")
         else:
             cluster = {"ClusterQueue": self.cluster_queues, "ResourceFlavor": self.flavors,
                        "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
@@ -226,10 +291,28 @@ class ClusterState:
         return self.owners.get((namespace(workload) or "", s(ref.get("kind")) or "", s(ref.get("name")) or ""))
 
     def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        return self.index.pods_by_workload.get((namespace(workload) or "", name(workload) or ""), [])
+        """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
+        ns, nm = namespace(workload) or "", name(workload) or ""
+        keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
+        frontier = {u for u in (s(r.get("uid")) for r in owner_refs(workload)) if u}
+        job_uid = s(labels(workload).get(JOB_UID_LABEL))
+        if job_uid:
+            frontier.add(job_uid)
+        seen: set[str] = set()
+        for _ in range(4):  # bounded against cycles
+            nxt: set[str] = set()
+            for u in frontier - seen:
+                keys |= self._pods_by_ref.get(("uid", u), set())
+                keys |= self._pods_by_ref.get(("self", u), set())  # plain Pods the Workload is owned by
+                nxt |= self._owners_by_parent.get(u, set())
+            seen |= frontier
+            if not nxt:
+                break
+            frontier = nxt
+        return [self.pods[k] for k in sorted(keys) if k in self.pods]
 
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
-        return self.index.events_by_object.get((kind, ns or "", nm or ""), [])
+        return list(self._events_by_object.get((kind, ns or "", nm or ""), {}).values())
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))
@@ -238,8 +321,12 @@ class ClusterState:
         lq = self.local_queues.get((namespace(workload) or "", s(spec(workload).get("queueName")) or ""))
         return s(spec(lq).get("clusterQueue")) if lq else None
 
-    def affected_workloads(self, obj: Mapping[str, Any]) -> set[Key]:
-        """Workloads whose verdict a change of `obj` can alter (for the operator's dirty set)."""
+    def affected_workloads(self, obj: Mapping[str, Any], status_only: bool = False) -> set[Key]:
+        """Workloads whose verdict a change of `obj` can alter (for the operator's dirty set).
+
+        `status_only`: only the object's status changed (a ClusterQueue's usage after each admission):
+        only Workloads still waiting for quota read it.
+        """
         key = kind_key(obj)
         if key is None:
             return set()
@@ -260,7 +347,10 @@ class ClusterState:
         if kind == "LocalQueue":
             return set(idx.workloads_by_lq.get((ns, nm), ()))
         if kind == "ClusterQueue":
-            return idx.workloads_in_cohort_of(self, nm)
+            cohort = idx.workloads_in_cohort_of(self, nm)
+            if status_only:
+                return {k for k in cohort if not _holds_quota(self.workloads.get(k))}
+            return cohort
         if kind == "Cohort":
             return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
         if kind in ("ResourceFlavor", "AdmissionCheck", "Topology"):
@@ -287,8 +377,6 @@ class ClusterState:
 
 @dataclass
 class _Index:
-    pods_by_workload: dict[Key, list[Mapping[str, Any]]]
-    events_by_object: dict[tuple[str, str, str], list[Mapping[str, Any]]]
     workloads_by_uid_link: dict[str, Key]
     workloads_by_owner: dict[tuple[str, str, str], list[Key]]
     workloads_by_lq: dict[Key, list[Key]]
@@ -333,19 +421,7 @@ class _Index:
                 cname = s(m(check).get("name"))
                 if cname:
                     refs["AdmissionCheck", cname].append(cq_name)
-        index = cls({}, {}, by_uid, dict(by_owner), dict(by_lq), dict(by_cq), dict(cqs_by_cohort), dict(refs))
-        pods: dict[Key, list[Mapping[str, Any]]] = defaultdict(list)
-        for pod in state.pods.values():
-            owner_key = index.workload_of_pod(state, pod)
-            if owner_key:
-                pods[owner_key].append(pod)
-        index.pods_by_workload = dict(pods)
-        events: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
-        for ev in state.events.values():
-            ref = m(ev.get("involvedObject") or ev.get("regarding"))
-            events[s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or ""].append(ev)
-        index.events_by_object = dict(events)
-        return index
+        return cls(by_uid, dict(by_owner), dict(by_lq), dict(by_cq), dict(cqs_by_cohort), dict(refs))
 
     def workload_of_pod(self, state: ClusterState, pod: Mapping[str, Any]) -> Key | None:
         ns = namespace(pod) or ""

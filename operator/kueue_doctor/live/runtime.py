@@ -38,6 +38,11 @@ def _event_is_relevant(obj: Mapping[str, Any]) -> bool:
     return s(ref.get("kind")) in EVENT_KINDS
 
 
+def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    rv = m(a.get("metadata")).get("resourceVersion")
+    return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
+
+
 def _deleting(obj: Mapping[str, Any]) -> bool:
     return bool(m(obj.get("metadata")).get("deletionTimestamp"))
 
@@ -47,8 +52,9 @@ class Options:
     namespaces: list[str] = field(default_factory=list)  # empty: all
     refresh_interval: float = 60.0
     resync_interval: float = 300.0
-    debounce: float = 0.5
+    debounce: float = 0.5  # the longest a burst of changes is collected before a pass
     max_workload_series: int = 2000
+    writes_per_second: float = 100.0
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,8 @@ class Runtime:
         self.options = options
         self.state = ClusterState()
         self.stats = Stats()
-        self.publisher = Publisher(api, options.refresh_interval, on_write=lambda r: self.stats.count(
-            self.stats.writes, r))
+        self.publisher = Publisher(api, options.refresh_interval, writes_per_second=options.writes_per_second,
+                                   on_write=self._written)
         self.verdicts: dict[Key, Verdict] = {}
         self.inbox: deque[tuple[str, Mapping[str, Any]]] = deque()
         self.dirty: set[Key] = set()
@@ -102,12 +108,18 @@ class Runtime:
         self._next_resync = 0.0
         self._retry_at: float | None = None
 
+    def _written(self, result: str) -> None:
+        self.stats.count(self.stats.writes, result)
+        self.stats.heartbeat = time.monotonic()  # a long first pass of writes is alive, not stuck
+
     # ----- fed by the Kopf handlers -----
     def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         key = kind_key(obj)
         self.stats.count(self.stats.events, key[1] if key else "unknown")
         if key == ("", "Event") and not _event_is_relevant(obj):
             return  # a Warning about a Node, a Service...: never read, so never kept
+        if key != ("kueue-doctor.dev", "AdmissionDiagnosis"):  # our own objects are compared whole
+            obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
         self.inbox.append((event_type or "ADDED", obj))
         self.wake.set()
 
@@ -211,13 +223,20 @@ class Runtime:
         while self.inbox:
             batch.append(self.inbox.popleft())
         before: set[Key] = set()
-        for _etype, obj in batch:  # relations as they were: a deleted or moved object's old Workloads
-            before |= self.state.affected_workloads(obj)
-        changed = []
+        todo: list[tuple[str, Mapping[str, Any], bool]] = []
         for etype, obj in batch:
-            if kind_key(obj) == ("kueue-doctor.dev", "AdmissionDiagnosis"):
+            key = kind_key(obj)
+            if key == ("kueue-doctor.dev", "AdmissionDiagnosis"):
                 self._diagnosis_event(etype, obj)
                 continue
+            prev = self._stored(key[1] if key else "", obj)
+            if etype != "DELETED" and prev is not None and _same_version(prev, obj):
+                continue  # a re-list or a duplicate event: nothing new
+            status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
+            before |= self.state.affected_workloads(prev or obj, status_only)  # relations as they were
+            todo.append((etype, obj, status_only))
+        after: set[Key] = set()
+        for etype, obj, _ in todo:
             if etype == "DELETED":
                 self.state.remove(obj)
                 if kind_key(obj) == (KUEUE, "Workload"):
@@ -226,12 +245,17 @@ class Runtime:
                     self.publisher.forget(key)
                     before.discard(key)
             else:
-                self.state.upsert(slim(obj))
-                changed.append(obj)
-        after: set[Key] = set()
-        for obj in changed:
-            after |= self.state.affected_workloads(obj)
+                self.state.upsert(obj)  # slimmed when observed
+        for etype, obj, status_only in todo:
+            if etype != "DELETED":
+                after |= self.state.affected_workloads(obj, status_only)
         self.dirty |= {k for k in before | after if k in self.state.workloads}
+
+    def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        try:
+            return self._collection(kind).get(self._state_key(kind, obj))
+        except KeyError:  # a kind the state does not keep per key
+            return None
 
     def _diagnosis_event(self, etype: str, obj: Mapping[str, Any]) -> None:
         key = (namespace(obj) or "", name(obj) or "")
@@ -354,11 +378,12 @@ class Runtime:
 
     def _collection(self, kind: str) -> dict[Any, Mapping[str, Any]]:
         st = self.state
+        if kind == "Job":  # owners of every kind share one dict, keyed (namespace, kind, name)
+            return st.owners
         collections: dict[str, dict[Any, Mapping[str, Any]]] = {
             "Workload": st.workloads, "LocalQueue": st.local_queues, "ClusterQueue": st.cluster_queues,
             "ResourceFlavor": st.flavors, "Cohort": st.cohorts, "AdmissionCheck": st.admission_checks,
-            "Topology": st.topologies, "Namespace": st.namespaces, "Pod": st.pods, "Event": st.events,
-            "Job": {k: v for k, v in st.owners.items() if k[1] == "Job"}}
+            "Topology": st.topologies, "Namespace": st.namespaces, "Pod": st.pods, "Event": st.events}
         return collections[kind]
 
     @staticmethod
@@ -378,6 +403,8 @@ class Runtime:
     def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
         keep = {self._state_key(listing.kind, o) for o in alive}
         for key, obj in list(self._collection(listing.kind).items()):
+            if listing.kind == "Job" and key[1] != "Job":
+                continue  # JobSets and other owners are not re-listed here
             if key not in keep:
                 self.inbox.append(("DELETED", obj))
 
@@ -419,13 +446,23 @@ class Runtime:
             self.wake.clear()
             self._retry_at = None
             self.stats.heartbeat = time.monotonic()
-            await asyncio.sleep(self.options.debounce)
+            await self._collect_burst()
             try:
                 await self.run_once()
             except Exception as exc:  # a failed pass must not stop the operator; the next one retries
                 self.stats.count(self.stats.errors, type(exc).__name__)
                 log.exception("Diagnosis pass failed (%s); retrying on the next change or resync.", exc)
                 await asyncio.sleep(5)
+
+    async def _collect_burst(self) -> None:
+        """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`)."""
+        deadline = time.monotonic() + self.options.debounce
+        seen = len(self.inbox)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            if len(self.inbox) == seen:
+                return
+            seen = len(self.inbox)
 
     def _sleep_for(self) -> float:
         mono = time.monotonic()
