@@ -229,7 +229,8 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     c = container_of(objs)
     assert c["image"] == "ghcr.io/kueue-doctor/kueue-doctor:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--health-port=8081", "--log-format=json",
-                         "--max-workload-series=2000", "--refresh-interval=60", "--resync-interval=300"]
+                         "--max-workload-series=2000", "--refresh-interval=60", "--resync-interval=300",
+                         "--max-writes-per-second=100"]
     base_c = one(base, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert c["livenessProbe"] == {**base_c["livenessProbe"]}
     svc = one(objs, "Service")
@@ -273,6 +274,7 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     assert c["image"] == "registry.example.com/kd:1.2.3" and c["imagePullPolicy"] == "Always"
     assert c["args"] == ["run", "--metrics-port=9090", "--health-port=9091", "--log-format=text",
                          "--max-workload-series=500", "--refresh-interval=30", "--resync-interval=600",
+                         "--max-writes-per-second=100",
                          "--namespace=team-a", "--namespace=team-b", "--verbose"]
     assert c["resources"] == NON_DEFAULT_VALUES["resources"]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 9090, "health": 9091}
