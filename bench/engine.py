@@ -22,7 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
+from kueue_doctor.engine import messages, pods
 from kueue_doctor.engine.diagnose import diagnose
+from kueue_doctor.kube import objects, quantity
 from kueue_doctor.state import ClusterState
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -167,6 +169,11 @@ def main() -> None:
     decoded = decode()
 
     def engine() -> list[dict[str, Any]]:
+        # every round starts cold, like a first pass over a fresh snapshot: the parse/format caches are
+        # emptied (within a pass they still serve the messages Kueue repeats across Workloads)
+        for cache in (messages._parse_cached, pods._parse_cached, objects._parse_time, objects.format_time,
+                      quantity._parse, quantity.format_quantity):
+            cache.cache_clear()
         return diagnose(ClusterState.from_objects(decoded), NOW)
 
     result = engine()  # warm-up: imports, regex compilation, caches of the first pass

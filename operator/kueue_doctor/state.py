@@ -385,6 +385,10 @@ class _Index:
     cqs_referencing: dict[tuple[str, str], list[str]]
     # engine caches of cross-Workload facts (victims by preemptor, queue heads), dropped with the index
     memo: dict[str, Any] = field(default_factory=dict)
+    # engine caches of queue arithmetic (hot: asked per failure line), dropped with the index
+    quota_tables: dict[Any, Any] = field(default_factory=dict)
+    reserved: dict[Any, Any] = field(default_factory=dict)
+    borrowable: dict[Any, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, state: ClusterState) -> _Index:

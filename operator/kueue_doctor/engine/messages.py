@@ -21,6 +21,7 @@ dispatches on a cheap prefix look-up before it runs a regex (10,000 Workloads pe
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -860,6 +861,12 @@ def parse_workload_message(text: str) -> ParsedMessage:
     """
     if not isinstance(text, str):
         return ParsedMessage(Template.UNKNOWN, "")
+    return _parse_cached(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> ParsedMessage:
+    """Kueue repeats the same few messages across thousands of Workloads; results are immutable."""
     try:
         return _parse(text, 0, _is_truncated(text))
     except Exception:  # defensive: a parser bug must never break a diagnosis pass

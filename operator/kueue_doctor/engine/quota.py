@@ -118,7 +118,7 @@ def _quota_table(owner: Mapping[str, Any]) -> dict[tuple[str, str], FlavorQuota]
 def flavor_quota(state: ClusterState, kind: str, owner_name: str | None, flavor: str, resource: str
                  ) -> FlavorQuota | None:
     """The quota a ClusterQueue or Cohort declares for (flavor, resource); None if not covered."""
-    memo = state.index.memo.setdefault("quota_tables", {})
+    memo = state.index.quota_tables
     table = memo.get((kind, owner_name))
     if table is None:
         coll = state.cluster_queues if kind == "ClusterQueue" else state.cohorts
@@ -149,7 +149,7 @@ def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
 
 def reserved_in(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
     """Quota of the ClusterQueue reserved now (status.flavorsReservation), cached for the pass."""
-    memo = state.index.memo.setdefault("reserved", {})
+    memo = state.index.reserved
     key = (cq_name, flavor, resource)
     if key not in memo:
         cq = state.cluster_queues.get(cq_name)
@@ -176,7 +176,7 @@ def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: 
     than a wrong one. Per member M: lendable(M) = min(lendingLimit, nominal) or nominal, local(M) =
     nominal - lendable(M); usage beyond local counts against the cohort's pool.
     """
-    memo = state.index.memo.setdefault("borrowable", {})
+    memo = state.index.borrowable
     key = (cq_name, flavor, resource)
     if key not in memo:
         memo[key] = _cohort_borrowable(state, cq_name, flavor, resource)
