@@ -213,6 +213,21 @@ def http_ok(url: str) -> bool:
         return False
 
 
+def wait_serving(proc: Any, url: str, what: str, tail: Callable[[], str], stop: Callable[[], None],
+                 timeout: float = 60.0) -> None:
+    """Wait until a process we started answers 200 on `url`; fail fast if it exits; stop it on failure."""
+
+    def serving() -> bool:
+        assert proc.poll() is None, f"{what} exited ({proc.returncode}):\n{tail()}"
+        return http_ok(url)
+
+    try:
+        wait_for(serving, timeout=timeout, message=lambda: f"{what} to answer {url}:\n{tail()}")
+    except BaseException:
+        stop()
+        raise
+
+
 def condition(obj: Mapping[str, Any] | None, ctype: str) -> dict[str, Any] | None:
     if not obj:
         return None

@@ -104,16 +104,7 @@ def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
              "--resync-interval", "15", *extra],
             stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     op = Operator(proc, metrics, health, log)
-
-    def healthy() -> bool:
-        assert proc.poll() is None, f"the operator exited ({proc.returncode}):\n{op.tail()}"
-        return kube.http_ok(f"http://127.0.0.1:{health}/healthz")
-
-    try:
-        kube.wait_for(healthy, timeout=60, message=lambda: f"the operator to be healthy:\n{op.tail()}")
-    except BaseException:
-        op.stop()
-        raise
+    kube.wait_serving(proc, f"http://127.0.0.1:{health}/healthz", "the operator", op.tail, op.stop)
     return op
 
 

@@ -97,16 +97,7 @@ def start_prometheus(binary: str, workdir: Path, metrics_port: int) -> Prometheu
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     prom = Prometheus(proc, port, log)
-
-    def ready() -> bool:
-        assert proc.poll() is None, f"prometheus exited ({proc.returncode}):\n{prom.tail()}"
-        return kube.http_ok(f"http://127.0.0.1:{port}/-/ready")
-
-    try:
-        kube.wait_for(ready, timeout=30, message=lambda: f"prometheus to be ready:\n{prom.tail()}")
-    except BaseException:
-        prom.stop()
-        raise
+    kube.wait_serving(proc, f"http://127.0.0.1:{port}/-/ready", "prometheus", prom.tail, prom.stop, timeout=30)
     return prom
 
 
