@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 
 from kueue_doctor.engine.messages import parse_workload_message  # noqa: E402
-from kueue_doctor.engine.scheduling import SUSPEND_PATHS  # noqa: E402
+from kueue_doctor.engine.scheduling.owners import SUSPEND_PATHS  # noqa: E402
 from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES  # noqa: E402
 
 CATALOG_FILE = ROOT / "tests" / "cases" / "verdicts.yaml"
@@ -53,7 +53,7 @@ DIMENSION_TITLES = {
 
 def required_values(dimension: str) -> list[str]:
     return {
-        "stage": [str(v) for v in STAGES], "reason": list(REASONS), "cause": list(CAUSES),
+        "stage": [str(v) for v in STAGES], "reason": [str(v) for v in REASONS], "cause": [str(v) for v in CAUSES],
         "actionBy": [str(v) for v in ACTIONS], "vocabulary": ["legacy", "granular"],
         "apiVersion": ["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"], "owner": OWNERS,
     }[dimension]
@@ -433,8 +433,9 @@ def verdicts_md(catalog: Mapping[str, Any]) -> str:
     out += ["", "## Reasons", ""]
     for stage in STAGES:
         out += [f"### Stage `{stage}`", ""]
-        for value, (rstage, meaning) in REASONS.items():
-            if rstage != stage:
+        for value, info in REASONS.items():
+            meaning = info.meaning
+            if info.stage != stage:
                 continue
             g = _guide("reason", value)
             causes = ", ".join(f"[`{c}`](#cause-{c.lower()})" for c in sorted(reason_causes.get(value, ())))
@@ -444,7 +445,8 @@ def verdicts_md(catalog: Mapping[str, Any]) -> str:
                 out.append(f"- **Causes seen with it:** {causes}")
             out.append("")
     out += ["## Causes", ""]
-    for value, meaning in CAUSES.items():
+    for value, cause_info in CAUSES.items():
+        meaning = cause_info.meaning
         g = _guide("cause", value)
         reasons = ", ".join(f"[`{r}`](#reason-{r.lower()})" for r in sorted(pairs.get(value, ())))
         out += [f"### {_anchor('cause', value)}`{value}`", "", meaning, "",

@@ -6,6 +6,7 @@ the two differ. The engine builds plain dicts for speed; tests validate them aga
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,14 +31,8 @@ MAX_HINTS = 6
 MAX_TEXT = 1024
 
 
-def _vocab(table: dict[str, Any], with_stage: bool = False) -> str:
-    lines = []
-    for key, value in table.items():
-        if with_stage:
-            lines.append(f"- {key} ({value[0]}): {value[1]}")
-        else:
-            lines.append(f"- {key}: {value}")
-    return "\n".join(lines)
+def _vocab(table: Mapping[Any, str]) -> str:
+    return "\n".join(f"- {key}: {value}" for key, value in table.items())
 
 
 class _Model(BaseModel):
@@ -163,14 +158,15 @@ class Evidence(_Model):
 class Status(_Model):
     """The verdict: where the Workload is stuck, why, with the numbers, and who has to act."""
 
-    stage: str = Field(description="Where the Workload is. One of:\n" + _vocab(dict(STAGES)))
+    stage: str = Field(description="Where the Workload is. One of:\n" + _vocab(STAGES))
     reason: str = Field(
         description="Why, in one word; each reason belongs to one stage. New reasons may appear before the "
-        "CRD is upgraded (no server-side enum). One of:\n" + _vocab(dict(REASONS), with_stage=True)
+        "CRD is upgraded (no server-side enum). One of:\n"
+        + _vocab({f"{r} ({info.stage})": info.meaning for r, info in REASONS.items()})
     )
     cause: str | None = Field(default=None, description="Finer detail of the reason. Known values:\n"
-                              + _vocab(dict(CAUSES)))
-    actionBy: str = Field(description="Who has to act. One of:\n" + _vocab(dict(ACTIONS)))
+                              + _vocab({c: info.meaning for c, info in CAUSES.items()}))
+    actionBy: str = Field(description="Who has to act. One of:\n" + _vocab(ACTIONS))
     message: str = Field(description="One sentence for an SRE: what is wrong, the numbers, what to do.")
     since: str | None = Field(
         default=None,

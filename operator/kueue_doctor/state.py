@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from .kube.objects import (
     controller_ref,
@@ -43,6 +43,20 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
 
 Key = tuple[str, str]  # (namespace, name)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Derived(Generic[T]):
+    """A fact computed from the whole state, kept until the Workload/queue index is rebuilt.
+
+    The engine declares its cross-Workload facts (victims by preemptor, StrictFIFO heads, quota tables)
+    as module-level Derived values; the object itself is the cache key, so there are no string keys and
+    the value's type is checked. The state never imports the engine: it only stores what `build` returns.
+    """
+
+    name: str
+    build: Callable[[ClusterState], T]
 _PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 
@@ -278,6 +292,13 @@ class ClusterState:
             self._index = _Index.build(self)
         return self._index
 
+    def derived(self, fact: Derived[T]) -> T:
+        """The fact for the current objects: built on first use, dropped when the index is rebuilt."""
+        cache = self.index.derived
+        if fact not in cache:
+            cache[fact] = fact.build(self)
+        return cast(T, cache[fact])
+
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds
 
@@ -383,12 +404,9 @@ class _Index:
     workloads_by_cq: dict[str, list[Key]]
     cqs_by_cohort: dict[str, list[str]]
     cqs_referencing: dict[tuple[str, str], list[str]]
-    # engine caches of cross-Workload facts (victims by preemptor, queue heads), dropped with the index
-    memo: dict[str, Any] = field(default_factory=dict)
-    # engine caches of queue arithmetic (hot: asked per failure line), dropped with the index
-    quota_tables: dict[Any, Any] = field(default_factory=dict)
-    reserved: dict[Any, Any] = field(default_factory=dict)
-    borrowable: dict[Any, Any] = field(default_factory=dict)
+    # the engine's Derived facts, dropped with the index
+    derived: dict[Derived[Any], Any] = field(default_factory=dict)
+    _workloads_by_uid: dict[str, list[Key]] | None = None
 
     @classmethod
     def build(cls, state: ClusterState) -> _Index:
@@ -454,15 +472,14 @@ class _Index:
         return None
 
     def workloads_by_uid(self, state: ClusterState) -> dict[str, list[Key]]:
-        found: dict[str, list[Key]] | None = self.memo.get("workloads_by_uid")
-        if found is None:
-            found = {}
+        if self._workloads_by_uid is None:
+            found: dict[str, list[Key]] = {}
             for key, wl in state.workloads.items():
                 u = uid(wl)
                 if u:
                     found.setdefault(u, []).append(key)
-            self.memo["workloads_by_uid"] = found
-        return found
+            self._workloads_by_uid = found
+        return self._workloads_by_uid
 
     def workloads_in_cohort_of(self, state: ClusterState, cq_name: str) -> set[Key]:
         cohort = s(spec(state.cluster_queues.get(cq_name, {})).get("cohortName"))

@@ -1,11 +1,15 @@
 """The public vocabulary: stages, reasons, causes and who acts.
 
-Users script and alert on these strings, so they live in one table each, with the meaning that
-`kubectl explain admissiondiagnosis.status` shows. Add values; never rename one silently.
+Users script and alert on these strings, so each is an enum defined once, with the meaning that
+`kubectl explain admissiondiagnosis.status` shows (the CRD descriptions, docs/verdicts.md and the
+metrics' label values are generated from these tables). Each cause declares the reasons it refines and
+who acts by default, so a rule cannot pair a cause with a reason the docs do not promise.
+Add values; never rename one silently.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -24,7 +28,134 @@ class ActionBy(StrEnum):
     CLUSTER_ADMIN = "ClusterAdmin"
 
 
-STAGES: dict[str, str] = {
+class Reason(StrEnum):
+    """Why, in one word; each reason belongs to exactly one Stage (REASONS)."""
+
+    NOT_YET_EVALUATED = "NotYetEvaluated"
+    QUEUE_MISCONFIGURED = "QueueMisconfigured"
+    QUEUE_STOPPED = "QueueStopped"
+    EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    WAITING_FOR_ADMISSION_CHECKS = "WaitingForAdmissionChecks"
+    PREEMPTED = "Preempted"
+    EVICTED = "Evicted"
+    DEACTIVATED = "Deactivated"
+    JOB_SUSPENDED = "JobSuspended"
+    PODS_NOT_CREATED = "PodsNotCreated"
+    PODS_UNSCHEDULABLE = "PodsUnschedulable"
+    CONTAINERS_NOT_STARTING = "ContainersNotStarting"
+    PODS_NOT_READY = "PodsNotReady"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    UNKNOWN = "Unknown"
+
+
+class Cause(StrEnum):
+    """The finer detail of a reason; each declares the reasons it refines and who acts by default (CAUSES)."""
+
+    PENDING_EVALUATION = "PendingEvaluation"
+    BLOCKED_BY_QUEUE_HEAD = "BlockedByQueueHead"
+    ADMISSION_GATED = "AdmissionGated"
+    WAITING_FOR_PODS_READY = "WaitingForPodsReady"
+    QUOTA_RESERVED_AWAITING_ADMISSION = "QuotaReservedAwaitingAdmission"
+    ON_HOLD = "OnHold"
+    EQUIVALENT_WORKLOAD_FAILED = "EquivalentWorkloadFailed"
+    LOCAL_QUEUE_NOT_FOUND = "LocalQueueNotFound"
+    LOCAL_QUEUE_INACTIVE = "LocalQueueInactive"
+    CLUSTER_QUEUE_NOT_FOUND = "ClusterQueueNotFound"
+    CLUSTER_QUEUE_INACTIVE = "ClusterQueueInactive"
+    FLAVOR_NOT_FOUND = "FlavorNotFound"
+    ADMISSION_CHECK_NOT_FOUND = "AdmissionCheckNotFound"
+    ADMISSION_CHECK_INACTIVE = "AdmissionCheckInactive"
+    TOPOLOGY_NOT_FOUND = "TopologyNotFound"
+    COHORT_CYCLE = "CohortCycle"
+    NAMESPACE_NOT_SELECTED = "NamespaceNotSelected"
+    RESOURCE_NOT_COVERED = "ResourceNotCovered"
+    NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+    TOPOLOGY_MISMATCH = "TopologyMismatch"
+    INVALID_REQUESTS = "InvalidRequests"
+    LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+    CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+    EXCEEDS_NOMINAL_QUOTA = "ExceedsNominalQuota"
+    EXCEEDS_COHORT_QUOTA = "ExceedsCohortQuota"
+    EXCEEDS_MAXIMUM_CAPACITY = "ExceedsMaximumCapacity"
+    BORROWING_LIMIT_REACHED = "BorrowingLimitReached"
+    TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+    INSUFFICIENT_UNUSED_QUOTA = "InsufficientUnusedQuota"
+    PREEMPTION_IN_PROGRESS = "PreemptionInProgress"
+    PREEMPTION_FAILED = "PreemptionFailed"
+    PREEMPTION_GATED = "PreemptionGated"
+    ADMISSION_CHECK_PENDING = "AdmissionCheckPending"
+    ADMISSION_CHECK_RETRY = "AdmissionCheckRetry"
+    ADMISSION_CHECK_REJECTED = "AdmissionCheckRejected"
+    DELAYED_TOPOLOGY_REQUEST = "DelayedTopologyRequest"
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    ADMISSION_CHECK = "AdmissionCheck"
+    NODE_FAILURES = "NodeFailures"
+    REQUEUE_BACKOFF = "RequeueBackoff"
+    FLAVOR_MIGRATION = "FlavorMigration"
+    VARIANT_EVICTED = "VariantEvicted"
+    DEACTIVATED_BY_USER = "DeactivatedByUser"
+    REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
+    MAXIMUM_EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+    EVICTED_ON_MANAGER_CLUSTER = "EvictedOnManagerCluster"
+    OWNER_SUSPENDED = "OwnerSuspended"
+    FAILED_CREATE = "FailedCreate"
+    PODS_PENDING = "PodsPending"
+    SCHEDULING_GATED = "SchedulingGated"
+    FAILED_SCHEDULING = "FailedScheduling"
+    NO_SCHEDULING_ATTEMPT = "NoSchedulingAttempt"
+    PODS_FAILED = "PodsFailed"
+    PODS_NOT_VISIBLE = "PodsNotVisible"
+    IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+    ERR_IMAGE_PULL = "ErrImagePull"
+    INVALID_IMAGE_NAME = "InvalidImageName"
+    CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+    CREATE_CONTAINER_ERROR = "CreateContainerError"
+    CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+    RUN_CONTAINER_ERROR = "RunContainerError"
+    FAILED_MOUNT = "FailedMount"
+    FAILED_ATTACH_VOLUME = "FailedAttachVolume"
+    FAILED_MAP_VOLUME = "FailedMapVolume"
+    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
+    FAILED_PREPARE_DYNAMIC_RESOURCES = "FailedPrepareDynamicResources"
+    CONTAINER_CREATING = "ContainerCreating"
+    PODS_NOT_READY = "PodsNotReady"
+    TERMINATING = "Terminating"
+    PODS_READY = "PodsReady"
+    PODS_RUNNING = "PodsRunning"
+    DISPATCHED_TO_WORKER_CLUSTER = "DispatchedToWorkerCluster"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    OWNER_NOT_FOUND = "OwnerNotFound"
+    OUT_OF_SYNC = "OutOfSync"
+    FAILED_TO_START = "FailedToStart"
+    WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
+    MALFORMED_WORKLOAD = "MalformedWorkload"
+    DIAGNOSIS_FAILED = "DiagnosisFailed"
+    DYNAMIC_RESOURCES_UNSUPPORTED = "DynamicResourcesUnsupported"
+    UNRECOGNIZED_MESSAGE = "UnrecognizedMessage"
+
+
+@dataclass(frozen=True)
+class ReasonInfo:
+    stage: Stage
+    meaning: str
+
+
+@dataclass(frozen=True)
+class CauseInfo:
+    reasons: tuple[Reason, ...]  # the reasons it may refine; the first is the usual one
+    action: ActionBy  # who acts unless the rule knows better
+    meaning: str
+
+
+STAGES: dict[Stage, str] = {
     Stage.ADMISSION: "Kueue has not admitted the Workload yet (queues, quota, flavors, admission checks, "
     "preemption). No Pod can exist or run before this stage is passed.",
     Stage.SCHEDULING: "Kueue admitted the Workload, but its Pods are not all created, placed on nodes and "
@@ -34,163 +165,249 @@ STAGES: dict[str, str] = {
     Stage.UNKNOWN: "kueue-doctor could not classify what it saw; status.evidence holds the raw facts.",
 }
 
-# reason -> (stage, meaning). Order is the order of the docs and of `kubectl explain`.
-REASONS: dict[str, tuple[Stage, str]] = {
-    "NotYetEvaluated": (Stage.ADMISSION, "No admission decision yet: the Workload is new, waits behind the "
-                        "head of a StrictFIFO queue, is held by waitForPodsReady blockAdmission, or is "
-                        "admission-gated. Usually nobody has to act."),
-    "QueueMisconfigured": (Stage.ADMISSION, "The queue setup can never admit this Workload as it is: "
-                           "LocalQueue or ClusterQueue missing or inactive, a ResourceFlavor or "
-                           "AdmissionCheck missing, the namespace not selected, a requested resource "
-                           "not covered, or no flavor matching the Pods' node selector/tolerations."),
-    "QueueStopped": (Stage.ADMISSION, "The LocalQueue or ClusterQueue is deliberately stopped (stopPolicy "
-                     "Hold or HoldAndDrain); nothing is admitted until an admin restarts it."),
-    "ExceedsMaxQuota": (Stage.ADMISSION, "The Workload asks for more than the ClusterQueue could ever give, "
-                        "borrowing included; it will never be admitted without a change to the quota or "
-                        "to the request."),
-    "WaitingForQuota": (Stage.ADMISSION, "The Workload fits the ClusterQueue's maximum, but not the quota "
-                        "unused right now; it is admitted when other Workloads finish or quota is added."),
-    "WaitingForPreemption": (Stage.ADMISSION, "Kueue is evicting other Workloads (status.blockedBy) to make "
-                             "room for this one; it is admitted once they release their quota."),
-    "WaitingForAdmissionChecks": (Stage.ADMISSION, "Quota is reserved, but admission checks (for example a "
-                                  "ProvisioningRequest) are not all Ready, or a delayed topology request "
-                                  "is pending."),
-    "Preempted": (Stage.ADMISSION, "The Workload was preempted by another one (status.lastEviction) and "
-                  "Kueue has not tried to admit it again yet."),
-    "Evicted": (Stage.ADMISSION, "Kueue evicted the Workload (PodsReady timeout, admission check, stopped "
-                "queue, node failures) and has not tried to admit it again yet, for example during the "
-                "requeue back-off."),
-    "Deactivated": (Stage.ADMISSION, "spec.active is false (set by a user, or by Kueue after too many "
-                    "requeues, a rejected admission check or the maximum execution time); it is never "
-                    "admitted until reactivated."),
-    "JobSuspended": (Stage.SCHEDULING, "Admitted, but the owner (Job, JobSet, ...) is still suspended: Kueue's "
-                     "job controller has not started it yet."),
-    "PodsNotCreated": (Stage.SCHEDULING, "Admitted and started, but fewer Pods exist than expected: the Job "
-                       "controller cannot create them (ResourceQuota, webhook, LimitRange) or has not yet."),
-    "PodsUnschedulable": (Stage.SCHEDULING, "Admitted, but kube-scheduler cannot place the Pods (real node "
-                          "capacity, the flavor's nodeLabels/taints, affinity), or scheduling gates hold them."),
-    "ContainersNotStarting": (Stage.SCHEDULING, "Pods are on nodes but their containers do not start or stay "
-                              "up (image pull, config errors, crash loops)."),
-    "PodsNotReady": (Stage.SCHEDULING, "Admitted, Kueue reports the Pods not ready (PodsReady=False), and "
-                     "kueue-doctor cannot see the Pods (not in the input, or no RBAC) to say why."),
-    "Running": (Stage.RUNNING, "Admitted and running."),
-    "Finished": (Stage.FINISHED, "Finished; see status.cause (Succeeded, Failed, ...)."),
-    "Unknown": (Stage.UNKNOWN, "Not classified; read status.message and status.evidence."),
+REASONS: dict[Reason, ReasonInfo] = {
+    Reason.NOT_YET_EVALUATED: ReasonInfo(Stage.ADMISSION,
+        "No admission decision yet: the Workload is new, waits behind the head of a StrictFIFO queue, is held by "
+        "waitForPodsReady blockAdmission, or is admission-gated. Usually nobody has to act."),
+    Reason.QUEUE_MISCONFIGURED: ReasonInfo(Stage.ADMISSION,
+        "The queue setup can never admit this Workload as it is: LocalQueue or ClusterQueue missing or inactive, "
+        "a ResourceFlavor or AdmissionCheck missing, the namespace not selected, a requested resource not "
+        "covered, or no flavor matching the Pods' node selector/tolerations."),
+    Reason.QUEUE_STOPPED: ReasonInfo(Stage.ADMISSION,
+        "The LocalQueue or ClusterQueue is deliberately stopped (stopPolicy Hold or HoldAndDrain); nothing is "
+        "admitted until an admin restarts it."),
+    Reason.EXCEEDS_MAX_QUOTA: ReasonInfo(Stage.ADMISSION,
+        "The Workload asks for more than the ClusterQueue could ever give, borrowing included; it will never be "
+        "admitted without a change to the quota or to the request."),
+    Reason.WAITING_FOR_QUOTA: ReasonInfo(Stage.ADMISSION,
+        "The Workload fits the ClusterQueue's maximum, but not the quota unused right now; it is admitted when "
+        "other Workloads finish or quota is added."),
+    Reason.WAITING_FOR_PREEMPTION: ReasonInfo(Stage.ADMISSION,
+        "Kueue is evicting other Workloads (status.blockedBy) to make room for this one; it is admitted once they"
+        " release their quota."),
+    Reason.WAITING_FOR_ADMISSION_CHECKS: ReasonInfo(Stage.ADMISSION,
+        "Quota is reserved, but admission checks (for example a ProvisioningRequest) are not all Ready, or a "
+        "delayed topology request is pending."),
+    Reason.PREEMPTED: ReasonInfo(Stage.ADMISSION,
+        "The Workload was preempted by another one (status.lastEviction) and Kueue has not tried to admit it "
+        "again yet."),
+    Reason.EVICTED: ReasonInfo(Stage.ADMISSION,
+        "Kueue evicted the Workload (PodsReady timeout, admission check, stopped queue, node failures) and has "
+        "not tried to admit it again yet, for example during the requeue back-off."),
+    Reason.DEACTIVATED: ReasonInfo(Stage.ADMISSION,
+        "spec.active is false (set by a user, or by Kueue after too many requeues, a rejected admission check or "
+        "the maximum execution time); it is never admitted until reactivated."),
+    Reason.JOB_SUSPENDED: ReasonInfo(Stage.SCHEDULING,
+        "Admitted, but the owner (Job, JobSet, ...) is still suspended: Kueue's job controller has not started it"
+        " yet."),
+    Reason.PODS_NOT_CREATED: ReasonInfo(Stage.SCHEDULING,
+        "Admitted and started, but fewer Pods exist than expected: the Job controller cannot create them "
+        "(ResourceQuota, webhook, LimitRange) or has not yet."),
+    Reason.PODS_UNSCHEDULABLE: ReasonInfo(Stage.SCHEDULING,
+        "Admitted, but kube-scheduler cannot place the Pods (real node capacity, the flavor's nodeLabels/taints, "
+        "affinity), or scheduling gates hold them."),
+    Reason.CONTAINERS_NOT_STARTING: ReasonInfo(Stage.SCHEDULING,
+        "Pods are on nodes but their containers do not start or stay up (image pull, config errors, crash loops)."),
+    Reason.PODS_NOT_READY: ReasonInfo(Stage.SCHEDULING,
+        "Admitted, Kueue reports the Pods not ready (PodsReady=False), and kueue-doctor cannot see the Pods (not "
+        "in the input, or no RBAC) to say why."),
+    Reason.RUNNING: ReasonInfo(Stage.RUNNING,
+        "Admitted and running."),
+    Reason.FINISHED: ReasonInfo(Stage.FINISHED,
+        "Finished; see status.cause (Succeeded, Failed, ...)."),
+    Reason.UNKNOWN: ReasonInfo(Stage.UNKNOWN,
+        "Not classified; read status.message and status.evidence."),
 }
 
-# cause -> meaning. Causes refine a reason; several reasons share some causes.
-CAUSES: dict[str, str] = {
-    # NotYetEvaluated
-    "PendingEvaluation": "Queued; Kueue's scheduler has not evaluated it yet.",
-    "BlockedByQueueHead": "StrictFIFO ClusterQueue: an older or higher-priority Workload at the head of the "
-    "queue (status.blockedBy) must be admitted first.",
-    "AdmissionGated": "The annotation kueue.x-k8s.io/admission-gated-by holds admission for other controllers.",
-    "WaitingForPodsReady": "waitForPodsReady.blockAdmission: Kueue admits nothing new until every admitted "
-    "Workload has its Pods ready.",
-    "QuotaReservedAwaitingAdmission": "Quota was just reserved; Kueue has not marked it Admitted yet.",
-    "OnHold": "The owner holds the Workload (for example a StatefulSet scaled to zero).",
-    "EquivalentWorkloadFailed": "Kueue skipped the evaluation because a Workload of the same shape in this "
-    "ClusterQueue just failed; that Workload's diagnosis applies.",
-    # QueueMisconfigured
-    "LocalQueueNotFound": "spec.queueName names a LocalQueue that does not exist in the namespace.",
-    "LocalQueueInactive": "The LocalQueue is not Active (its ClusterQueue is missing or inactive).",
-    "ClusterQueueNotFound": "The LocalQueue points at a ClusterQueue that does not exist.",
-    "ClusterQueueInactive": "The ClusterQueue is not Active; its Active condition says why.",
-    "FlavorNotFound": "The ClusterQueue references a ResourceFlavor that does not exist.",
-    "AdmissionCheckNotFound": "The ClusterQueue references an AdmissionCheck that does not exist.",
-    "AdmissionCheckInactive": "An AdmissionCheck of the ClusterQueue is not Active.",
-    "TopologyNotFound": "A TAS flavor of the ClusterQueue names a Topology that does not exist.",
-    "CohortCycle": "The ClusterQueue's cohort tree has a cycle; Kueue treats its ClusterQueues as inactive.",
-    "NamespaceNotSelected": "The ClusterQueue's namespaceSelector does not select the Workload's namespace "
-    "(a null selector selects none).",
-    "ResourceNotCovered": "The Workload requests a resource that no resource group of the ClusterQueue covers.",
-    "NoMatchingFlavor": "No flavor of the ClusterQueue fits the Pods: untolerated flavor taints or node "
-    "selector/affinity that rejects the flavor's nodeLabels.",
-    "TopologyMismatch": "The Pods ask for Topology Aware Scheduling the flavors do not offer (or the reverse).",
-    "InvalidRequests": "Kueue rejected the Pod requests (requests above limits, LimitRange min/max).",
-    # QueueStopped
-    "LocalQueueStopped": "The LocalQueue's stopPolicy is Hold or HoldAndDrain.",
-    "ClusterQueueStopped": "The ClusterQueue's stopPolicy is Hold or HoldAndDrain.",
-    # ExceedsMaxQuota / WaitingForQuota
-    "ExceedsNominalQuota": "The request is above the ClusterQueue's nominal quota and it has no cohort to "
-    "borrow from.",
-    "ExceedsCohortQuota": "The request is above nominal quota plus everything the cohort could lend.",
-    "ExceedsMaximumCapacity": "The request is above the maximum Kueue states for the ClusterQueue (the "
-    "ClusterQueue is not in the input, so nominal quota and borrowing cannot be told apart).",
-    "BorrowingLimitReached": "The ClusterQueue's borrowingLimit caps what it may borrow below what is needed.",
-    "TopologyPlacementFailed": "Topology Aware Scheduling cannot place the Pods in the requested topology domain.",
-    "InsufficientUnusedQuota": "Quota is in use by other admitted Workloads (of this ClusterQueue or borrowed "
-    "by others in the cohort).",
-    # WaitingForPreemption
-    "PreemptionInProgress": "Kueue evicted victims (status.blockedBy) and waits for them to release quota.",
-    "PreemptionFailed": "Kueue's attempt to preempt victims failed (API errors); it will retry.",
-    "PreemptionGated": "The Workload needs preemption, but a preemption gate is closed.",
-    # WaitingForAdmissionChecks
-    "AdmissionCheckPending": "An admission check is Pending (status.admissionChecks).",
-    "AdmissionCheckRetry": "An admission check asked for a retry; the Workload will release quota and retry.",
-    "AdmissionCheckRejected": "An admission check rejected the Workload; Kueue deactivates it.",
-    "DelayedTopologyRequest": "The topology assignment is delayed until the admission checks are ready.",
-    # Preempted / Evicted
-    "InClusterQueue": "Preempted by a higher-priority Workload of the same ClusterQueue.",
-    "InCohortReclamation": "Preempted so that another ClusterQueue of the cohort gets back its nominal quota.",
-    "InCohortFairSharing": "Preempted by fair sharing within the cohort.",
-    "InCohortReclaimWhileBorrowing": "Preempted by a borrowing Workload while reclaiming within the cohort.",
-    "PodsReadyTimeout": "The Pods did not become ready within waitForPodsReady.timeout.",
-    "AdmissionCheck": "An admission check moved to Retry or Rejected after admission.",
-    "NodeFailures": "Nodes of a topology assignment failed and no replacement was found.",
-    "RequeueBackoff": "Evicted earlier; Kueue waits until status.requeueState.requeueAt before trying again.",
-    "FlavorMigration": "Evicted to move to a more favourable flavor (ConcurrentAdmission, alpha).",
-    "VariantEvicted": "An admitted variant was evicted (ConcurrentAdmission, alpha).",
-    # Deactivated
-    "DeactivatedByUser": "Someone set spec.active=false.",
-    "RequeuingLimitExceeded": "Kueue deactivated it after waitForPodsReady.requeuingStrategy.backoffLimitCount "
-    "requeues.",
-    "MaximumExecutionTimeExceeded": "Kueue deactivated it after its maximum execution time.",
-    "EvictedOnManagerCluster": "MultiKueue: evicted on the manager cluster.",
-    # Scheduling
-    "OwnerSuspended": "The owner is still suspended after admission.",
-    "FailedCreate": "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials).",
-    "PodsPending": "Pods are still being created.",
-    "SchedulingGated": "Pods carry scheduling gates (status.pods lists them); Kueue's own gates are removed "
-    "by Kueue after admission, others by their controllers.",
-    "FailedScheduling": "kube-scheduler cannot place the Pods; status.pods carries its reasons with counts.",
-    "NoSchedulingAttempt": "No scheduler has evaluated the Pods (check spec.schedulerName and that scheduler).",
-    "PodsFailed": "Pods failed (OOMKilled, Error, evicted by the kubelet); status.pods says how.",
-    "PodsNotVisible": "Pods are not in the input (or not readable), so kueue-doctor cannot say more.",
-    "ImagePullBackOff": "A container image cannot be pulled (name, tag, registry access).",
-    "ErrImagePull": "A container image pull failed.",
-    "InvalidImageName": "A container image name is invalid.",
-    "CreateContainerConfigError": "A container cannot be configured (missing ConfigMap or Secret, bad env).",
-    "CreateContainerError": "The container runtime cannot create a container.",
-    "CrashLoopBackOff": "A container keeps crashing.",
-    "RunContainerError": "The container runtime cannot start a container.",
-    "FailedMount": "A volume cannot be mounted (missing ConfigMap, Secret or PVC, wrong name): the kubelet keeps "
-    "the Pod in ContainerCreating.",
-    "FailedAttachVolume": "A volume cannot be attached to the node (storage driver, zone).",
-    "FailedMapVolume": "A block volume cannot be mapped on the node.",
-    "FailedCreatePodSandBox": "The node cannot create the Pod sandbox (container runtime or CNI network problem).",
-    "FailedPrepareDynamicResources": "The kubelet cannot prepare the Pod's dynamic resources (DRA driver).",
-    "ContainerCreating": "Containers are being created (volumes, image pulls in progress).",
-    "PodsNotReady": "Containers run but readiness probes fail.",
-    "Terminating": "Pods are terminating.",
-    # Running / Finished
-    "PodsReady": "All Pods are ready (Kueue's PodsReady condition is True).",
-    "PodsRunning": "The expected Pods are running.",
-    "DispatchedToWorkerCluster": "MultiKueue dispatched it to a worker cluster; its Pods run there.",
-    "Succeeded": "The Workload succeeded.",
-    "Failed": "The Workload failed; the owner's status says why.",
-    "OwnerNotFound": "Kueue finished the Workload because its owner (Job, ...) no longer exists.",
-    "OutOfSync": "Kueue finished a prebuilt Workload that no longer matches its Job.",
-    "FailedToStart": "Kueue could not start the owner after admission; the message says why.",
-    "WorkloadSliceReplaced": "An elastic Job's Workload slice was replaced by a new slice.",
-    # Unknown
-    "MalformedWorkload": "The Workload object lacks fields kueue-doctor needs (name, uid, spec).",
-    "DiagnosisFailed": "kueue-doctor failed on this Workload (a bug: the message names the error; please report it).",
-    "DynamicResourcesUnsupported": "The Pods use Dynamic Resource Allocation claims Kueue is not set up to admit.",
-    "UnrecognizedMessage": "Kueue wrote a message kueue-doctor does not know; it is quoted in status.message.",
+CAUSES: dict[Cause, CauseInfo] = {
+    Cause.PENDING_EVALUATION: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "Queued; Kueue's scheduler has not evaluated it yet."),
+    Cause.BLOCKED_BY_QUEUE_HEAD: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "StrictFIFO ClusterQueue: an older or higher-priority Workload at the head of the queue "
+        "(status.blockedBy) must be admitted first."),
+    Cause.ADMISSION_GATED: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "The annotation kueue.x-k8s.io/admission-gated-by holds admission for other controllers."),
+    Cause.WAITING_FOR_PODS_READY: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "waitForPodsReady.blockAdmission: Kueue admits nothing new until every admitted Workload has its Pods "
+        "ready."),
+    Cause.QUOTA_RESERVED_AWAITING_ADMISSION: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "Quota was just reserved; Kueue has not marked it Admitted yet."),
+    Cause.ON_HOLD: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
+        "The owner holds the Workload (for example a StatefulSet scaled to zero)."),
+    Cause.EQUIVALENT_WORKLOAD_FAILED: CauseInfo(
+        (Reason.WAITING_FOR_QUOTA, Reason.EXCEEDS_MAX_QUOTA, Reason.QUEUE_MISCONFIGURED), ActionBy.NOBODY,
+        "Kueue skipped the evaluation because a Workload of the same shape in this ClusterQueue just failed; that"
+        " Workload's diagnosis applies."),
+    Cause.LOCAL_QUEUE_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
+        "spec.queueName names a LocalQueue that does not exist in the namespace."),
+    Cause.LOCAL_QUEUE_INACTIVE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.QUEUE_ADMIN,
+        "The LocalQueue is not Active (its ClusterQueue is missing or inactive)."),
+    Cause.CLUSTER_QUEUE_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The LocalQueue points at a ClusterQueue that does not exist."),
+    Cause.CLUSTER_QUEUE_INACTIVE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue is not Active; its Active condition says why."),
+    Cause.FLAVOR_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue references a ResourceFlavor that does not exist."),
+    Cause.ADMISSION_CHECK_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue references an AdmissionCheck that does not exist."),
+    Cause.ADMISSION_CHECK_INACTIVE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "An AdmissionCheck of the ClusterQueue is not Active."),
+    Cause.TOPOLOGY_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "A TAS flavor of the ClusterQueue names a Topology that does not exist."),
+    Cause.COHORT_CYCLE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue's cohort tree has a cycle; Kueue treats its ClusterQueues as inactive."),
+    Cause.NAMESPACE_NOT_SELECTED: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue's namespaceSelector does not select the Workload's namespace (a null selector selects "
+        "none)."),
+    Cause.RESOURCE_NOT_COVERED: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
+        "The Workload requests a resource that no resource group of the ClusterQueue covers."),
+    Cause.NO_MATCHING_FLAVOR: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
+        "No flavor of the ClusterQueue fits the Pods: untolerated flavor taints or node selector/affinity that "
+        "rejects the flavor's nodeLabels."),
+    Cause.TOPOLOGY_MISMATCH: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
+        "The Pods ask for Topology Aware Scheduling the flavors do not offer (or the reverse)."),
+    Cause.INVALID_REQUESTS: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
+        "Kueue rejected the Pod requests (requests above limits, LimitRange min/max)."),
+    Cause.LOCAL_QUEUE_STOPPED: CauseInfo((Reason.QUEUE_STOPPED, Reason.EVICTED), ActionBy.QUEUE_ADMIN,
+        "The LocalQueue's stopPolicy is Hold or HoldAndDrain."),
+    Cause.CLUSTER_QUEUE_STOPPED: CauseInfo((Reason.QUEUE_STOPPED, Reason.EVICTED), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue's stopPolicy is Hold or HoldAndDrain."),
+    Cause.EXCEEDS_NOMINAL_QUOTA: CauseInfo((Reason.EXCEEDS_MAX_QUOTA,), ActionBy.QUEUE_ADMIN,
+        "The request is above the ClusterQueue's nominal quota and it has no cohort to borrow from."),
+    Cause.EXCEEDS_COHORT_QUOTA: CauseInfo((Reason.EXCEEDS_MAX_QUOTA,), ActionBy.CLUSTER_ADMIN,
+        "The request is above nominal quota plus everything the cohort could lend."),
+    Cause.EXCEEDS_MAXIMUM_CAPACITY: CauseInfo((Reason.EXCEEDS_MAX_QUOTA,), ActionBy.CLUSTER_ADMIN,
+        "The request is above the maximum Kueue states for the ClusterQueue (the ClusterQueue is not in the "
+        "input, so nominal quota and borrowing cannot be told apart)."),
+    Cause.BORROWING_LIMIT_REACHED: CauseInfo(
+        (Reason.EXCEEDS_MAX_QUOTA, Reason.WAITING_FOR_QUOTA), ActionBy.CLUSTER_ADMIN,
+        "The ClusterQueue's borrowingLimit caps what it may borrow below what is needed."),
+    Cause.TOPOLOGY_PLACEMENT_FAILED: CauseInfo(
+        (Reason.EXCEEDS_MAX_QUOTA, Reason.WAITING_FOR_QUOTA), ActionBy.WORKLOAD_OWNER,
+        "Topology Aware Scheduling cannot place the Pods in the requested topology domain."),
+    Cause.INSUFFICIENT_UNUSED_QUOTA: CauseInfo((Reason.WAITING_FOR_QUOTA,), ActionBy.NOBODY,
+        "Quota is in use by other admitted Workloads (of this ClusterQueue or borrowed by others in the cohort)."),
+    Cause.PREEMPTION_IN_PROGRESS: CauseInfo((Reason.WAITING_FOR_PREEMPTION,), ActionBy.NOBODY,
+        "Kueue evicted victims (status.blockedBy) and waits for them to release quota."),
+    Cause.PREEMPTION_FAILED: CauseInfo((Reason.WAITING_FOR_PREEMPTION,), ActionBy.NOBODY,
+        "Kueue's attempt to preempt victims failed (API errors); it will retry."),
+    Cause.PREEMPTION_GATED: CauseInfo((Reason.WAITING_FOR_PREEMPTION,), ActionBy.NOBODY,
+        "The Workload needs preemption, but a preemption gate is closed."),
+    Cause.ADMISSION_CHECK_PENDING: CauseInfo((Reason.WAITING_FOR_ADMISSION_CHECKS,), ActionBy.NOBODY,
+        "An admission check is Pending (status.admissionChecks)."),
+    Cause.ADMISSION_CHECK_RETRY: CauseInfo((Reason.WAITING_FOR_ADMISSION_CHECKS,), ActionBy.NOBODY,
+        "An admission check asked for a retry; the Workload will release quota and retry."),
+    Cause.ADMISSION_CHECK_REJECTED: CauseInfo(
+        (Reason.DEACTIVATED, Reason.WAITING_FOR_ADMISSION_CHECKS), ActionBy.WORKLOAD_OWNER,
+        "An admission check rejected the Workload; Kueue deactivates it."),
+    Cause.DELAYED_TOPOLOGY_REQUEST: CauseInfo((Reason.WAITING_FOR_ADMISSION_CHECKS,), ActionBy.NOBODY,
+        "The topology assignment is delayed until the admission checks are ready."),
+    Cause.IN_CLUSTER_QUEUE: CauseInfo((Reason.PREEMPTED,), ActionBy.NOBODY,
+        "Preempted by a higher-priority Workload of the same ClusterQueue."),
+    Cause.IN_COHORT_RECLAMATION: CauseInfo((Reason.PREEMPTED,), ActionBy.NOBODY,
+        "Preempted so that another ClusterQueue of the cohort gets back its nominal quota."),
+    Cause.IN_COHORT_FAIR_SHARING: CauseInfo((Reason.PREEMPTED,), ActionBy.NOBODY,
+        "Preempted by fair sharing within the cohort."),
+    Cause.IN_COHORT_RECLAIM_WHILE_BORROWING: CauseInfo((Reason.PREEMPTED,), ActionBy.NOBODY,
+        "Preempted by a borrowing Workload while reclaiming within the cohort."),
+    Cause.PODS_READY_TIMEOUT: CauseInfo((Reason.EVICTED,), ActionBy.WORKLOAD_OWNER,
+        "The Pods did not become ready within waitForPodsReady.timeout."),
+    Cause.ADMISSION_CHECK: CauseInfo((Reason.EVICTED,), ActionBy.NOBODY,
+        "An admission check moved to Retry or Rejected after admission."),
+    Cause.NODE_FAILURES: CauseInfo((Reason.EVICTED,), ActionBy.NOBODY,
+        "Nodes of a topology assignment failed and no replacement was found."),
+    Cause.REQUEUE_BACKOFF: CauseInfo((Reason.EVICTED, Reason.PREEMPTED), ActionBy.NOBODY,
+        "Evicted earlier; Kueue waits until status.requeueState.requeueAt before trying again."),
+    Cause.FLAVOR_MIGRATION: CauseInfo((Reason.EVICTED,), ActionBy.NOBODY,
+        "Evicted to move to a more favourable flavor (ConcurrentAdmission, alpha)."),
+    Cause.VARIANT_EVICTED: CauseInfo((Reason.EVICTED,), ActionBy.NOBODY,
+        "An admitted variant was evicted (ConcurrentAdmission, alpha)."),
+    Cause.DEACTIVATED_BY_USER: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+        "Someone set spec.active=false."),
+    Cause.REQUEUING_LIMIT_EXCEEDED: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+        "Kueue deactivated it after waitForPodsReady.requeuingStrategy.backoffLimitCount requeues."),
+    Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+        "Kueue deactivated it after its maximum execution time."),
+    Cause.EVICTED_ON_MANAGER_CLUSTER: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+        "MultiKueue: evicted on the manager cluster."),
+    Cause.OWNER_SUSPENDED: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.NOBODY,
+        "The owner is still suspended after admission."),
+    Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
+        "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
+    Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,
+        "Pods are still being created."),
+    Cause.SCHEDULING_GATED: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.NOBODY,
+        "Pods carry scheduling gates (status.pods lists them); Kueue's own gates are removed by Kueue after "
+        "admission, others by their controllers."),
+    Cause.FAILED_SCHEDULING: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
+        "kube-scheduler cannot place the Pods; status.pods carries its reasons with counts."),
+    Cause.NO_SCHEDULING_ATTEMPT: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
+        "No scheduler has evaluated the Pods (check spec.schedulerName and that scheduler)."),
+    Cause.PODS_FAILED: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "Pods failed (OOMKilled, Error, evicted by the kubelet); status.pods says how."),
+    Cause.PODS_NOT_VISIBLE: CauseInfo((Reason.PODS_NOT_READY,), ActionBy.NOBODY,
+        "Pods are not in the input (or not readable), so kueue-doctor cannot say more."),
+    Cause.IMAGE_PULL_BACKOFF: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container image cannot be pulled (name, tag, registry access)."),
+    Cause.ERR_IMAGE_PULL: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container image pull failed."),
+    Cause.INVALID_IMAGE_NAME: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container image name is invalid."),
+    Cause.CREATE_CONTAINER_CONFIG_ERROR: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container cannot be configured (missing ConfigMap or Secret, bad env)."),
+    Cause.CREATE_CONTAINER_ERROR: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "The container runtime cannot create a container."),
+    Cause.CRASH_LOOP_BACKOFF: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container keeps crashing."),
+    Cause.RUN_CONTAINER_ERROR: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "The container runtime cannot start a container."),
+    Cause.FAILED_MOUNT: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A volume cannot be mounted (missing ConfigMap, Secret or PVC, wrong name): the kubelet keeps the Pod in "
+        "ContainerCreating."),
+    Cause.FAILED_ATTACH_VOLUME: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.CLUSTER_ADMIN,
+        "A volume cannot be attached to the node (storage driver, zone)."),
+    Cause.FAILED_MAP_VOLUME: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.CLUSTER_ADMIN,
+        "A block volume cannot be mapped on the node."),
+    Cause.FAILED_CREATE_POD_SANDBOX: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.CLUSTER_ADMIN,
+        "The node cannot create the Pod sandbox (container runtime or CNI network problem)."),
+    Cause.FAILED_PREPARE_DYNAMIC_RESOURCES: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.CLUSTER_ADMIN,
+        "The kubelet cannot prepare the Pod's dynamic resources (DRA driver)."),
+    Cause.CONTAINER_CREATING: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.NOBODY,
+        "Containers are being created (volumes, image pulls in progress)."),
+    Cause.PODS_NOT_READY: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "Containers run but readiness probes fail."),
+    Cause.TERMINATING: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.NOBODY,
+        "Pods are terminating."),
+    Cause.PODS_READY: CauseInfo((Reason.RUNNING,), ActionBy.NOBODY,
+        "All Pods are ready (Kueue's PodsReady condition is True)."),
+    Cause.PODS_RUNNING: CauseInfo((Reason.RUNNING,), ActionBy.NOBODY,
+        "The expected Pods are running."),
+    Cause.DISPATCHED_TO_WORKER_CLUSTER: CauseInfo((Reason.RUNNING,), ActionBy.NOBODY,
+        "MultiKueue dispatched it to a worker cluster; its Pods run there."),
+    Cause.SUCCEEDED: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "The Workload succeeded."),
+    Cause.FAILED: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "The Workload failed; the owner's status says why."),
+    Cause.OWNER_NOT_FOUND: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "Kueue finished the Workload because its owner (Job, ...) no longer exists."),
+    Cause.OUT_OF_SYNC: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "Kueue finished a prebuilt Workload that no longer matches its Job."),
+    Cause.FAILED_TO_START: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "Kueue could not start the owner after admission; the message says why."),
+    Cause.WORKLOAD_SLICE_REPLACED: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
+        "An elastic Job's Workload slice was replaced by a new slice."),
+    Cause.MALFORMED_WORKLOAD: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
+        "The Workload object lacks fields kueue-doctor needs (name, uid, spec)."),
+    Cause.DIAGNOSIS_FAILED: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
+        "kueue-doctor failed on this Workload (a bug: the message names the error; please report it)."),
+    Cause.DYNAMIC_RESOURCES_UNSUPPORTED: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
+        "The Pods use Dynamic Resource Allocation claims Kueue is not set up to admit."),
+    Cause.UNRECOGNIZED_MESSAGE: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
+        "Kueue wrote a message kueue-doctor does not know; it is quoted in status.message."),
 }
 
-ACTIONS: dict[str, str] = {
+
+ACTIONS: dict[ActionBy, str] = {
     ActionBy.NOBODY: "Nothing to do but wait; Kueue or Kubernetes will move on by itself.",
     ActionBy.WORKLOAD_OWNER: "The Workload's owner must change the Job (queue name, requests, selectors, image).",
     ActionBy.QUEUE_ADMIN: "The admin of the tenant's queues (LocalQueue, quota shares) must act.",
@@ -200,14 +417,13 @@ ACTIONS: dict[str, str] = {
 
 
 def stage_of(reason: str) -> Stage:
-    entry = REASONS.get(reason)
-    return entry[0] if entry else Stage.UNKNOWN
+    info = REASONS.get(reason)  # type: ignore[call-overload]  # any str: unknown ones are Stage.UNKNOWN
+    return info.stage if info else Stage.UNKNOWN
 
 
-def describe(table: dict[str, str] | dict[str, tuple[Stage, str]]) -> str:
-    """Render a vocabulary table as the text of a CRD field description."""
-    lines = []
-    for key, value in table.items():
-        text = value[1] if isinstance(value, tuple) else value
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines)
+def cause_of(value: str | None) -> Cause | None:
+    """A Kueue-written reason string as a cause, when the vocabulary has it (Finished, Evicted reasons)."""
+    try:
+        return Cause(value) if value else None
+    except ValueError:
+        return None

@@ -38,8 +38,8 @@ def test_reason_description_lists_every_reason_with_its_stage_and_no_enum() -> N
     status = api.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     reason = status["properties"]["reason"]
     assert "enum" not in reason  # a newer operator may add reasons before the CRD is upgraded
-    for name, (stage, _meaning) in REASONS.items():
-        assert f"- {name} ({stage})" in reason["description"]
+    for name, info in REASONS.items():
+        assert f"- {name} ({info.stage})" in reason["description"]
     for name in CAUSES:
         assert f"- {name}:" in status["properties"]["cause"]["description"]
     for name in STAGES:

@@ -20,9 +20,14 @@ import pytest
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
-from kueue_doctor.engine.admission import MESSAGE_HANDLERS
-from kueue_doctor.engine.scheduling import SUSPEND_PATHS
-from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES
+from kueue_doctor.engine.admission.kueue_message import HANDLERS
+from kueue_doctor.engine.context import Context
+from kueue_doctor.engine.diagnose import decide
+from kueue_doctor.engine.registry import ORDER
+from kueue_doctor.engine.rules import Verdict
+from kueue_doctor.engine.scheduling.owners import SUSPEND_PATHS
+from kueue_doctor.state import ClusterState
+from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES, Cause, Reason
 
 ROOT = Path(__file__).parents[2]
 
@@ -119,7 +124,7 @@ def test_scenarios_are_well_formed() -> None:
         gen.parse_now(s["now"])
         exp = s["expect"]
         assert exp["stage"] in STAGES, s["name"]
-        assert exp["reason"] in REASONS and REASONS[exp["reason"]][0] == exp["stage"], s["name"]
+        assert exp["reason"] in REASONS and REASONS[exp["reason"]].stage == exp["stage"], s["name"]
         assert exp["cause"] in CAUSES, f"{s['name']}: cause {exp['cause']} is not in the vocabulary"
         assert exp["actionBy"] in ACTIONS, s["name"]
         assert "/" in exp["workload"], s["name"]
@@ -167,8 +172,57 @@ def test_supported_owner_kinds_are_kinds_the_engine_knows() -> None:
 
 def test_every_mapped_kueue_message_template_has_a_scenario() -> None:
     seen = set(gen.coverage(PASSING)["template"])
-    missing = sorted(str(t) for t in MESSAGE_HANDLERS if str(t) not in seen)
-    assert not missing, f"message templates of MESSAGE_HANDLERS with no passing scenario: {missing}"
+    missing = sorted(str(t) for t, h in HANDLERS.items() if h.emits and str(t) not in seen)
+    assert not missing, f"message templates of kueue_message.HANDLERS with no passing scenario: {missing}"
+
+
+# --------------------------------------------------------------------------------------------------
+# (d) the rules keep to what they declare
+
+
+def _decisions() -> list[tuple[str, str | None, Verdict]]:
+    """(scenario, rule name, verdict) for every Workload of every passing scenario."""
+    out = []
+    for scenario in PASSING:
+        state = ClusterState.from_objects(scenario["objects"])
+        now = gen.parse_now(scenario["now"])
+        for wl in state.workloads.values():
+            rule, found = decide(Context(wl, state, now))
+            out.append((scenario["name"], rule.name if rule else None, found.verdict))
+    return out
+
+
+DECISIONS = _decisions()
+RULES = {r.name: r for r in ORDER}
+
+
+def test_every_rule_gives_only_the_verdicts_it_declares() -> None:
+    wrong = [f"{name}: rule {rule} gave {verdict}, declares {sorted(map(str, RULES[rule].emits))}"
+             for name, rule, verdict in DECISIONS if rule is not None and verdict not in RULES[rule].emits]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_declared_verdict_has_a_scenario() -> None:
+    given = {verdict for _, _, verdict in DECISIONS}
+    excused = {_verdict(v) for v in CATALOG.get("uncovered_verdicts") or {}}
+    declared = {v for r in ORDER for v in r.emits}
+    missing = sorted(f"{reason}/{cause or ''}" for reason, cause in declared - given - excused)
+    assert not missing, ("declared verdicts no passing scenario produces (add a scenario to "
+                         "tests/cases/verdicts.yaml, or list them under uncovered_verdicts with the reason): "
+                         + ", ".join(missing))
+    stale = sorted(f"{reason}/{cause or ''}" for reason, cause in excused & given)
+    assert not stale, f"uncovered_verdicts lists verdicts a passing scenario now gives: {stale}; remove them"
+
+
+def _verdict(text: str) -> Verdict:
+    reason, _, cause = text.partition("/")
+    return Reason(reason), Cause(cause) if cause else None
+
+
+def test_each_cause_is_given_only_with_a_reason_it_declares() -> None:
+    for r in ORDER:
+        for reason, cause in r.emits:
+            assert cause is None or reason in CAUSES[cause].reasons, f"{r.name}: {reason}/{cause}"
 
 
 # --------------------------------------------------------------------------------------------------

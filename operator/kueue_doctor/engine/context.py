@@ -1,15 +1,17 @@
 """What every rule may ask about one Workload, computed once and lazily.
 
-A rule gets a `Context` and returns a `Finding` or None; the first rule that answers wins.
+A rule (`rules.py`) gets a `Context` and returns a `Finding` or None; the first rule that answers wins.
+Facts that only some rules need are computed through `Context.lazy`, once per Workload, without
+touching this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
+from ..api import MAX_TEXT
 from ..kube.objects import (
     clip,
     conditions,
@@ -26,28 +28,8 @@ from ..kube.objects import (
     uid,
 )
 from ..state import ClusterState
-from ..vocabulary import ActionBy
 from . import messages, quota
 
-MAX_TEXT = 1024
-
-
-@dataclass
-class Finding:
-    reason: str
-    cause: str | None
-    action: ActionBy
-    message: str
-    since: datetime | None = None
-    quota: list[dict[str, Any]] = field(default_factory=list)
-    flavors: list[str] = field(default_factory=list)
-    blocked_by: list[dict[str, Any]] = field(default_factory=list)
-    hints: list[str] = field(default_factory=list)
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    pods: dict[str, Any] | None = None
-
-
-Rule = Callable[["Context"], Finding | None]
 T = TypeVar("T")
 
 
@@ -75,6 +57,13 @@ class Context:
         self.spec = spec(workload)
         self.status = status(workload)
         self.conds = conditions(workload)
+        self._lazy: dict[Callable[[Context], Any], Any] = {}
+
+    def lazy(self, fact: Callable[[Context], T]) -> T:
+        """`fact(self)`, computed on first use (a Pod summary, say), then kept for this Workload."""
+        if fact not in self._lazy:
+            self._lazy[fact] = fact(self)
+        return cast(T, self._lazy[fact])
 
     # ----- conditions -----
     def cond(self, ctype: str) -> Mapping[str, Any] | None:

@@ -23,9 +23,11 @@ from ..api import (
 )
 from ..kube.objects import clip, controller_ref, format_time, lst, m, s
 from ..state import ClusterState
-from ..vocabulary import ActionBy, stage_of
-from . import admission, scheduling
-from .context import Context, Finding, Rule
+from ..vocabulary import Cause, Reason, stage_of
+from .admission.eviction import last_eviction
+from .context import Context
+from .registry import BY_PHASE
+from .rules import Finding, Phase, Rule
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -40,43 +42,38 @@ def diagnose(state: ClusterState, now: datetime | None = None,
 
 def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime) -> dict[str, Any]:
     ctx = Context(workload, state, now)
-    try:
-        finding = _decide(ctx)
-    except Exception as exc:  # a rule bug must cost one verdict, never the pass
-        finding = Finding("Unknown", "DiagnosisFailed", ActionBy.NOBODY,
-                          f"kueue-doctor failed to diagnose this Workload ({type(exc).__name__}: {exc}); the "
-                          "evidence shows its conditions. Please report this with the Workload's YAML.",
-                          evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
-    return render(ctx, finding)
+    return render(ctx, decide(ctx)[1])
 
 
-def _first(rules: list[Rule], ctx: Context) -> Finding | None:
-    for rule in rules:
-        found = rule(ctx)
-        if found is not None:
-            return found
-    return None
+def phase_of(ctx: Context) -> Phase:
+    """Where the Workload is in Kueue's life cycle, decided once so that no rule re-checks it."""
+    if ctx.true("Finished") or ctx.spec.get("active", True) is False:
+        return Phase.TERMINAL
+    if ctx.true("QuotaReserved"):
+        return Phase.ADMITTED if ctx.true("Admitted") and not ctx.true("Evicted") else Phase.RESERVED
+    return Phase.PENDING
 
 
-def _decide(ctx: Context) -> Finding:
+def decide(ctx: Context) -> tuple[Rule | None, Finding]:
+    """The first rule of the Workload's phase that answers, and its finding (no rule: Unknown)."""
     if not ctx.uid or not isinstance(ctx.wl.get("spec"), Mapping):
         missing = "metadata.uid" if not ctx.uid else "spec"
-        return Finding("Unknown", "MalformedWorkload", ActionBy.NOBODY,
-                       f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input a "
-                       "complete `kubectl get workloads -o yaml` dump?")
-    found = _first(admission.TERMINAL_RULES, ctx)
-    if found is None and ctx.true("QuotaReserved"):
-        if ctx.true("Admitted") and not ctx.true("Evicted"):
-            found = _first(scheduling.RULES, ctx)
-        else:
-            found = _first(admission.RESERVED_RULES, ctx)
-    if found is None and not ctx.true("QuotaReserved"):
-        found = _first(admission.RULES, ctx)
-    if found is None:
-        found = Finding("Unknown", "UnrecognizedMessage", ActionBy.NOBODY,
-                        "kueue-doctor cannot classify this Workload's state; read status.evidence.",
-                        evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
-    return found
+        return None, Finding(Reason.UNKNOWN, Cause.MALFORMED_WORKLOAD,
+                             f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input "
+                             "a complete `kubectl get workloads -o yaml` dump?")
+    try:
+        for rule in BY_PHASE[phase_of(ctx)]:
+            found = rule(ctx)
+            if found is not None:
+                return rule, found
+    except Exception as exc:  # a rule bug must cost one verdict, never the pass
+        return None, Finding(Reason.UNKNOWN, Cause.DIAGNOSIS_FAILED,
+                             f"kueue-doctor failed to diagnose this Workload ({type(exc).__name__}: {exc}); the "
+                             "evidence shows its conditions. Please report this with the Workload's YAML.",
+                             evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
+    return None, Finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE,
+                         "kueue-doctor cannot classify this Workload's state; read status.evidence.",
+                         evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
 
 
 def _label(value: str | None) -> str | None:
@@ -88,7 +85,7 @@ def _label(value: str | None) -> str | None:
 def render(ctx: Context, f: Finding) -> dict[str, Any]:
     """The complete AdmissionDiagnosis object, exactly as the operator writes it."""
     stage = str(stage_of(f.reason))
-    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
+    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(str(f.reason)), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
     metadata: dict[str, Any] = {
         "name": ctx.name,
@@ -106,9 +103,9 @@ def render(ctx: Context, f: Finding) -> dict[str, Any]:
                             if v is not None}
     status: dict[str, Any] = {
         "stage": stage,
-        "reason": f.reason,
-        "cause": f.cause,
-        "actionBy": str(f.action),
+        "reason": str(f.reason),
+        "cause": str(f.cause) if f.cause is not None else None,
+        "actionBy": str(f.actor),
         "message": clip(f.message, MAX_TEXT) or "",
         "since": format_time(f.since or ctx.created),
         "clusterQueue": ctx.cq_name,
@@ -127,7 +124,7 @@ def render(ctx: Context, f: Finding) -> dict[str, Any]:
     if f.blocked_by:
         status["blockedBy"] = f.blocked_by
     if stage != "Finished":
-        eviction = admission.last_eviction(ctx)
+        eviction = last_eviction(ctx)
         if eviction:
             status["lastEviction"] = eviction
     if f.evidence:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..kube.objects import lst, m, s, spec, status
 from ..kube.quantity import format_quantity, parse
-from ..state import ClusterState
+from ..state import ClusterState, Derived
 
 Requests = dict[str, dict[str, Decimal]]  # podset -> resource -> total
 
@@ -101,8 +101,11 @@ class FlavorQuota:
     lending_limit: Decimal | None
 
 
-def _quota_table(owner: Mapping[str, Any]) -> dict[tuple[str, str], FlavorQuota]:
-    table: dict[tuple[str, str], FlavorQuota] = {}
+QuotaTable = dict[tuple[str, str], FlavorQuota]  # (flavor, resource) -> quota
+
+
+def _quota_table(owner: Mapping[str, Any]) -> QuotaTable:
+    table: QuotaTable = {}
     for group in lst(spec(owner).get("resourceGroups")):
         for fq in lst(m(group).get("flavors")):
             fname = s(m(fq).get("name")) or ""
@@ -115,10 +118,16 @@ def _quota_table(owner: Mapping[str, Any]) -> dict[tuple[str, str], FlavorQuota]
     return table
 
 
+# Queue arithmetic asked per failure line, the same for every Workload of a queue: kept per index.
+QUOTA_TABLES: Derived[dict[tuple[str, str | None], QuotaTable]] = Derived("quota tables", lambda _: {})
+RESERVED: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("reserved quota", lambda _: {})
+BORROWABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohort borrowable", lambda _: {})
+
+
 def flavor_quota(state: ClusterState, kind: str, owner_name: str | None, flavor: str, resource: str
                  ) -> FlavorQuota | None:
     """The quota a ClusterQueue or Cohort declares for (flavor, resource); None if not covered."""
-    memo = state.index.quota_tables
+    memo = state.derived(QUOTA_TABLES)
     table = memo.get((kind, owner_name))
     if table is None:
         coll = state.cluster_queues if kind == "ClusterQueue" else state.cohorts
@@ -149,7 +158,7 @@ def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
 
 def reserved_in(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
     """Quota of the ClusterQueue reserved now (status.flavorsReservation), cached for the pass."""
-    memo = state.index.reserved
+    memo = state.derived(RESERVED)
     key = (cq_name, flavor, resource)
     if key not in memo:
         cq = state.cluster_queues.get(cq_name)
@@ -176,7 +185,7 @@ def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: 
     than a wrong one. Per member M: lendable(M) = min(lendingLimit, nominal) or nominal, local(M) =
     nominal - lendable(M); usage beyond local counts against the cohort's pool.
     """
-    memo = state.index.borrowable
+    memo = state.derived(BORROWABLE)
     key = (cq_name, flavor, resource)
     if key not in memo:
         memo[key] = _cohort_borrowable(state, cq_name, flavor, resource)

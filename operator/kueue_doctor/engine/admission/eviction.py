@@ -1,0 +1,168 @@
+"""Evictions and preemptions: a Workload being stopped, or stopped and not yet admitted again.
+
+`last_eviction` is also rendered into every diagnosis (status.lastEviction). Neighbours: `terminal.py`
+(deactivation, which is final), `kueue_message.py` (what Kueue says once it tried again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, uid
+from ...state import ClusterState, Derived, Key
+from ...vocabulary import ActionBy, Cause, Reason, cause_of
+from .. import messages
+from ..context import Context
+from ..messages import Template
+from ..rules import Finding, Phase, pairs, rule
+
+PREEMPTION_CAUSES = (Cause.IN_CLUSTER_QUEUE, Cause.IN_COHORT_RECLAMATION, Cause.IN_COHORT_FAIR_SHARING,
+                     Cause.IN_COHORT_RECLAIM_WHILE_BORROWING)
+EVICTION_CAUSES = (Cause.PODS_READY_TIMEOUT, Cause.ADMISSION_CHECK, Cause.CLUSTER_QUEUE_STOPPED,
+                   Cause.LOCAL_QUEUE_STOPPED, Cause.NODE_FAILURES, Cause.FLAVOR_MIGRATION, Cause.VARIANT_EVICTED)
+_EVICTION_REASON = {
+    Template.PREEMPTED: "Preempted", Template.PODS_READY_TIMEOUT: "PodsReadyTimeout",
+    Template.ADMISSION_CHECK_EVICTION: "AdmissionCheck", Template.CLUSTER_QUEUE_STOPPED_EVICTION:
+    "ClusterQueueStopped", Template.LOCAL_QUEUE_STOPPED_EVICTION: "LocalQueueStopped",
+    Template.NODE_FAILURES: "NodeFailures", Template.DEACTIVATED: "Deactivated",
+}
+
+
+def _victims(state: ClusterState) -> dict[str, list[tuple[str, str, str | None]]]:
+    """Workloads evicted by preemption, by their preemptor's UID (from the victims' Evicted messages)."""
+    victims: dict[str, list[tuple[str, str, str | None]]] = {}
+    for (ns, nm), wl in state.workloads.items():
+        cond = conditions(wl).get("Evicted")
+        if not is_true(cond) or m(cond).get("reason") != "Preempted":
+            continue
+        parsed = messages.parse_workload_message(s(m(cond).get("message")) or "")
+        if parsed.preemption and parsed.preemption.preemptor_uid:
+            victims.setdefault(parsed.preemption.preemptor_uid, []).append((ns, nm, uid(wl)))
+    return victims
+
+
+VICTIMS: Derived[dict[str, list[tuple[str, str, str | None]]]] = Derived("victims by preemptor", _victims)
+
+
+def victims_of(ctx: Context) -> list[tuple[str, str, str | None]]:
+    return ctx.state.derived(VICTIMS).get(ctx.uid, [])
+
+
+def workload_by_uid(ctx: Context, wl_uid: str | None) -> Key | None:
+    found = ctx.state.index.workloads_by_uid(ctx.state).get(wl_uid or "") if wl_uid else None
+    return found[0] if found else None
+
+
+def _evicted_parsed(ctx: Context) -> messages.ParsedMessage:
+    """The eviction message, unwrapped from Kueue's 'Previously: ...' once it re-admitted the Workload."""
+    parsed = ctx.evicted_parsed
+    if parsed.template == Template.PREVIOUSLY and parsed.inner is not None:
+        return parsed.inner
+    return parsed
+
+
+def last_eviction(ctx: Context) -> dict[str, Any] | None:
+    """The latest eviction, from the Evicted condition (True now, or False 'Previously: ...')."""
+    cond = ctx.cond("Evicted")
+    if not cond:
+        return None
+    parsed = _evicted_parsed(ctx)
+    reason = ctx.cond_reason("Evicted")
+    if not is_true(cond):
+        if reason == "QuotaReserved":  # Kueue rewrote it on re-admission: recover the old eviction
+            reason = _EVICTION_REASON.get(parsed.template) or "Unknown"
+        else:
+            return None
+    underlying = ctx.cond_reason("Preempted") if ctx.cond("Preempted") else None
+    by = None
+    if parsed.preemption is not None:
+        underlying = parsed.preemption.reason or underlying
+        preemptor = workload_by_uid(ctx, parsed.preemption.preemptor_uid)
+        by = (f"Workload {preemptor[0]}/{preemptor[1]}" if preemptor
+              else f"Workload UID {parsed.preemption.preemptor_uid}")
+    count = 0
+    for ev in lst(m(ctx.status.get("schedulingStats")).get("evictions")):
+        count += i(m(ev).get("count"))
+    out = {"reason": reason, "underlyingCause": underlying, "by": by,
+           "message": (s(cond.get("message")) or "")[:1024] or None,
+           "time": format_time(parse_time(cond.get("lastTransitionTime"))), "count": count or None}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _preemptor_ref(ctx: Context) -> list[dict[str, Any]]:
+    parsed = _evicted_parsed(ctx)
+    if parsed.preemption is None:
+        return []
+    key = workload_by_uid(ctx, parsed.preemption.preemptor_uid)
+    return [ctx.workload_ref("Preemptor", key[0] if key else None, key[1] if key else None,
+                             parsed.preemption.preemptor_uid)]
+
+
+def _reason_and_cause(ctx: Context, ev: Mapping[str, Any]) -> tuple[Reason, Cause | None]:
+    """Preempted with Kueue's preemption reason as the cause; any other eviction with its Evicted reason."""
+    if ctx.cond_reason("Evicted") == "Preempted":
+        cause = cause_of(ev.get("underlyingCause"))
+        return Reason.PREEMPTED, cause if cause in PREEMPTION_CAUSES else None
+    cause = cause_of(ctx.cond_reason("Evicted"))
+    return Reason.EVICTED, cause if cause in EVICTION_CAUSES else None
+
+
+@rule(Phase.RESERVED, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, None),
+                       *pairs(Reason.EVICTED, *EVICTION_CAUSES, None)])
+def eviction_in_progress(ctx: Context) -> Finding | None:
+    """Evicted=True while quota is still held: Kueue is stopping the Pods."""
+    if not ctx.true("Evicted"):
+        return None
+    ev = last_eviction(ctx) or {}
+    reason, cause = _reason_and_cause(ctx, ev)
+    who = f" by {ev['by']}" if ev.get("by") else ""
+    text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}): Kueue is "
+            f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
+            "queued again." + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
+    return Finding(reason, cause, text, ActionBy.NOBODY, since=ctx.cond_time("Evicted"),
+                   evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
+                   blocked_by=_preemptor_ref(ctx))
+
+
+@rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
+                      *pairs(Reason.EVICTED, *EVICTION_CAUSES, Cause.REQUEUE_BACKOFF, None)])
+def recent_eviction(ctx: Context) -> Finding | None:
+    """Preempted/Evicted while the eviction is the latest event: back-off, held, or not retried yet."""
+    if not ctx.true("Evicted"):
+        return None
+    requeue_at = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
+    in_backoff = requeue_at is not None and requeue_at > ctx.now
+    held = ctx.cond("Requeued") is not None and not ctx.true("Requeued")
+    qr_msg = ctx.cond_message("QuotaReserved")
+    not_retried = (not ctx.cond("QuotaReserved") or qr_msg == ctx.cond_message("Evicted")
+                   or ctx.qr_parsed.template in _EVICTION_REASON
+                   or ctx.qr_parsed.template == Template.PENDING_EVALUATION)
+    if not (in_backoff or held or not_retried):
+        return None
+    ev = last_eviction(ctx) or {}
+    evicted_reason = ctx.cond_reason("Evicted")
+    reason, cause = _reason_and_cause(ctx, ev)
+    who = f" by {ev['by']}" if ev.get("by") else ""
+    text = f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted_reason})"
+    action = ActionBy.NOBODY
+    if in_backoff:
+        cause = Cause.REQUEUE_BACKOFF
+        text += (f"; Kueue requeues it at {format_time(requeue_at)} (back-off "
+                 f"after {i(m(ctx.status.get('requeueState')).get('count'))} requeue(s))")
+    elif held:
+        text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
+        if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
+            action = ActionBy.CLUSTER_ADMIN if evicted_reason == "ClusterQueueStopped" else ActionBy.QUEUE_ADMIN
+    else:
+        text += "; requeued, Kueue has not tried to admit it again yet"
+    if evicted_reason == "PodsReadyTimeout":
+        text += ". Its Pods did not all become ready in time: check images, node capacity and the flavor's " \
+                "nodeLabels before it runs again"
+        action = ActionBy.WORKLOAD_OWNER if action is ActionBy.NOBODY and not in_backoff else action
+    text += "."
+    ev_list = [ctx.condition_evidence("Evicted")]
+    if ctx.cond("Requeued"):
+        ev_list.append(ctx.condition_evidence("Requeued"))
+    return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
+                   blocked_by=_preemptor_ref(ctx))

@@ -1,0 +1,280 @@
+"""Flavor assignment failed: which failure decides, and the quota numbers behind it.
+
+Kueue keeps, per pod set and resource group, the least severe flavor failure, and reports the most
+severe group (`resolveNoFitReason`); `Severity` names those ranks and `_BY_SEVERITY` maps each rank to
+the verdict it gives. Neighbours: `kueue_message.py` (the table that sends FLAVOR_ASSIGNMENT here),
+`engine/quota.py` (the arithmetic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from enum import IntEnum
+from typing import Any
+
+from ...kube.objects import i, status
+from ...kube.quantity import parse
+from ...vocabulary import ActionBy, Cause, Reason
+from .. import quota
+from ..context import Context
+from ..messages import FailureKind, FlavorFailure, ParsedMessage
+from ..rules import Finding, pairs
+from .eviction import victims_of
+from .queues import cq_hint
+
+
+class Severity(IntEnum):
+    """How bad a flavor failure is, in Kueue's order: higher is worse."""
+
+    NONE = 0
+    TOPOLOGY = 1  # TAS cannot place the pods now
+    UNUSED_QUOTA = 2  # fits the maximum, not what is unused now
+    MAXIMUM = 3  # above what the ClusterQueue can ever give
+    NO_FIT = 4  # this flavor can never be used: not covered, missing, taints, node affinity, topology
+
+
+SEVERITY = {
+    FailureKind.RESOURCE_NOT_COVERED: Severity.NO_FIT, FailureKind.FLAVOR_NOT_FOUND: Severity.NO_FIT,
+    FailureKind.UNTOLERATED_TAINT: Severity.NO_FIT, FailureKind.NODE_AFFINITY_MISMATCH: Severity.NO_FIT,
+    FailureKind.TOPOLOGY_FLAVOR: Severity.NO_FIT, FailureKind.EXCEEDS_MAXIMUM_CAPACITY: Severity.MAXIMUM,
+    FailureKind.INSUFFICIENT_UNUSED_QUOTA: Severity.UNUSED_QUOTA, FailureKind.TOPOLOGY_PLACEMENT: Severity.TOPOLOGY,
+}
+# Kueue's granular QuotaReserved reasons (v0.20 default) name the decisive severity directly
+GRANULAR_SEVERITY = {"NoMatchingFlavor": Severity.NO_FIT, "ExceedsMaxQuota": Severity.MAXIMUM,
+                     "WaitingForQuota": Severity.UNUSED_QUOTA, "TopologyPlacementFailed": Severity.TOPOLOGY}
+
+EXCEEDS_CAUSES = (Cause.EXCEEDS_MAXIMUM_CAPACITY, Cause.EXCEEDS_NOMINAL_QUOTA, Cause.BORROWING_LIMIT_REACHED,
+                  Cause.EXCEEDS_COHORT_QUOTA)
+VERDICTS = [
+    *pairs(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, Cause.FLAVOR_NOT_FOUND, Cause.TOPOLOGY_MISMATCH,
+           Cause.NO_MATCHING_FLAVOR),
+    *pairs(Reason.EXCEEDS_MAX_QUOTA, *EXCEEDS_CAUSES, Cause.TOPOLOGY_PLACEMENT_FAILED),
+    *pairs(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, Cause.BORROWING_LIMIT_REACHED,
+           Cause.TOPOLOGY_PLACEMENT_FAILED),
+    *pairs(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_FAILED, Cause.PREEMPTION_IN_PROGRESS),
+    (Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE),
+]
+
+
+def admitted_in(cq: str | None) -> str:
+    return (f"kubectl get workloads -A --field-selector status.admission.clusterQueue={cq}" if cq
+            else "kubectl get workloads -A")
+
+
+def _finding(reason: Reason, cause: Cause, text: str, ctx: Context, action: ActionBy | None = None,
+             **kw: Any) -> Finding:
+    return Finding(reason, cause, text, action, since=ctx.cond_time("QuotaReserved"),
+                   evidence=[ctx.condition_evidence("QuotaReserved")], **kw)
+
+
+def _group_of(ctx: Context, f: FlavorFailure) -> Any:
+    """The resource group a failure belongs to: by resource, else by flavor; one group when unknown."""
+    if ctx.cq is None:
+        return "*"
+    if f.resource:
+        n = quota.resource_group_of(ctx.cq, f.resource)
+        return n if n >= 0 else f"resource:{f.resource}"  # not covered at all: a group of its own
+    n = quota.flavor_group_of(ctx.cq, f.flavor or "")
+    return n if n >= 0 else "*"
+
+
+def classify(ctx: Context, p: ParsedMessage) -> Finding:
+    failures = list(p.failures)
+    groups: dict[tuple[str, Any], dict[str | None, Severity]] = {}
+    for f in failures:
+        sev = SEVERITY.get(f.kind)
+        if sev is None:
+            continue
+        flavors = groups.setdefault((f.podset, _group_of(ctx, f)), {})
+        flavors[f.flavor] = max(flavors.get(f.flavor, Severity.NONE), sev)
+    severity = max((min(fl.values()) for fl in groups.values()), default=Severity.NONE)
+    granular = ctx.cond_reason("QuotaReserved")
+    if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
+        return _waiting_for_preemption(ctx, p)
+    stated = GRANULAR_SEVERITY.get(granular)
+    if stated is not None and any(SEVERITY.get(f.kind) == stated for f in failures):
+        severity = stated
+    decisive = [f for f in failures if SEVERITY.get(f.kind) == severity] or failures
+    verdict = _BY_SEVERITY.get(severity)
+    if verdict is not None:
+        return verdict(ctx, decisive, granular)
+    text = f"Kueue could not fit it and wrote: {ctx.cond_message('QuotaReserved')[:600]}"
+    return _finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)
+
+
+def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
+    return ctx.requests.get(podset, {}).get(resource)
+
+
+def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
+    res, flavor = f.resource or "", f.flavor or ""
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    requested = f.requested or quota.fmt(res, _requested(ctx, f.podset, res))
+    line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested}
+    if fq is not None:
+        line["nominal"] = quota.fmt(res, fq.nominal)
+        if fq.borrowing_limit is not None:
+            line["borrowingLimit"] = quota.fmt(res, fq.borrowing_limit)
+        if fq.lending_limit is not None:
+            line["lendingLimit"] = quota.fmt(res, fq.lending_limit)
+    if ctx.cq is not None:
+        used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
+        if used is not None:
+            line["used"] = quota.fmt(res, used)
+    borrowable = quota.cohort_borrowable(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
+    if borrowable is not None:
+        line["borrowable"] = quota.fmt(res, borrowable)
+    if f.maximum:
+        line["maximum"] = f.maximum
+    if f.missing:
+        line["missing"] = f.missing
+    # the amounts Kueue stated win; a request read from Pod templates is our own estimate
+    line["source"] = "Kueue" if (f.maximum or f.missing) else "Estimate" if ctx.requests_source == "Estimate" \
+        else "Objects"
+    return {k: v for k, v in line.items() if v is not None}
+
+
+def _lines(ctx: Context, failures: list[FlavorFailure]) -> list[dict[str, Any]]:
+    return [quota_line(ctx, x) for x in failures if x.resource and x.flavor]
+
+
+def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
+    f = next((x for x in failures if x.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY), failures[0])
+    lines = _lines(ctx, failures)
+    res, flavor = f.resource or "?", f.flavor or "?"
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    previous = parse(f.previous) if f.previous else None
+    need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
+    nominal = quota.fmt(res, fq.nominal) if fq else None
+    if ctx.cq is None:
+        cause = Cause.EXCEEDS_MAXIMUM_CAPACITY
+        limits = "the ClusterQueue object is not in the input"
+        fix = "raise the ClusterQueue's quota or lower the request"
+    elif not ctx.cohort:
+        cause = Cause.EXCEEDS_NOMINAL_QUOTA
+        limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
+        fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
+    elif (fq is not None and fq.borrowing_limit is not None
+          and parse(f.maximum) == (fq.nominal or 0) + fq.borrowing_limit):
+        cause = Cause.BORROWING_LIMIT_REACHED
+        limits = f"nominal {nominal} + borrowingLimit {quota.fmt(res, fq.borrowing_limit)} in cohort {ctx.cohort}"
+        fix = "raise borrowingLimit or nominalQuota, or lower the request"
+    else:
+        cause = Cause.EXCEEDS_COHORT_QUOTA
+        limits = f"nominal {nominal} + what cohort {ctx.cohort} can lend" if nominal else f"cohort {ctx.cohort}"
+        fix = "add quota to the cohort or this ClusterQueue, or lower the request"
+    earlier = f" on top of {f.previous} for earlier pod sets" if previous else ""
+    text = (f"Needs {need} {res} in flavor {flavor}{earlier} but {ctx.cq_text} can never give more than "
+            f"{f.maximum or '?'} ({limits}): {fix}.")
+    others = [x for x in failures if x is not f and x.resource]
+    if others:
+        shown = "; ".join(f"{x.resource} in {x.flavor}: needs {x.requested or '?'}, max {x.maximum or '?'}"
+                          for x in others[:3])
+        more = f" and {len(others) - 3} more in status.quota" if len(others) > 3 else ""
+        text += f" Also short: {shown}{more}."
+    action = ActionBy.QUEUE_ADMIN if cause == Cause.EXCEEDS_NOMINAL_QUOTA else ActionBy.CLUSTER_ADMIN
+    return _finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
+                    flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)])
+
+
+def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
+    f = failures[0]
+    lines = _lines(ctx, failures)
+    line = lines[0] if lines else {}
+    res, flavor = f.resource or "?", f.flavor or "?"
+    cause = Cause.INSUFFICIENT_UNUSED_QUOTA
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    if fq is not None and fq.borrowing_limit is not None and ctx.cohort:
+        used = parse(line.get("used")) or Decimal(0)
+        req = parse(line.get("requested")) or Decimal(0)
+        if used + req > (fq.nominal or Decimal(0)) + fq.borrowing_limit:
+            cause = Cause.BORROWING_LIMIT_REACHED
+    usage = []
+    if line.get("nominal"):
+        usage.append(f"nominal {line['nominal']}")
+    if line.get("used"):
+        usage.append(f"{line['used']} in use")
+    if fq is not None and fq.borrowing_limit is not None:
+        usage.append(f"borrowingLimit {quota.fmt(res, fq.borrowing_limit)}")
+    if ctx.cohort and line.get("borrowable") is not None:
+        usage.append(f"cohort {ctx.cohort} could lend about {line['borrowable']} now")
+    elif not ctx.cohort and ctx.cq is not None:
+        usage.append("no cohort")
+    detail = f" ({', '.join(usage)})" if usage else ""
+    reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
+    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than {ctx.cq_text} has unused now"
+            f"{detail}: it is admitted when running Workloads release quota"
+            + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
+            + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
+            + ". To go faster, add quota or lower the request.")
+    return _finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
+                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)])
+
+
+def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
+    f = failures[0]
+    if f.kind == FailureKind.RESOURCE_NOT_COVERED:
+        covered = sorted(quota.covered_resources(ctx.cq)) if ctx.cq is not None else []
+        text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
+                + (f" (it covers {', '.join(covered)})" if covered else "")
+                + ": remove the request from the Job, or add the resource to the queue's resourceGroups.")
+        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
+                        hints=[cq_hint(ctx.cq_name)])
+    if f.kind == FailureKind.FLAVOR_NOT_FOUND:
+        text = (f"ResourceFlavor {f.flavor} used by {ctx.cq_text} does not exist: create it or remove it "
+                "from the ClusterQueue.")
+        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.FLAVOR_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
+                        flavors=_flavors_of(failures))
+    if f.kind == FailureKind.TOPOLOGY_FLAVOR:
+        text = f"No flavor fits the Pods' topology request: {f.text}."
+        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
+                        flavors=_flavors_of(failures))
+    reasons = "; ".join(x.text for x in failures[:4])
+    text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
+            "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
+    return _finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
+                    flavors=_flavors_of(failures))
+
+
+def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
+    text = f"Topology Aware Scheduling cannot place the Pods: {failures[0].text}."
+    if granular == "TopologyPlacementFailed":
+        text += " Even an empty topology cannot fit them: lower the pod count or relax the topology request."
+        return _finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
+                        flavors=_flavors_of(failures))
+    return _finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
+                    flavors=_flavors_of(failures))
+
+
+_BY_SEVERITY: dict[Severity, Callable[[Context, list[FlavorFailure], str], Finding]] = {
+    Severity.NO_FIT: _no_matching_flavor,
+    Severity.MAXIMUM: _exceeds_max,
+    Severity.UNUSED_QUOTA: _waiting_for_quota,
+    Severity.TOPOLOGY: _topology,
+}
+
+
+def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
+    victims = victims_of(ctx)
+    blocked = [ctx.workload_ref("Victim", ns, nm, u) for ns, nm, u in victims[:10]]
+    n = p.pending_preemptions or p.failed_preemptions or len(victims)
+    if p.failed_preemptions:
+        text = (f"Kueue tried to preempt {p.failed_preemptions} Workload(s) to make room in ClusterQueue "
+                f"{ctx.cq_name} but the API calls failed; it will retry.")
+        cause = Cause.PREEMPTION_FAILED
+    else:
+        names = ", ".join(f"{b.get('namespace')}/{b.get('name')}" for b in blocked[:3])
+        text = (f"Kueue is preempting {n} Workload(s) to make room in {ctx.cq_text}"
+                + (f" ({names})" if names else "") + "; it is admitted once they release their quota.")
+        cause = Cause.PREEMPTION_IN_PROGRESS
+    return _finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
+                    quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
+
+
+def _flavors_of(failures: list[FlavorFailure]) -> list[str]:
+    out: list[str] = []
+    for f in failures:
+        if f.flavor and f.flavor not in out:
+            out.append(f.flavor)
+    return out

@@ -1,0 +1,246 @@
+"""What Kueue's QuotaReserved=False message says, one handler per message Template.
+
+The parser (`engine/messages/`) turns the text into a Template and facts; `HANDLERS` maps each Template
+to a handler record that declares the verdicts it may give, like a rule. Flavor-assignment failures,
+the numbers-heavy case, live in `flavors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ...kube.objects import conditions, is_true, m, s
+from ...vocabulary import ActionBy, Cause, Reason
+from ..context import Context
+from ..messages import ParsedMessage, Template
+from ..rules import Finding, Phase, Verdict, pairs, rule
+from . import flavors
+from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
+
+Handle = Callable[[Context, ParsedMessage], Finding | None]
+
+
+@dataclass(frozen=True)
+class MessageHandler:
+    templates: tuple[Template, ...]
+    emits: frozenset[Verdict]
+    handle: Handle
+
+
+HANDLERS: dict[Template, MessageHandler] = {}
+
+
+def handles(*templates: Template, emits: Iterable[Verdict]) -> Callable[[Handle], MessageHandler]:
+    def register(fn: Handle) -> MessageHandler:
+        handler = MessageHandler(templates, frozenset(emits), fn)
+        for t in templates:
+            if t in HANDLERS:
+                raise ValueError(f"two handlers for Kueue message template {t}")
+            HANDLERS[t] = handler
+        return handler
+    return register
+
+
+def finding(reason: Reason, cause: Cause, text: str, ctx: Context, action: ActionBy | None = None,
+            **kw: Any) -> Finding:
+    """A verdict read from the QuotaReserved message: its time and the condition as evidence."""
+    return Finding(reason, cause, text, action, since=ctx.cond_time("QuotaReserved"),
+                   evidence=[ctx.condition_evidence("QuotaReserved")], **kw)
+
+
+def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, action: ActionBy, fmt: str,
+                   ) -> MessageHandler:
+    def handle(ctx: Context, p: ParsedMessage) -> Finding:
+        names = {"lq": p.names.get("localQueue") or ctx.lq_name, "cq": p.names.get("clusterQueue") or ctx.cq_name,
+                 "ns": ctx.ns}
+        return finding(reason, cause, fmt.format(**names), ctx, action, hints=[cq_hint(names["cq"])])
+    return handles(*templates, emits=[(reason, cause)])(handle)
+
+
+handles(Template.FLAVOR_ASSIGNMENT, emits=flavors.VERDICTS)(flavors.classify)
+
+_queue_message([Template.LOCAL_QUEUE_INACTIVE], Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_INACTIVE,
+               ActionBy.QUEUE_ADMIN, "LocalQueue {ns}/{lq} is inactive: its ClusterQueue {cq} is missing or inactive "
+               "(kubectl describe localqueue {lq} -n {ns}).")
+_queue_message([Template.LOCAL_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.LOCAL_QUEUE_STOPPED, ActionBy.QUEUE_ADMIN,
+               "LocalQueue {ns}/{lq} is stopped: nothing in it is admitted until its admin sets stopPolicy to None.")
+_queue_message([Template.LOCAL_QUEUE_TERMINATING], Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND,
+               ActionBy.QUEUE_ADMIN, "LocalQueue {ns}/{lq} is terminating or missing; Kueue dropped the quota "
+               "reservation.")
+_queue_message([Template.CLUSTER_QUEUE_NOT_FOUND], Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND,
+               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} (of LocalQueue {ns}/{lq}) does not exist: create it or "
+               "point the LocalQueue at an existing one.")
+_queue_message([Template.CLUSTER_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED,
+               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is stopped: it admits nothing until a platform admin sets "
+               "stopPolicy to None.")
+_queue_message([Template.CLUSTER_QUEUE_TERMINATING], Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND,
+               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is terminating or missing; Kueue dropped the quota "
+               "reservation.")
+_queue_message([Template.NAMESPACE_MISSING], Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED,
+               ActionBy.CLUSTER_ADMIN, "Kueue could not read namespace {ns} to match the ClusterQueue's "
+               "namespaceSelector.")
+_queue_message([Template.INVALID_NAMESPACE_SELECTOR], Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED,
+               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} has an invalid namespaceSelector: fix it (kubectl get "
+               "clusterqueue {cq} -o yaml).")
+
+
+@handles(Template.FLAVOR_ASSIGNMENT_ERROR,
+         emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, Cause.NO_MATCHING_FLAVOR))
+def _flavor_error(ctx: Context, p: ParsedMessage) -> Finding:
+    ps, err = p.podset_errors[0] if p.podset_errors else ("?", p.details or ctx.cond_message("QuotaReserved"))
+    topo = "topology" in err.lower() or "tas" in err.lower()
+    text = f"Kueue cannot assign flavors to pod set {ps}: {err}."
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH if topo else Cause.NO_MATCHING_FLAVOR, text,
+                   ctx, ActionBy.CLUSTER_ADMIN)
+
+
+@handles(Template.LOCAL_QUEUE_NOT_FOUND, emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND))
+def _local_queue_not_found(ctx: Context, p: ParsedMessage) -> Finding:
+    return local_queue_not_found(ctx, ctx.cond_time("QuotaReserved"))
+
+
+@handles(Template.CLUSTER_QUEUE_INACTIVE, emits=[
+    *pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INACTIVE, Cause.COHORT_CYCLE, Cause.FLAVOR_NOT_FOUND,
+           Cause.ADMISSION_CHECK_NOT_FOUND, Cause.ADMISSION_CHECK_INACTIVE, Cause.TOPOLOGY_NOT_FOUND),
+    (Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED)])
+def _cluster_queue_inactive(ctx: Context, p: ParsedMessage) -> Finding:
+    cq_name = p.names.get("clusterQueue") or ctx.cq_name
+    cq = ctx.state.cluster_queues.get(cq_name or "")
+    active = conditions(cq).get("Active") if cq else None
+    if active is not None and not is_true(active):
+        f = inactive(ctx, m(active), ctx.cond_time("QuotaReserved"))
+        f.evidence.insert(0, ctx.condition_evidence("QuotaReserved"))
+        return f
+    cycle = cohort_cycle(ctx, cq)
+    if cycle:
+        text = (f"ClusterQueue {cq_name} is Active but Kueue treats it as inactive: its cohort tree has a cycle "
+                f"({' -> '.join(cycle)}). Fix the Cohorts' spec.parentName; nothing in the tree is admitted meanwhile.")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.COHORT_CYCLE, text, ctx,
+                       hints=[f"kubectl get cohorts {' '.join(dict.fromkeys(cycle))} -o yaml"])
+    text = (f"Kueue says ClusterQueue {cq_name} is inactive; its Active condition says why (missing "
+            f"ResourceFlavor or AdmissionCheck, stopped, cohort cycle): kubectl describe clusterqueue {cq_name}.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INACTIVE, text, ctx, hints=[cq_hint(cq_name)])
+
+
+@handles(Template.NAMESPACE_NOT_SELECTED, emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED))
+def _namespace_not_selected(ctx: Context, p: ParsedMessage) -> Finding:
+    f = namespace_rejected(ctx, ctx.cond_time("QuotaReserved"))
+    f.evidence.insert(0, ctx.condition_evidence("QuotaReserved"))
+    return f
+
+
+@handles(Template.RESOURCES_INVALID, Template.LIMIT_RANGE,
+         emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.INVALID_REQUESTS))
+def _invalid_requests(ctx: Context, p: ParsedMessage) -> Finding:
+    text = (f"Kueue rejects the Pod requests: {p.details or ctx.cond_message('QuotaReserved')}. Fix the containers' "
+            "requests/limits in the Job.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.INVALID_REQUESTS, text, ctx, ActionBy.WORKLOAD_OWNER)
+
+
+@handles(Template.ADMISSION_GATED, emits=pairs(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED))
+def _admission_gated(ctx: Context, p: ParsedMessage) -> Finding:
+    gates = p.names.get("gatedBy") or s(m(m(ctx.wl.get("metadata")).get("annotations")).get(
+        "kueue.x-k8s.io/admission-gated-by")) or "?"
+    text = (f"Admission is gated by {gates} (annotation kueue.x-k8s.io/admission-gated-by); Kueue evaluates it "
+            "once those controllers remove their gate.")
+    return finding(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED, text, ctx)
+
+
+@handles(Template.PENDING_EVALUATION, Template.ADMISSION_GATE_CLEARED, Template.DEACTIVATED, emits=[])
+def _decided_elsewhere(ctx: Context, p: ParsedMessage) -> Finding | None:
+    """Not yet evaluated: `order.not_yet_evaluated` (it also knows the queue head); deactivated: spec.active
+    decides (`terminal.deactivated`), so a stale message falls through."""
+    return None
+
+
+@handles(Template.BYPASSED_EQUIVALENT, emits=[(Reason.WAITING_FOR_QUOTA, Cause.EQUIVALENT_WORKLOAD_FAILED),
+                                              (Reason.EXCEEDS_MAX_QUOTA, Cause.EQUIVALENT_WORKLOAD_FAILED),
+                                              (Reason.QUEUE_MISCONFIGURED, Cause.EQUIVALENT_WORKLOAD_FAILED)])
+def _bypassed(ctx: Context, p: ParsedMessage) -> Finding:
+    text = ("Kueue skipped evaluating it because a Workload of the same shape in ClusterQueue "
+            f"{ctx.cq_name} just failed to fit; it will be retried when quota changes. That Workload's diagnosis "
+            "applies here too.")
+    reason = {"ExceedsMaxQuota": Reason.EXCEEDS_MAX_QUOTA, "NoMatchingFlavor": Reason.QUEUE_MISCONFIGURED}.get(
+        ctx.cond_reason("QuotaReserved"), Reason.WAITING_FOR_QUOTA)
+    return finding(reason, Cause.EQUIVALENT_WORKLOAD_FAILED, text, ctx)
+
+
+@handles(Template.FAILED_ADMISSION_CHECKS,
+         emits=pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY))
+def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
+    text = ("An admission check of this Workload is in Retry or Rejected state; Kueue re-queues it after the "
+            "check's back-off. See status.admissionChecks.")
+    return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
+
+
+@handles(Template.NO_LONGER_FITS, emits=pairs(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA))
+def _no_longer_fits(ctx: Context, p: ParsedMessage) -> Finding:
+    text = (f"Another Workload of the cohort took the quota in the same scheduling cycle; it waits for quota in "
+            f"{ctx.cq_text}.")
+    return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx)
+
+
+@handles(Template.OVERLAPPING_PREEMPTION_TARGETS, Template.OVERLAPPING_PREEMPTION_WILL_FIT,
+         emits=[(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_IN_PROGRESS),
+                (Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA)])
+def _overlapping(ctx: Context, p: ParsedMessage) -> Finding:
+    will_fit = p.template == Template.OVERLAPPING_PREEMPTION_WILL_FIT
+    text = ("Another Workload needs the same preemption victims; Kueue handles that one first"
+            + (" and this one fits once those preemptions complete." if will_fit else " and retries this one."))
+    if will_fit:
+        return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_IN_PROGRESS, text, ctx)
+    return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx)
+
+
+@handles(Template.PREEMPTION_GATED, emits=pairs(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED))
+def _preemption_gated(ctx: Context, p: ParsedMessage) -> Finding:
+    text = "The Workload needs to preempt others, but a preemption gate (spec.preemptionGates) is closed."
+    return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED, text, ctx)
+
+
+@handles(Template.WAITING_FOR_PODS_READY, emits=pairs(Reason.NOT_YET_EVALUATED, Cause.WAITING_FOR_PODS_READY))
+def _waiting_pods_ready(ctx: Context, p: ParsedMessage) -> Finding:
+    text = ("Kueue admits nothing new until every admitted Workload has its Pods ready (waitForPodsReady."
+            "blockAdmission); look for admitted Workloads with PodsReady=False.")
+    return finding(Reason.NOT_YET_EVALUATED, Cause.WAITING_FOR_PODS_READY, text, ctx)
+
+
+@handles(Template.FAILED_TO_ADMIT, Template.MORE_FAVORABLE_VARIANT_ADMITTED, Template.BELOW_LAST_ACCEPTABLE_FLAVOR,
+         Template.PENDING_MIGRATION, emits=pairs(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION))
+def _transient(ctx: Context, p: ParsedMessage) -> Finding:
+    text = (f"Kueue is still deciding ({ctx.cond_message('QuotaReserved')[:300]}); it retries by itself. If this "
+            "lasts, check the Kueue controller logs.")
+    return finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, ctx)
+
+
+@handles(Template.DRA_FEATURE_DISABLED, Template.DRA_RESOURCE_CLAIMS_UNSUPPORTED, Template.DRA_FIELD_ERRORS,
+         emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED))
+def _dra(ctx: Context, p: ParsedMessage) -> Finding:
+    text = (f"Kueue cannot admit these Pods' Dynamic Resource Allocation claims: {ctx.cond_message('QuotaReserved')}"
+            ". The platform admin must enable Kueue's DRA integration and map the DeviceClass in Kueue's "
+            "configuration; Jobs must request devices through ResourceClaimTemplates, not shared ResourceClaims.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx)
+
+
+@rule(Phase.PENDING, [(Reason.NOT_YET_EVALUATED, Cause.ON_HOLD), *(v for h in HANDLERS.values() for v in h.emits)])
+def from_kueue_message(ctx: Context) -> Finding | None:
+    if not ctx.cond("QuotaReserved"):
+        return None
+    if ctx.cond_reason("QuotaReserved") == "OnHold":
+        text = (f"Its owner holds it (Kueue's OnHold: {ctx.cond_message('QuotaReserved') or 'no message'}), for "
+                "example a StatefulSet scaled to zero; Kueue evaluates it when the owner releases it.")
+        return finding(Reason.NOT_YET_EVALUATED, Cause.ON_HOLD, text, ctx)
+    handler = HANDLERS.get(ctx.qr_parsed.template)
+    return handler.handle(ctx, ctx.qr_parsed) if handler else None
+
+
+@rule(Phase.PENDING, pairs(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE))
+def unrecognized(ctx: Context) -> Finding | None:
+    text = (f"Not admitted; Kueue wrote {ctx.cond_reason('QuotaReserved') or 'no reason'}: "
+            f"{ctx.cond_message('QuotaReserved')[:600] or 'no message'}. kueue-doctor does not recognise this "
+            "message: read it and the Workload's events (kubectl describe workload).")
+    return Finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, since=ctx.cond_time("QuotaReserved"),
+                   evidence=[ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else [],
+                   hints=[f"kubectl describe workload {ctx.name} -n {ctx.ns}"])

@@ -1,0 +1,122 @@
+"""Nothing decided yet: new, admission-gated, or waiting behind the head of a StrictFIFO ClusterQueue.
+
+`queue_order` is Kueue's order of a ClusterQueue's heap (priority with boost, then the queue timestamp,
+then UID); the pending Workloads of every StrictFIFO ClusterQueue are sorted once per index and clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, spec
+from ...state import ClusterState, Derived
+from ...vocabulary import Cause, Reason
+from ..context import Context
+from ..messages import Template
+from ..rules import Finding, Phase, pairs, rule
+
+Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
+
+
+def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Order | None:
+    """Kueue's queue order for a pending Workload, or None when Kueue does not hold it in the queue's heap
+    at all (back-off, gated, held, parked)."""
+    cond = conditions(wl)
+    if is_true(cond.get("QuotaReserved")) or is_true(cond.get("Finished")) or spec(wl).get("active", True) is False:
+        return None
+    md = m(wl.get("metadata"))
+    if s(m(md.get("annotations")).get("kueue.x-k8s.io/admission-gated-by")):
+        return None
+    requeue_at = parse_time(m(m(wl.get("status")).get("requeueState")).get("requeueAt"))
+    if requeue_at is not None and requeue_at > now:
+        return None
+    if cond.get("Requeued") is not None and not is_true(cond.get("Requeued")):
+        return None
+    qr_message = s(m(cond.get("QuotaReserved")).get("message")) or ""
+    if qr_message.lower().startswith("workload namespace doesn't match"):
+        return None  # Kueue parks namespace mismatches as inadmissible even under StrictFIFO
+    lq = state.local_queues.get((s(md.get("namespace")) or "", s(spec(wl).get("queueName")) or ""))
+    if lq is not None and (s(spec(lq).get("stopPolicy")) or "None") != "None":
+        return None
+    prio = spec(wl).get("priority")
+    p = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+    boost = s(m(md.get("annotations")).get("kueue.x-k8s.io/priority-boost"))
+    if boost and boost.lstrip("-").isdigit():
+        p += int(boost)
+    stamp = s(md.get("creationTimestamp")) or ""
+    evicted = cond.get("Evicted")
+    if is_true(evicted):  # GetQueueOrderTimestamp: some evictions requeue at the eviction time
+        reason = s(m(evicted).get("reason"))
+        when = format_time(parse_time(m(evicted).get("lastTransitionTime")))
+        preempted = s(m(cond.get("Preempted")).get("reason"))
+        if when and (reason in ("PodsReadyTimeout", "AdmissionCheck") or preempted == "InCohortReclaimWhileBorrowing"):
+            stamp = when + ("+1ms" if preempted == "InCohortReclaimWhileBorrowing" else "")
+    return -p, stamp, s(md.get("uid")) or ""
+
+
+@dataclass
+class _Heads:
+    """The sorted pending Workloads of each StrictFIFO ClusterQueue, for one clock value."""
+
+    now: datetime | None = None
+    by_cq: dict[str, list[tuple[Order, str, str]]] = field(default_factory=dict)
+
+
+STRICT_FIFO_HEADS: Derived[_Heads] = Derived("StrictFIFO queue heads", lambda _: _Heads())
+
+
+def _strict_pending(ctx: Context) -> dict[str, list[tuple[Order, str, str]]]:
+    heads = ctx.state.derived(STRICT_FIFO_HEADS)
+    if heads.now != ctx.now:  # back-off ends with time: the order is per clock, not only per index
+        by_cq: dict[str, list[tuple[Order, str, str]]] = {}
+        for (ns, nm), wl in ctx.state.workloads.items():
+            cq = ctx.state.cluster_queue_of(wl)
+            order = queue_order(wl, ctx.state, ctx.now) if cq else None
+            if cq and order is not None:
+                by_cq.setdefault(cq, []).append((order, ns, nm))
+        for entries in by_cq.values():
+            entries.sort()
+        heads.now, heads.by_cq = ctx.now, by_cq
+    return heads.by_cq
+
+
+def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
+    """The pending Workload ahead of this one in a StrictFIFO ClusterQueue, if it is stuck there."""
+    if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
+        return None
+    entries = _strict_pending(ctx).get(ctx.cq_name or "", [])
+    if not entries:
+        return None
+    order, hns, hname = entries[0]
+    if (hns, hname) == (ctx.ns, ctx.name) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
+        return None
+    return hns, hname, order[2] or None
+
+
+@rule(Phase.PENDING, pairs(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED, Cause.BLOCKED_BY_QUEUE_HEAD,
+                           Cause.PENDING_EVALUATION))
+def not_yet_evaluated(ctx: Context) -> Finding | None:
+    cond = ctx.cond("QuotaReserved")
+    if cond is not None and ctx.qr_parsed.template not in (Template.PENDING_EVALUATION,
+                                                           Template.ADMISSION_GATE_CLEARED):
+        return None
+    since = ctx.cond_time("QuotaReserved") or ctx.created
+    gated = s(m(m(ctx.wl.get("metadata")).get("annotations")).get("kueue.x-k8s.io/admission-gated-by"))
+    if gated:
+        return Finding(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED,
+                       f"Admission is gated by {gated}; Kueue evaluates it once they remove their gate.", since=since)
+    head = queue_head(ctx)
+    if head is not None:
+        hns, hname, huid = head
+        text = (f"Waits behind {hns}/{hname} at the head of StrictFIFO {ctx.cq_text}: Kueue admits "
+                "nothing after the head until the head is admitted (see its diagnosis).")
+        return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
+                       blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
+                       hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+    text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {format_time(since)}; Kueue has not evaluated it "
+            "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
+    return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
+                   evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])

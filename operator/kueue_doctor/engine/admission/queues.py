@@ -1,0 +1,197 @@
+"""Queue problems seen on the objects themselves: LocalQueue / ClusterQueue missing, stopped or inactive,
+the namespace not selected. Asked before Kueue's own message, which may lag behind the objects.
+
+Each rule looks one step further along Workload -> LocalQueue -> ClusterQueue; when a step's object is
+not in the input and the input does not list that kind completely, nothing is guessed and Kueue's
+message (`kueue_message.py`) speaks instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
+from ...kube.selectors import label_selector_matches
+from ...vocabulary import ActionBy, Cause, Reason
+from .. import messages
+from ..context import Context
+from ..messages import Template
+from ..rules import Finding, Phase, pairs, rule
+
+
+def cq_hint(cq: str | None) -> str:
+    return f"kubectl describe clusterqueue {cq}" if cq else "kubectl get clusterqueues"
+
+
+def _since(ctx: Context) -> datetime | None:
+    return ctx.cond_time("QuotaReserved") or ctx.created
+
+
+def _queues_known(ctx: Context) -> bool:
+    """Both queues are in the input (the later rules' precondition)."""
+    return ctx.lq is not None and ctx.cq is not None
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND))
+def no_queue_name(ctx: Context) -> Finding | None:
+    if ctx.lq_name:
+        return None
+    text = ("The Workload has no spec.queueName: add the label kueue.x-k8s.io/queue-name=<LocalQueue> to the "
+            "Job (or create a LocalQueue named 'default' in the namespace).")
+    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND, text, since=_since(ctx))
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND))
+def local_queue_missing(ctx: Context) -> Finding | None:
+    if ctx.lq is not None or not ctx.state.knows("LocalQueue") or ctx.qr_parsed.template not in (
+            Template.UNKNOWN, Template.PENDING_EVALUATION):
+        return None  # present, or not in the input: let Kueue's own message speak
+    return local_queue_not_found(ctx, _since(ctx))
+
+
+def local_queue_not_found(ctx: Context, since: datetime | None) -> Finding:
+    existing = sorted(nm for (ns, nm) in ctx.state.local_queues if ns == ctx.ns)
+    others = f" LocalQueues in {ctx.ns}: {', '.join(existing[:5])}." if existing else \
+        f" There is no LocalQueue in namespace {ctx.ns} at all."
+    text = (f"LocalQueue {ctx.lq_name} does not exist in namespace {ctx.ns}: fix the Job's label "
+            f"kueue.x-k8s.io/queue-name or ask the queue admin to create it.{others}")
+    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND, text, since=since,
+                   evidence=[ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else [],
+                   hints=[f"kubectl get localqueues -n {ctx.ns}"])
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_STOPPED, Cause.LOCAL_QUEUE_STOPPED))
+def local_queue_stopped(ctx: Context) -> Finding | None:
+    lq_stop = (s(spec(ctx.lq).get("stopPolicy")) or "None") if ctx.lq is not None else "None"
+    if lq_stop == "None":
+        return None
+    text = (f"LocalQueue {ctx.ns}/{ctx.lq_name} is stopped (stopPolicy {lq_stop}): nothing in it is admitted "
+            f"until its admin sets stopPolicy to None.")
+    return Finding(Reason.QUEUE_STOPPED, Cause.LOCAL_QUEUE_STOPPED, text, since=_since(ctx),
+                   evidence=[ctx.object_evidence("LocalQueue", ctx.lq_name, "spec.stopPolicy", lq_stop, ns=ctx.ns)])
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND))
+def cluster_queue_missing(ctx: Context) -> Finding | None:
+    if ctx.lq is None or ctx.cq is not None or not ctx.state.knows("ClusterQueue"):
+        return None
+    text = (f"LocalQueue {ctx.ns}/{ctx.lq_name} points at ClusterQueue {ctx.cq_name}, which does not exist: create "
+            f"it or recreate the LocalQueue with an existing spec.clusterQueue (kubectl get clusterqueues).")
+    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND, text, since=_since(ctx),
+                   evidence=[ctx.object_evidence("LocalQueue", ctx.lq_name, "spec.clusterQueue", None,
+                                                 ctx.cq_name, ns=ctx.ns)])
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED))
+def cluster_queue_stopped(ctx: Context) -> Finding | None:
+    cq_stop = (s(spec(ctx.cq).get("stopPolicy")) or "None") if ctx.lq is not None and ctx.cq is not None else "None"
+    if cq_stop == "None":
+        return None
+    text = (f"ClusterQueue {ctx.cq_name} is stopped (stopPolicy {cq_stop}): it admits nothing until a platform "
+            "admin sets stopPolicy to None.")
+    return Finding(Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED, text, since=_since(ctx),
+                   evidence=[ctx.object_evidence("ClusterQueue", ctx.cq_name, "spec.stopPolicy", cq_stop)])
+
+
+INACTIVE_CAUSES = {"FlavorNotFound": Cause.FLAVOR_NOT_FOUND, "AdmissionCheckNotFound": Cause.ADMISSION_CHECK_NOT_FOUND,
+                   "AdmissionCheckInactive": Cause.ADMISSION_CHECK_INACTIVE,
+                   "TopologyNotFound": Cause.TOPOLOGY_NOT_FOUND, "Stopped": Cause.CLUSTER_QUEUE_STOPPED}
+INACTIVE_VERDICTS = [*pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INACTIVE,
+                            *(c for c in INACTIVE_CAUSES.values() if c != Cause.CLUSTER_QUEUE_STOPPED)),
+                     (Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED)]
+
+
+@rule(Phase.PENDING, INACTIVE_VERDICTS)
+def cluster_queue_inactive(ctx: Context) -> Finding | None:
+    active = conditions(ctx.cq).get("Active") if ctx.lq is not None and ctx.cq is not None else None
+    if active is None or is_true(active):
+        return None
+    return inactive(ctx, m(active), _since(ctx))
+
+
+def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:
+    """A ClusterQueue whose Active condition is False, with the cause its reason names."""
+    cq_name = ctx.cq_name
+    reason = s(active.get("reason")) or "Unknown"
+    message = s(active.get("message")) or ""
+    parts = messages.parse_cluster_queue_inactive(message)
+    cause = INACTIVE_CAUSES.get(reason, Cause.CLUSTER_QUEUE_INACTIVE)
+    detail = "; ".join(f"{c}: {d}" for c, d in parts) if parts else message
+    if cause == Cause.FLAVOR_NOT_FOUND:
+        missing = _missing_flavors(ctx)
+        what = ", ".join(missing) if missing else detail
+        text = (f"ClusterQueue {cq_name} is inactive: it references ResourceFlavor(s) that do not exist ({what}); "
+                f"create them or fix spec.resourceGroups. No Workload of this queue is admitted meanwhile.")
+    else:
+        text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message or 'no message'}. "
+                "It admits nothing until fixed.")
+    verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
+    return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since,
+                   evidence=[ctx.object_evidence("ClusterQueue", cq_name, "condition/Active", reason,
+                                                 message, parse_time(active.get("lastTransitionTime")))],
+                   hints=[cq_hint(cq_name)])
+
+
+def _missing_flavors(ctx: Context) -> list[str]:
+    if not ctx.state.knows("ResourceFlavor") or ctx.cq is None:
+        return []
+    out = []
+    for group in lst(spec(ctx.cq).get("resourceGroups")):
+        for fq in lst(m(group).get("flavors")):
+            fname = s(m(fq).get("name"))
+            if fname and fname not in ctx.state.flavors and fname not in out:
+                out.append(fname)
+    return out
+
+
+@rule(Phase.PENDING, pairs(Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED))
+def namespace_not_selected(ctx: Context) -> Finding | None:
+    if not _queues_known(ctx) or namespace_selected(ctx):
+        return None
+    return namespace_rejected(ctx, _since(ctx))
+
+
+def namespace_selected(ctx: Context) -> bool:
+    """Evaluate the ClusterQueue's namespaceSelector; True when we cannot tell (no Namespace object)."""
+    if ctx.cq is None:
+        return True
+    sp = spec(ctx.cq)
+    if "namespaceSelector" not in sp:
+        return True  # the API defaults it; an absent field in a dump is most likely {} stripped
+    selector = sp.get("namespaceSelector")
+    if selector is None:
+        return False  # null selects no namespace
+    ns_obj = ctx.state.namespaces.get(ctx.ns)
+    if ns_obj is None:
+        return True
+    ns_labels = dict(m(m(ns_obj.get("metadata")).get("labels")))
+    ns_labels.setdefault("kubernetes.io/metadata.name", ctx.ns)
+    return label_selector_matches(m(selector), ns_labels)
+
+
+def namespace_rejected(ctx: Context, since: datetime | None) -> Finding:
+    selector = spec(ctx.cq).get("namespaceSelector") if ctx.cq else None
+    shown = "null (selects no namespace)" if selector is None else json.dumps(
+        selector, separators=(",", ":"), sort_keys=True)[:200]
+    text = (f"{ctx.cq_text} does not accept Workloads from namespace {ctx.ns}: its namespaceSelector "
+            f"is {shown}. Label the namespace to match, or widen the selector.")
+    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED, text, since=since,
+                   evidence=[ctx.object_evidence("ClusterQueue", ctx.cq_name, "spec.namespaceSelector", None,
+                                                 shown)],
+                   hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
+
+
+def cohort_cycle(ctx: Context, cq: Mapping[str, Any] | None) -> list[str]:
+    """The cohort names of a parentName cycle above the ClusterQueue, or [] (only with Cohorts in the input)."""
+    name_ = s(spec(cq).get("cohortName")) if cq else None
+    seen: list[str] = []
+    while name_ and name_ not in seen and len(seen) < 64:
+        seen.append(name_)
+        cohort = ctx.state.cohorts.get(name_)
+        name_ = s(spec(cohort).get("parentName")) if cohort else None
+    if name_ and name_ in seen:
+        return [*seen[seen.index(name_):], name_]
+    return []

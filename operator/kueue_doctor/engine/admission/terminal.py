@@ -1,0 +1,60 @@
+"""Terminal states: Finished, or deactivated (spec.active=false). Asked before anything else.
+
+Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (which sends a Workload here).
+"""
+
+from __future__ import annotations
+
+from ...kube.objects import format_time, i, m
+from ...vocabulary import ActionBy, Cause, Reason, cause_of
+from ..context import Context
+from ..rules import Finding, Phase, pairs, rule
+
+FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
+                   Cause.WORKLOAD_SLICE_REPLACED)
+# Kueue's DeactivationTarget / "DeactivatedDueTo<cause>" reasons, and the cause each becomes
+_DEACTIVATION_CAUSES = {
+    "RequeuingLimitExceeded": Cause.REQUEUING_LIMIT_EXCEEDED,
+    "MaximumExecutionTimeExceeded": Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+    "AdmissionCheck": Cause.ADMISSION_CHECK_REJECTED,
+    "EvictedOnManagerCluster": Cause.EVICTED_ON_MANAGER_CLUSTER,
+}
+
+
+@rule(Phase.TERMINAL, pairs(Reason.FINISHED, *FINISHED_CAUSES, None))
+def finished(ctx: Context) -> Finding | None:
+    if not ctx.true("Finished"):
+        return None
+    reason = ctx.cond_reason("Finished") or "Succeeded"
+    cause = cause_of(reason)  # a reason newer Kueue writes stays in the message, with no cause
+    msg = ctx.cond_message("Finished")
+    text = f"Finished ({reason}) at {format_time(ctx.cond_time('Finished'))}"
+    text += f": {msg}" if msg and msg not in ("Job finished successfully",) else "."
+    return Finding(Reason.FINISHED, cause if cause in FINISHED_CAUSES else None, text, ActionBy.NOBODY,
+                   since=ctx.cond_time("Finished"), evidence=[ctx.condition_evidence("Finished")])
+
+
+@rule(Phase.TERMINAL, pairs(Reason.DEACTIVATED, Cause.DEACTIVATED_BY_USER, *_DEACTIVATION_CAUSES.values()))
+def deactivated(ctx: Context) -> Finding | None:
+    if ctx.spec.get("active", True) is not False:
+        return None
+    ev_reason = ctx.cond_reason("Evicted")
+    cause = Cause.DEACTIVATED_BY_USER
+    for known, known_cause in _DEACTIVATION_CAUSES.items():
+        if ev_reason.endswith(known) or ctx.cond_reason("DeactivationTarget") == known:
+            cause = known_cause
+    since = ctx.cond_time("Evicted") if ctx.true("Evicted") else ctx.cond_time("QuotaReserved")
+    why = {
+        Cause.DEACTIVATED_BY_USER: "spec.active is false",
+        Cause.REQUEUING_LIMIT_EXCEEDED: "Kueue deactivated it after too many requeues (waitForPodsReady "
+        f"backoffLimitCount; requeued {i(m(ctx.status.get('requeueState')).get('count'))} times)",
+        Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: it ran longer than "
+        f"spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
+        Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
+        Cause.EVICTED_ON_MANAGER_CLUSTER: "it was evicted on the MultiKueue manager cluster",
+    }[cause]
+    text = (f"Deactivated: {why}; Kueue will not admit it until spec.active is set back to true "
+            f"(kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') "
+            "or the Job is recreated.")
+    ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
+    return Finding(Reason.DEACTIVATED, cause, text, ActionBy.WORKLOAD_OWNER, since=since, evidence=ev)

@@ -1,0 +1,53 @@
+"""The one place that orders the rules. Within a phase the first rule that answers wins, so the most
+definite facts come first (the objects before Kueue's message, which may lag; a stated cause before a guess).
+
+To add a verdict: write the rule next to its concern, list it here, add its vocabulary entry and a
+catalog scenario (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from .admission import checks, eviction, kueue_message, order, queues, terminal
+from .rules import Phase, Rule
+from .scheduling import dispatch, workload_pods
+
+ORDER: tuple[Rule, ...] = (
+    # terminal: Finished, or deactivated
+    terminal.finished,
+    terminal.deactivated,
+    # reserved: holds quota, not admitted (or being evicted)
+    eviction.eviction_in_progress,
+    checks.admission_checks_not_ready,
+    checks.delayed_topology_request,
+    checks.reserved_awaiting_admission,
+    # pending: holds no quota
+    queues.no_queue_name,
+    queues.local_queue_missing,
+    queues.local_queue_stopped,
+    queues.cluster_queue_missing,
+    queues.cluster_queue_stopped,
+    queues.cluster_queue_inactive,
+    queues.namespace_not_selected,
+    eviction.recent_eviction,
+    kueue_message.from_kueue_message,
+    order.not_yet_evaluated,
+    kueue_message.unrecognized,
+    # admitted: the owner, the Pods, the containers
+    dispatch.multikueue,
+    dispatch.suspended_owner,
+    workload_pods.pods_ready,
+    workload_pods.pods_failed_create,
+    workload_pods.pods_not_visible,
+    workload_pods.pods_running,
+    workload_pods.pods_not_created,
+    workload_pods.pods_unschedulable,
+    workload_pods.pods_scheduling_gated,
+    workload_pods.pods_not_scheduled,
+    workload_pods.pods_terminating,
+    workload_pods.containers_not_starting,
+)
+
+BY_PHASE: dict[Phase, tuple[Rule, ...]] = {phase: tuple(r for r in ORDER if r.phase == phase) for phase in Phase}
+
+if len({r.name for r in ORDER}) != len(ORDER):
+    raise ValueError("two rules share a name")

@@ -1,0 +1,321 @@
+"""Admitted: are the Pods created, placed on nodes and started? One rule per way they are not.
+
+The Pods are summarised once per Workload (`pod_view`, no clock: messages stay stable between passes);
+each rule then reads one fact of the summary. Neighbours: `engine/pods/` (kube-scheduler and kubelet
+texts), `nodes.py` (the flavor's nodes), `dispatch.py` (asked before these).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ...kube.objects import format_time, is_true, name, s
+from ...vocabulary import ActionBy, Cause, Reason
+from .. import pods as podlib
+from ..context import Context
+from ..rules import Finding, Phase, pairs, rule
+from .nodes import flavor_node_hint, flavor_selector
+from .owners import assigned_flavors, expected_pods
+
+PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19
+CONTAINER_CREATING_GRACE = timedelta(minutes=5)
+CONTAINER_CAUSES = {str(c): c for c in (
+    Cause.IMAGE_PULL_BACKOFF, Cause.ERR_IMAGE_PULL, Cause.INVALID_IMAGE_NAME, Cause.CREATE_CONTAINER_CONFIG_ERROR,
+    Cause.CREATE_CONTAINER_ERROR, Cause.CRASH_LOOP_BACKOFF, Cause.RUN_CONTAINER_ERROR, Cause.CONTAINER_CREATING,
+    Cause.FAILED_MOUNT, Cause.FAILED_ATTACH_VOLUME, Cause.FAILED_MAP_VOLUME, Cause.FAILED_CREATE_POD_SANDBOX,
+    Cause.FAILED_PREPARE_DYNAMIC_RESOURCES)}
+# kubelet start-up failures that are the node's or the platform's to fix, not the Job owner's
+NODE_SIDE_CAUSES = {Cause.FAILED_CREATE_POD_SANDBOX, Cause.FAILED_ATTACH_VOLUME, Cause.FAILED_MAP_VOLUME,
+                    Cause.FAILED_PREPARE_DYNAMIC_RESOURCES}
+
+
+def admitted_since(ctx: Context) -> datetime | None:
+    return ctx.cond_time("Admitted") or ctx.cond_time("QuotaReserved")
+
+
+def base_evidence(ctx: Context) -> list[dict[str, Any]]:
+    ev = [ctx.condition_evidence("Admitted")]
+    if ctx.cond("PodsReady"):
+        ev.append(ctx.condition_evidence("PodsReady"))
+    return ev
+
+
+def timeout_note(ctx: Context) -> str:
+    if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
+        return ""
+    start = ctx.cond_time("PodsReady") if ctx.cond_reason("PodsReady") == "WaitForRecovery" else admitted_since(ctx)
+    if start is None or not ctx.cond("PodsReady"):
+        return ""
+    deadline = start + PODS_READY_TIMEOUT
+    if deadline <= ctx.now:
+        return (f" waitForPodsReady's default 30m timeout passed at {format_time(deadline)}: expect Kueue to evict "
+                "it (PodsReadyTimeout) if the timeout is the default.")
+    return (f" With waitForPodsReady's default 30m timeout, Kueue evicts it at about {format_time(deadline)} "
+            "unless the Pods become ready.")
+
+
+@dataclass(frozen=True)
+class PodView:
+    """The Workload's Pods summarised once, and what every Pod verdict shows of them."""
+
+    expected: int
+    summary: podlib.PodSummary
+    status: dict[str, Any]
+
+    @property
+    def blocker(self) -> podlib.PodBlocker | None:
+        return self.summary.blockers[0] if self.summary.blockers else None
+
+
+def _pods_status(summary: podlib.PodSummary) -> dict[str, Any]:
+    return {
+        "expected": summary.expected, "created": summary.created, "scheduled": summary.scheduled,
+        "running": summary.running, "ready": summary.ready, "succeeded": summary.succeeded, "failed": summary.failed,
+        "summary": summary.describe(),
+        "waiting": [{k: v for k, v in {"category": b.category, "reason": b.reason, "count": b.count,
+                                        "message": (b.message or "")[:512] or None, "pod": b.pod}.items()
+                     if v is not None} for b in summary.blockers[:8]],
+    }
+
+
+def _events(ctx: Context) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for pod in ctx.pods:
+        out.extend(ctx.state.events_about("Pod", ctx.ns, name(pod)))
+    if ctx.owner is not None:
+        out.extend(ctx.state.events_about(s(ctx.owner.get("kind")) or "", ctx.ns, name(ctx.owner)))
+    return out
+
+
+def pod_view(ctx: Context) -> PodView:
+    expected = expected_pods(ctx)
+    summary = podlib.summarize_pods(ctx.pods, expected, _events(ctx))
+    return PodView(expected, summary, _pods_status(summary))
+
+
+def _failed_create(ctx: Context) -> tuple[str, str, datetime | None] | None:
+    if ctx.owner is None:
+        return None
+    return podlib.job_failed_create(ctx.state.events_about(s(ctx.owner.get("kind")) or "", ctx.ns, name(ctx.owner)))
+
+
+def _pods_command(ctx: Context) -> str:
+    ref = ctx.owner_ref
+    if ref is not None and ref.get("kind") == "Job" and s(ref.get("name")):
+        return f"kubectl get pods -n {ctx.ns} -l batch.kubernetes.io/job-name={ref.get('name')}"
+    return f"kubectl get pods -n {ctx.ns} -o wide | grep {s(ref.get('name')) if ref else ctx.name}"
+
+
+def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib.PodSummary | None = None,
+             unverified: bool = False) -> Finding:
+    if summary is None and ctx.pods:
+        summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
+    counts = f"; Pods: {summary.describe()}" if summary is not None else ""
+    text = f"Admitted by {ctx.cq_text} and running" + counts + "."
+    if unverified:
+        text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
+                "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
+    return Finding(Reason.RUNNING, cause, text, ActionBy.NOBODY, since=since, evidence=base_evidence(ctx),
+                   pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.RUNNING, Cause.PODS_READY))
+def pods_ready(ctx: Context) -> Finding | None:
+    if not ctx.true("PodsReady"):
+        return None
+    return _running(ctx, Cause.PODS_READY, ctx.cond_time("PodsReady") or admitted_since(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE))
+def pods_failed_create(ctx: Context) -> Finding | None:
+    if ctx.pods or _failed_create(ctx) is None:
+        return None
+    summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
+    return _not_created(ctx, summary, _pods_status(summary), base_evidence(ctx))
+
+
+@rule(Phase.ADMITTED, [(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE), (Reason.RUNNING, Cause.PODS_RUNNING)])
+def pods_not_visible(ctx: Context) -> Finding | None:
+    if ctx.pods or ctx.state.knows("Pod"):
+        return None
+    since = admitted_since(ctx)
+    if not ctx.cond("PodsReady"):
+        return _running(ctx, Cause.PODS_RUNNING, since, unverified=True)
+    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but Kueue reports the Pods not "
+            f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
+            f"Pods (none in the input): {_pods_command(ctx)}." + timeout_note(ctx))
+    return Finding(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE, text, ActionBy.NOBODY, since=since,
+                   evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_RUNNING), (Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY)])
+def pods_running(ctx: Context) -> Finding | None:
+    """All expected Pods run (or none is blocked and enough run); no blocker but not ready: probes."""
+    view = ctx.lazy(pod_view)
+    summary = view.summary
+    if summary.running + summary.succeeded >= view.expected > 0 and not summary.blockers:
+        return _running(ctx, Cause.PODS_RUNNING, admitted_since(ctx), summary=summary)
+    if view.blocker is not None or summary.created < view.expected:
+        return None
+    if summary.running >= view.expected:
+        return _running(ctx, Cause.PODS_RUNNING, admitted_since(ctx), summary=summary)
+    since = admitted_since(ctx)
+    text = f"Admitted at {format_time(since)}; Pods: {summary.describe()}."
+    return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY, text + timeout_note(ctx), ActionBy.NOBODY,
+                   since=since, evidence=base_evidence(ctx), pods=view.status, flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, Cause.PODS_PENDING))
+def pods_not_created(ctx: Context) -> Finding | None:
+    view = ctx.lazy(pod_view)
+    if view.blocker is not None or view.summary.created >= view.expected:
+        return None
+    return _not_created(ctx, view.summary, view.status, base_evidence(ctx))
+
+
+def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str, Any],
+                 evidence: list[dict[str, Any]]) -> Finding:
+    failed = _failed_create(ctx)
+    since = admitted_since(ctx)
+    if failed is not None:
+        reason, message, when = failed
+        evidence.append(ctx.object_evidence("Event", name(ctx.owner) if ctx.owner else None, "event", reason,
+                                            message, when, ctx.ns))
+        quota_denied = "exceeded quota" in message
+        text = (f"Admitted, but the Job controller cannot create the Pods "
+                f"({summary.created}/{summary.expected} exist): "
+                f"{message[:400]}. "
+                + ("A namespace ResourceQuota denies them: raise it or lower the request."
+                   if quota_denied else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
+        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
+                       since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
+    text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
+            + (f" ({summary.describe()})" if summary.created else "") + "." + timeout_note(ctx))
+    return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, ActionBy.NOBODY, since=since, evidence=evidence,
+                   pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+def _blocked(ctx: Context, category: str) -> tuple[PodView, podlib.PodBlocker, list[dict[str, Any]]] | None:
+    """The Pod view, its first blocker and the evidence, when that blocker is of this category."""
+    view = ctx.lazy(pod_view)
+    blocker = view.blocker
+    if blocker is None or blocker.category != category:
+        return None
+    evidence = [*base_evidence(ctx), ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason,
+                                                         blocker.message, blocker.since, ctx.ns)]
+    return view, blocker, evidence
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.FAILED_SCHEDULING))
+def pods_unschedulable(ctx: Context) -> Finding | None:
+    found = _blocked(ctx, "Unschedulable")
+    if found is None:
+        return None
+    view, blocker, evidence = found
+    flavors = assigned_flavors(ctx)
+    fit = view.summary.failure
+    nodes = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
+    text = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
+            f"{blocker.count}/{view.summary.expected} "
+            f"Pods (since {format_time(blocker.since)}): {blocker.reason}{nodes}.")
+    hints = []
+    for fname in flavors:
+        hint = flavor_node_hint(ctx, fname)
+        if hint:
+            text += " " + hint
+            selector = flavor_selector(ctx, fname)
+            hints.append(f"kubectl get nodes -l {selector}" if selector else "kubectl get nodes")
+            break
+    if not hints:
+        text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
+                 "with real nodes.")
+    text += timeout_note(ctx)
+    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.FAILED_SCHEDULING, text, ActionBy.CLUSTER_ADMIN,
+                   since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status, flavors=flavors,
+                   hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED))
+def pods_scheduling_gated(ctx: Context) -> Finding | None:
+    found = _blocked(ctx, "SchedulingGated")
+    if found is None:
+        return None
+    view, blocker, evidence = found
+    kueue_gate = blocker.kueue_gated
+    text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
+            + (": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
+               if kueue_gate else ": the controller that added the gate must remove it.")
+            + timeout_note(ctx))
+    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text,
+                   ActionBy.NOBODY if kueue_gate else ActionBy.CLUSTER_ADMIN,
+                   since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
+                   flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT))
+def pods_not_scheduled(ctx: Context) -> Finding | None:
+    found = _blocked(ctx, "Pending")
+    if found is None:
+        return None
+    view, blocker, evidence = found
+    since = blocker.since or admitted_since(ctx)
+    text = (f"{blocker.count}/{view.expected} Pods have not been looked at by a scheduler "
+            f"since {format_time(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
+    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.CLUSTER_ADMIN, since=since,
+                   evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.CONTAINERS_NOT_STARTING, Cause.TERMINATING))
+def pods_terminating(ctx: Context) -> Finding | None:
+    found = _blocked(ctx, "Terminating")
+    if found is None:
+        return None
+    view, blocker, evidence = found
+    text = f"{blocker.count} Pod(s) are terminating; Pods: {view.summary.describe()}."
+    return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.TERMINATING, text, ActionBy.NOBODY,
+                   since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
+                   flavors=assigned_flavors(ctx))
+
+
+def _container_cause(blocker: podlib.PodBlocker) -> Cause:
+    found = CONTAINER_CAUSES.get(blocker.reason)
+    if found is not None:
+        return found
+    if blocker.reason == "NoContainerStatus":  # bound, the kubelet has not reported the containers yet
+        return Cause.CONTAINER_CREATING
+    return Cause.PODS_FAILED if blocker.category == "Failing" else Cause.PODS_NOT_READY
+
+
+@rule(Phase.ADMITTED, pairs(Reason.CONTAINERS_NOT_STARTING, *CONTAINER_CAUSES.values(), Cause.PODS_FAILED,
+                            Cause.PODS_NOT_READY))
+def containers_not_starting(ctx: Context) -> Finding | None:
+    view = ctx.lazy(pod_view)
+    blocker = view.blocker
+    if blocker is None:
+        return None
+    found = _blocked(ctx, blocker.category)
+    assert found is not None
+    _, _, evidence = found
+    cause = _container_cause(blocker)
+    since = blocker.since or admitted_since(ctx)
+    fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
+    silent_kubelet = blocker.reason == "NoContainerStatus"
+    # a kubelet that never reports the Pod it was given is a node problem, not the owner's
+    action = ActionBy.NOBODY if cause == Cause.CONTAINER_CREATING else \
+        ActionBy.CLUSTER_ADMIN if cause in NODE_SIDE_CAUSES else ActionBy.WORKLOAD_OWNER
+    if silent_kubelet and not fresh:
+        action = ActionBy.CLUSTER_ADMIN
+    msg = f": {blocker.message[:300]}" if blocker.message else ""
+    if silent_kubelet:
+        text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
+                f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
+                + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
+    else:
+        text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
+                f"start: {blocker.reason}{msg} (pod {blocker.pod}).{timeout_note(ctx)}")
+    return Finding(Reason.CONTAINERS_NOT_STARTING, cause, text, action, since=since, evidence=evidence,
+                   pods=view.status, flavors=assigned_flavors(ctx),
+                   hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
