@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): installs the package, builds the local control plane (cached
-# outside the work tree, minutes when warm), runs ruff, mypy --strict and pytest. Extra args go to pytest.
+# outside the work tree, minutes when warm), runs ruff, mypy --strict, lint-imports and pytest. Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,5 +23,7 @@ step "ruff"
 python3 -m ruff check
 step "mypy --strict"
 python3 -m mypy
+step "lint-imports (the layers in pyproject.toml)"
+lint-imports
 step "pytest"
 python3 -m pytest "$@"
