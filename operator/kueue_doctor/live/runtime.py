@@ -24,7 +24,7 @@ from ..kube.slim import slim
 from ..state import OWNER_KINDS, ClusterState, kind_key
 from . import rest
 from .publisher import Publisher, diagnosis_path
-from .snapshot import KUEUE, Listing, list_all, listings
+from .snapshot import KUEUE, Listing, list_all, listings, pages
 
 log = logging.getLogger("kueue_doctor.runtime")
 Key = tuple[str, str]
@@ -186,33 +186,18 @@ class Runtime:
 
     def _list_kind(self, listing: Listing, metadata_only: bool = False) -> list[dict[str, Any]] | None:
         """All objects of a kind in the watched namespaces, slimmed page by page (or metadata only)."""
-        transform = None if metadata_only else slim
-        if listing.namespaced and self.options.namespaces:
-            out: list[dict[str, Any]] = []
-            for ns in self.options.namespaces:
-                items = list_all(self.api, listing, ns, metadata_only, transform)
-                if items is None:
-                    return None
-                out.extend(items)
-            return out
-        return list_all(self.api, listing, None, metadata_only, transform)
+        return list_all(self.api, listing, self.options.namespaces, metadata_only, None if metadata_only else slim)
 
     def _list_diagnoses(self) -> list[dict[str, Any]]:
         paths = [diagnosis_path(ns) for ns in self.options.namespaces] or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
         out: list[dict[str, Any]] = []
         for path in paths:
-            cont = ""
-            while True:
-                query = {"limit": "500", **({"continue": cont} if cont else {})}
-                try:
-                    body = rest.request(self.api, "GET", path, query=query)
-                except rest.ApiError as exc:
-                    log.warning("Cannot list AdmissionDiagnoses (%s): every diagnosis is rewritten once.", exc)
-                    return out
-                out.extend(m(body).get("items") or [])
-                cont = s(m(m(body).get("metadata")).get("continue")) or ""
-                if not cont:
-                    break
+            try:
+                for page in pages(self.api, path):
+                    out.extend(page)
+            except rest.ApiError as exc:
+                log.warning("Cannot list AdmissionDiagnoses (%s): every diagnosis is rewritten once.", exc)
+                return out
         return out
 
     # ----- the loop -----
@@ -252,10 +237,8 @@ class Runtime:
         self.dirty |= {k for k in before | after if k in self.state.workloads}
 
     def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        try:
-            return self._collection(kind).get(self._state_key(kind, obj))
-        except KeyError:  # a kind the state does not keep per key
-            return None
+        collection = self.state.collection(kind)
+        return None if collection is None else collection.get(self.state.key_of(kind, obj))
 
     def _diagnosis_event(self, etype: str, obj: Mapping[str, Any]) -> None:
         key = (namespace(obj) or "", name(obj) or "")
@@ -376,33 +359,12 @@ class Runtime:
                         await self.publisher.delete(key)
         self.dirty |= set(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
 
-    def _collection(self, kind: str) -> dict[Any, Mapping[str, Any]]:
-        st = self.state
-        if kind == "Job":  # owners of every kind share one dict, keyed (namespace, kind, name)
-            return st.owners
-        collections: dict[str, dict[Any, Mapping[str, Any]]] = {
-            "Workload": st.workloads, "LocalQueue": st.local_queues, "ClusterQueue": st.cluster_queues,
-            "ResourceFlavor": st.flavors, "Cohort": st.cohorts, "AdmissionCheck": st.admission_checks,
-            "Topology": st.topologies, "Namespace": st.namespaces, "Pod": st.pods, "Event": st.events}
-        return collections[kind]
-
-    @staticmethod
-    def _state_key(kind: str, obj: Mapping[str, Any]) -> Any:
-        ns, nm = namespace(obj) or "", name(obj) or ""
-        if kind == "Event":
-            return s(m(obj.get("metadata")).get("uid")) or f"{ns}/{nm}"
-        if kind == "Job":
-            return (ns, "Job", nm)
-        if kind in ("Workload", "LocalQueue", "Pod"):
-            return (ns, nm)
-        return nm
-
     def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
-        return self._state_key(kind, obj) not in self._collection(kind)
+        return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})
 
     def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
-        keep = {self._state_key(listing.kind, o) for o in alive}
-        for key, obj in list(self._collection(listing.kind).items()):
+        keep = {self.state.key_of(listing.kind, o) for o in alive}
+        for key, obj in list((self.state.collection(listing.kind) or {}).items()):
             if listing.kind == "Job" and key[1] != "Job":
                 continue  # JobSets and other owners are not re-listed here
             if key not in keep:
