@@ -68,6 +68,10 @@ class FakeApiServer:
     def answer(self, method: str, path: str, body: Any, code: int = 200) -> None:
         self._answers[method, path] = (code, body)
 
+    def forget(self, method: str, path: str) -> None:
+        """Back to the default answer (an apply succeeds, an unknown path is 404)."""
+        self._answers.pop((method, path), None)
+
     def serve_list(self, path: str, api_version: str, kind: str, items: list[dict[str, Any]]) -> None:
         """A collection of `items` (whole objects); listed as the apiserver lists them."""
         self._lists[path] = (api_version, kind, items)

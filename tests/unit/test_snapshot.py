@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 import urllib3
 
+from kueue_doctor.live.orphans import list_diagnoses
 from kueue_doctor.live.snapshot import LiveError, list_all, listings, snapshot
 from kueue_doctor.state import kind_key
 
-from .apiserver import FakeApiServer, cluster, collection_path, status
+from .apiserver import FakeApiServer, cluster, collection_path, forbidden_list, status
 from .factory import job, pod
 
 LISTINGS = {lst.kind: lst for lst in listings("v1beta2")}
@@ -73,3 +75,20 @@ def test_refused_credentials_and_an_unreachable_cluster_are_errors_not_empty_lis
     with pytest.raises(LiveError, match="cannot reach the cluster"):
         list_all(Unreachable(), LISTINGS["Pod"])
 
+
+def test_diagnoses_that_cannot_be_listed_are_a_warning_and_those_read_so_far(
+        caplog: pytest.LogCaptureFixture) -> None:
+    api = FakeApiServer()
+    api.serve_list(collection_path("AdmissionDiagnosis", "team-a"), "kueue-doctor.dev/v1alpha1", "AdmissionDiagnosis",
+                   [{"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+                     "metadata": {"name": "job-a-00001", "namespace": "team-a", "uid": "ad-1"}}])
+    api.answer("GET", collection_path("AdmissionDiagnosis", "team-b"),
+               forbidden_list("admissiondiagnoses", "kueue-doctor.dev", "team-b"), 403)
+    with caplog.at_level(logging.WARNING, logger="kueue_doctor.runtime"):
+        found = list_diagnoses(api, ["team-a", "team-b"])
+    assert [d["metadata"]["name"] for d in found] == ["job-a-00001"]
+    assert caplog.messages == [
+        'Cannot list AdmissionDiagnoses (GET /apis/kueue-doctor.dev/v1alpha1/namespaces/team-b/admissiondiagnoses: '
+        'HTTP 403: admissiondiagnoses is forbidden: User "system:serviceaccount:kueue-doctor:kueue-doctor" cannot '
+        'list resource "admissiondiagnoses" in API group "kueue-doctor.dev" in the namespace "team-b"): every '
+        'diagnosis is rewritten once.']
