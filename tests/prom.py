@@ -91,15 +91,15 @@ def exported_metrics() -> dict[str, set[str]]:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from kueue_doctor.live.metrics import registry_for
-    from kueue_doctor.live.runtime import Options, Runtime, Verdict
+    from kueue_doctor.live.metrics import Verdict, registry_for
+    from kueue_doctor.live.runtime import Options, Runtime
 
     rt = Runtime(api=None, options=Options(max_workload_series=1))
     now = time.time()
     verdicts = [Verdict("team-a", "wl-1", "main", "cq-a", "Admission", "ExceedsMaxQuota", "QueueAdmin", now - 60),
                 Verdict("team-a", "wl-2", "main", "cq-a", "Admission", "WaitingForQuota", "Nobody", now - 30),
                 Verdict("team-a", "wl-3", "main", "cq-a", "Running", "Running", "Nobody", now - 10)]
-    rt.verdicts = {(v.namespace, v.name): v for v in verdicts}
+    rt.verdicts.update({(v.namespace, v.name): v for v in verdicts})
     st = rt.stats
     st.passes, st.pass_seconds, st.last_pass, st.kueue_installed = 2, [0.01, 0.02], now, True
     st.writes, st.events, st.errors = {"applied": 1, "error": 1}, {"Workload": 3}, {"ApiError": 1}

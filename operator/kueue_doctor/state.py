@@ -41,6 +41,7 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "JAXJob"),
                ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
+_OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 
 Key = tuple[str, str]  # (namespace, name)
 T = TypeVar("T")
@@ -154,6 +155,28 @@ class ClusterState:
                 "ResourceFlavor": self.flavors, "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
                 "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
                 "Pod": self.pods, "Event": self.events, "Job": self.owners}
+
+    # ----- the key layout, for code that compares what it is told with what is kept (the operator) -----
+    def collection(self, kind: str) -> Mapping[Any, Mapping[str, Any]] | None:
+        """The dict `upsert` keeps objects of `kind` in, keyed by `key_of`; None for a kind not kept.
+
+        Owners of every kind (Job, JobSet, ...) share one dict, keyed (namespace, kind, name).
+        """
+        if kind in _OWNER_KIND_NAMES:
+            return self.owners
+        return self._collections().get(kind)
+
+    @staticmethod
+    def key_of(kind: str, obj: Mapping[str, Any]) -> Any:
+        """The key `upsert` stores `obj` (of `kind`) under in `collection(kind)`; metadata is enough."""
+        ns, nm = namespace(obj) or "", name(obj) or ""
+        if kind == "Event":
+            return uid(obj) or f"{ns}/{nm}"
+        if kind in _OWNER_KIND_NAMES:
+            return ns, kind, nm
+        if kind in ("Workload", "LocalQueue", "Pod"):
+            return ns, nm
+        return nm
 
     def upsert(self, obj: Mapping[str, Any]) -> bool:
         """Store one object; False when its kind is not used (ignored, never an error)."""

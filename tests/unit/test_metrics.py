@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from kueue_doctor.live.metrics import registry_for
-from kueue_doctor.live.runtime import Options, Runtime, Verdict
+from kueue_doctor.live.metrics import Verdict, registry_for
+from kueue_doctor.live.runtime import Options, Runtime
 
 
 def scrape(verdicts: list[Verdict], cap: int = 2000) -> list[str]:
     rt = Runtime(api=None, options=Options(max_workload_series=cap))
-    rt.verdicts = {(v.namespace, v.name): v for v in verdicts}
+    rt.verdicts.update({(v.namespace, v.name): v for v in verdicts})
     return generate_latest(registry_for(rt)).decode().splitlines()
 
 

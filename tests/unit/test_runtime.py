@@ -1,73 +1,103 @@
-"""The operator's inbox: which Workloads a batch of watch events marks for re-diagnosis (no cluster)."""
+"""The operator's parts together, on a canned apiserver: what is listed at start-up and what is written.
+
+One server-side apply per new or changed verdict; nothing while nothing changes, nor after a restart.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from typing import Any
 
-from kueue_doctor.live.runtime import Options, Runtime
-from kueue_doctor.state import ClusterState
+from prometheus_client import generate_latest
 
-from .factory import admission, admitted_conditions, cluster_queue, cond, event, flavor, job, local_queue, workload
+from kueue_doctor.live.metrics import registry_for
 
-
-def runtime() -> tuple[Runtime, dict[str, dict[str, Any]]]:
-    objs = {
-        "rf": flavor("default-flavor"),
-        "cq": cluster_queue("cq-a", {"default-flavor": {"cpu": "2"}}, cohort="co"),
-        "lq": local_queue("user-queue", "team-a", "cq-a"),
-        "running": workload("job-run-00001", admission=admission("cq-a"), conditions=admitted_conditions("cq-a")),
-        "waiting": workload("job-wait-00002", conditions=[cond(
-            "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
-            "quota for cpu in flavor default-flavor, 1 more needed")]),
-    }
-    for o in objs.values():
-        o["metadata"]["resourceVersion"] = "1"
-    rt = Runtime(api=None, options=Options())
-    rt.state = ClusterState.from_objects(copy.deepcopy(list(objs.values())))
-    return rt, objs
+from .apiserver import cluster, status
+from .factory import cond
+from .scenario import DIAGNOSES, MAX_CAPACITY, PENDING, objects, started
 
 
-def test_a_re_listed_object_with_the_same_resource_version_marks_nothing() -> None:
-    rt, objs = runtime()
-    rt.observe(None, copy.deepcopy(objs["cq"]))
-    rt._drain()
-    assert rt.dirty == set()
+def test_start_up_diagnoses_every_workload_with_one_apply_each_then_writes_nothing_while_idle() -> None:
+    rt, api = started(objects())
+    assert api.writes == []  # listing and the access check only read
+    assert asyncio.run(rt.loop.run_once()) == 2
+    applies = api.applies()
+    assert sorted(r.path for r in applies) == [f"{DIAGNOSES}/job-run-00001", f"{DIAGNOSES}/job-wait-00002"]
+    assert all(r.query == {"fieldManager": "kueue-doctor", "force": "true"} for r in applies)
+    assert asyncio.run(rt.loop.run_once()) == 0
+    assert len(api.writes) == 2
+    metrics = generate_latest(registry_for(rt)).decode()
+    assert 'kueue_doctor_writes_total{result="applied"} 2.0' in metrics
+    assert "kueue_doctor_diagnosis_passes_total 2.0" in metrics
 
 
-def test_a_cluster_queue_status_change_re_diagnoses_only_workloads_waiting_for_quota() -> None:
-    rt, objs = runtime()
-    cq = copy.deepcopy(objs["cq"])
-    cq["metadata"]["resourceVersion"] = "2"
-    cq["status"]["reservingWorkloads"] = 3
-    rt.observe("MODIFIED", cq)
-    rt._drain()
-    assert rt.dirty == {("team-a", "job-wait-00002")}
+def test_a_restart_over_the_diagnoses_it_wrote_rewrites_none() -> None:
+    objs = objects()
+    before, first = started(objs)
+    asyncio.run(before.loop.run_once())
+    written = [copy.deepcopy(r.body) for r in first.applies()]
+    for i, d in enumerate(written):
+        d["metadata"].update(uid=f"ad-{i:04d}", resourceVersion=str(200 + i), creationTimestamp="2026-11-30T09:01:00Z")
+    api = cluster(objs)
+    api.serve_list("/apis/kueue-doctor.dev/v1alpha1/admissiondiagnoses", "kueue-doctor.dev/v1alpha1",
+                   "AdmissionDiagnosis", written)
+    rt, api = started(objs, api)
+    assert asyncio.run(rt.loop.run_once()) == 2
+    assert api.writes == []
 
 
-def test_a_cluster_queue_spec_change_re_diagnoses_the_whole_cohort() -> None:
-    rt, objs = runtime()
-    cq = copy.deepcopy(objs["cq"])
-    cq["metadata"]["resourceVersion"] = "2"
-    cq["spec"]["stopPolicy"] = "Hold"
-    rt.observe("MODIFIED", cq)
-    rt._drain()
-    assert rt.dirty == {("team-a", "job-wait-00002"), ("team-a", "job-run-00001")}
+def test_only_a_changed_verdict_is_written_again() -> None:
+    objs = objects()
+    rt, api = started(objs)
+    asyncio.run(rt.loop.run_once())
+    ns = copy.deepcopy(objs[0])
+    ns["metadata"].update(resourceVersion="101", labels={"team": "a"})
+    rt.inbox.observe("MODIFIED", ns)  # marks every Workload of the namespace; no verdict changes
+    assert asyncio.run(rt.loop.run_once()) == 2
+    assert len(api.writes) == 2
+    running = copy.deepcopy(objs[4])
+    running["metadata"]["resourceVersion"] = "102"
+    running["status"]["conditions"].append(cond("Finished", "True", "Succeeded", "Job finished successfully",
+                                                "2026-11-30T09:40:00Z"))
+    rt.inbox.observe("MODIFIED", running)
+    assert asyncio.run(rt.loop.run_once()) == 1
+    assert [r.path for r in api.writes[2:]] == [f"{DIAGNOSES}/job-run-00001"]
+    assert api.writes[2].body["status"]["stage"] == "Finished"
 
 
-def test_a_deleted_workload_is_forgotten_and_not_marked() -> None:
-    rt, objs = runtime()
-    rt.verdicts[("team-a", "job-run-00001")] = None  # type: ignore[assignment]
-    rt.observe("DELETED", copy.deepcopy(objs["running"]))
-    rt._drain()
-    assert ("team-a", "job-run-00001") not in rt.state.workloads
-    assert ("team-a", "job-run-00001") not in rt.verdicts and ("team-a", "job-run-00001") not in rt.dirty
+def test_a_failed_write_is_retried_on_a_later_pass_and_nothing_else_is_rewritten() -> None:
+    api = cluster(objects())
+    api.answer("PATCH", f"{DIAGNOSES}/job-wait-00002", status(500, "InternalError", "Internal error occurred: "
+                                                                 "etcdserver: request timed out"), 500)
+    rt, api = started(objects(), api)
+    asyncio.run(rt.loop.run_once())
+    assert len(api.applies()) == 2
+    api.forget("PATCH", f"{DIAGNOSES}/job-wait-00002")  # etcd is back
+    assert asyncio.run(rt.loop.run_once()) == 1
+    assert [r.path for r in api.applies()[2:]] == [f"{DIAGNOSES}/job-wait-00002"]
+    assert rt.stats.writes == {"applied": 2, "error": 1}
 
 
-def test_warning_events_about_unrelated_kinds_are_not_kept() -> None:
-    rt, _ = runtime()
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n-uid"}}
-    rt.observe("ADDED", event(node, "NodeNotReady", "Node n1 status is now: NodeNotReady"))
-    j = job("trainer", "team-a")
-    rt.observe("ADDED", event(j, "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q'))
-    assert len(rt.inbox) == 1
+def test_a_burst_of_watch_events_is_diagnosed_once_in_its_final_state() -> None:
+    objs = objects()
+    rt, api = started(objs, debounce=5.0)  # a burst ends when it pauses (20 ms): 5 s only spares a slow machine
+    asyncio.run(rt.loop.run_once())
+    messages = [PENDING, MAX_CAPACITY]  # WaitingForQuota, ExceedsMaxQuota: each flip a verdict change; last: Max
+
+    async def burst() -> None:
+        task = asyncio.create_task(rt.loop.run())
+        for i in range(51):  # one change a millisecond: each would be written if each were a pass
+            wl = copy.deepcopy(objs[5])
+            wl["metadata"]["resourceVersion"] = str(101 + i)
+            wl["status"]["conditions"] = [cond("QuotaReserved", "False", "Pending", messages[(i + 1) % 2])]
+            rt.inbox.observe("MODIFIED", wl)
+            await asyncio.sleep(0.001)
+        while rt.stats.passes < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        task.cancel()
+
+    asyncio.run(burst())
+    later = api.applies()[2:]
+    assert [r.path for r in later] == [f"{DIAGNOSES}/job-wait-00002"]
+    assert later[0].body["status"]["reason"] == "ExceedsMaxQuota"

@@ -59,3 +59,19 @@ def test_a_victim_change_re_diagnoses_its_preemptor_but_a_plain_change_only_itse
 def test_flavor_change_affects_the_workloads_of_queues_using_it() -> None:
     state, o = build()
     assert len(state.affected_workloads(o["rf"])) == 4
+
+
+def test_every_kind_the_operator_watches_is_found_where_key_of_says_also_from_metadata_only() -> None:
+    state, o = build()
+    ev = event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q')
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "ns-uid"}}
+    for obj in [*o.values(), ev, ns]:
+        state.upsert(obj)
+        kind = obj["kind"]
+        collection = state.collection(kind)
+        assert collection is not None, kind
+        assert collection[state.key_of(kind, obj)] == obj, kind
+        # the resync compares a metadata-only LIST (PartialObjectMetadata items) with what is kept
+        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+        assert state.key_of(kind, partial) == state.key_of(kind, obj), kind
+    assert state.collection("AdmissionDiagnosis") is None  # not kept: the operator compares those whole

@@ -1,1 +1,1 @@
-"""Talking to a live cluster: one-shot snapshots now, the operator later."""
+"""Talking to a live cluster: one-shot snapshots (snapshot.py) and the operator (runtime.py builds its parts)."""

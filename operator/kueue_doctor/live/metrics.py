@@ -1,22 +1,76 @@
 """Prometheus metrics, computed from the current verdicts at scrape time (no per-tick churn).
 
+Also the read model they come from: `Verdict` (what a metric needs of one diagnosis, kept by the loop
+after each pass) and `Stats` (the operator's counters, also read by /healthz in service.py).
 Timestamps, not ages: alerts compute `time() - x`. The Workload's namespace is the label
 `workload_namespace`, so no scrape setting (honor_labels) can overwrite it with the target's namespace.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..kube.objects import parse_time
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 WAITING_STAGES = ("Admission", "Scheduling", "Unknown")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What metrics need of one diagnosis."""
+
+    namespace: str
+    name: str
+    local_queue: str
+    cluster_queue: str
+    stage: str
+    reason: str
+    action_by: str
+    since: float | None  # unix seconds
+
+    @classmethod
+    def of(cls, diagnosis: Mapping[str, Any]) -> Verdict:
+        """From an AdmissionDiagnosis as published (its `since` is the one written)."""
+        st = diagnosis["status"]
+        since = parse_time(st.get("since"))
+        md = diagnosis["metadata"]
+        return cls(md["namespace"], md["name"], st.get("localQueue") or "", st.get("clusterQueue") or "",
+                   st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None)
+
+
+class Stats:
+    """Operational counters the metrics collector reads."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.pass_seconds_sum = 0.0
+        self.heartbeat = time.monotonic()  # the loop's last sign of life (liveness)
+        self.crd_installed = True
+        self.crd_current = True
+        self.writes: dict[str, int] = {}
+        self.events: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.last_pass: float | None = None  # unix time of the last successful pass
+        self.kueue_installed = False
+        self.access: dict[str, bool] = {}
+
+    def count(self, table: dict[str, int], key: str) -> None:
+        table[key] = table.get(key, 0) + 1
+
+    def written(self, result: str) -> None:
+        """The publisher's callback after each write (applied, deleted, error)."""
+        self.count(self.writes, result)
+        self.heartbeat = time.monotonic()  # a long first pass of writes is alive, not stuck
 
 
 class DiagnosisCollector(Collector):

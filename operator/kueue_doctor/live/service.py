@@ -1,4 +1,4 @@
-"""`kueue-doctor run`: Kopf watches feeding the runtime; metrics and liveness endpoints.
+"""`kueue-doctor run`: Kopf watches feeding the runtime's inbox; metrics and liveness endpoints.
 
 Read-only towards everything it watches (KOPF-NOTES): only `on.event` handlers that return None,
 standalone (no peering), no Kopf event posting, no finalizers, annotations or status on watched objects.
@@ -18,6 +18,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from . import rest
+from .discovery import Discovery
 from .metrics import registry_for
 from .runtime import Options, Runtime
 from .snapshot import KUEUE
@@ -49,6 +50,15 @@ def connection_info() -> kopf.ConnectionInfo:
         certificate_path=cfg.cert_file, private_key_path=cfg.key_file, proxy_url=cfg.proxy)
 
 
+def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
+    """(group, version, plural, kind) to watch: Kueue's kinds, the optional kinds RBAC allows (Kopf exits on a
+    403 watch), and our own AdmissionDiagnosis objects (to restore them when edited or deleted)."""
+    out = [(KUEUE, discovery.version, plural, kind) for plural, kind in KUEUE_WATCHES]
+    out += [w for w in OPTIONAL_WATCHES if discovery.allowed(w[3])]
+    out.append(("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", "AdmissionDiagnosis"))
+    return out
+
+
 def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -70,18 +80,13 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
             obj = event.get("object")
             if isinstance(obj, dict):
                 obj.setdefault("kind", kind)
-                runtime.observe(event.get("type"), obj)
+                runtime.inbox.observe(event.get("type"), obj)
             return None  # a value would be patched into the watched object's status
         handler.__name__ = f"observe_{kind.lower()}"
         return handler
 
-    for plural, kind in KUEUE_WATCHES:
-        kopf.on.event(KUEUE, runtime.kueue_version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
-    for group, version, plural, kind in OPTIONAL_WATCHES:
-        if runtime.allowed(kind):
-            kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
-    kopf.on.event("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", id="observe-admissiondiagnoses",
-                  registry=registry)(feed("AdmissionDiagnosis"))
+    for group, version, plural, kind in watches(runtime.discovery):
+        kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
     return registry
 
 
@@ -140,19 +145,19 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     start_http_server(metrics_port, registry=registry_for(runtime))
     Health(runtime, stale_after=max(3 * options.resync_interval, 600.0)).serve(health_port)
     log.info("Metrics on :%d/metrics, liveness on :%d/healthz", metrics_port, health_port)
-    while not await runtime.kueue_served():
+    while not await runtime.discovery.kueue_served():
         runtime.stats.kueue_installed = False
         runtime.stats.heartbeat = time.monotonic()
         log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
                     "checking again in 30s.", KUEUE)
         await asyncio.sleep(30)
     runtime.stats.kueue_installed = True
-    await runtime.check_access()
+    await runtime.discovery.check_access()
     await runtime.initial_sync()
     runtime.stats.heartbeat = time.monotonic()
     runtime.ready.set()
     registry = build_registry(runtime)
-    loop_task = asyncio.create_task(runtime.loop(), name="diagnosis-loop")
+    loop_task = asyncio.create_task(runtime.loop.run(), name="diagnosis-loop")
     try:
         await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
                             namespaces=options.namespaces)

@@ -1,4 +1,6 @@
-"""One LIST of everything the engine reads, for `kueue-doctor explain` without -f.
+"""LISTs: one paged LIST of everything the engine reads, for `kueue-doctor explain` without -f, and the
+one paging loop (`pages`) every LIST of the package goes through (the operator's start-up list and its
+resync in runtime.py and orphans.py, the AdmissionDiagnosis list in orphans.py).
 
 Each kind is listed on its own: a kind that is forbidden (RBAC) or not served is left out and not
 marked complete, so the engine never concludes that an object is missing when it could not look.
@@ -6,7 +8,7 @@ marked complete, so the engine never concludes that an object is missing when it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,32 +64,51 @@ def get_json(api: Any, path: str, query: Mapping[str, str] | None = None, metada
         return exc.status, None
 
 
-def list_all(api: Any, listing: Listing, namespace: str | None, metadata_only: bool = False,
-             transform: Any = None) -> list[dict[str, Any]] | None:
-    """Every object of one kind (paged, each page passed through `transform`); None when it cannot be read."""
-    ns_part = f"namespaces/{namespace}/" if namespace and listing.namespaced else ""
-    path = listing.path.format(ns=ns_part)
+PAGE_SIZE = "500"
+
+
+def pages(api: Any, path: str, query: Mapping[str, str] | None = None, metadata_only: bool = False
+          ) -> Iterator[list[dict[str, Any]]]:
+    """The items of one LIST, page by page (`limit` and `continue`); rest.ApiError when a page fails."""
+    cont = ""
+    while True:
+        params = dict(query or {}, limit=PAGE_SIZE)
+        if cont:
+            params["continue"] = cont
+        body = rest.request(api, "GET", path, query=params,
+                            accept=rest.METADATA_ONLY if metadata_only else "application/json")
+        if not isinstance(body, dict):
+            raise rest.ApiError(502, "GET", path, "the response to a LIST is not a JSON object")
+        yield list(body.get("items") or [])
+        cont = (body.get("metadata") or {}).get("continue") or ""
+        if not cont:
+            return
+
+
+def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadata_only: bool = False,
+             transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
+    """Every object of one kind in `namespaces` (all when empty), each page passed through `transform`.
+
+    None when the kind cannot be read (forbidden, not served); LiveError when the cluster cannot be read at all.
+    """
+    scopes: Sequence[str | None] = namespaces if namespaces and listing.namespaced else [None]
     items: list[dict[str, Any]] = []
-    for selector in listing.selectors:
-        cont = ""
-        while True:
-            query = dict(selector, limit="500")
-            if cont:
-                query["continue"] = cont
-            code, body = get_json(api, path, query, metadata_only)
-            if code != 200 or not isinstance(body, dict):
-                if code in (401,):
-                    raise LiveError(f"the cluster refused our credentials (HTTP 401) listing {path}")
-                if code == 0:
-                    raise LiveError(f"cannot reach the cluster listing {path}: check the kubeconfig's server")
+    for ns in scopes:
+        path = listing.path.format(ns=f"namespaces/{ns}/" if ns else "")
+        for selector in listing.selectors:
+            try:
+                for page in pages(api, path, selector, metadata_only):
+                    for item in page:
+                        item["kind"] = listing.kind
+                        item["apiVersion"] = listing.api_version
+                        items.append(transform(item) if transform is not None else item)
+            except rest.ApiError as exc:
+                if exc.status == 401:
+                    raise LiveError(f"the cluster refused our credentials (HTTP 401) listing {path}") from exc
+                if exc.status == 0:
+                    raise LiveError(f"cannot reach the cluster listing {path}: check the kubeconfig's server"
+                                    ) from exc
                 return None
-            for item in body.get("items") or []:
-                item["kind"] = listing.kind
-                item["apiVersion"] = listing.api_version
-                items.append(transform(item) if transform is not None else item)
-            cont = (body.get("metadata") or {}).get("continue") or ""
-            if not cont:
-                break
     return items
 
 
@@ -107,7 +128,7 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
     objects: list[dict[str, Any]] = []
     complete: set[str] = set()
     for listing in listings(version):
-        items = list_all(api, listing, namespace)
+        items = list_all(api, listing, [namespace] if namespace else [])
         if items is None:
             continue
         objects.extend(items)

@@ -1,0 +1,128 @@
+"""The operator's inbox: watch events in, the ClusterState kept current, the dirty Workloads out.
+
+`observe` is all a Kopf handler does (filter, slim, queue, wake the loop). `drain` applies a batch:
+it drops what is not new (the same resourceVersion: a re-list or a duplicate event), stores or removes
+the rest, and marks exactly the Workloads each change can affect, as they were related before the change
+and after it (`ClusterState.affected_workloads`). Neighbours: service.py feeds it; loop.py drains it and
+`take`s the dirty set before each pass; orphans.py queues its repairs here (`put`), so every change
+reaches the state the same way; the publisher hears of our own AdmissionDiagnosis objects from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..kube.objects import m, name, namespace, s
+from ..kube.slim import slim
+from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
+from .metrics import Stats, Verdict
+from .publisher import Publisher
+
+DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
+EVENT_KINDS = {"Pod", "Job", "Workload"} | {kind for _group, kind in OWNER_KINDS}  # Events about others: dropped
+
+
+def event_is_relevant(obj: Mapping[str, Any]) -> bool:
+    """A (Warning) Event the engine may read: about a Pod, a Workload or a Workload's owner."""
+    ref = m(obj.get("involvedObject") or obj.get("regarding"))
+    return s(ref.get("kind")) in EVENT_KINDS
+
+
+def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    rv = m(a.get("metadata")).get("resourceVersion")
+    return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
+
+
+class Inbox:
+    def __init__(self, state: ClusterState, stats: Stats, publisher: Publisher, verdicts: dict[Key, Verdict]
+                 ) -> None:
+        self.state = state
+        self.stats = stats
+        self.publisher = publisher
+        self.verdicts = verdicts
+        self.wake = asyncio.Event()  # set on every observed event; the loop waits on it
+        self._queue: deque[tuple[str, Mapping[str, Any]]] = deque()
+        self._dirty: set[Key] = set()
+
+    def __len__(self) -> int:
+        """Events queued and not yet drained (the loop's debounce watches this grow)."""
+        return len(self._queue)
+
+    # ----- fed by the Kopf handlers -----
+    def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        key = kind_key(obj)
+        self.stats.count(self.stats.events, key[1] if key else "unknown")
+        if key == ("", "Event") and not event_is_relevant(obj):
+            return  # a Warning about a Node, a Service...: never read, so never kept
+        if key != DIAGNOSIS:  # our own objects are compared whole
+            obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
+        self._queue.append((event_type or "ADDED", obj))
+        self.wake.set()
+
+    def put(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        """A change found by a re-list (orphans.py), already slim: drained like a watch event, not counted as one."""
+        self._queue.append((event_type, obj))
+
+    # ----- the dirty set -----
+    def mark(self, keys: Iterable[Key]) -> None:
+        """Workloads to diagnose on the next pass."""
+        self._dirty |= set(keys)
+
+    def take(self) -> set[Key]:
+        """The Workloads marked so far, leaving none marked."""
+        keys, self._dirty = self._dirty, set()
+        return keys
+
+    # ----- applying a batch -----
+    def drain(self) -> None:
+        if not self._queue:
+            return
+        batch = []
+        while self._queue:
+            batch.append(self._queue.popleft())
+        before: set[Key] = set()
+        todo: list[tuple[str, Mapping[str, Any], bool]] = []
+        for etype, obj in batch:
+            key = kind_key(obj)
+            if key == DIAGNOSIS:
+                self._diagnosis_event(etype, obj)
+                continue
+            prev = self._stored(key[1] if key else "", obj)
+            if etype != "DELETED" and prev is not None and _same_version(prev, obj):
+                continue  # a re-list or a duplicate event: nothing new
+            status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
+            before |= self.state.affected_workloads(prev or obj, status_only)  # relations as they were
+            todo.append((etype, obj, status_only))
+        after: set[Key] = set()
+        for etype, obj, _ in todo:
+            if etype == "DELETED":
+                self.state.remove(obj)
+                if kind_key(obj) == (KUEUE, "Workload"):
+                    key = (namespace(obj) or "", name(obj) or "")
+                    self.verdicts.pop(key, None)
+                    self.publisher.forget(key)
+                    before.discard(key)
+            else:
+                self.state.upsert(obj)  # slimmed when observed
+        for etype, obj, status_only in todo:
+            if etype != "DELETED":
+                after |= self.state.affected_workloads(obj, status_only)
+        self._dirty |= {k for k in before | after if k in self.state.workloads}
+
+    def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        collection = self.state.collection(kind)
+        return None if collection is None else collection.get(self.state.key_of(kind, obj))
+
+    def _diagnosis_event(self, etype: str, obj: Mapping[str, Any]) -> None:
+        """Someone deleted or edited one of our diagnoses: its Workload is diagnosed (and it restored) again."""
+        key = (namespace(obj) or "", name(obj) or "")
+        if etype == "DELETED":
+            if key in self.state.workloads:
+                self.publisher.forget(key)
+                self._dirty.add(key)  # restored on the next pass, after the Workload is checked to exist
+            return
+        if self.publisher.observed(obj) and key in self.state.workloads:
+            self._dirty.add(key)

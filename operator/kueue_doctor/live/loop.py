@@ -1,0 +1,129 @@
+"""The diagnosis loop: when to run a pass, and the pass itself.
+
+It sleeps until the inbox wakes it or a timer is due (the next resync, a deferred write, a failed write
+to retry); a lone change is diagnosed at once, a burst is collected until it pauses (at most `debounce`),
+so a burst costs one pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches
+between them) and hands the diagnoses to the publisher; nothing is dirty, nothing is written. Neighbours:
+inbox.py supplies the dirty set; orphans.py runs the resync and confirms restores; the publisher decides
+what to write; the verdicts kept here after each pass are what metrics.py exports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..engine.diagnose import diagnose
+from ..state import ClusterState, Key
+from .inbox import Inbox
+from .metrics import Stats, Verdict
+from .orphans import Orphans, deleting
+from .publisher import Publisher
+
+log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
+RETRY_AFTER = 10.0  # seconds before a failed write is tried again
+CHUNK = 500  # Workloads diagnosed between two yields to the watches
+
+
+class DiagnosisLoop:
+    def __init__(self, state: ClusterState, inbox: Inbox, orphans: Orphans, publisher: Publisher,
+                 verdicts: dict[Key, Verdict], stats: Stats, debounce: float, resync_interval: float) -> None:
+        self.state = state
+        self.inbox = inbox
+        self.orphans = orphans
+        self.publisher = publisher
+        self.verdicts = verdicts
+        self.stats = stats
+        self.debounce = debounce  # the longest a burst of changes is collected before a pass
+        self.resync_interval = resync_interval
+        self._next_resync = 0.0  # monotonic; 0: at the first pass
+        self._retry_at: float | None = None
+
+    def synced(self) -> None:
+        """The state was just listed whole: the next resync is one interval away."""
+        self._next_resync = time.monotonic() + self.resync_interval
+
+    async def run(self) -> None:
+        """Forever: wait for a change or a timer, collect the burst, run a pass."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.inbox.wake.wait(), timeout=self._sleep_for())
+            self.inbox.wake.clear()
+            self._retry_at = None
+            self.stats.heartbeat = time.monotonic()
+            await self._collect_burst()
+            try:
+                await self.run_once()
+            except Exception as exc:  # a failed pass must not stop the operator; the next one retries
+                self.stats.count(self.stats.errors, type(exc).__name__)
+                log.exception("Diagnosis pass failed (%s); retrying on the next change or resync.", exc)
+                await asyncio.sleep(5)
+
+    async def run_once(self) -> int:
+        """Drain the inbox and diagnose what is dirty; the number of Workloads diagnosed."""
+        self.inbox.drain()
+        mono = time.monotonic()
+        if mono >= self._next_resync:
+            await self.orphans.resync()
+            self._next_resync = mono + self.resync_interval
+        due = self.publisher.next_due()
+        if due is not None and due <= mono:
+            self.inbox.mark(k for k in self.publisher.deferred if k in self.state.workloads)
+        keys = self.inbox.take()
+        try:
+            return await self._pass(keys)
+        except BaseException:
+            self.inbox.mark(keys)  # nothing is lost: the next pass takes them again
+            raise
+
+    async def _pass(self, keys: set[Key]) -> int:
+        now = datetime.now(UTC)
+        keys -= await self.orphans.confirm_restores(keys)
+        t0 = time.perf_counter()
+        diagnoses = []
+        chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
+        for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
+            diagnoses.extend(diagnose(self.state, now, chunk[start:start + CHUNK]))
+            self.stats.heartbeat = time.monotonic()
+            await asyncio.sleep(0)
+        elapsed = time.perf_counter() - t0
+        failed = await self.publisher.publish(diagnoses, now)
+        for d in diagnoses:  # after publish: `since` is the one written (kept across reason-stable passes)
+            self._remember(d)
+        if failed:
+            self.inbox.mark(failed)
+            self._retry_at = time.monotonic() + RETRY_AFTER
+        self.stats.passes += 1
+        self.stats.pass_seconds_sum += elapsed
+        self.stats.last_pass = time.time()
+        self.stats.heartbeat = time.monotonic()
+        return len(diagnoses)
+
+    def _remember(self, d: Mapping[str, Any]) -> None:
+        verdict = Verdict.of(d)
+        self.verdicts[verdict.namespace, verdict.name] = verdict
+
+    async def _collect_burst(self) -> None:
+        """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`)."""
+        deadline = time.monotonic() + self.debounce
+        seen = len(self.inbox)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            if len(self.inbox) == seen:
+                return
+            seen = len(self.inbox)
+
+    def _sleep_for(self) -> float:
+        mono = time.monotonic()
+        due = self.publisher.next_due()
+        candidates = [self._next_resync - mono]
+        if due is not None:
+            candidates.append(due - mono)
+        if self._retry_at is not None:
+            candidates.append(self._retry_at - mono)
+        return max(0.05, min(candidates))

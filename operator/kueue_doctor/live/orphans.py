@@ -1,0 +1,139 @@
+"""Repairs: what a watch gap hid, diagnoses whose Workload is gone, and restores that must not happen.
+
+After a 410 Gone, Kopf re-lists without reporting deletions, so `resync` compares a metadata-only LIST
+of each kind with the ClusterState and queues the difference in the inbox; it deletes a diagnosis only
+after a GET confirms its Workload is gone (or being deleted). `confirm_restores` runs before each pass:
+a diagnosis someone deleted is re-created only if a GET shows its Workload alive, since the garbage
+collector deletes the dependents of a Workload in foreground deletion and re-creating them would fight it.
+Neighbours: loop.py calls both on its timers; inbox.py applies the repairs; discovery.py says which kinds
+may be listed and re-checks the CRD; the publisher deletes (it is the only writer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..api import GROUP, PLURAL, VERSION
+from ..kube.objects import m, name, namespace
+from ..kube.slim import slim
+from ..state import KUEUE, ClusterState, Key
+from . import rest
+from .discovery import Discovery
+from .inbox import Inbox
+from .metrics import Stats, Verdict
+from .publisher import Publisher, diagnosis_path
+from .snapshot import Listing, list_all, pages
+
+log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
+
+
+def deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(m(obj.get("metadata")).get("deletionTimestamp"))
+
+
+def list_diagnoses(api: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """Every AdmissionDiagnosis in the watched namespaces, whole; on an error those read so far, and a warning."""
+    paths = [diagnosis_path(ns) for ns in namespaces] or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            for page in pages(api, path):
+                out.extend(page)
+        except rest.ApiError as exc:
+            log.warning("Cannot list AdmissionDiagnoses (%s): every diagnosis is rewritten once.", exc)
+            return out
+    return out
+
+
+class Orphans:
+    def __init__(self, api: Any, state: ClusterState, inbox: Inbox, discovery: Discovery, publisher: Publisher,
+                 verdicts: dict[Key, Verdict], stats: Stats) -> None:
+        self.api = api
+        self.state = state
+        self.inbox = inbox
+        self.discovery = discovery
+        self.publisher = publisher
+        self.verdicts = verdicts
+        self.stats = stats
+
+    async def resync(self) -> None:
+        """Repair what a watch gap hid: after a 410 Gone, Kopf re-lists without reporting deletions.
+
+        Every kind is re-listed as metadata only; objects gone from the cluster are dropped, objects
+        missing from memory are fetched; diagnoses whose Workload is gone are deleted.
+        """
+        namespaces = self.discovery.namespaces
+        for listing in self.discovery.listings():
+            if not self.discovery.allowed(listing.kind) or listing.kind not in self.state.complete_kinds:
+                continue
+            try:
+                alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True)
+            except Exception as exc:  # one kind failing must not stop the others
+                self.stats.count(self.stats.errors, "resync")
+                log.warning("Resync could not list %s: %s", listing.kind, exc)
+                continue
+            if alive is None:
+                continue
+            self._reconcile(listing, alive)
+            if any(self._missing(listing.kind, o) for o in alive):
+                items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim)
+                for obj in items or []:
+                    if self._missing(listing.kind, obj):
+                        self.inbox.put("ADDED", obj)
+            self.stats.heartbeat = time.monotonic()
+        self.inbox.drain()
+        await self.discovery.check_crd()
+        if self.stats.crd_installed:
+            for obj in await asyncio.to_thread(list_diagnoses, self.api, namespaces):
+                key = (namespace(obj) or "", name(obj) or "")
+                if key not in self.state.workloads:
+                    wl = await self._get_workload(key)
+                    if wl is None or deleting(wl):
+                        await self.publisher.delete(key)
+        self.inbox.mark(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
+
+    def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})
+
+    def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
+        keep = {self.state.key_of(listing.kind, o) for o in alive}
+        for key, obj in list((self.state.collection(listing.kind) or {}).items()):
+            if listing.kind == "Job" and key[1] != "Job":
+                continue  # JobSets and other owners are not re-listed here
+            if key not in keep:
+                self.inbox.put("DELETED", obj)
+
+    async def confirm_restores(self, keys: set[Key]) -> set[Key]:
+        """Of the Workloads about to be diagnosed, those whose deleted diagnosis must not be restored.
+
+        A diagnosis we wrote and someone (or the garbage collector) deleted is re-created only after a
+        GET shows its Workload exists and is not being deleted; the others are dropped and returned.
+        """
+        dropped: set[Key] = set()
+        for key in [k for k in keys if k in self.state.workloads and k not in self.publisher.records]:
+            if key in self.verdicts:  # seen alive by us; only a restore after deletion needs the check
+                wl = await self._get_workload(key)
+                if wl is None or deleting(wl):
+                    self._drop_workload(key)
+                    dropped.add(key)
+        return dropped
+
+    async def _get_workload(self, key: Key) -> dict[str, Any] | None:
+        path = f"/apis/{KUEUE}/{self.discovery.version}/namespaces/{key[0]}/workloads/{key[1]}"
+        try:
+            obj = await asyncio.to_thread(rest.request, self.api, "GET", path)
+        except rest.ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(obj) if isinstance(obj, dict) else None
+
+    def _drop_workload(self, key: Key) -> None:
+        self.state.remove({"apiVersion": f"{KUEUE}/v1beta2", "kind": "Workload",
+                           "metadata": {"namespace": key[0], "name": key[1]}})
+        self.verdicts.pop(key, None)
+        self.publisher.forget(key)

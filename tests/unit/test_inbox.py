@@ -1,0 +1,135 @@
+"""The operator's inbox: which Workloads a batch of watch events marks for re-diagnosis (no cluster)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kueue_doctor.live.inbox import Inbox
+from kueue_doctor.live.metrics import Stats, Verdict
+from kueue_doctor.live.publisher import Publisher
+from kueue_doctor.state import ClusterState
+
+from .factory import admission, admitted_conditions, cluster_queue, cond, event, flavor, job, local_queue, workload
+
+RUNNING, WAITING = ("team-a", "job-run-00001"), ("team-a", "job-wait-00002")
+
+
+def inbox() -> tuple[Inbox, dict[str, dict[str, Any]]]:
+    objs = {
+        "rf": flavor("default-flavor"),
+        "cq": cluster_queue("cq-a", {"default-flavor": {"cpu": "2"}}, cohort="co"),
+        "lq": local_queue("user-queue", "team-a", "cq-a"),
+        "running": workload("job-run-00001", admission=admission("cq-a"), conditions=admitted_conditions("cq-a")),
+        "waiting": workload("job-wait-00002", conditions=[cond(
+            "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
+            "quota for cpu in flavor default-flavor, 1 more needed")]),
+    }
+    for o in objs.values():
+        o["metadata"]["resourceVersion"] = "1"
+    state = ClusterState.from_objects(copy.deepcopy(list(objs.values())))
+    return Inbox(state, Stats(), Publisher(api=None), {}), objs
+
+
+def changed(obj: dict[str, Any], rv: str = "2") -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    new["metadata"]["resourceVersion"] = rv
+    return new
+
+
+def diagnosis_of(wl: dict[str, Any], reason: str = "WaitingForQuota") -> dict[str, Any]:
+    """An AdmissionDiagnosis as the watch delivers it after our server-side apply."""
+    md = wl["metadata"]
+    return {"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+            "metadata": {"name": md["name"], "namespace": md["namespace"], "uid": "ad-0001", "resourceVersion": "7",
+                         "labels": {"kueue-doctor.dev/reason": reason},
+                         "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                                              "name": md["name"], "uid": md["uid"]}]},
+            "spec": {"workloadRef": {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "name": md["name"],
+                                     "uid": md["uid"]}},
+            "status": {"stage": "Admission", "reason": reason, "actionBy": "Nobody", "since": "2026-11-30T09:00:00Z",
+                       "message": "Waiting for quota in ClusterQueue cq-a"}}
+
+
+def test_a_re_listed_object_with_the_same_resource_version_marks_nothing() -> None:
+    box, objs = inbox()
+    box.observe(None, copy.deepcopy(objs["cq"]))  # Kopf's initial LIST: type None
+    box.observe("MODIFIED", copy.deepcopy(objs["waiting"]))  # a duplicate after a watch reconnect
+    box.drain()
+    assert box.take() == set()
+
+
+def test_a_cluster_queue_status_change_re_diagnoses_only_workloads_waiting_for_quota() -> None:
+    box, objs = inbox()
+    cq = changed(objs["cq"])
+    cq["status"]["reservingWorkloads"] = 3
+    box.observe("MODIFIED", cq)
+    box.drain()
+    assert box.take() == {WAITING}
+
+
+def test_a_cluster_queue_spec_change_re_diagnoses_the_whole_cohort() -> None:
+    box, objs = inbox()
+    cq = changed(objs["cq"])
+    cq["spec"]["stopPolicy"] = "Hold"
+    box.observe("MODIFIED", cq)
+    box.drain()
+    assert box.take() == {WAITING, RUNNING}
+
+
+def test_a_deleted_workload_is_forgotten_and_not_marked() -> None:
+    box, objs = inbox()
+    box.verdicts[RUNNING] = Verdict(*RUNNING, "user-queue", "cq-a", "Running", "Running", "Nobody", 0.0)
+    box.observe("DELETED", copy.deepcopy(objs["running"]))
+    box.drain()
+    assert RUNNING not in box.state.workloads and RUNNING not in box.verdicts
+    assert box.take() == set()
+
+
+def test_a_deletion_is_applied_even_with_the_resource_version_last_seen() -> None:
+    box, objs = inbox()
+    lq = copy.deepcopy(objs["lq"])  # a DELETED event carries the last state, often the version we hold
+    box.observe("DELETED", lq)
+    box.drain()
+    assert ("team-a", "user-queue") not in box.state.local_queues
+    assert box.take() == {WAITING, RUNNING}  # their LocalQueue is gone: both verdicts change
+
+
+def test_warning_events_about_unrelated_kinds_are_not_kept() -> None:
+    box, _ = inbox()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n-uid"}}
+    box.observe("ADDED", event(node, "NodeNotReady", "Node n1 status is now: NodeNotReady"))
+    j = job("trainer", "team-a")
+    box.observe("ADDED", event(j, "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q'))
+    assert len(box) == 1
+    box.drain()
+    assert [e["involvedObject"]["kind"] for e in box.state.events.values()] == ["Job"]
+    assert box.stats.events == {"Event": 2}  # both counted as watch events received
+
+
+def test_objects_are_kept_slim_but_our_own_diagnoses_whole() -> None:
+    box, objs = inbox()
+    wl = changed(objs["waiting"])
+    wl["metadata"]["managedFields"] = [{"manager": "kueue", "operation": "Update", "fieldsType": "FieldsV1"}]
+    box.observe("MODIFIED", wl)
+    box.drain()
+    assert "managedFields" not in box.state.workloads[WAITING]["metadata"]
+    assert box.take() == {WAITING}
+
+
+def test_a_deleted_or_edited_diagnosis_marks_its_workload_for_restoring_our_echo_does_not() -> None:
+    box, objs = inbox()
+    ours = diagnosis_of(objs["waiting"])
+    box.observe("ADDED", copy.deepcopy(ours))  # first seen: remembered as what the cluster holds
+    box.drain()
+    box.observe("MODIFIED", copy.deepcopy(ours))  # the same content again: nothing to do
+    box.drain()
+    assert box.take() == set()
+    edited = changed(ours, "8")
+    edited["status"]["reason"] = "EditedByHand"
+    box.observe("MODIFIED", edited)
+    box.drain()
+    assert box.take() == {WAITING}
+    box.observe("DELETED", copy.deepcopy(ours))
+    box.drain()
+    assert box.take() == {WAITING} and WAITING not in box.publisher.records

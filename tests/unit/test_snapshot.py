@@ -1,0 +1,94 @@
+"""The one paging loop every LIST goes through, and what a LIST that fails means."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import urllib3
+
+from kueue_doctor.live.orphans import list_diagnoses
+from kueue_doctor.live.snapshot import LiveError, list_all, listings, snapshot
+from kueue_doctor.state import kind_key
+
+from .apiserver import FakeApiServer, cluster, collection_path, forbidden_list, status
+from .factory import job, pod
+
+LISTINGS = {lst.kind: lst for lst in listings("v1beta2")}
+
+
+def pods(n: int, namespace: str = "team-a") -> list[dict[str, Any]]:
+    owner = job("trainer", namespace)
+    return [pod(f"trainer-{i:05d}", owner, "job-trainer-00001") for i in range(n)]
+
+
+def test_a_list_follows_continue_page_by_page_with_the_watch_selector() -> None:
+    api = FakeApiServer()
+    api.serve_list(collection_path("Pod"), "v1", "Pod", pods(1201))
+    items = list_all(api, LISTINGS["Pod"])
+    assert items is not None and len(items) == 1201
+    assert {kind_key(i) for i in items} == {("", "Pod")}  # list items carry no kind: stamped from the listing
+    assert [(r.query["limit"], r.query.get("continue")) for r in api.requests] == [
+        ("500", None), ("500", "500"), ("500", "1000")]
+    assert {r.query["labelSelector"] for r in api.requests} == {"kueue.x-k8s.io/podset"}
+
+
+def test_each_page_is_slimmed_and_metadata_only_lists_ask_for_partial_objects() -> None:
+    api = FakeApiServer()
+    api.serve_list(collection_path("Pod"), "v1", "Pod", pods(3))
+    slimmed = list_all(api, LISTINGS["Pod"], transform=lambda o: {"metadata": {"name": o["metadata"]["name"]}})
+    assert slimmed == [{"metadata": {"name": f"trainer-{i:05d}"}} for i in range(3)]
+    partial = list_all(api, LISTINGS["Pod"], metadata_only=True)
+    assert partial is not None and [p["kind"] for p in partial] == ["Pod"] * 3 and "spec" not in partial[0]
+    assert "as=PartialObjectMetadataList" in api.requests[-1].accept
+
+
+def test_namespaced_kinds_are_listed_per_namespace_cluster_scoped_ones_once() -> None:
+    api = FakeApiServer()
+    for ns in ("team-a", "team-b"):
+        api.serve_list(collection_path("Pod", ns), "v1", "Pod", pods(2, ns))
+    api.serve_list(collection_path("Namespace"), "v1", "Namespace", [])
+    items = list_all(api, LISTINGS["Pod"], ["team-a", "team-b"])
+    assert items is not None and sorted({i["metadata"]["namespace"] for i in items}) == ["team-a", "team-b"]
+    assert list_all(api, LISTINGS["Namespace"], ["team-a", "team-b"]) == []
+    assert [r.path for r in api.requests] == ["/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods",
+                                              "/api/v1/namespaces"]
+
+
+def test_a_forbidden_kind_is_left_out_of_a_snapshot_and_never_marked_complete() -> None:
+    state = snapshot(api=cluster(pods(2), forbidden=("Pod",)))
+    assert "Pod" not in state.complete_kinds and "Workload" in state.complete_kinds
+    assert state.pods == {}
+
+
+def test_refused_credentials_and_an_unreachable_cluster_are_errors_not_empty_lists() -> None:
+    api = FakeApiServer()
+    api.answer("GET", collection_path("Pod"), status(401, "Unauthorized", "Unauthorized"), 401)
+    with pytest.raises(LiveError, match="refused our credentials"):
+        list_all(api, LISTINGS["Pod"])
+
+    class Unreachable(FakeApiServer):
+        def call_api(self, *args: Any, **kwargs: Any) -> Any:
+            raise urllib3.exceptions.MaxRetryError(None, "/api/v1/pods", "Connection refused")  # type: ignore[arg-type]
+
+    with pytest.raises(LiveError, match="cannot reach the cluster"):
+        list_all(Unreachable(), LISTINGS["Pod"])
+
+
+def test_diagnoses_that_cannot_be_listed_are_a_warning_and_those_read_so_far(
+        caplog: pytest.LogCaptureFixture) -> None:
+    api = FakeApiServer()
+    api.serve_list(collection_path("AdmissionDiagnosis", "team-a"), "kueue-doctor.dev/v1alpha1", "AdmissionDiagnosis",
+                   [{"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+                     "metadata": {"name": "job-a-00001", "namespace": "team-a", "uid": "ad-1"}}])
+    api.answer("GET", collection_path("AdmissionDiagnosis", "team-b"),
+               forbidden_list("admissiondiagnoses", "kueue-doctor.dev", "team-b"), 403)
+    with caplog.at_level(logging.WARNING, logger="kueue_doctor.runtime"):
+        found = list_diagnoses(api, ["team-a", "team-b"])
+    assert [d["metadata"]["name"] for d in found] == ["job-a-00001"]
+    assert caplog.messages == [
+        'Cannot list AdmissionDiagnoses (GET /apis/kueue-doctor.dev/v1alpha1/namespaces/team-b/admissiondiagnoses: '
+        'HTTP 403: admissiondiagnoses is forbidden: User "system:serviceaccount:kueue-doctor:kueue-doctor" cannot '
+        'list resource "admissiondiagnoses" in API group "kueue-doctor.dev" in the namespace "team-b"): every '
+        'diagnosis is rewritten once.']
