@@ -29,7 +29,7 @@ of an object it has not built (an Event about Pod ``train-0``) and two runs buil
 
 from __future__ import annotations
 
-import copy
+import functools
 import itertools
 import uuid
 from collections.abc import Iterable, Mapping
@@ -73,9 +73,26 @@ _event_seq = itertools.count(1)
 # ---------------------------------------------------------------------------------------------- values
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _uuid(text: str) -> uuid.UUID:
+    return uuid.uuid5(_UID_NAMESPACE, text)
+
+
 def uid_for(kind: str, name: str, namespace: str | None = None) -> str:
     """The UID every builder gives an object of this kind, namespace and name unless told otherwise."""
-    return str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{namespace or ''}/{name}"))
+    return str(_uuid(f"{kind}/{namespace or ''}/{name}"))
+
+
+def _fresh(o: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars), several times faster than copy.deepcopy."""
+    t = type(o)
+    if t is dict:
+        return {k: v if type(v) not in (dict, list) else _fresh(v) for k, v in o.items()}
+    if t is list:
+        return [v if type(v) not in (dict, list) else _fresh(v) for v in o]
+    if isinstance(o, Mapping):
+        return {k: _fresh(v) for k, v in o.items()}
+    return o
 
 
 def rfc3339(t: Time) -> str:
@@ -150,9 +167,11 @@ def ref(kind: str, name: str, namespace: str | None = None, uid: str | None = No
 
 
 def ref_of(target: Mapping[str, Any] | _Object) -> Obj:
-    """The reference to a built object (a builder or an ``obj()``)."""
+    """The reference to a built object (a builder, an ``obj()``, or a ``ref(...)`` itself)."""
     if isinstance(target, _Object):
         return target.ref()
+    if "metadata" not in target:
+        return {k: v for k, v in target.items()}
     md = target.get("metadata") or {}
     return ref(str(target.get("kind")), str(md.get("name")), md.get("namespace"), md.get("uid"),
                str(target.get("apiVersion")))
@@ -175,9 +194,9 @@ def container_running(started_at: Time, *, ready: bool = True, name: str = "main
                       restarts: int = 0, container_id: str | None = None) -> Obj:
     return {"name": name, "state": {"running": {"startedAt": rfc3339(started_at)}}, "lastState": {},
             "ready": ready, "restartCount": restarts, "image": image,
-            "imageID": f"{image.split(':')[0]}@sha256:{uuid.uuid5(_UID_NAMESPACE, image).hex * 2}",
+            "imageID": f"{image.split(':')[0]}@sha256:{_uuid(image).hex * 2}",
             "containerID": container_id or
-            f"containerd://{uuid.uuid5(_UID_NAMESPACE, f'{name}/{started_at}').hex * 2}",
+            f"containerd://{_uuid(f'{name}/{started_at}').hex * 2}",
             "started": True}
 
 
@@ -308,7 +327,7 @@ class _Object:
         if self._annotations:
             md["annotations"] = dict(self._annotations)
         if served and self._owners:
-            md["ownerReferences"] = [dict(o) for o in self._owners]
+            md["ownerReferences"] = [_fresh(o) for o in self._owners]
         finalizers = self._finalizers if self._finalizers is not None else (
             self._default_finalizers() if served else [])
         if finalizers:
@@ -325,18 +344,22 @@ class _Object:
         return {}
 
     def _served(self) -> Obj:
-        """spec (with defaults) and status as served; defaults to the manifest's body."""
+        """spec (with defaults) and status as served; defaults to the manifest's body.
+
+        ``_manifest_body`` and ``_served`` build new containers on every call (``_fresh`` copies what a
+        caller handed in), so ``obj()``/``manifest()`` need no deep copy.
+        """
         return self._manifest_body()
 
     def manifest(self) -> Obj:
         """The body a user sends to create the object."""
-        return copy.deepcopy({"apiVersion": self.api_version, "kind": self.KIND,
-                              "metadata": self._metadata(served=False), **self._manifest_body()})
+        return {"apiVersion": self.api_version, "kind": self.KIND, "metadata": self._metadata(served=False),
+                **self._manifest_body()}
 
     def obj(self) -> Obj:
         """The object as the API server returns it."""
-        return copy.deepcopy({"apiVersion": self.api_version, "kind": self.KIND,
-                              "metadata": self._metadata(served=True), **self._served()})
+        return {"apiVersion": self.api_version, "kind": self.KIND, "metadata": self._metadata(served=True),
+                **self._served()}
 
 
 def _quantities(values: Mapping[str, Any]) -> dict[str, str]:
@@ -400,7 +423,7 @@ class Node(_Object):
 
     def _spec(self, served: bool) -> Obj:
         sp: Obj = {}
-        taints = list(self._taints)
+        taints = _fresh(self._taints)
         if self._unschedulable:
             sp["unschedulable"] = True
             if served:
@@ -428,7 +451,7 @@ class Node(_Object):
             "addresses": [{"type": "InternalIP", "address": _ip("10.0", self.name)},
                           {"type": "Hostname", "address": self.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": uuid.uuid5(_UID_NAMESPACE, self.name).hex, "systemUUID": self.get_uid(),
+            "nodeInfo": {"machineID": _uuid(self.name).hex, "systemUUID": self.get_uid(),
                          "bootID": uid_for("boot", self.name), "kernelVersion": "6.8.0-60-generic",
                          "osImage": "Ubuntu 24.04.2 LTS", "containerRuntimeVersion": "containerd://2.1.1",
                          "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "", "operatingSystem": "linux",
@@ -436,7 +459,7 @@ class Node(_Object):
 
 
 def _ip(prefix: str, name: str) -> str:
-    h = uuid.uuid5(_UID_NAMESPACE, name).int
+    h = _uuid(name).int
     return f"{prefix}.{h % 250 + 1}.{(h >> 8) % 250 + 2}"
 
 
@@ -486,7 +509,7 @@ class _PodTemplate:
         if self.scheduler is not None or served:
             sp["schedulerName"] = self.scheduler or "default-scheduler"
         if self.tolerations:
-            sp["tolerations"] = [dict(t) for t in self.tolerations]
+            sp["tolerations"] = [_fresh(t) for t in self.tolerations]
         if self.priority_class:
             sp["priorityClassName"] = self.priority_class
         return sp
@@ -534,7 +557,7 @@ class _WithPodTemplate:
         return self
 
     def toleration(self, t: Mapping[str, Any]) -> Self:
-        self._template.tolerations.append(dict(t))
+        self._template.tolerations.append(_fresh(t))
         return self
 
     def priority_class(self, name: str) -> Self:
@@ -544,6 +567,10 @@ class _WithPodTemplate:
 
     def grace_period(self, seconds: int) -> Self:
         self._template.grace_period = seconds
+        return self
+
+    def restart_policy(self, policy: str) -> Self:
+        self._template.restart_policy = policy
         return self
 
     def scheduler(self, name: str) -> Self:
@@ -636,7 +663,7 @@ class Job(_WithPodTemplate, _Object):
         return {"spec": self._spec(served=False)}
 
     def _served(self) -> Obj:
-        status: Obj = {"terminating": 0, "uncountedTerminatedPods": {}, "ready": 0, **self._status}
+        status: Obj = {"terminating": 0, "uncountedTerminatedPods": {}, "ready": 0, **_fresh(self._status)}
         return {"spec": self._spec(served=True), "status": status}
 
 
@@ -701,7 +728,7 @@ class Pod(_WithPodTemplate, _Object):
         return self
 
     def conditions(self, *conds: Mapping[str, Any]) -> Self:
-        self._conditions = [dict(c) for c in conds]
+        self._conditions = [_fresh(c) for c in conds]
         return self
 
     def unschedulable(self, message: str | None, at: Time = POD_CREATED) -> Self:
@@ -727,11 +754,11 @@ class Pod(_WithPodTemplate, _Object):
         return self
 
     def container_status(self, *statuses: Mapping[str, Any]) -> Self:
-        self._container_statuses = [*(self._container_statuses or []), *(dict(s) for s in statuses)]
+        self._container_statuses = [*(self._container_statuses or []), *(_fresh(s) for s in statuses)]
         return self
 
     def init_container_status(self, *statuses: Mapping[str, Any]) -> Self:
-        self._init_statuses = [*(self._init_statuses or []), *(dict(s) for s in statuses)]
+        self._init_statuses = [*(self._init_statuses or []), *(_fresh(s) for s in statuses)]
         return self
 
     def status_reason(self, reason: str | None, message: str | None = None) -> Self:
@@ -775,7 +802,7 @@ class Pod(_WithPodTemplate, _Object):
     def _served(self) -> Obj:
         st: Obj = {"phase": self._phase}
         if self._conditions:
-            st["conditions"] = [dict(c) for c in self._conditions]
+            st["conditions"] = [_fresh(c) for c in self._conditions]
         reason, message = self._reason
         if reason is not None:
             st["reason"] = reason
@@ -789,9 +816,9 @@ class Pod(_WithPodTemplate, _Object):
                 st["podIP"], st["podIPs"] = pod_ip, [{"ip": pod_ip}]
             st["startTime"] = self._start_time or self._created
         if self._init_statuses is not None:
-            st["initContainerStatuses"] = [dict(s) for s in self._init_statuses]
+            st["initContainerStatuses"] = [_fresh(s) for s in self._init_statuses]
         if self._container_statuses is not None:
-            st["containerStatuses"] = [dict(s) for s in self._container_statuses]
+            st["containerStatuses"] = [_fresh(s) for s in self._container_statuses]
         elif self._running is not None:
             at, ready = self._running
             st["containerStatuses"] = [container_running(at, ready=ready, name=c.name, image=c.image)
@@ -823,12 +850,10 @@ class Event(_Object):
 
     def __init__(self, regarding: Mapping[str, Any] | _Object, reason: str, message: str, *,
                  type: str = "Warning", api: str = "v1", at: Time = EVENT_AT) -> None:
+        target = ref_of(regarding)
         if isinstance(regarding, _Object) or "metadata" in regarding:
-            target = ref_of(regarding)
             md = regarding.get("metadata", {}) if isinstance(regarding, Mapping) else {}
             target["resourceVersion"] = str(md.get("resourceVersion") or "1")
-        else:
-            target = dict(regarding)
         self._target = target
         self._at = at
         seq = next(_event_seq)
@@ -870,7 +895,7 @@ class Event(_Object):
     def _served(self) -> Obj:
         """Field order and nulls as the API server serves each view (tests/e2e/fixtures)."""
         series = {"count": self._series[0], "lastObservedTime": self._series[1]} if self._series else None
-        target = dict(self._target)
+        target = _fresh(self._target)
         if self._legacy:
             comp, host = self._legacy
             source = {"component": comp, **({"host": host} if host else {})}
@@ -918,7 +943,7 @@ class ResourceFlavor(_Object):
         return self
 
     def toleration(self, t: Mapping[str, Any]) -> Self:
-        self._tolerations.append(dict(t))
+        self._tolerations.append(_fresh(t))
         return self
 
     def topology(self, name: str) -> Self:
@@ -933,9 +958,9 @@ class ResourceFlavor(_Object):
         if self._node_labels:
             sp["nodeLabels"] = dict(self._node_labels)
         if self._taints:
-            sp["nodeTaints"] = [dict(t) for t in self._taints]
+            sp["nodeTaints"] = [_fresh(t) for t in self._taints]
         if self._tolerations:
-            sp["tolerations"] = [dict(t) for t in self._tolerations]
+            sp["tolerations"] = [_fresh(t) for t in self._tolerations]
         if self._topology:
             sp["topologyName"] = self._topology
         return {"spec": sp}
@@ -958,7 +983,7 @@ class FlavorQuotas:
         return self
 
     def obj(self) -> Obj:
-        return {"name": self.name, "resources": [dict(r) for r in self.resources]}
+        return {"name": self.name, "resources": [_fresh(r) for r in self.resources]}
 
 
 Quota = str | int | Mapping[str, Any]
@@ -1074,7 +1099,7 @@ class ClusterQueue(_WithResourceGroups):
 
     def spec_field(self, key: str, value: Any) -> Self:
         """Any other spec field, as the CRD names it."""
-        self._spec[key] = copy.deepcopy(value)
+        self._spec[key] = _fresh(value)
         return self
 
     # --- status
@@ -1103,24 +1128,24 @@ class ClusterQueue(_WithResourceGroups):
         return self
 
     def status_field(self, key: str, value: Any) -> Self:
-        self._status_extra[key] = copy.deepcopy(value)
+        self._status_extra[key] = _fresh(value)
         return self
 
     def _default_finalizers(self) -> list[str]:
         return [RESOURCE_IN_USE]
 
     def _manifest_body(self) -> Obj:
-        sp = copy.deepcopy(self._spec)
+        sp = _fresh(self._spec)
         if self._preemption:
-            sp["preemption"] = dict(self._preemption)
-        sp["resourceGroups"] = copy.deepcopy(self._groups)
+            sp["preemption"] = _fresh(self._preemption)
+        sp["resourceGroups"] = _fresh(self._groups)
         return {"spec": sp}
 
     def _served(self) -> Obj:
         sp: Obj = {"flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
                    **self._manifest_body()["spec"]}
         sp["preemption"] = {"borrowWithinCohort": {"policy": "Never"}, "reclaimWithinCohort": "Never",
-                            "withinClusterQueue": "Never", **self._preemption}
+                            "withinClusterQueue": "Never", **_fresh(self._preemption)}
         sp.setdefault("queueingStrategy", "BestEffortFIFO")
         sp.setdefault("stopPolicy", "None")
         if self._active is None:
@@ -1131,7 +1156,7 @@ class ClusterQueue(_WithResourceGroups):
                        "flavorsReservation": _flavor_totals(layout, self._reservation),
                        "flavorsUsage": _flavor_totals(layout, self._usage),
                        "pendingWorkloads": self._counts["pendingWorkloads"],
-                       "reservingWorkloads": self._counts["reservingWorkloads"], **self._status_extra}
+                       "reservingWorkloads": self._counts["reservingWorkloads"], **_fresh(self._status_extra)}
         return {"spec": sp, "status": status}
 
 
@@ -1152,7 +1177,7 @@ class Cohort(_WithResourceGroups):
         if self._parent:
             sp["parentName"] = self._parent
         if self._groups:
-            sp["resourceGroups"] = copy.deepcopy(self._groups)
+            sp["resourceGroups"] = _fresh(self._groups)
         return {"spec": sp}
 
     def _served(self) -> Obj:
@@ -1244,11 +1269,11 @@ class AdmissionCheck(_Object):
     def _manifest_body(self) -> Obj:
         sp: Obj = {"controllerName": self._controller}
         if self._parameters:
-            sp["parameters"] = dict(self._parameters)
+            sp["parameters"] = _fresh(self._parameters)
         return {"spec": sp}
 
     def _served(self) -> Obj:
-        status: Obj = {"conditions": [dict(c) for c in self._conditions]} if self._conditions else {}
+        status: Obj = {"conditions": [_fresh(c) for c in self._conditions]} if self._conditions else {}
         return {**self._manifest_body(), "status": status}
 
 
@@ -1298,7 +1323,7 @@ class PodSet(_WithPodTemplate):
             ps["minCount"] = self._min_count
         labels = ({"batch.kubernetes.io/job-name": job_name} if job_name and served else {}) | self._template_labels
         ps["template"] = {"metadata": {"labels": labels} if labels else {}, "spec": self._template.spec(served)}
-        topology = ({"podIndexLabel": JOB_COMPLETION_INDEX} if job_name and served else {}) | self._topology
+        topology = ({"podIndexLabel": JOB_COMPLETION_INDEX} if job_name and served else {}) | _fresh(self._topology)
         if topology:
             ps["topologyRequest"] = topology
         return ps
@@ -1317,12 +1342,12 @@ class Admission:
         entry: Obj = {"name": podset, "flavors": dict(flavors), "resourceUsage": _quantities(usage)}
         if count is not None:
             entry["count"] = count
-        entry.update(copy.deepcopy(extra))
+        entry.update(_fresh(extra))
         self.assignments.append(entry)
         return self
 
     def obj(self) -> Obj:
-        return {"clusterQueue": self.cluster_queue, "podSetAssignments": copy.deepcopy(self.assignments)}
+        return {"clusterQueue": self.cluster_queue, "podSetAssignments": _fresh(self.assignments)}
 
 
 class Workload(_Object):
@@ -1369,7 +1394,7 @@ class Workload(_Object):
 
     def spec_field(self, key: str, value: Any) -> Self:
         """Any other spec field (maximumExecutionTimeSeconds, preemptionGates ...)."""
-        self._spec_extra[key] = copy.deepcopy(value)
+        self._spec_extra[key] = _fresh(value)
         return self
 
     def pod_sets(self, *pod_sets: PodSet) -> Self:
@@ -1426,7 +1451,7 @@ class Workload(_Object):
         """One status.admissionChecks entry (retryCount, requeueAfterSeconds, podSetUpdates in ``extra``)."""
         checks = self._status.setdefault("admissionChecks", [])
         checks.append({"name": name, "state": state, "message": message, "lastTransitionTime": rfc3339(at),
-                       **copy.deepcopy(extra)})
+                       **_fresh(extra)})
         return self
 
     def resource_requests(self, podset: str, resources: Mapping[str, Any]) -> Self:
@@ -1450,7 +1475,7 @@ class Workload(_Object):
 
     def status_field(self, key: str, value: Any) -> Self:
         """Any other status field (clusterName, accumulatedPastExecutionTimeSeconds, unhealthyNodes ...)."""
-        self._status[key] = copy.deepcopy(value)
+        self._status[key] = _fresh(value)
         return self
 
     def _default_finalizers(self) -> list[str]:
@@ -1462,12 +1487,12 @@ class Workload(_Object):
             sp["active"] = True if self._active is None else self._active
         sp["podSets"] = [ps.spec(served, self._job_name) for ps in self._pod_sets]
         if self._priority_class:
-            sp["priorityClassRef"] = dict(self._priority_class)
+            sp["priorityClassRef"] = _fresh(self._priority_class)
         if self._priority is not None or served:
             sp["priority"] = self._priority or 0
         if self._queue is not None:
             sp["queueName"] = self._queue
-        sp.update(copy.deepcopy(self._spec_extra))
+        sp.update(_fresh(self._spec_extra))
         return sp
 
     def _manifest_body(self) -> Obj:
@@ -1478,7 +1503,7 @@ class Workload(_Object):
         if isinstance(self._admission, Admission):
             st["admission"] = self._admission.obj()
         elif self._admission is not None:
-            st["admission"] = copy.deepcopy(self._admission)
-        st["conditions"] = [dict(c) for c in self._conditions]
-        st.update(copy.deepcopy(self._status))
+            st["admission"] = _fresh(self._admission)
+        st["conditions"] = [_fresh(c) for c in self._conditions]
+        st.update(_fresh(self._status))
         return {"spec": self._spec(served=True), "status": st}
