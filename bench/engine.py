@@ -488,30 +488,40 @@ def admit(wl: Workload, q: Queue, sh: Shape, rnd: random.Random, held: Counter[t
     return adm
 
 
+# The quota mix's states, per 10,000 Workloads (exact counts; scaled with --workloads).
+QUOTA_STATES = {"waiting": 6000, "running": 1800, "exceeds": 400, "preempting": 300, "checks": 300,
+                "unevaluated": 300, "finished": 200, "being-preempted": 200, "stopped": 100, "backoff": 100,
+                "no-local-queue": 100, "no-flavor": 100, "deactivated": 50, "check-retry": 50}
+
+
 def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
     rnd = random.Random(seed)
     queues = fleet(n_queues, rnd)
-    weights = [1 / (i + 1) ** 0.7 for i in range(len(queues))]
-    rnd.shuffle(weights)
+    weights = {q.cq: 1 / (i + 1) ** 0.7 for i, q in enumerate(rnd.sample(queues, len(queues)))}
+    pools = {"stopped": [q for q in queues if q.stopped], "checks": [q for q in queues if q.checks and not q.stopped]}
+    open_queues = [q for q in queues if not q.stopped]
+    states = [st for st, n in QUOTA_STATES.items() for _ in range(n * n_workloads // 10_000)]
+    states += ["waiting"] * (n_workloads - len(states))
+    rnd.shuffle(states)
     reserved: dict[str, Counter[tuple[str, str]]] = {}
     counts: dict[str, Counter[str]] = {}
     objs: list[Obj] = []
     admitted_uids: list[tuple[str, str, Queue]] = []
-    for w in range(n_workloads):
-        q = rnd.choices(queues, weights)[0]
+    for w, kind_of_state in enumerate(states):
+        candidates = pools.get(kind_of_state) or open_queues
+        q = rnd.choices(candidates, [weights[c.cq] for c in candidates])[0]
         lq = rnd.choice(q.local_queues)
         sh = shape(rnd, w, q)
         created = ago(rnd.uniform(1, 600))
         wl, job = workload_of(sh, q, lq, created, rnd.choice((0, 0, 100, 1000, 10000)))
         held = reserved.setdefault(q.cq, Counter())
         c = counts.setdefault(q.cq, Counter())
-        roll = rnd.random()
         evaluated = ago(rnd.uniform(0, 30))
         state = "pending"
-        if q.stopped:
+        if kind_of_state == "stopped":
             wl.conditions(condition("QuotaReserved", "False", rnd.choice(("Inadmissible", "Suspended")),
                                     f"ClusterQueue {q.cq} is inactive", evaluated), pods_not_ready(created))
-        elif roll < 0.60:  # waiting for quota
+        elif kind_of_state == "waiting":
             reason = "Pending" if rnd.random() < 0.65 else "WaitingForQuota"
             wl.condition(condition("QuotaReserved", "False", reason, unused_quota_message(q, sh, rnd), evaluated))
             wl.condition(pods_not_ready(created))
@@ -526,7 +536,7 @@ def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
                 wl.condition(condition("Preempted", "True", kind, msg, at))
                 wl.condition(condition("Requeued", "True", "Preempted", msg, at))
                 wl.eviction_stats("Preempted", "", rnd.randint(1, 3))
-        elif roll < 0.78:  # admitted and running
+        elif kind_of_state == "running":
             at = ago(rnd.uniform(1, 300))
             admit(wl, q, sh, rnd, held)
             wl.conditions(quota_reserved(q.cq, at), admitted(at), pods_ready(ago(rnd.uniform(0, 1))))
@@ -535,34 +545,34 @@ def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
             if job is not None:
                 job.suspend(False).status(active=sh.podsets[0][1], ready=sh.podsets[0][1], startTime=at)
                 objs.append(job.obj())
-        elif roll < 0.82:  # larger than the ClusterQueue can ever give
+        elif kind_of_state == "exceeds":  # larger than the ClusterQueue can ever give
             reason = "Pending" if rnd.random() < 0.65 else "ExceedsMaxQuota"
             wl.condition(condition("QuotaReserved", "False", reason, max_quota_message(q, sh, rnd), evaluated))
             wl.condition(pods_not_ready(created))
-        elif roll < 0.85:  # preempting
+        elif kind_of_state == "preempting":
             n = rnd.randint(1, 4)
             reason = "Pending" if rnd.random() < 0.65 else "WaitingForPreemptedWorkloads"
             wl.condition(condition("QuotaReserved", "False", reason, unused_quota_message(q, sh, rnd) +
                                    f". Pending the preemption of {n} workload(s)", evaluated))
-        elif roll < 0.88 and q.checks:  # quota reserved, admission check pending
+        elif kind_of_state == "checks" and q.checks:  # quota reserved, admission check pending
             at = ago(rnd.uniform(1, 60))
             admit(wl, q, sh, rnd, held)
             wl.condition(quota_reserved(q.cq, at)).admission_check("prov-req", "Pending", rnd.choice((
                 "Waiting for resources. Currently there are not enough resources available to fulfill the request.",
                 "Provisioning Request was successfully queued.", "")), at)
             state = "reserving"
-        elif roll < 0.91:  # queued, not evaluated yet
+        elif kind_of_state in ("unevaluated", "checks"):  # queued, not evaluated yet
             if rnd.random() < 0.35:
                 wl.condition(condition("QuotaReserved", "False", "PendingEvaluation",
                                        "Workload is pending evaluation in the scheduling queue", created))
-        elif roll < 0.93:  # finished
+        elif kind_of_state == "finished":
             at = ago(rnd.uniform(1, 60))
             wl.conditions(quota_reserved(q.cq, ago(120)), admitted(ago(120)), pods_ready(ago(110)),
                           condition("Finished", "True", rnd.choice(("Succeeded", "Succeeded", "Failed")),
                                     rnd.choice(("Job finished successfully", "Job has reached the specified backoff "
                                                 "limit")), at))
             state = "finished"
-        elif roll < 0.95 and admitted_uids:  # being preempted, still holding quota
+        elif kind_of_state == "being-preempted" and admitted_uids:  # evicted, still holding quota
             by_uid, by_job, by_q = rnd.choice(admitted_uids)
             kind, why = rnd.choice(PREEMPTION_KINDS)
             msg = preempted_message(by_uid, by_job, why, f"/{by_q.cohort}/{by_q.cq}", f"/{q.cohort}/{q.cq}")
@@ -572,7 +582,7 @@ def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
                           condition("Evicted", "True", "Preempted", msg, at), condition("Preempted", "True", kind, msg,
                                                                                         at))
             state = "admitted"
-        elif roll < 0.96:  # backed off after a PodsReady timeout
+        elif kind_of_state in ("backoff", "being-preempted"):  # backed off after a PodsReady timeout
             msg = f"Exceeded the PodsReady timeout {q.namespace}/{wl.name}"
             at = ago(rnd.uniform(1, 5))
             wl.conditions(condition("Evicted", "True", "PodsReadyTimeout", msg, at),
@@ -580,11 +590,11 @@ def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
                           condition("QuotaReserved", "False", "Pending", msg, at), pods_not_ready(at))
             wl.requeue_state(rnd.randint(1, 5), ago(-rnd.uniform(1, 30))).eviction_stats("PodsReadyTimeout",
                                                                                           "WaitForStart")
-        elif roll < 0.97:  # names a LocalQueue that does not exist
+        elif kind_of_state == "no-local-queue":
             typo = rnd.choice(("default", "gpu", "main-queue", "user-queue", f"{lq}s"))
             wl.queue(typo).condition(condition("QuotaReserved", "False", rnd.choice(("Inadmissible", "Misconfigured")),
                                                f"LocalQueue {typo} doesn't exist", evaluated))
-        elif roll < 0.98:  # no flavor matches / namespace not selected
+        elif kind_of_state == "no-flavor":  # no flavor matches / namespace not selected
             text = rnd.choice((
                 f"couldn't assign flavors to pod set {sh.podsets[0][0]}: resource example.com/fpga unavailable in "
                 "ClusterQueue",
@@ -593,12 +603,12 @@ def quota_mix(n_workloads: int, n_queues: int, seed: int = 11) -> list[Obj]:
                 "node affinity"))
             wl.condition(condition("QuotaReserved", "False", rnd.choice(("Pending", "NoMatchingFlavor")), text,
                                    evaluated))
-        elif roll < 0.99:  # deactivated
+        elif kind_of_state == "deactivated":
             wl.active(False).conditions(condition("Evicted", "True", "Deactivated", "The workload is deactivated",
                                                   evaluated),
                                         condition("QuotaReserved", "False", "Pending", "The workload is deactivated",
                                                   evaluated))
-        else:  # requeued after a failed admission check, backing off
+        else:  # check-retry: requeued after a failed admission check, backing off
             msg = 'Evicted due to AdmissionCheck in Retry state: "prov-req" (Retrying after failure: capacity)'
             wl.conditions(condition("Evicted", "True", "AdmissionCheck", msg, evaluated),
                           condition("Requeued", "False", "AdmissionCheck", msg, evaluated),
