@@ -59,8 +59,20 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
+sys.path.insert(0, str(ROOT))
 
 import localcluster as lc  # type: ignore[import-not-found]  # noqa: E402
+from tests.builders import (  # noqa: E402
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Namespace,
+    Node,
+    Pod,
+    ResourceFlavor,
+    Workload,
+    condition,
+)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -270,47 +282,33 @@ def cohort_of(q: int, size: int) -> str:
 
 def workload_obj(w: dict[str, Any]) -> dict[str, Any]:
     cpu = BIG_POD_CPU if w["kind"] == "exceeds" else POD_CPU
-    return {
-        "apiVersion": KUEUE_API, "kind": "Workload",
-        "metadata": {"name": w["name"], "namespace": w["ns"], "labels": {"kueue-doctor.bench/kind": w["kind"]}},
-        "spec": {"queueName": "lq", "podSets": [{
-            "name": "main", "count": w["count"],
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                "name": "main", "image": "registry.example/train:1",
-                "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{POD_MEM_MI}Mi"}}}]}}}]},
-    }
+    return (Workload(w["name"], w["ns"]).label("kueue-doctor.bench/kind", w["kind"]).queue("lq").count(w["count"])
+            .image("registry.example/train:1").request("cpu", f"{cpu}m").request("memory", f"{POD_MEM_MI}Mi")
+            .manifest())
+
+
+def _pod(w: dict[str, Any], i: int) -> Pod:
+    cpu = BIG_POD_CPU if w["kind"] == "exceeds" else POD_CPU
+    return (Pod(f"{w['name']}-{i}", w["ns"]).workload(w["name"]).restart_policy("Never").grace_period(0)
+            .image("registry.example/train:1").request("cpu", f"{cpu}m").request("memory", f"{POD_MEM_MI}Mi"))
 
 
 def pod_obj(w: dict[str, Any], i: int, node: str | None) -> dict[str, Any]:
-    cpu = BIG_POD_CPU if w["kind"] == "exceeds" else POD_CPU
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": "registry.example/train:1",
-                        "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{POD_MEM_MI}Mi"}}}]}
-    if node:
-        spec["nodeName"] = node
-    else:
-        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{w['name']}-{i}", "namespace": w["ns"],
-                         "labels": {"kueue.x-k8s.io/podset": "main"},
-                         "annotations": {"kueue.x-k8s.io/workload": w["name"]}},
-            "spec": spec}
+    """Bound to ``node`` (admitted Workloads), or held by Kueue's admission gate as the pod-group integration does."""
+    pod = _pod(w, i)
+    return (pod.node(node) if node else pod.gate("kueue.x-k8s.io/admission")).manifest()
 
 
-def running_status(started: str) -> dict[str, Any]:
-    conds = [{"type": t, "status": "True", "lastTransitionTime": started, "lastProbeTime": None}
-             for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")]
-    return {"status": {"phase": "Running", "startTime": started, "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
-                       "conditions": conds,
-                       "containerStatuses": [{"name": "main", "ready": True, "started": True, "restartCount": 0,
-                                              "image": "registry.example/train:1", "imageID": "",
-                                              "state": {"running": {"startedAt": started}}}]}}
+def running_status(w: dict[str, Any], i: int, node: str, started: str) -> dict[str, Any]:
+    """The status the kubelet would write for a bound Pod: Running, Ready, every container running."""
+    status = _pod(w, i).node(node).running(started).obj()["status"]
+    status.pop("qosClass")  # set by the API server at creation; immutable
+    return {"status": status}
 
 
 def apply_status_condition(api: Api, ns: str, name: str, cond: dict[str, Any]) -> Any:
     body = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": ns},
-            "status": {"conditions": [cond]}}
+            "status": {"conditions": [cond]}}  # a server-side apply patch: only the condition the bench owns
     return api.request("PATCH", f"{KUEUE}/namespaces/{ns}/workloads/{name}/status", body,
                        query={"fieldManager": BENCH_MANAGER, "force": "true"},
                        content_type="application/apply-patch+yaml")
@@ -536,40 +534,28 @@ class Bench:
             retrying(lambda: api.request("POST", path, obj), f"create {obj['kind']} {md['name']}")
 
         # queues, namespaces, nodes
-        setup: list[dict[str, Any]] = [{"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
-                                        "metadata": {"name": FLAVOR}, "spec": {}}]
+        setup: list[dict[str, Any]] = [ResourceFlavor(FLAVOR).manifest()]
         for q in range(plan.queues):
             cpu, mem = plan.quota(q)
             if q >= plan.active_cqs:
                 cpu, mem = 1000, 1024
-            spec: dict[str, Any] = {
-                "cohortName": cohort_of(q, plan.cohort_size), "namespaceSelector": {},
-                "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": FLAVOR, "resources": [
-                    {"name": "cpu", "nominalQuota": f"{cpu}m"}, {"name": "memory", "nominalQuota": f"{mem}Mi"}]}]}]}
-            if q >= plan.active_cqs:
-                spec["stopPolicy"] = "Hold"
-            setup.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cq_of(q)},
-                          "spec": spec})
+            cq = (ClusterQueue(cq_of(q)).cohort(cohort_of(q, plan.cohort_size)).queueing_strategy("BestEffortFIFO")
+                  .quotas({FLAVOR: {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}))
+            setup.append((cq.stop_policy("Hold") if q >= plan.active_cqs else cq).manifest())
         for c in sorted({cohort_of(q, plan.cohort_size) for q in range(plan.queues)}):
-            setup.append({"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": c}, "spec": {}})
+            setup.append(Cohort(c).manifest())
         nodes = [f"bench-node-{k:03d}" for k in range(a.nodes)]
         run_parallel(create, setup, 8, "ResourceFlavor/ClusterQueues/Cohorts")
-        run_parallel(create, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_of(q)}}
-                              for q in range(plan.queues)], 8, "Namespaces")
-        run_parallel(create, [{"apiVersion": KUEUE_API, "kind": "LocalQueue",
-                               "metadata": {"name": "lq", "namespace": ns_of(q)}, "spec": {"clusterQueue": cq_of(q)}}
-                              for q in range(plan.queues)], 8, "LocalQueues")
+        run_parallel(create, [Namespace(ns_of(q)).manifest() for q in range(plan.queues)], 8, "Namespaces")
+        run_parallel(create, [LocalQueue("lq", ns_of(q), cq_of(q)).manifest() for q in range(plan.queues)], 8,
+                     "LocalQueues")
 
         def node(name: str) -> None:
-            retrying(lambda: api.request("POST", "/api/v1/nodes", {
-                "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {NODE_LABEL: "true"}},
-                "status": {"capacity": {"cpu": "512", "memory": "2Ti", "pods": "1000"},
-                           "allocatable": {"cpu": "512", "memory": "2Ti", "pods": "1000"},
-                           "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                           "message": "bench node without kubelet",
-                                           "lastHeartbeatTime": now_rfc3339(),
-                                           "lastTransitionTime": now_rfc3339()}]}}), f"node {name}")
+            # a Node create keeps the status it is sent: the kubelet's, without a kubelet
+            n = (Node(name).label(NODE_LABEL, "true").capacity(cpu="512", memory="2Ti", pods="1000")
+                 .ready("True", "KubeletReady", "bench node without kubelet").heartbeat(now_rfc3339()))
+            retrying(lambda: api.request("POST", "/api/v1/nodes", {**n.manifest(), "status": n.obj()["status"]}),
+                     f"node {name}")
         run_parallel(node, nodes, 8, "Nodes")
         self.wait_until(lambda: all(cond_of(api.request("GET", f"{KUEUE}/clusterqueues/{cq_of(q)}"), "Active")
                                     is not None for q in range(plan.queues)), 60, "ClusterQueues reconciled")
@@ -583,9 +569,8 @@ class Bench:
         # the job controller's part for admitted Workloads: PodsReady=True (bare Workloads have no Job)
         started = now_rfc3339()
         rates["pods_ready_conditions"] = run_parallel(lambda w: retrying(lambda: apply_status_condition(
-            api, w["ns"], w["name"], {"type": "PodsReady", "status": "True", "reason": "Started",
-                                      "message": "All pods reached readiness and the workload is running",
-                                      "lastTransitionTime": started, "observedGeneration": 1}),
+            api, w["ns"], w["name"], condition("PodsReady", "True", "Started",
+                                               "All pods reached readiness and the workload is running", started)),
             "PodsReady"), admitted, a.threads, "PodsReady=True on admitted Workloads")
         rates["workloads_pending"] = run_parallel(lambda w: create(workload_obj(w)), others, a.threads,
                                                   "Workloads (pending)")
@@ -602,8 +587,9 @@ class Bench:
         bound = [p for p in pods if p[2]]
         started = now_rfc3339()
         rates["pod_status_running"] = run_parallel(lambda p: retrying(lambda: api.request(
-            "PATCH", f"/api/v1/namespaces/{p[0]['ns']}/pods/{p[0]['name']}-{p[1]}/status", running_status(started),
-            content_type="application/merge-patch+json"), "pod status"), bound, a.threads,
+            "PATCH", f"/api/v1/namespaces/{p[0]['ns']}/pods/{p[0]['name']}-{p[1]}/status",
+            running_status(p[0], p[1], p[2], started), content_type="application/merge-patch+json"), "pod status"),
+            bound, a.threads,
             "Pod status Running (admitted Workloads)")
         self.r["creation_rates_per_s"] = {k: round(v) for k, v in rates.items()}
         self.r["load_seconds"] = round(time.time() - t_load, 1)
@@ -892,10 +878,8 @@ class Bench:
                 time.sleep(delay)
             key = (w["ns"], w["name"])
             t_send = time.time()
-            apply_status_condition(api, w["ns"], w["name"], {
-                "type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
-                "message": "LocalQueue lq doesn't exist", "lastTransitionTime": now_rfc3339(),
-                "observedGeneration": 1})
+            apply_status_condition(api, w["ns"], w["name"], condition(
+                "QuotaReserved", "False", "Inadmissible", "LocalQueue lq doesn't exist", now_rfc3339()))
             sent[key] = (t_send, time.time())
 
         with ThreadPoolExecutor(8) as pool:

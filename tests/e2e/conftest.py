@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.builders import Namespace
+
 from . import kube
 from .kube import Resources, lc
 
@@ -157,5 +159,5 @@ def resources(cluster: ClusterHandle) -> Iterator[Resources]:
 def namespace(request: pytest.FixtureRequest, resources: Resources) -> str:
     """A fresh namespace named after the test (deleted after the test)."""
     name = kube.unique_name("t-" + request.node.name.removeprefix("test_")[:40])
-    resources.create(kube.namespace(name))
+    resources.create(Namespace(name).manifest())
     return name

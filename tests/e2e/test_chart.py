@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import Namespace
 from tests.unit.test_manifests import (
     assert_hardened_deployment,
     assert_least_privilege,
@@ -478,7 +479,7 @@ def monitoring_crds(cluster: ClusterHandle) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def release_namespace(cluster: ClusterHandle) -> Iterator[str]:
     name = kube.unique_name("chart")
-    kube.create(cluster.api_client, kube.namespace(name))
+    kube.create(cluster.api_client, Namespace(name).manifest())
     try:
         yield name
     finally:

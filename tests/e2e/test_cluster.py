@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor, WorkloadPriorityClass
+
 from . import kube
 from .conftest import ClusterHandle
 from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
@@ -29,17 +31,16 @@ def _queues(
     node_labels: dict[str, str] | None = None,
 ) -> tuple[str, str, str]:
     """ResourceFlavor + ClusterQueue (only this namespace) + LocalQueue 'main'."""
-    rf = resources.create(kube.resource_flavor(kube.unique_name("rf"), node_labels=node_labels))
+    rf = resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels(node_labels or {}).manifest())
     rf_name = rf["metadata"]["name"]
     cq = resources.create(
-        kube.cluster_queue(
-            kube.unique_name("cq"),
-            {rf_name: quota},
-            namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        )
+        ClusterQueue(kube.unique_name("cq"))
+        .quotas({rf_name: quota})
+        .namespace_selector({"matchLabels": {"kubernetes.io/metadata.name": namespace}})
+        .manifest()
     )
     cq_name = cq["metadata"]["name"]
-    resources.create(kube.local_queue(namespace, "main", cq_name))
+    resources.create(LocalQueue("main", namespace, cq_name).manifest())
     return rf_name, cq_name, "main"
 
 
@@ -70,7 +71,7 @@ def test_job_is_admitted_unsuspended_and_running(
     node, pool = _pool_node(resources, cpu="2")
     rf, cq, lq = _queues(resources, namespace, {"cpu": "2", "memory": "4Gi"}, node_labels={POOL_LABEL: pool})
     job = resources.create(
-        kube.job(namespace, "sample", lq, parallelism=2, requests={"cpu": "500m", "memory": "256Mi"})
+        Job("sample", namespace).queue(lq).parallelism(2).request("cpu", "500m").request("memory", "256Mi").manifest()
     )
     assert job["spec"]["suspend"] is True, "Kueue's mutating webhook must suspend a queued Job at creation"
 
@@ -123,7 +124,10 @@ def test_job_runs_to_completion(cluster: ClusterHandle, resources: Resources, na
     api = cluster.api_client
     _, pool = _pool_node(resources)
     _queues(resources, namespace, {"cpu": "1"}, node_labels={POOL_LABEL: pool})
-    resources.create(kube.job(namespace, "short", "main", requests={"cpu": "200m"}, run_seconds=1))
+    resources.create(
+        Job("short", namespace).queue("main").request("cpu", "200m")
+        .pod_annotation(kube.FAKE_RUN_SECONDS_ANNOTATION, "1").manifest()
+    )
     wl = wait_for_workload(
         api, namespace, "short", lambda w: condition_is(w, "Finished"), what="Finished=True"
     )
@@ -138,7 +142,7 @@ def test_job_exceeding_the_quota_stays_pending(
 ) -> None:
     api = cluster.api_client
     rf, _, lq = _queues(resources, namespace, {"cpu": "1"})
-    resources.create(kube.job(namespace, "too-big", lq, requests={"cpu": "2"}))
+    resources.create(Job("too-big", namespace).queue(lq).request("cpu", "2").manifest())
     wl = wait_for_workload(
         api,
         namespace,
@@ -173,9 +177,9 @@ def test_second_job_waits_for_quota(cluster: ClusterHandle, resources: Resources
     api = cluster.api_client
     _, pool = _pool_node(resources, cpu="4")
     rf, cq, lq = _queues(resources, namespace, {"cpu": "1"}, node_labels={POOL_LABEL: pool})
-    resources.create(kube.job(namespace, "first", lq, requests={"cpu": "1"}))
+    resources.create(Job("first", namespace).queue(lq).request("cpu", "1").manifest())
     wait_for_workload(api, namespace, "first", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
-    resources.create(kube.job(namespace, "second", lq, requests={"cpu": "1"}))
+    resources.create(Job("second", namespace).queue(lq).request("cpu", "1").manifest())
     wl = wait_for_workload(
         api,
         namespace,
@@ -220,7 +224,7 @@ def test_admitted_job_with_unschedulable_pods(
     _pool_node(resources)  # a node exists, but in another pool
     missing_pool = kube.unique_name("nowhere")
     _queues(resources, namespace, {"cpu": "4"}, node_labels={POOL_LABEL: missing_pool})
-    resources.create(kube.job(namespace, "stuck", "main", requests={"cpu": "1"}))
+    resources.create(Job("stuck", namespace).queue("main").request("cpu", "1").manifest())
     wl = wait_for_workload(
         api, namespace, "stuck", lambda w: condition_is(w, "Admitted"), what="Admitted=True"
     )
@@ -268,7 +272,7 @@ def test_deactivated_workload_pods_terminate(
     api = cluster.api_client
     _, pool = _pool_node(resources)
     _queues(resources, namespace, {"cpu": "2"}, node_labels={POOL_LABEL: pool})
-    resources.create(kube.job(namespace, "evictee", "main", parallelism=2, requests={"cpu": "500m"}))
+    resources.create(Job("evictee", namespace).queue("main").parallelism(2).request("cpu", "500m").manifest())
     wl = wait_for_workload(
         api, namespace, "evictee", lambda w: condition_is(w, "PodsReady"), what="PodsReady"
     )
@@ -296,7 +300,7 @@ def test_deactivated_workload_pods_terminate(
 def test_audit_log_records_writes(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
     api = cluster.api_client
     _queues(resources, namespace, {"cpu": "1"})
-    resources.create(kube.job(namespace, "audited", "main", requests={"cpu": "100m"}))
+    resources.create(Job("audited", namespace).queue("main").request("cpu", "100m").manifest())
     wl = wait_for_workload(
         api, namespace, "audited", lambda w: condition_is(w, "QuotaReserved"), what="reserved"
     )
@@ -330,7 +334,7 @@ def test_cluster_snapshot_has_every_kind(
     api = cluster.api_client
     _, pool = _pool_node(resources)
     _queues(resources, namespace, {"cpu": "1"}, node_labels={POOL_LABEL: pool})
-    resources.create(kube.job(namespace, "snap", "main", requests={"cpu": "100m"}))
+    resources.create(Job("snap", namespace).queue("main").request("cpu", "100m").manifest())
     wait_for_workload(api, namespace, "snap", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
     wait_for(
         lambda: any(
@@ -364,32 +368,25 @@ def test_lower_priority_workload_is_preempted(
     """Preemption within a ClusterQueue: the victim's pods must really terminate (fake kubelet)."""
     api = cluster.api_client
     _, pool = _pool_node(resources, cpu="4")
-    rf = resources.create(kube.resource_flavor(kube.unique_name("rf"), node_labels={POOL_LABEL: pool}))
+    rf = resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool}).manifest())
     rf_name = rf["metadata"]["name"]
     cq = resources.create(
-        kube.cluster_queue(
-            kube.unique_name("cq"),
-            {rf_name: {"cpu": "1"}},
-            namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            preemption={"withinClusterQueue": "LowerPriority"},
-        )
+        ClusterQueue(kube.unique_name("cq"))
+        .quotas({rf_name: {"cpu": "1"}})
+        .namespace_selector({"matchLabels": {"kubernetes.io/metadata.name": namespace}})
+        .preemption(within_cluster_queue="LowerPriority")
+        .manifest()
     )
     cq_name = cq["metadata"]["name"]
-    resources.create(kube.local_queue(namespace, "main", cq_name))
+    resources.create(LocalQueue("main", namespace, cq_name).manifest())
     low, high = kube.unique_name("low"), kube.unique_name("high")
     for name, value in ((low, 10), (high, 1000)):
-        resources.create(
-            {
-                "apiVersion": kube.KUEUE_API_VERSION,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-        )
-    prio = "kueue.x-k8s.io/priority-class"
-    resources.create(kube.job(namespace, "victim", "main", requests={"cpu": "1"}, labels={prio: low}))
+        resources.create(WorkloadPriorityClass(name, value).manifest())
+    resources.create(Job("victim", namespace).queue("main").request("cpu", "1").workload_priority_class(low).manifest())
     wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
-    resources.create(kube.job(namespace, "preemptor", "main", requests={"cpu": "1"}, labels={prio: high}))
+    resources.create(
+        Job("preemptor", namespace).queue("main").request("cpu", "1").workload_priority_class(high).manifest()
+    )
     victim = wait_for_workload(
         api, namespace, "victim", lambda w: condition_is(w, "Preempted"), what="Preempted=True"
     )

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor
+
 from . import kube
 from .conftest import ClusterHandle
 
@@ -141,9 +143,9 @@ def setup_queue(resources: kube.Resources, namespace: str, pods: int) -> str:
     suffix = kube.unique_name("op")
     rf, cq = f"rf-{suffix}", f"cq-{suffix}"
     resources.node(f"node-{suffix}", cpu="4")
-    resources.create(kube.resource_flavor(rf))
-    resources.create(kube.cluster_queue(cq, {rf: {"cpu": f"{pods * 100}m", "pods": str(pods)}}))
-    resources.create(kube.local_queue(namespace, "main", cq))
+    resources.create(ResourceFlavor(rf).manifest())
+    resources.create(ClusterQueue(cq).quotas({rf: {"cpu": f"{pods * 100}m", "pods": str(pods)}}).manifest())
+    resources.create(LocalQueue("main", namespace, cq).manifest())
     return cq
 
 
@@ -151,7 +153,7 @@ def test_operator_follows_a_workload_from_exceeds_max_quota_to_running_and_remov
         cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     cq = setup_queue(resources, namespace, 2)
-    resources.create(kube.job(namespace, "big", "main", parallelism=3, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(3).request("cpu", "100m").manifest())
     wl = kube.wait_for_workload(api, namespace, "big")
     wl_name = wl["metadata"]["name"]
     d = kube.wait_for(lambda: adiag(api, namespace, wl_name) if reason_of(api, namespace, wl_name) == "ExceedsMaxQuota"
@@ -181,7 +183,7 @@ def test_hand_edited_or_deleted_diagnosis_is_restored(
         cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     setup_queue(resources, namespace, 1)
-    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
     wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=60,
                   message="first diagnosis")
@@ -202,8 +204,8 @@ def test_metrics_agree_with_the_diagnoses_in_the_cluster(
         cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     cq = setup_queue(resources, namespace, 1)
-    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
-    resources.create(kube.job(namespace, "small", "main", parallelism=1, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
+    resources.create(Job("small", namespace).queue("main").request("cpu", "100m").manifest())
     names = {kube.wait_for_workload(api, namespace, j)["metadata"]["name"] for j in ("big", "small")}
     kube.wait_for(lambda: all(reason_of(api, namespace, n) in ("ExceedsMaxQuota", "Running") for n in names)
                   and {reason_of(api, namespace, n) for n in names} == {"ExceedsMaxQuota", "Running"},
@@ -235,7 +237,7 @@ def test_nothing_is_written_while_nothing_changes_and_never_to_watched_objects(
         cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     setup_queue(resources, namespace, 1)
-    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
     wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=60, message="diagnosis")
     time.sleep(3)  # let the refresh interval (2s) pass so any pending minor write happens
@@ -252,7 +254,7 @@ def test_explain_without_files_reads_the_live_cluster_once(
         cluster: ClusterHandle, resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     setup_queue(resources, namespace, 1)
-    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
     wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
                   timeout=30, message="Kueue's verdict")

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import Job
+
 from . import kube
 from .conftest import ClusterHandle
 from .test_operator import (
@@ -47,8 +49,8 @@ def test_without_rbac_on_pods_events_and_jobs_it_runs_and_says_what_it_cannot_se
     op = start_operator(token_kubeconfig(cluster, workdir, name), workdir, "-n", namespace)
     try:
         setup_queue(resources, namespace, 2)
-        resources.create(kube.job(namespace, "held", "main", parallelism=1, requests={"cpu": "100m"},
-                                  pod_annotations={kube.FAKE_HOLD_ANNOTATION: "true"}))
+        resources.create(Job("held", namespace).queue("main").request("cpu", "100m")
+                         .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").manifest())
         wl_name = kube.wait_for_workload(api, namespace, "held")["metadata"]["name"]
         def diagnosed() -> dict[str, Any] | None:
             d = adiag(api, namespace, wl_name)  # one read: the reason and cause checked are of the same object

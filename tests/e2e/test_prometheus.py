@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import Job
+
 from ..prom import DASHBOARD, RULES, alerts, need_binary
 from . import kube
 from .conftest import ClusterHandle
@@ -142,8 +144,8 @@ def test_prometheus_sees_the_verdicts_the_dashboard_shows_them_and_an_alert_goes
     op, prom = stack
     api = cluster.api_client
     cq = setup_queue(resources, namespace, 1)
-    resources.create(kube.job(namespace, "big", "main", parallelism=2, requests={"cpu": "100m"}))
-    resources.create(kube.job(namespace, "small", "main", parallelism=1, requests={"cpu": "100m"}))
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
+    resources.create(Job("small", namespace).queue("main").request("cpu", "100m").manifest())
     big = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     small = kube.wait_for_workload(api, namespace, "small")["metadata"]["name"]
 

@@ -20,6 +20,7 @@ import pytest
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
+from tests.builders import ClusterQueue, Job, LocalQueue, Quota, ResourceFlavor, WorkloadPriorityClass
 
 from . import kube
 from .conftest import ClusterHandle
@@ -28,7 +29,6 @@ from .kube import Resources, condition, condition_is, wait_for, wait_for_workloa
 pytestmark = pytest.mark.e2e
 
 POOL_LABEL = "kueue-doctor.local/pool"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 # ---- set-up helpers --------------------------------------------------------------------------
@@ -41,25 +41,32 @@ def _pool(resources: Resources, cpu: str = "4", taints: Iterable[Mapping[str, st
     return pool
 
 
-def _flavor(resources: Resources, pool: str | None = None, **kw: Any) -> str:
-    labels = {POOL_LABEL: pool} if pool else None
-    return str(resources.create(kube.resource_flavor(kube.unique_name("rf"), node_labels=labels, **kw))["metadata"]["name"])
+def _flavor(resources: Resources, pool: str | None = None, taints: Iterable[Mapping[str, str]] = ()) -> str:
+    rf = ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool} if pool else {})
+    for t in taints:
+        rf.node_taint(t["key"], t.get("value"), t["effect"])
+    return str(resources.create(rf.manifest())["metadata"]["name"])
 
 
-def _cluster_queue(resources: Resources, flavors: Mapping[str, Mapping[str, kube.Quota]], **kw: Any) -> str:
-    return str(resources.create(kube.cluster_queue(kube.unique_name("cq"), flavors, **kw))["metadata"]["name"])
+Configure = Callable[[ClusterQueue], ClusterQueue]
+
+
+def _cluster_queue(resources: Resources, flavors: Mapping[str, Mapping[str, Quota]],
+                   configure: Configure = lambda cq: cq) -> str:
+    cq = configure(ClusterQueue(kube.unique_name("cq")).quotas(flavors))
+    return str(resources.create(cq.manifest())["metadata"]["name"])
 
 
 def _local_queue(resources: Resources, namespace: str, cq: str, name: str = "main") -> str:
-    resources.create(kube.local_queue(namespace, name, cq))
+    resources.create(LocalQueue(name, namespace, cq).manifest())
     return name
 
 
-def _queue(resources: Resources, namespace: str, quota: Mapping[str, kube.Quota], pool: str | None = None,
-           **cq_kw: Any) -> tuple[str, str, str]:
-    """ResourceFlavor (on ``pool``) + ClusterQueue + LocalQueue 'main'."""
+def _queue(resources: Resources, namespace: str, quota: Mapping[str, Quota], pool: str | None = None,
+           configure: Configure = lambda cq: cq) -> tuple[str, str, str]:
+    """ResourceFlavor (on ``pool``) + ClusterQueue (``configure``d) + LocalQueue 'main'."""
     rf = _flavor(resources, pool)
-    cq = _cluster_queue(resources, {rf: quota}, **cq_kw)
+    cq = _cluster_queue(resources, {rf: quota}, configure)
     return rf, cq, _local_queue(resources, namespace, cq)
 
 
@@ -147,7 +154,7 @@ def test_job_larger_than_nominal_quota_exceeds_max_quota(
     """parallelism 3 x 1 cpu against a ClusterQueue of 2 cpu / 2 pods, no cohort: never fits."""
     api = cluster.api_client
     rf, cq, lq = _queue(resources, namespace, {"cpu": "2", "pods": "2"})
-    resources.create(kube.job(namespace, "blog", lq, parallelism=3, completions=3, requests={"cpu": "1"}))
+    resources.create(Job("blog", namespace).queue(lq).request("cpu", "1").parallelism(3).completions(3).manifest())
     wl = _wait_pending(api, namespace, "blog", "maximum capacity")
     st, _ = _diagnosis(api, namespace, "blog", record="exceeds-nominal-quota", note="Headlamp blog case, 3 x 1 cpu > 2")
     assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin"), st
@@ -170,9 +177,9 @@ def test_job_waits_for_quota_used_by_a_running_job(
     api = cluster.api_client
     pool = _pool(resources, cpu="8")
     rf, cq, lq = _queue(resources, namespace, {"cpu": "4", "pods": "4"}, pool)
-    resources.create(kube.job(namespace, "hog", lq, requests={"cpu": "2"}))
+    resources.create(Job("hog", namespace).queue(lq).request("cpu", "2").manifest())
     wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
-    resources.create(kube.job(namespace, "blog", lq, parallelism=3, requests={"cpu": "1"}))
+    resources.create(Job("blog", namespace).queue(lq).request("cpu", "1").parallelism(3).manifest())
     _wait_pending(api, namespace, "blog", "insufficient unused quota")
     st, _d = _diagnosis(api, namespace, "blog", record="waiting-for-unused-quota", note="running Job holds 2 of 4 cpu")
     assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
@@ -190,7 +197,7 @@ def test_job_waits_for_quota_used_by_a_running_job(
 
 def test_job_pointing_at_a_missing_local_queue(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
     api = cluster.api_client
-    resources.create(kube.job(namespace, "lost", "no-such-queue", requests={"cpu": "100m"}))
+    resources.create(Job("lost", namespace).queue("no-such-queue").request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "lost")
     assert condition(wl, "QuotaReserved")["message"] == "LocalQueue no-such-queue doesn't exist"  # type: ignore[index]
     st, _ = _diagnosis(api, namespace, "lost", record="local-queue-not-found", note="queue-name names no LocalQueue")
@@ -205,7 +212,7 @@ def test_local_queue_pointing_at_a_missing_cluster_queue(
     api = cluster.api_client
     missing = kube.unique_name("cq-missing")
     lq = _local_queue(resources, namespace, missing)
-    resources.create(kube.job(namespace, "orphan", lq, requests={"cpu": "100m"}))
+    resources.create(Job("orphan", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "orphan")
     st, _ = _diagnosis(api, namespace, "orphan", record="cluster-queue-not-found", note="LocalQueue -> missing CQ")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "ClusterQueueNotFound", "ClusterAdmin"), (
@@ -219,8 +226,8 @@ def test_local_queue_pointing_at_a_missing_cluster_queue(
 
 def test_cluster_queue_on_hold_stops_admission(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
     api = cluster.api_client
-    _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, stop_policy="Hold")
-    resources.create(kube.job(namespace, "held", lq, requests={"cpu": "100m"}))
+    _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, configure=lambda q: q.stop_policy("Hold"))
+    resources.create(Job("held", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "held")
     st, _ = _diagnosis(api, namespace, "held", record="cluster-queue-stopped", note="stopPolicy Hold")
     assert _verdict(st) == ("Admission", "QueueStopped", "ClusterQueueStopped", "ClusterAdmin"), (
@@ -237,7 +244,7 @@ def test_cluster_queue_with_a_missing_flavor(cluster: ClusterHandle, resources: 
         lambda: condition_is(kube.get(api, "ClusterQueue", cq), "Active", "False"),
         message="the ClusterQueue to be inactive",
     )
-    resources.create(kube.job(namespace, "flavorless", lq, requests={"cpu": "100m"}))
+    resources.create(Job("flavorless", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "flavorless")
     st, _ = _diagnosis(api, namespace, "flavorless", record="flavor-not-found", note="CQ names a missing flavor")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "FlavorNotFound", "ClusterAdmin"), (
@@ -254,9 +261,9 @@ def test_namespace_not_selected_by_the_cluster_queue(
     cluster: ClusterHandle, resources: Resources, namespace: str
 ) -> None:
     api = cluster.api_client
-    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"},
-                       namespace_selector={"matchLabels": {"kueue-doctor.local/team": "nobody"}})
-    resources.create(kube.job(namespace, "outsider", lq, requests={"cpu": "100m"}))
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, configure=lambda q: q.namespace_selector(
+        {"matchLabels": {"kueue-doctor.local/team": "nobody"}}))
+    resources.create(Job("outsider", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "outsider")
     assert "namespace doesn't match ClusterQueue selector" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
     st, _ = _diagnosis(api, namespace, "outsider", record="namespace-not-selected", note="namespaceSelector")
@@ -269,8 +276,8 @@ def test_resource_not_covered_by_the_cluster_queue(
 ) -> None:
     api = cluster.api_client
     _, _cq, lq = _queue(resources, namespace, {"cpu": "4"})
-    gpu = {"cpu": "100m", "example.com/gpu": "1"}
-    resources.create(kube.job(namespace, "gpu", lq, requests=gpu, limits={"example.com/gpu": "1"}))
+    gpu = Job("gpu", namespace).queue(lq).request("cpu", "100m").request("example.com/gpu", "1")
+    resources.create(gpu.limit("example.com/gpu", "1").manifest())
     wl = _wait_pending(api, namespace, "gpu")
     assert "resource example.com/gpu unavailable in ClusterQueue" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
     st, _ = _diagnosis(api, namespace, "gpu", record="resource-not-covered", note="example.com/gpu not covered")
@@ -281,13 +288,13 @@ def test_resource_not_covered_by_the_cluster_queue(
 # ---- 5. cohorts ------------------------------------------------------------------------------
 
 
-def _cohort_pair(resources: Resources, namespace: str, own: kube.Quota, lender: str, pool: str | None = None
+def _cohort_pair(resources: Resources, namespace: str, own: Quota, lender: str, pool: str | None = None
                  ) -> tuple[str, str, str, str]:
     """Flavor shared by two ClusterQueues in one cohort; only the first has a LocalQueue here."""
     rf = _flavor(resources, pool)
     cohort = kube.unique_name("co")
-    cq = _cluster_queue(resources, {rf: {"cpu": own}}, cohort=cohort)
-    _cluster_queue(resources, {rf: {"cpu": lender}}, cohort=cohort)
+    cq = _cluster_queue(resources, {rf: {"cpu": own}}, lambda q: q.cohort(cohort))
+    _cluster_queue(resources, {rf: {"cpu": lender}}, lambda q: q.cohort(cohort))
     return rf, cohort, cq, _local_queue(resources, namespace, cq)
 
 
@@ -295,7 +302,7 @@ def test_job_borrows_from_the_cohort_and_runs(cluster: ClusterHandle, resources:
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     rf, cohort, cq, lq = _cohort_pair(resources, namespace, "1", "2", pool)
-    resources.create(kube.job(namespace, "borrower", lq, requests={"cpu": "2"}))
+    resources.create(Job("borrower", namespace).queue(lq).request("cpu", "2").manifest())
     wait_for_workload(api, namespace, "borrower", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
     st, _ = _diagnosis(api, namespace, "borrower", record="borrowing-running", note="borrows 1 cpu from the cohort")
     assert _verdict(st) == ("Running", "Running", "PodsReady", "Nobody"), st
@@ -307,7 +314,7 @@ def test_job_borrows_from_the_cohort_and_runs(cluster: ClusterHandle, resources:
 def test_borrowing_limit_stops_the_job(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
     api = cluster.api_client
     rf, cohort, _cq, lq = _cohort_pair(resources, namespace, {"nominalQuota": "1", "borrowingLimit": "1"}, "4")
-    resources.create(kube.job(namespace, "greedy", lq, requests={"cpu": "3"}))
+    resources.create(Job("greedy", namespace).queue(lq).request("cpu", "3").manifest())
     _wait_pending(api, namespace, "greedy", "maximum capacity")
     st, _ = _diagnosis(api, namespace, "greedy", record="borrowing-limit", note="3 cpu > nominal 1 + borrowingLimit 1")
     assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"), st
@@ -352,7 +359,7 @@ def test_admitted_but_no_node_has_the_flavor_labels(
     api = cluster.api_client
     _pool(resources, cpu="4")  # a node exists, in another pool
     rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, kube.unique_name("nowhere"))
-    resources.create(kube.job(namespace, "stranded", lq, requests={"cpu": "1"}))
+    resources.create(Job("stranded", namespace).queue(lq).request("cpu", "1").manifest())
     st = _assert_unschedulable(api, namespace, "stranded", rf, "didn't match Pod's node affinity/selector",
                                "unschedulable-node-labels")
     assert "0 of" in st["message"] and "nodes match" in st["message"], st["message"]
@@ -365,7 +372,7 @@ def test_admitted_but_the_flavor_nodes_are_tainted(
     taint_key = "kueue-doctor.local/dedicated"
     pool = _pool(resources, cpu="4", taints=[{"key": taint_key, "value": "gpu", "effect": "NoSchedule"}])
     rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
-    resources.create(kube.job(namespace, "untolerated", lq, requests={"cpu": "1"}))
+    resources.create(Job("untolerated", namespace).queue(lq).request("cpu", "1").manifest())
     st = _assert_unschedulable(api, namespace, "untolerated", rf, "untolerated taint", "unschedulable-node-taint")
     # kube-scheduler 1.36 no longer names the taint: "1 node(s) had untolerated taint(s)"
     assert "node(s) had untolerated taint" in st["pods"]["waiting"][0]["message"], st["pods"]
@@ -378,10 +385,10 @@ def test_flavor_taint_not_tolerated_is_refused_by_kueue(
     """The same taint declared on the ResourceFlavor: Kueue itself refuses, before any Pod exists."""
     api = cluster.api_client
     taint = {"key": "kueue-doctor.local/dedicated", "value": "gpu", "effect": "NoSchedule"}
-    rf = _flavor(resources, node_taints=[taint])
+    rf = _flavor(resources, taints=[taint])
     cq = _cluster_queue(resources, {rf: {"cpu": "4"}})
     lq = _local_queue(resources, namespace, cq)
-    resources.create(kube.job(namespace, "picky", lq, requests={"cpu": "1"}))
+    resources.create(Job("picky", namespace).queue(lq).request("cpu", "1").manifest())
     wl = _wait_pending(api, namespace, "picky", "untolerated taint")
     msg = condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
     assert f"untolerated taint {{kueue-doctor.local/dedicated gpu NoSchedule <nil>}} in flavor {rf}" in msg, msg
@@ -400,8 +407,8 @@ def test_admitted_pods_bound_but_not_started_by_the_kubelet(
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
-    resources.create(kube.job(namespace, "slow", lq, requests={"cpu": "1"},
-                              pod_annotations={kube.FAKE_HOLD_ANNOTATION: "true"}))
+    slow = Job("slow", namespace).queue(lq).request("cpu", "1").pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true")
+    resources.create(slow.manifest())
     wait_for(
         lambda: any(p["spec"].get("nodeName") for p in kube.pods_of_job(api, namespace, "slow")),
         message="the pod to be bound",
@@ -422,17 +429,16 @@ def test_higher_priority_job_preempts_a_lower_one(
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     rf, _cq, lq = _queue(resources, namespace, {"cpu": "1"}, pool,
-                        preemption={"withinClusterQueue": "LowerPriority"})
+                         configure=lambda q: q.preemption(within_cluster_queue="LowerPriority"))
     low, high = kube.unique_name("low"), kube.unique_name("high")
     for name, value in ((low, 10), (high, 1000)):
-        resources.create({"apiVersion": kube.KUEUE_API_VERSION, "kind": "WorkloadPriorityClass",
-                          "metadata": {"name": name}, "value": value})
-    resources.create(kube.job(namespace, "victim", lq, requests={"cpu": "1"}, labels={PRIORITY_LABEL: low}))
+        resources.create(WorkloadPriorityClass(name, value).manifest())
+    resources.create(Job("victim", namespace).queue(lq).request("cpu", "1").workload_priority_class(low).manifest())
     victim_wl = wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
     # Kueue releases the victim's quota as soon as its Job reports no active Pod (well under a second);
     # freeze the Job's status so the moment "preemptor waits for the victim" lasts while we look at it.
     unfreeze = kube.freeze_job_status(resources, namespace, "victim")
-    resources.create(kube.job(namespace, "preemptor", lq, requests={"cpu": "1"}, labels={PRIORITY_LABEL: high}))
+    resources.create(Job("preemptor", namespace).queue(lq).request("cpu", "1").workload_priority_class(high).manifest())
     preemptor_wl = _wait_pending(api, namespace, "preemptor", ". Pending the preemption of 1 workload(s)")
     wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "Evicted"), what="Evicted=True")
 
@@ -470,7 +476,7 @@ def test_admitted_job_is_running(cluster: ClusterHandle, resources: Resources, n
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     rf, cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool)
-    resources.create(kube.job(namespace, "fine", lq, parallelism=2, requests={"cpu": "500m"}))
+    resources.create(Job("fine", namespace).queue(lq).request("cpu", "500m").parallelism(2).manifest())
     wait_for_workload(api, namespace, "fine", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
     st, _ = _diagnosis(api, namespace, "fine", record="running", note="admitted, 2 pods Running/Ready")
     assert _verdict(st) == ("Running", "Running", "PodsReady", "Nobody"), st
@@ -485,7 +491,8 @@ def test_finished_job_is_finished(cluster: ClusterHandle, resources: Resources, 
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     _, cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool)
-    resources.create(kube.job(namespace, "done", lq, requests={"cpu": "500m"}, run_seconds=1, exit_code=0))
+    done = Job("done", namespace).queue(lq).request("cpu", "500m").pod_annotation(kube.FAKE_RUN_SECONDS_ANNOTATION, "1")
+    resources.create(done.pod_annotation(kube.FAKE_EXIT_CODE_ANNOTATION, "0").manifest())
     wait_for_workload(api, namespace, "done", lambda w: condition_is(w, "Finished"), what="Finished=True")
     st, _ = _diagnosis(api, namespace, "done", record="finished", note="pod exited 0")
     assert _verdict(st) == ("Finished", "Finished", "Succeeded", "Nobody"), st

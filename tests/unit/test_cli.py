@@ -10,8 +10,7 @@ from typing import Any
 import yaml
 
 from kueue_doctor.cli import main
-
-from .factory import cluster_queue, cond, flavor, local_queue, workload
+from tests.builders import ClusterQueue, LocalQueue, ResourceFlavor, Workload, condition
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "headlamp-exceeds-max-quota.yaml"
@@ -43,10 +42,10 @@ def test_json_output_is_an_array_of_admission_diagnosis_objects() -> None:
 def test_yaml_from_stdin_with_multiple_documents_and_unused_kinds(tmp_path: Path) -> None:
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated", "namespace": "team-a"}},
-        flavor("default-flavor"), cluster_queue("cq", {"default-flavor": {"cpu": "1"}}),
-        local_queue("user-queue", "team-a", "cq"),
-        workload("job-a-11111", conditions=[cond("QuotaReserved", "False", "Inadmissible",
-                                                 "LocalQueue user-queue is stopped")]),
+        ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "1"}}).obj(),
+        LocalQueue("user-queue", "team-a", "cq").obj(),
+        Workload("job-a-11111", "team-a").queue("user-queue").request("cpu", "1").condition(condition(
+            "QuotaReserved", "False", "Inadmissible", "LocalQueue user-queue is stopped")).obj(),
     ]
     code, out, err = run("explain", "-f", "-", "-o", "yaml", stdin=yaml.safe_dump_all(objs))
     assert code == 0, err
@@ -55,7 +54,7 @@ def test_yaml_from_stdin_with_multiple_documents_and_unused_kinds(tmp_path: Path
 
 
 def test_namespace_and_name_filters() -> None:
-    objs = [workload("job-a-11111", namespace="a"), workload("job-b-22222", namespace="b")]
+    objs = [Workload("job-a-11111", "a").queue("user-queue").obj(), Workload("job-b-22222", "b").queue("user-queue").obj()]
     stdin = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
     code, out, _ = run("explain", "-f", "-", "-n", "b", "-o", "json", stdin=stdin)
     assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-b-22222"]

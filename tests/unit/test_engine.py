@@ -9,19 +9,20 @@ import pytest
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
-
-from .factory import (
-    admission,
-    admitted_conditions,
-    cluster_queue,
-    cond,
-    event,
-    flavor,
-    job,
-    local_queue,
-    node,
-    pod,
-    workload,
+from tests.builders import (
+    Admission,
+    AdmissionCheck,
+    ClusterQueue,
+    Event,
+    Job,
+    LocalQueue,
+    Namespace,
+    Node,
+    Pod,
+    ResourceFlavor,
+    Workload,
+    condition,
+    pod_condition,
 )
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -37,14 +38,30 @@ def verdict(objects: list[dict[str, Any]], name: str, now: datetime = NOW) -> di
     return matches[0]["status"]
 
 
-def queue_setup(cpu: str = "2", cohort: str | None = None, **kw: Any) -> list[dict[str, Any]]:
-    return [flavor("default-flavor"),
-            cluster_queue("team-a-cq", {"default-flavor": {"cpu": cpu}}, cohort=cohort, **kw),
-            local_queue("user-queue", NS, "team-a-cq")]
+def team_a_cq(cpu: str = "2") -> ClusterQueue:
+    return ClusterQueue("team-a-cq").quotas({"default-flavor": {"cpu": cpu}})
 
 
-def pending(message: str, reason: str = "Pending", **kw: Any) -> dict[str, Any]:
-    return workload("job-sample-1a2b3", conditions=[cond("QuotaReserved", "False", reason, message)], **kw)
+def queue_setup(cq: ClusterQueue | None = None) -> list[dict[str, Any]]:
+    return [ResourceFlavor("default-flavor").obj(), (cq or team_a_cq()).obj(),
+            LocalQueue("user-queue", NS, "team-a-cq").obj()]
+
+
+def workload(name: str) -> Workload:
+    return Workload(name, NS).queue("user-queue").request("cpu", "1")
+
+
+def pending(message: str, reason: str = "Pending") -> Workload:
+    return workload("job-sample-1a2b3").condition(condition("QuotaReserved", "False", reason, message))
+
+
+def admitted(cq: str, at: str = "2026-11-30T09:00:05Z") -> list[dict[str, Any]]:
+    return [condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq}", at),
+            condition("Admitted", "True", "Admitted", "The workload is admitted", at)]
+
+
+def one_pod(cq: str, count: int = 1, cpu: str = "1") -> Admission:
+    return Admission(cq).assignment(count=count, flavors={"cpu": "default-flavor"}, usage={"cpu": cpu})
 
 
 # ---------------------------------------------------------------------------------------------- admission
@@ -53,7 +70,7 @@ def pending(message: str, reason: str = "Pending", **kw: Any) -> dict[str, Any]:
 def test_request_above_nominal_without_cohort_is_exceeds_max_quota_with_the_numbers() -> None:
     msg = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
            "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)")
-    st = verdict([*queue_setup(), pending(msg, count=3)], "job-sample-1a2b3")
+    st = verdict([*queue_setup(), pending(msg).count(3).obj()], "job-sample-1a2b3")
     assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == (
         "Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin")
     assert st["clusterQueue"] == "team-a-cq"
@@ -66,8 +83,8 @@ def test_request_above_nominal_without_cohort_is_exceeds_max_quota_with_the_numb
 def test_insufficient_unused_quota_is_waiting_for_quota_with_missing_amount_and_usage() -> None:
     msg = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
            "1 more needed")
-    objs = [*queue_setup(cpu="4", used={"default-flavor": {"cpu": "3"}}, reserving=1), pending(msg, count=2)]
-    st = verdict(objs, "job-sample-1a2b3")
+    cq = team_a_cq("4").reservation("default-flavor", "cpu", "3").workloads(reserving=1, admitted=1)
+    st = verdict([*queue_setup(cq), pending(msg).count(2).obj()], "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("WaitingForQuota", "InsufficientUnusedQuota", "Nobody")
     assert st["quota"][0]["missing"] == "1"
     assert st["quota"][0]["used"] == "3"
@@ -78,19 +95,19 @@ def test_insufficient_unused_quota_is_waiting_for_quota_with_missing_amount_and_
 def test_granular_reason_vocabulary_gives_the_same_verdict() -> None:
     msg = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
            "1 more needed")
-    st = verdict([*queue_setup(cpu="4"), pending(msg, reason="WaitingForQuota")], "job-sample-1a2b3")
+    st = verdict([*queue_setup(team_a_cq("4")), pending(msg, reason="WaitingForQuota").obj()], "job-sample-1a2b3")
     assert st["reason"] == "WaitingForQuota"
 
 
 def test_borrowing_limit_below_the_request_names_the_borrowing_limit() -> None:
-    objs = [flavor("default-flavor"),
-            cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}},
-                          cohort="research"),
-            cluster_queue("team-b-cq", {"default-flavor": {"cpu": "6"}}, cohort="research"),
-            local_queue("user-queue", NS, "team-a-cq"),
+    objs = [ResourceFlavor("default-flavor").obj(),
+            ClusterQueue("team-a-cq").cohort("research")
+            .quotas({"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}}).obj(),
+            ClusterQueue("team-b-cq").cohort("research").quotas({"default-flavor": {"cpu": "6"}}).obj(),
+            LocalQueue("user-queue", NS, "team-a-cq").obj(),
             pending("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
-                    "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)",
-                    count=4)]
+                    "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)"
+                    ).count(4).obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"]) == ("ExceedsMaxQuota", "BorrowingLimitReached")
     assert st["cohort"] == "research"
@@ -101,8 +118,8 @@ def test_borrowing_limit_below_the_request_names_the_borrowing_limit() -> None:
 
 
 def test_missing_local_queue_blames_the_workload_owner_and_lists_existing_queues() -> None:
-    objs = [*queue_setup(), pending("LocalQueue typo-queue doesn't exist", reason="Inadmissible",
-                                    queue="typo-queue")]
+    objs = [*queue_setup(), pending("LocalQueue typo-queue doesn't exist", reason="Inadmissible")
+            .queue("typo-queue").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "LocalQueueNotFound",
                                                            "WorkloadOwner")
@@ -110,8 +127,8 @@ def test_missing_local_queue_blames_the_workload_owner_and_lists_existing_queues
 
 
 def test_local_queue_pointing_at_missing_cluster_queue() -> None:
-    objs = [flavor("default-flavor"), local_queue("user-queue", NS, "ghost-cq"),
-            pending("ClusterQueue ghost-cq doesn't exist", reason="Inadmissible")]
+    objs = [ResourceFlavor("default-flavor").obj(), LocalQueue("user-queue", NS, "ghost-cq").obj(),
+            pending("ClusterQueue ghost-cq doesn't exist", reason="Inadmissible").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "ClusterQueueNotFound",
                                                            "ClusterAdmin")
@@ -119,28 +136,27 @@ def test_local_queue_pointing_at_missing_cluster_queue() -> None:
 
 
 def test_stopped_cluster_queue_is_queue_stopped_not_misconfigured() -> None:
-    objs = [*queue_setup(stop_policy="Hold", active=("False", "Stopped",
-                                                     "Can't admit new workloads: is stopped.")),
-            pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible")]
+    cq = team_a_cq().stop_policy("Hold").active("False", "Stopped", "Can't admit new workloads: is stopped.")
+    objs = [*queue_setup(cq), pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueStopped", "ClusterQueueStopped", "ClusterAdmin")
 
 
 def test_missing_resource_flavor_makes_the_cluster_queue_inactive() -> None:
-    objs = [cluster_queue("team-a-cq", {"gpu-flavor": {"cpu": "2"}},
-                          active=("False", "FlavorNotFound",
-                                  "Can't admit new workloads: references missing ResourceFlavor(s): gpu-flavor.")),
-            local_queue("user-queue", NS, "team-a-cq"), flavor("other"),
-            pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible")]
+    objs = [ClusterQueue("team-a-cq").quotas({"gpu-flavor": {"cpu": "2"}}).active(
+                "False", "FlavorNotFound",
+                "Can't admit new workloads: references missing ResourceFlavor(s): gpu-flavor.").obj(),
+            LocalQueue("user-queue", NS, "team-a-cq").obj(), ResourceFlavor("other").obj(),
+            pending("ClusterQueue team-a-cq is inactive", reason="Inadmissible").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "FlavorNotFound", "ClusterAdmin")
     assert "gpu-flavor" in st["message"]
 
 
 def test_namespace_not_selected_by_cluster_queue() -> None:
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"team": "a"}}}
-    objs = [*queue_setup(namespace_selector={"matchLabels": {"team": "b"}}), ns,
-            pending("workload namespace doesn't match ClusterQueue selector")]
+    objs = [*queue_setup(team_a_cq().namespace_selector({"matchLabels": {"team": "b"}})),
+            Namespace(NS).label("team", "a").obj(),
+            pending("workload namespace doesn't match ClusterQueue selector").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"]) == ("QueueMisconfigured", "NamespaceNotSelected")
     assert '"team":"b"' in st["message"]
@@ -148,7 +164,7 @@ def test_namespace_not_selected_by_cluster_queue() -> None:
 
 def test_resource_not_covered_blames_the_request() -> None:
     objs = [*queue_setup(), pending("couldn't assign flavors to pod set main: resource nvidia.com/gpu unavailable "
-                                    "in ClusterQueue")]
+                                    "in ClusterQueue").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "ResourceNotCovered",
                                                            "WorkloadOwner")
@@ -156,16 +172,16 @@ def test_resource_not_covered_blames_the_request() -> None:
 
 
 def test_no_quota_condition_yet_is_not_yet_evaluated() -> None:
-    st = verdict([*queue_setup(), workload("job-new-00001")], "job-new-00001")
+    st = verdict([*queue_setup(), workload("job-new-00001").obj()], "job-new-00001")
     assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == ("Admission", "NotYetEvaluated",
                                                                         "PendingEvaluation", "Nobody")
 
 
 def test_strict_fifo_head_blocks_the_workloads_behind_it() -> None:
     head = pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
-                   "default-flavor, 1 more needed", created="2026-11-30T08:30:00Z")
-    behind = workload("job-behind-00002", created="2026-11-30T09:10:00Z")
-    st = verdict([*queue_setup(strategy="StrictFIFO"), head, behind], "job-behind-00002")
+                   "default-flavor, 1 more needed").created("2026-11-30T08:30:00Z").obj()
+    behind = workload("job-behind-00002").created("2026-11-30T09:10:00Z").obj()
+    st = verdict([*queue_setup(team_a_cq().queueing_strategy("StrictFIFO")), head, behind], "job-behind-00002")
     assert (st["reason"], st["cause"]) == ("NotYetEvaluated", "BlockedByQueueHead")
     assert st["blockedBy"] == [{"role": "QueueHead", "namespace": NS, "name": "job-sample-1a2b3",
                                 "uid": head["metadata"]["uid"]}]
@@ -173,13 +189,13 @@ def test_strict_fifo_head_blocks_the_workloads_behind_it() -> None:
 
 def test_preemptor_waits_for_victims_named_in_blocked_by() -> None:
     preemptor = pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
-                        "default-flavor, 1 more needed. Pending the preemption of 1 workload(s)", priority=100)
-    victim = workload("job-low-00003", conditions=[
-        *admitted_conditions("team-a-cq"),
-        cond("Evicted", "True", "Preempted",
-             f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: j-1) due to "
-             "prioritization in the ClusterQueue; preemptor path: /team-a-cq; preemptee path: /team-a-cq"),
-        cond("Preempted", "True", "InClusterQueue", "same")], admission=admission("team-a-cq"))
+                        "default-flavor, 1 more needed. Pending the preemption of 1 workload(s)").priority(100).obj()
+    victim = workload("job-low-00003").conditions(
+        *admitted("team-a-cq"),
+        condition("Evicted", "True", "Preempted",
+                  f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: j-1) due to "
+                  "prioritization in the ClusterQueue; preemptor path: /team-a-cq; preemptee path: /team-a-cq"),
+        condition("Preempted", "True", "InClusterQueue", "same")).admission(one_pod("team-a-cq")).obj()
     objs = [*queue_setup(), preemptor, victim]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"]) == ("WaitingForPreemption", "PreemptionInProgress")
@@ -193,11 +209,11 @@ def test_preemptor_waits_for_victims_named_in_blocked_by() -> None:
 def test_preempted_then_retried_shows_the_current_blocker_and_keeps_the_eviction_story() -> None:
     eviction_msg = ("Preempted to accommodate a workload (UID: abc, JobUID: def) due to prioritization in the "
                     "ClusterQueue; preemptor path: /team-a-cq; preemptee path: /team-a-cq")
-    wl = workload("job-low-00004", conditions=[
-        cond("Evicted", "True", "Preempted", eviction_msg, "2026-11-30T09:10:00Z"),
-        cond("Requeued", "True", "Preempted", eviction_msg, "2026-11-30T09:10:05Z"),
-        cond("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
-             "quota for cpu in flavor default-flavor, 1 more needed", "2026-11-30T09:10:05Z")])
+    wl = workload("job-low-00004").conditions(
+        condition("Evicted", "True", "Preempted", eviction_msg, "2026-11-30T09:10:00Z"),
+        condition("Requeued", "True", "Preempted", eviction_msg, "2026-11-30T09:10:05Z"),
+        condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
+                  "quota for cpu in flavor default-flavor, 1 more needed", "2026-11-30T09:10:05Z")).obj()
     st = verdict([*queue_setup(), wl], "job-low-00004")
     assert st["reason"] == "WaitingForQuota"
     assert st["lastEviction"]["reason"] == "Preempted"
@@ -205,35 +221,31 @@ def test_preempted_then_retried_shows_the_current_blocker_and_keeps_the_eviction
 
 
 def test_requeue_backoff_after_pods_ready_timeout_is_evicted() -> None:
-    wl = workload("job-slow-00005", conditions=[
-        cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
-             "2026-11-30T09:50:00Z"),
-        cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
-        cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005")],
-        requeueState={"count": 2, "requeueAt": "2026-11-30T10:02:00Z"})
+    wl = workload("job-slow-00005").conditions(
+        condition("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
+                  "2026-11-30T09:50:00Z"),
+        condition("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+        condition("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+    ).requeue_state(2, "2026-11-30T10:02:00Z").obj()
     st = verdict([*queue_setup(), wl], "job-slow-00005")
     assert (st["reason"], st["cause"]) == ("Evicted", "RequeueBackoff")
     assert "2026-11-30T10:02:00Z" in st["message"]
 
 
 def test_deactivated_workload_says_how_to_reactivate() -> None:
-    wl = workload("job-off-00006")
-    wl["spec"]["active"] = False
+    wl = workload("job-off-00006").active(False).obj()
     st = verdict([*queue_setup(), wl], "job-off-00006")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("Deactivated", "DeactivatedByUser", "WorkloadOwner")
     assert '"active":true' in st["message"]
 
 
 def test_pending_admission_check_after_quota_reservation() -> None:
-    wl = workload("job-prov-00007", conditions=[
-        cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")],
-        admission=admission("team-a-cq"),
-        admissionChecks=[{"name": "prov-req", "state": "Pending", "message": "Waiting for capacity",
-                          "lastTransitionTime": "2026-11-30T09:01:00Z"}])
-    ac = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov-req"},
-          "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"},
-          "status": {"conditions": [cond("Active", "True", "Active", "The admission check is active")]}}
-    st = verdict([*queue_setup(admission_checks=["prov-req"]), ac, wl], "job-prov-00007")
+    wl = workload("job-prov-00007").condition(
+        condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")
+    ).admission(one_pod("team-a-cq")).admission_check("prov-req", "Pending", "Waiting for capacity",
+                                                      "2026-11-30T09:01:00Z").obj()
+    ac = AdmissionCheck("prov-req").active("True", "Active", "The admission check is active").obj()
+    st = verdict([*queue_setup(team_a_cq().admission_check("prov-req")), ac, wl], "job-prov-00007")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("WaitingForAdmissionChecks", "AdmissionCheckPending",
                                                            "Nobody")
     assert st["admissionChecks"] == [{"name": "prov-req", "state": "Pending", "message": "Waiting for capacity",
@@ -244,22 +256,24 @@ def test_pending_admission_check_after_quota_reservation() -> None:
 # ---------------------------------------------------------------------------------------------- scheduling
 
 
-def admitted_job(parallelism: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
-    j = job("trainer", NS, parallelism=parallelism, suspend=False)
-    wl = workload("job-trainer-5d4c3", owner=j, count=parallelism, conditions=[
-        *admitted_conditions("team-a-cq"),
-        cond("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", "2026-11-30T09:00:05Z")],
-        admission=admission("team-a-cq", count=parallelism, cpu=str(parallelism)))
+def admitted_job(parallelism: int = 2) -> tuple[Job, Workload]:
+    j = Job("trainer", NS).queue("user-queue").parallelism(parallelism).request("cpu", "1").suspend(False)
+    wl = workload("job-trainer-5d4c3").owner(j).count(parallelism).conditions(
+        *admitted("team-a-cq"),
+        condition("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", "2026-11-30T09:00:05Z"),
+    ).admission(one_pod("team-a-cq", count=parallelism, cpu=str(parallelism)))
     return j, wl
+
+
+def trainer_pod(name: str, j: Job) -> Pod:
+    return Pod(name, NS).owner(j).workload("job-trainer-5d4c3")
 
 
 def test_unschedulable_pods_after_admission_are_a_scheduling_problem_with_scheduler_counts() -> None:
     j, wl = admitted_job()
     msg = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
-    pods = [pod(f"trainer-{n}", j, wl["metadata"]["name"], conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-         "lastProbeTime": None, "lastTransitionTime": "2026-11-30T09:00:07Z"}]) for n in "ab"]
-    st = verdict([*queue_setup(), j, wl, *pods], "job-trainer-5d4c3")
+    pods = [trainer_pod(f"trainer-{n}", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj() for n in "ab"]
+    st = verdict([*queue_setup(), j.obj(), wl.obj(), *pods], "job-trainer-5d4c3")
     assert (st["stage"], st["reason"], st["cause"]) == ("Scheduling", "PodsUnschedulable", "FailedScheduling")
     assert st["pods"]["expected"] == 2 and st["pods"]["scheduled"] == 0
     assert "Insufficient cpu" in st["pods"]["summary"]
@@ -270,12 +284,10 @@ def test_unschedulable_pods_after_admission_are_a_scheduling_problem_with_schedu
 def test_flavor_node_labels_matching_no_node_are_named() -> None:
     j, wl = admitted_job(1)
     msg = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
-    p = pod("trainer-a", j, wl["metadata"]["name"], conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-         "lastProbeTime": None, "lastTransitionTime": "2026-11-30T09:00:07Z"}])
-    objs = [flavor("default-flavor", node_labels={"pool": "gpu-a100"}),
-            cluster_queue("team-a-cq", {"default-flavor": {"cpu": "2"}}), local_queue("user-queue", NS, "team-a-cq"),
-            node("n1", {"pool": "cpu"}), node("n2", {"pool": "cpu"}), j, wl, p]
+    p = trainer_pod("trainer-a", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj()
+    objs = [ResourceFlavor("default-flavor").node_labels({"pool": "gpu-a100"}).obj(), team_a_cq().obj(),
+            LocalQueue("user-queue", NS, "team-a-cq").obj(), Node("n1").label("pool", "cpu").obj(),
+            Node("n2").label("pool", "cpu").obj(), j.obj(), wl.obj(), p]
     st = verdict(objs, "job-trainer-5d4c3")
     assert st["reason"] == "PodsUnschedulable"
     assert "pool=gpu-a100: 0 of 2 nodes match" in st["message"]
@@ -283,53 +295,50 @@ def test_flavor_node_labels_matching_no_node_are_named() -> None:
 
 def test_image_pull_back_off_is_containers_not_starting_for_the_owner() -> None:
     j, wl = admitted_job(1)
-    p = pod("trainer-a", j, wl["metadata"]["name"], node="n1", container_statuses=[{
+    p = trainer_pod("trainer-a", j).node("n1").condition(pod_condition("PodScheduled", "True", "2026-11-30T09:00:07Z")
+                                                         ).container_status({
         "name": "main", "ready": False, "restartCount": 0, "image": "registry.example/typo:1", "imageID": "",
         "started": False, "state": {"waiting": {"reason": "ImagePullBackOff",
-                                                "message": 'Back-off pulling image "registry.example/typo:1"'}}}],
-        conditions=[{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                     "lastTransitionTime": "2026-11-30T09:00:07Z"}])
-    st = verdict([*queue_setup(), j, wl, p], "job-trainer-5d4c3")
+                                                "message": 'Back-off pulling image "registry.example/typo:1"'}}}).obj()
+    st = verdict([*queue_setup(), j.obj(), wl.obj(), p], "job-trainer-5d4c3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("ContainersNotStarting", "ImagePullBackOff",
                                                            "WorkloadOwner")
 
 
 def test_job_failed_create_from_resource_quota_is_pods_not_created() -> None:
     j, wl = admitted_job(1)
-    ev = event(j, "FailedCreate", 'Error creating: pods "trainer-x7k2p" is forbidden: exceeded quota: compute, '
-               "requested: requests.cpu=1, used: requests.cpu=4, limited: requests.cpu=4")
-    st = verdict([*queue_setup(), j, wl, ev, node("n1")], "job-trainer-5d4c3")
+    ev = Event(j, "FailedCreate", 'Error creating: pods "trainer-x7k2p" is forbidden: exceeded quota: compute, '
+               "requested: requests.cpu=1, used: requests.cpu=4, limited: requests.cpu=4").obj()
+    st = verdict([*queue_setup(), j.obj(), wl.obj(), ev, Node("n1").obj()], "job-trainer-5d4c3")
     assert (st["reason"], st["cause"]) == ("PodsNotCreated", "FailedCreate")
     assert "ResourceQuota" in st["message"]
 
 
 def test_admitted_but_still_suspended_job() -> None:
     j, wl = admitted_job(1)
-    j["spec"]["suspend"] = True
-    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    st = verdict([*queue_setup(), j.suspend(True).obj(), wl.obj()], "job-trainer-5d4c3")
     assert (st["stage"], st["reason"]) == ("Scheduling", "JobSuspended")
 
 
 def test_running_when_pods_ready() -> None:
     j, wl = admitted_job(1)
-    wl["status"]["conditions"][-1] = cond("PodsReady", "True", "Started",
-                                         "All pods reached readiness and the workload is running")
-    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    wl.condition(condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is running"))
+    st = verdict([*queue_setup(), j.obj(), wl.obj()], "job-trainer-5d4c3")
     assert (st["stage"], st["reason"], st["cause"]) == ("Running", "Running", "PodsReady")
 
 
 def test_finished_workload() -> None:
-    wl = workload("job-done-00008", conditions=[*admitted_conditions("team-a-cq"),
-                                                cond("Finished", "True", "Succeeded", "Job finished successfully")])
-    st = verdict([*queue_setup(), wl], "job-done-00008")
+    wl = workload("job-done-00008").conditions(*admitted("team-a-cq"),
+                                               condition("Finished", "True", "Succeeded", "Job finished successfully"))
+    st = verdict([*queue_setup(), wl.obj()], "job-done-00008")
     assert (st["stage"], st["reason"], st["cause"]) == ("Finished", "Finished", "Succeeded")
 
 
 def test_multikueue_admission_never_says_job_suspended() -> None:
     j, wl = admitted_job(1)
-    j["spec"]["suspend"] = True  # the manager cluster's Job stays suspended: it runs on the worker
-    wl["status"]["clusterName"] = "worker-eu-1"
-    st = verdict([*queue_setup(), j, wl], "job-trainer-5d4c3")
+    j.suspend(True)  # the manager cluster's Job stays suspended: it runs on the worker
+    wl.status_field("clusterName", "worker-eu-1")
+    st = verdict([*queue_setup(), j.obj(), wl.obj()], "job-trainer-5d4c3")
     assert (st["stage"], st["cause"]) == ("Running", "DispatchedToWorkerCluster")
     assert "worker-eu-1" in st["message"]
 
@@ -338,19 +347,21 @@ def test_multikueue_admission_never_says_job_suspended() -> None:
 
 
 def test_v1beta1_objects_read_like_v1beta2() -> None:
-    cq = cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}},
-                       cohort="research")
+    cq = ClusterQueue("team-a-cq").cohort("research").quotas(
+        {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}}).obj()
     cq["apiVersion"] = "kueue.x-k8s.io/v1beta1"
     cq["spec"]["cohort"] = cq["spec"].pop("cohortName")
     msg = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
            "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)")
-    wl = pending(msg, api_version="kueue.x-k8s.io/v1beta1")
-    st = verdict([flavor("default-flavor"), cq, local_queue("user-queue", NS, "team-a-cq"), wl], "job-sample-1a2b3")
+    wl = pending(msg).obj()
+    wl["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    st = verdict([ResourceFlavor("default-flavor").obj(), cq, LocalQueue("user-queue", NS, "team-a-cq").obj(), wl],
+                 "job-sample-1a2b3")
     assert (st["cohort"], st["cause"]) == ("research", "BorrowingLimitReached")
 
 
 def test_unknown_message_is_unknown_with_the_text_quoted() -> None:
-    st = verdict([*queue_setup(), pending("something Kueue 0.25 invented")], "job-sample-1a2b3")
+    st = verdict([*queue_setup(), pending("something Kueue 0.25 invented").obj()], "job-sample-1a2b3")
     assert (st["stage"], st["reason"], st["cause"]) == ("Unknown", "Unknown", "UnrecognizedMessage")
     assert "something Kueue 0.25 invented" in st["message"]
 
@@ -369,7 +380,7 @@ def test_malformed_workloads_get_a_verdict_not_an_exception(broken: dict[str, An
 
 
 def test_diagnosis_is_owned_by_the_workload_without_controller_or_block_owner_deletion() -> None:
-    wl = pending("LocalQueue typo doesn't exist", reason="Inadmissible", queue="typo")
+    wl = pending("LocalQueue typo doesn't exist", reason="Inadmissible").queue("typo").obj()
     d = next(x for x in diagnose_objects([wl], NOW))
     assert d["metadata"]["ownerReferences"] == [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                                                   "name": wl["metadata"]["name"], "uid": wl["metadata"]["uid"]}]
@@ -381,61 +392,59 @@ def test_verdicts_do_not_change_with_the_clock_alone() -> None:
     """The operator writes only on change: the same objects a minute later must give the same objects."""
     j, wl = admitted_job()
     msg = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
-    pods = [pod(f"trainer-{n}", j, wl["metadata"]["name"], conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
-         "lastProbeTime": None, "lastTransitionTime": "2026-11-30T09:00:07Z"}]) for n in "ab"]
-    objs = [*queue_setup(), j, wl, *pods, workload("job-new-00001"),
+    pods = [trainer_pod(f"trainer-{n}", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj() for n in "ab"]
+    objs = [*queue_setup(), j.obj(), wl.obj(), *pods, workload("job-new-00001").obj(),
             pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
-                    "default-flavor, 1 more needed")]
+                    "default-flavor, 1 more needed").obj()]
     t1 = datetime(2026, 11, 30, 9, 5, tzinfo=UTC)
     t2 = datetime(2026, 11, 30, 9, 6, tzinfo=UTC)
     assert diagnose_objects(objs, t1) == diagnose_objects(objs, t2)
 
 
 def test_a_workload_in_requeue_back_off_is_not_the_strict_fifo_head() -> None:
-    backoff = workload("job-slow-00005", created="2026-11-30T08:00:00Z", conditions=[
-        cond("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
-             "2026-11-30T09:55:00Z"),
-        cond("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
-        cond("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005")],
-        requeueState={"count": 1, "requeueAt": "2026-11-30T10:05:00Z"})
-    behind = workload("job-behind-00002", created="2026-11-30T09:10:00Z")
-    st = verdict([*queue_setup(strategy="StrictFIFO"), backoff, behind], "job-behind-00002")
+    backoff = workload("job-slow-00005").created("2026-11-30T08:00:00Z").conditions(
+        condition("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005",
+                  "2026-11-30T09:55:00Z"),
+        condition("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+        condition("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
+    ).requeue_state(1, "2026-11-30T10:05:00Z").obj()
+    behind = workload("job-behind-00002").created("2026-11-30T09:10:00Z").obj()
+    st = verdict([*queue_setup(team_a_cq().queueing_strategy("StrictFIFO")), backoff, behind], "job-behind-00002")
     assert st["cause"] == "PendingEvaluation"  # Kueue does not hold the backed-off one in the heap
 
 
 def test_a_rejected_admission_check_outranks_a_pending_one() -> None:
-    wl = workload("job-prov-00007", conditions=[
-        cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")],
-        admission=admission("team-a-cq"),
-        admissionChecks=[{"name": "prov", "state": "Pending", "lastTransitionTime": "2026-11-30T09:01:00Z"},
-                         {"name": "budget", "state": "Rejected", "message": "over budget",
-                          "lastTransitionTime": "2026-11-30T09:01:00Z"}])
+    wl = workload("job-prov-00007").condition(
+        condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq")
+    ).admission(one_pod("team-a-cq")).admission_check("prov", "Pending", at="2026-11-30T09:01:00Z").admission_check(
+        "budget", "Rejected", "over budget", "2026-11-30T09:01:00Z").obj()
     st = verdict([*queue_setup(), wl], "job-prov-00007")
     assert (st["cause"], st["actionBy"]) == ("AdmissionCheckRejected", "WorkloadOwner")
 
 
 def test_borrowable_counts_what_other_members_already_borrowed() -> None:
-    objs = [flavor("default-flavor"),
-            cluster_queue("cq-a", {"default-flavor": {"cpu": "4"}}, cohort="co", used={"default-flavor": {"cpu": "4"}}),
-            cluster_queue("cq-b", {"default-flavor": {"cpu": "4"}}, cohort="co"),
-            cluster_queue("cq-c", {"default-flavor": {"cpu": "0"}}, cohort="co", used={"default-flavor": {"cpu": "4"}}),
-            local_queue("user-queue", NS, "cq-a"),
+    def member(name: str, cpu: str) -> ClusterQueue:
+        return ClusterQueue(name).cohort("co").quotas({"default-flavor": {"cpu": cpu}})
+
+    objs = [ResourceFlavor("default-flavor").obj(),
+            member("cq-a", "4").reservation("default-flavor", "cpu", "4").obj(), member("cq-b", "4").obj(),
+            member("cq-c", "0").reservation("default-flavor", "cpu", "4").obj(),
+            LocalQueue("user-queue", NS, "cq-a").obj(),
             pending("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
-                    "default-flavor, 2 more needed", count=2)]
+                    "default-flavor, 2 more needed").count(2).obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert st["quota"][0]["borrowable"] == "0"  # cq-c took everything cq-b lent
     assert "could lend about 0 now" in st["message"]
 
 
 def test_a_large_borrowing_limit_is_not_blamed_when_the_cohort_is_the_limit() -> None:
-    objs = [flavor("default-flavor"),
-            cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "4", "borrowingLimit": "100"}}},
-                          cohort="research"),
-            cluster_queue("team-b-cq", {"default-flavor": {"cpu": "2"}}, cohort="research"),
-            local_queue("user-queue", NS, "team-a-cq"),
+    objs = [ResourceFlavor("default-flavor").obj(),
+            ClusterQueue("team-a-cq").cohort("research")
+            .quotas({"default-flavor": {"cpu": {"nominalQuota": "4", "borrowingLimit": "100"}}}).obj(),
+            ClusterQueue("team-b-cq").cohort("research").quotas({"default-flavor": {"cpu": "2"}}).obj(),
+            LocalQueue("user-queue", NS, "team-a-cq").obj(),
             pending("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
-                    "previously considered podsets requests (0) + current podset request (8) > maximum capacity (6)",
-                    count=8)]
+                    "previously considered podsets requests (0) + current podset request (8) > maximum capacity (6)"
+                    ).count(8).obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert st["cause"] == "ExceedsCohortQuota"

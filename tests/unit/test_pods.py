@@ -13,10 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kueue_doctor.engine import pods as P
+from tests.builders import (
+    Event,
+    Job,
+    Pod,
+    container_running,
+    container_terminated,
+    container_waiting,
+    pod_condition,
+    ref,
+    terminated,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / "cases" / "pod_messages.yaml"
 T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
 NS = "team-a"
+IMAGE = "registry.example.com/team-a/trainer:v9"
+TRAIN = Job("train", NS).queue("user-queue").created(T0)
 
 
 def ts(minutes: float = 0) -> str:
@@ -29,66 +42,17 @@ def micro(minutes: float = 0) -> str:
 
 def condition(ctype: str, status: str, minutes: float = 0, reason: str | None = None,
               message: str | None = None) -> dict[str, Any]:
-    cond: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None,
-                            "lastTransitionTime": ts(minutes)}
-    if reason is not None:
-        cond["reason"] = reason
-    if message is not None:
-        cond["message"] = message
-    return cond
+    return pod_condition(ctype, status, ts(minutes), reason, message)
 
 
-def pod(name: str, *, phase: str = "Pending", node: str | None = None,
-        conditions: list[dict[str, Any]] | None = None,
-        container_statuses: list[dict[str, Any]] | None = None,
-        init_statuses: list[dict[str, Any]] | None = None, gates: list[str] | None = None,
-        deleted: str | None = None, scheduler: str = "default-scheduler", uid: str | None = None,
-        reason: str | None = None, message: str | None = None) -> dict[str, Any]:
-    """A Pod as `kubectl get pod -o json` shows it for a Kueue-managed batch/Job."""
-    metadata: dict[str, Any] = {
-        "name": name, "namespace": NS, "uid": uid or f"uid-{name}", "resourceVersion": "4711",
-        "creationTimestamp": ts(0), "generateName": name.rsplit("-", 1)[0] + "-",
-        "labels": {"batch.kubernetes.io/job-name": "train", "job-name": "train",
-                   "kueue.x-k8s.io/podset": "main", "kueue.x-k8s.io/queue-name": "user-queue"},
-        "annotations": {"kueue.x-k8s.io/workload": "job-train-3f2a1"},
-        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid",
-                             "controller": True, "blockOwnerDeletion": True}],
-        "finalizers": ["batch.kubernetes.io/job-tracking"],
-    }
-    if deleted:
-        metadata["deletionTimestamp"] = deleted
-        metadata["deletionGracePeriodSeconds"] = 30
-    spec: dict[str, Any] = {
-        "containers": [{"name": "trainer", "image": "registry.example.com/team-a/trainer:v9",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"},
-                                      "requests": {"nvidia.com/gpu": "1"}}}],
-        "restartPolicy": "Never", "schedulerName": scheduler, "priority": 0,
-        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                         "tolerationSeconds": 300}],
-    }
-    if node:
-        spec["nodeName"] = node
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    status: dict[str, Any] = {"phase": phase, "qosClass": "BestEffort"}
-    if conditions is not None:
-        status["conditions"] = conditions
-    if container_statuses is not None:
-        status["containerStatuses"] = container_statuses
-    if init_statuses is not None:
-        status["initContainerStatuses"] = init_statuses
-    if node:
-        status["hostIP"] = "10.0.0.7"
-        status["startTime"] = ts(1)
-    if reason:
-        status["reason"] = reason
-    if message:
-        status["message"] = message
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+def trainer(name: str) -> Pod:
+    """A Pod of Job ``train`` (one GPU) as Kueue started it; bound Pods started a minute later."""
+    return (Pod(name, NS).owner(TRAIN).workload("job-train-3f2a1").queues("user-queue").created(ts(0))
+            .container_name("trainer").image(IMAGE).limit("nvidia.com/gpu", "1").start_time(ts(1)))
 
 
 def unschedulable(name: str, message: str, minutes: float = 0) -> dict[str, Any]:
-    return pod(name, conditions=[condition("PodScheduled", "False", minutes, "Unschedulable", message)])
+    return trainer(name).unschedulable(message, ts(minutes)).obj()
 
 
 def bound_conditions(ready: bool = False, minutes: float = 1) -> list[dict[str, Any]]:
@@ -105,56 +69,34 @@ def bound_conditions(ready: bool = False, minutes: float = 1) -> list[dict[str, 
 
 
 def waiting_status(reason: str, message: str = "", name: str = "trainer") -> dict[str, Any]:
-    waiting: dict[str, Any] = {"reason": reason}
-    if message:
-        waiting["message"] = message
-    return {"name": name, "image": "registry.example.com/team-a/trainer:v9", "imageID": "", "ready": False,
-            "restartCount": 0, "started": False, "state": {"waiting": waiting}, "lastState": {}}
-
-
-def running_status(ready: bool) -> dict[str, Any]:
-    return {"name": "trainer", "image": "registry.example.com/team-a/trainer:v9",
-            "imageID": "registry.example.com/team-a/trainer@sha256:abc", "containerID": "containerd://1",
-            "ready": ready, "restartCount": 0, "started": True,
-            "state": {"running": {"startedAt": ts(2)}}, "lastState": {}}
+    return container_waiting(reason, message, name=name, image=IMAGE)
 
 
 def waiting_pod(name: str, reason: str, message: str = "") -> dict[str, Any]:
-    return pod(name, node="gpu-node-1", conditions=bound_conditions(),
-               container_statuses=[waiting_status(reason, message)])
+    return (trainer(name).node("gpu-node-1").conditions(*bound_conditions())
+            .container_status(waiting_status(reason, message)).obj())
 
 
 def running_pod(name: str, ready: bool = True, minutes: float = 1) -> dict[str, Any]:
-    return pod(name, phase="Running", node="gpu-node-1", conditions=bound_conditions(ready, minutes),
-               container_statuses=[running_status(ready)])
+    return (trainer(name).phase("Running").node("gpu-node-1").conditions(*bound_conditions(ready, minutes))
+            .container_status(container_running(ts(2), ready=ready, name="trainer", image=IMAGE)).obj())
+
+
+def _about(name: str, kind: str, uid: str | None) -> dict[str, Any]:
+    return ref(kind, name, NS, uid, {"Job": "batch/v1", "ReplicaSet": "apps/v1"}.get(kind, "v1"))
 
 
 def core_event(pod_name: str, reason: str, message: str, *, minutes: float = 0, count: int = 1,
                uid: str | None = None, kind: str = "Pod", component: str = "kubelet") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{pod_name}.17a", "namespace": NS, "creationTimestamp": ts(minutes)},
-            "involvedObject": {"kind": kind, "namespace": NS, "name": pod_name,
-                               "uid": uid or f"uid-{pod_name}", "apiVersion": "v1"},
-            "reason": reason, "message": message, "type": "Warning", "count": count,
-            "firstTimestamp": ts(minutes), "lastTimestamp": ts(minutes),
-            "source": {"component": component}, "reportingComponent": "", "reportingInstance": ""}
+    """core/v1, as the kubelet and the job controller record it (firstTimestamp, lastTimestamp, count)."""
+    return Event(_about(pod_name, kind, uid), reason, message, at=ts(minutes)).source(component).count(count).obj()
 
 
 def events_v1_event(pod_name: str, reason: str, note: str, *, minutes: float = 0, series: int | None = None,
                     uid: str | None = None, kind: str = "Pod") -> dict[str, Any]:
     """events.k8s.io/v1, as kube-scheduler writes it."""
-    ev: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": {"name": f"{pod_name}.17b", "namespace": NS, "creationTimestamp": ts(minutes)},
-        "eventTime": micro(minutes), "reportingController": "default-scheduler",
-        "reportingInstance": "default-scheduler-cp-1", "action": "Scheduling", "reason": reason,
-        "regarding": {"kind": kind, "namespace": NS, "name": pod_name, "uid": uid or f"uid-{pod_name}",
-                      "apiVersion": "v1"},
-        "note": note, "type": "Warning",
-    }
-    if series is not None:
-        ev["series"] = {"count": series, "lastObservedTime": micro(minutes + 5)}
-    return ev
+    ev = Event(_about(pod_name, kind, uid), reason, note, api="events.k8s.io/v1", at=micro(minutes))
+    return (ev.series(series, micro(minutes + 5)) if series is not None else ev).obj()
 
 
 GPU_3 = ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: "
@@ -204,7 +146,7 @@ def test_condition_message_is_preferred_over_failed_scheduling_events() -> None:
 
 @pytest.mark.parametrize("make_event", [core_event, events_v1_event], ids=["core/v1", "events.k8s.io/v1"])
 def test_failed_scheduling_event_fills_in_when_the_condition_has_no_message(make_event: Any) -> None:
-    bare = pod("train-0", conditions=[condition("PodScheduled", "False", 3, "Unschedulable")])
+    bare = trainer("train-0").condition(condition("PodScheduled", "False", 3, "Unschedulable")).obj()
     events = [make_event("train-0", "FailedScheduling", GPU_3, minutes=1),
               make_event("train-0", "FailedScheduling", SELECTOR_3, minutes=0)]
     [blocker] = P.summarize_pods([bare], expected=1, events=events).blockers
@@ -214,14 +156,14 @@ def test_failed_scheduling_event_fills_in_when_the_condition_has_no_message(make
 
 
 def test_failed_scheduling_event_alone_makes_a_pod_unschedulable() -> None:
-    no_condition = pod("train-0")
+    no_condition = trainer("train-0").obj()
     events = [events_v1_event("train-0", "FailedScheduling", GPU_3, minutes=2)]
     [blocker] = P.summarize_pods([no_condition], expected=1, events=events).blockers
     assert (blocker.category, blocker.reason) == ("Unschedulable", "Insufficient nvidia.com/gpu")
 
 
 def test_events_about_an_earlier_pod_of_the_same_name_or_another_kind_are_ignored() -> None:
-    bare = pod("train-0")
+    bare = trainer("train-0").obj()
     events = [core_event("train-0", "FailedScheduling", GPU_3, uid="older-uid"),
               core_event("train-0", "FailedScheduling", GPU_3, kind="Job")]
     [blocker] = P.summarize_pods([bare], expected=1, events=events).blockers
@@ -230,7 +172,7 @@ def test_events_about_an_earlier_pod_of_the_same_name_or_another_kind_are_ignore
 
 def test_scheduler_error_is_reported_as_its_own_reason() -> None:
     msg = 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
-    broken = pod("train-0", conditions=[condition("PodScheduled", "False", 0, "SchedulerError", msg)])
+    broken = trainer("train-0").condition(condition("PodScheduled", "False", 0, "SchedulerError", msg)).obj()
     [blocker] = P.summarize_pods([broken], expected=1).blockers
     assert (blocker.category, blocker.reason, blocker.message) == ("Unschedulable", "SchedulerError", msg)
 
@@ -242,9 +184,9 @@ def test_cluster_without_nodes_is_named_plainly() -> None:
 
 
 def test_scheduling_gates_are_grouped_by_gate_and_kueue_gates_are_recognised() -> None:
-    gated = [condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)]
-    pods = [pod(f"t-{i}", gates=["kueue.x-k8s.io/topology"], conditions=gated) for i in range(3)]
-    pods.append(pod("o-0", gates=["example.com/quota-check"], conditions=gated))
+    gated = condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)
+    pods = [trainer(f"t-{i}").gate("kueue.x-k8s.io/topology").condition(gated).obj() for i in range(3)]
+    pods.append(trainer("o-0").gate("example.com/quota-check").condition(gated).obj())
     summary = P.summarize_pods(pods, expected=4)
     kueue, other = summary.blockers
     assert (kueue.category, kueue.reason, kueue.count, kueue.kueue_gated) == (
@@ -255,15 +197,15 @@ def test_scheduling_gates_are_grouped_by_gate_and_kueue_gates_are_recognised() -
 
 
 def test_gated_condition_left_after_the_gates_are_removed_is_pending_not_unschedulable() -> None:
-    ungated = pod("t-0", conditions=[
-        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)])
+    ungated = trainer("t-0").condition(
+        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)).obj()
     [blocker] = P.summarize_pods([ungated], expected=1).blockers
     assert (blocker.category, blocker.reason) == ("Pending", "NoSchedulingAttempt")
 
 
 def test_scheduler_verdict_after_ungating_comes_from_the_event_not_the_stale_gated_condition() -> None:
-    ungated = pod("t-0", conditions=[
-        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)])
+    ungated = trainer("t-0").condition(
+        condition("PodScheduled", "False", 0, "SchedulingGated", P.DEFAULT_SCHEDULING_GATED_MESSAGE)).obj()
     events = [events_v1_event("t-0", "FailedScheduling", SELECTOR_3, minutes=2)]
     [blocker] = P.summarize_pods([ungated], expected=1, events=events).blockers
     assert (blocker.category, blocker.message) == ("Unschedulable", SELECTOR_3)
@@ -278,7 +220,7 @@ def test_pod_on_a_lost_node_is_failing_with_phase_unknown() -> None:
 
 
 def test_unscheduled_pod_without_any_attempt_is_pending_and_names_a_custom_scheduler() -> None:
-    [blocker] = P.summarize_pods([pod("t-0", scheduler="volcano")], expected=1).blockers
+    [blocker] = P.summarize_pods([trainer("t-0").scheduler("volcano").obj()], expected=1).blockers
     assert (blocker.category, blocker.reason, blocker.detail) == (
         "Pending", "NoSchedulingAttempt", "schedulerName volcano")
     assert blocker.since == T0
@@ -317,22 +259,20 @@ def test_image_pull_backoff_is_reported_with_the_kubelet_message() -> None:
 
 
 def test_init_container_errors_win_over_pod_initializing() -> None:
-    blocked = pod("t-0", node="n1", conditions=bound_conditions(),
-                  init_statuses=[waiting_status("CreateContainerConfigError",
-                                                "couldn't find key password in Secret team-a/db", "setup")],
-                  container_statuses=[waiting_status("PodInitializing")])
+    blocked = trainer("t-0").node("n1").conditions(*bound_conditions()).init_container_status(waiting_status(
+        "CreateContainerConfigError", "couldn't find key password in Secret team-a/db", "setup")).container_status(
+        waiting_status("PodInitializing")).obj()
     [blocker] = P.summarize_pods([blocked], expected=1).blockers
     assert (blocker.reason, blocker.detail) == ("CreateContainerConfigError", "init container setup")
 
 
 def test_crashloop_backoff_carries_the_last_termination() -> None:
-    status = waiting_status("CrashLoopBackOff", "back-off 5m0s restarting failed container=trainer "
-                            "pod=train-0_team-a(uid-train-0)")
-    status["restartCount"] = 6
-    status["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": ts(5),
-                                          "finishedAt": ts(6), "containerID": "containerd://2"}}
-    looping = pod("train-0", phase="Running", node="n1", conditions=bound_conditions(),
-                  container_statuses=[status])
+    status = container_waiting("CrashLoopBackOff", "back-off 5m0s restarting failed container=trainer "
+                               "pod=train-0_team-a(uid-train-0)", name="trainer", image=IMAGE, restarts=6,
+                               last_terminated=terminated(137, "OOMKilled", started_at=ts(5), finished_at=ts(6),
+                                                          container_id="containerd://2"))
+    looping = trainer("train-0").phase("Running").node("n1").conditions(*bound_conditions()).container_status(
+        status).obj()
     summary = P.summarize_pods([looping], expected=1)
     [blocker] = summary.blockers
     assert (blocker.category, blocker.reason, blocker.detail) == ("Failing", "CrashLoopBackOff",
@@ -354,7 +294,7 @@ def test_running_pod_failing_its_readiness_probe_is_not_ready() -> None:
 
 def test_bound_pod_without_container_status_is_reported() -> None:
     # What a fake node without a kubelet looks like: bound, Pending, no container statuses.
-    bound = pod("train-0", node="fake-a1", conditions=[condition("PodScheduled", "True", 1)])
+    bound = trainer("train-0").node("fake-a1").condition(condition("PodScheduled", "True", 1)).obj()
     [blocker] = P.summarize_pods([bound], expected=1).blockers
     assert (blocker.category, blocker.reason, blocker.detail) == (
         "ContainersNotStarting", "NoContainerStatus", "node fake-a1")
@@ -364,19 +304,16 @@ def test_bound_pod_without_container_status_is_reported() -> None:
 
 
 def test_succeeded_pods_count_as_succeeded_and_are_not_blocked() -> None:
-    done = pod("train-0", phase="Succeeded", node="n1", conditions=bound_conditions())
+    done = trainer("train-0").phase("Succeeded").node("n1").conditions(*bound_conditions()).obj()
     summary = P.summarize_pods([done, running_pod("train-1")], expected=2)
     assert (summary.succeeded, summary.blockers) == (1, ())
 
 
 def test_failed_pods_are_failing_with_the_termination_reason() -> None:
-    terminated = {"name": "trainer", "ready": False, "restartCount": 0, "image": "x", "imageID": "x",
-                  "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": ts(9)}}}
-    oom = pod("train-0", phase="Failed", node="n1", conditions=bound_conditions(),
-              container_statuses=[terminated])
-    evicted = pod("train-1", phase="Failed", node="n1", reason="Evicted",
-                  message="The node was low on resource: memory. Threshold quantity: 100Mi, "
-                          "available: 42Mi. ")
+    oom = trainer("train-0").phase("Failed").node("n1").conditions(*bound_conditions()).container_status(
+        container_terminated(137, "OOMKilled", finished_at=ts(9), name="trainer", image=IMAGE)).obj()
+    evicted = trainer("train-1").phase("Failed").node("n1").status_reason(
+        "Evicted", "The node was low on resource: memory. Threshold quantity: 100Mi, available: 42Mi. ").obj()
     summary = P.summarize_pods([oom, evicted], expected=2)
     assert summary.failed == 2
     assert {(b.category, b.reason, b.detail) for b in summary.blockers} == {
@@ -404,7 +341,7 @@ def test_ready_times_are_exposed() -> None:
 
 
 def test_blockers_are_ordered_by_count_then_category_severity() -> None:
-    pods = [pod("g-0", gates=["kueue.x-k8s.io/admission"]), unschedulable("u-0", GPU_3),
+    pods = [trainer("g-0").gate("kueue.x-k8s.io/admission").obj(), unschedulable("u-0", GPU_3),
             waiting_pod("w-0", "ImagePullBackOff", PULL_BACKOFF), waiting_pod("w-1", "ImagePullBackOff")]
     summary = P.summarize_pods(pods, expected=4)
     assert [b.category for b in summary.blockers] == [
@@ -422,7 +359,7 @@ def test_describe_gives_the_sre_one_liner() -> None:
 
 
 def test_describe_says_how_many_pods_are_missing_and_finished() -> None:
-    pods = [unschedulable("train-0", GPU_TAINT_4), pod("done", phase="Succeeded", node="n1")]
+    pods = [unschedulable("train-0", GPU_TAINT_4), trainer("done").phase("Succeeded").node("n1").obj()]
     summary = P.summarize_pods(pods, expected=4, now=T0 + timedelta(minutes=90))
     assert summary.describe() == (
         "2/4 created, 0/4 scheduled, 0 running, 0 ready, 1 succeeded: 1 Unschedulable "
@@ -501,23 +438,23 @@ def _corpus_pod(entry: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
     if kind == "waiting":
         return waiting_pod("p-0", entry["reason"], entry["message"]), []
     if kind == "init_waiting":
-        return pod("p-0", node="n1", conditions=bound_conditions(),
-                   init_statuses=[waiting_status(entry["reason"], entry["message"], "setup")],
-                   container_statuses=[waiting_status("PodInitializing")]), []
+        return trainer("p-0").node("n1").conditions(*bound_conditions()).init_container_status(
+            waiting_status(entry["reason"], entry["message"], "setup")).container_status(
+            waiting_status("PodInitializing")).obj(), []
     if kind == "crashloop":
-        status = waiting_status("CrashLoopBackOff", entry["message"])
-        status["lastState"] = {"terminated": entry["last_terminated"]}
-        return pod("p-0", phase="Running", node="n1", conditions=bound_conditions(),
-                   container_statuses=[status]), []
+        status = container_waiting("CrashLoopBackOff", entry["message"], name="trainer", image=IMAGE,
+                                   last_terminated=entry["last_terminated"])
+        return trainer("p-0").phase("Running").node("n1").conditions(*bound_conditions()).container_status(
+            status).obj(), []
     if kind == "pod_failed":
         statuses = []
         if "terminated" in entry:
             statuses = [{"name": "trainer", "state": {"terminated": entry["terminated"]}}]
-        return pod("p-0", phase="Failed", node="n1", container_statuses=statuses,
-                   reason=entry.get("pod_reason"), message=entry.get("pod_message")), []
+        return trainer("p-0").phase("Failed").node("n1").container_status(*statuses).status_reason(
+            entry.get("pod_reason"), entry.get("pod_message")).obj(), []
     if kind == "gated":
-        return pod("p-0", gates=entry["gates"], conditions=[
-            condition("PodScheduled", "False", 0, "SchedulingGated", entry["message"])]), []
+        return trainer("p-0").gate(*entry["gates"]).condition(
+            condition("PodScheduled", "False", 0, "SchedulingGated", entry["message"])).obj(), []
     if kind == "pod_event":
         ev = entry["event"]
         make = core_event if ev["api"] == "core/v1" else events_v1_event
@@ -527,7 +464,7 @@ def _corpus_pod(entry: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
             return waiting_pod("p-0", "ContainerCreating"), [event]
         if state == "running_not_ready":
             return running_pod("p-0", ready=False), [event]
-        return pod("p-0", conditions=[condition("PodScheduled", "False", 0, "Unschedulable")]), [event]
+        return trainer("p-0").condition(condition("PodScheduled", "False", 0, "Unschedulable")).obj(), [event]
     raise AssertionError(f"unknown corpus kind {kind}")
 
 
@@ -616,17 +553,23 @@ def test_parse_scheduler_message_never_raises(text: str) -> None:
 
 
 def test_fifty_thousand_pods_are_cheap() -> None:
+    shapes = [running_pod("r"), unschedulable("u", GPU_TAINT_4), unschedulable("u", GPU_3),
+              waiting_pod("w", "ContainerCreating"), trainer("g").gate("kueue.x-k8s.io/topology").obj()]
+
+    def named(shape: dict[str, Any], name: str) -> dict[str, Any]:  # one built Pod per shape, renamed
+        return {**shape, "metadata": {**shape["metadata"], "name": name, "uid": f"uid-{name}"}}
+
     pods = []
     for i in range(50_000):
         if i % 4 == 0:
-            pods.append(running_pod(f"r-{i}"))
+            pods.append(named(shapes[0], f"r-{i}"))
         elif i % 4 == 1:
-            pods.append(unschedulable(f"u-{i}", GPU_TAINT_4 if i % 3 else GPU_3))
+            pods.append(named(shapes[1] if i % 3 else shapes[2], f"u-{i}"))
         elif i % 4 == 2:
-            pods.append(waiting_pod(f"w-{i}", "ContainerCreating"))
+            pods.append(named(shapes[3], f"w-{i}"))
         else:
-            pods.append(pod(f"g-{i}", gates=["kueue.x-k8s.io/topology"]))
-    events = [core_event(f"w-{i}", "FailedMount", "MountVolume.SetUp failed", minutes=1)
+            pods.append(named(shapes[4], f"g-{i}"))
+    events = [core_event(f"w-{i}", "FailedMount", "MountVolume.SetUp failed", minutes=1, uid=f"uid-w-{i}")
               for i in range(2, 50_000, 40)]
     start = time.perf_counter()
     summary = P.summarize_pods(pods, expected=50_000, events=events)

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
 from kueue_doctor.kube.quantity import format_quantity, parse
-
-from .factory import cluster_queue, cond, flavor, local_queue, workload
+from tests.builders import Admission, ClusterQueue, LocalQueue, ResourceFlavor, Workload, condition
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
@@ -81,20 +80,24 @@ def mutate(obj: Any, data: st.DataObject, depth: int = 0) -> Any:
 
 
 def realistic() -> list[dict[str, Any]]:
-    return [flavor("default-flavor"),
-            cluster_queue("team-a-cq", {"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}},
-                          cohort="c"),
-            local_queue("user-queue", "team-a", "team-a-cq"),
-            workload("job-a-00001", conditions=[cond("QuotaReserved", "False", "Pending",
-                     "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
-                     "previously considered podsets requests (0) + current podset request (3) > maximum capacity (3)")]),
-            workload("job-b-00002", conditions=[
-                cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq"),
-                cond("Admitted", "True", "Admitted", "The workload is admitted"),
-                cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload (UID: x, JobUID: y) due "
-                     "to prioritization in the ClusterQueue; preemptor path: /c/team-a-cq; preemptee path: /c/t")],
-                admission={"clusterQueue": "team-a-cq", "podSetAssignments": [
-                    {"name": "main", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "1"}}]})]
+    def wl(name: str) -> Workload:
+        return Workload(name, "team-a").queue("user-queue").request("cpu", "1")
+
+    return [ResourceFlavor("default-flavor").obj(),
+            ClusterQueue("team-a-cq").cohort("c")
+            .quotas({"default-flavor": {"cpu": {"nominalQuota": "2", "borrowingLimit": "1"}}}).obj(),
+            LocalQueue("user-queue", "team-a", "team-a-cq").obj(),
+            wl("job-a-00001").condition(condition(
+                "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient quota for "
+                "cpu in flavor default-flavor, previously considered podsets requests (0) + current podset request "
+                "(3) > maximum capacity (3)")).obj(),
+            wl("job-b-00002").conditions(
+                condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq"),
+                condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                condition("Evicted", "True", "Preempted", "Preempted to accommodate a workload (UID: x, JobUID: y) "
+                          "due to prioritization in the ClusterQueue; preemptor path: /c/team-a-cq; preemptee path: "
+                          "/c/t")).admission(Admission("team-a-cq").assignment(
+                              count=None, flavors={"cpu": "default-flavor"}, usage={"cpu": "1"})).obj()]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,30 +7,32 @@ from typing import Any
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.kube.slim import slim
+from tests.builders import Admission, ClusterQueue, Job, LocalQueue, Node, Pod, Workload, condition
 
 from . import test_engine
-from .factory import admission, cluster_queue, cond, job, local_queue, node, pod, workload
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 def scenario() -> list[dict[str, Any]]:
-    j = job("trainer", "team-a", parallelism=2, suspend=False)
-    wl = workload("job-trainer-5d4c3", owner=j, count=2, admission=admission("team-a-cq", count=2),
-                  conditions=[*[cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq"),
-                                cond("Admitted", "True", "Admitted", "The workload is admitted")],
-                              cond("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded")])
+    j = Job("trainer", "team-a").queue("user-queue").parallelism(2).request("cpu", "1").suspend(False)
+    wl = Workload("job-trainer-5d4c3", "team-a").queue("user-queue").owner(j).count(2).request("cpu", "1").admission(
+        Admission("team-a-cq").assignment(count=2, flavors={"cpu": "default-flavor"}, usage={"cpu": "1"})
+    ).conditions(condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq"),
+                 condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                 condition("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded")).annotation(
+        "kubectl.kubernetes.io/last-applied-configuration", "x" * 5000).obj()
     wl["metadata"]["managedFields"] = [{"manager": "kueue-admission", "fieldsV1": {"f:status": {}}}]
-    wl["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/last-applied-configuration"] = "x" * 5000
-    p1 = pod("trainer-a", j, wl["metadata"]["name"], node="n1", container_statuses=[{
+    p1 = Pod("trainer-a", "team-a").owner(j).workload(wl["metadata"]["name"]).node("n1").container_status({
         "name": "main", "ready": False, "restartCount": 3, "image": "img", "imageID": "",
-        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}}}])
-    p2 = pod("trainer-b", j, wl["metadata"]["name"], gates=["example.com/gate"])
-    pending = workload("job-b-00002", conditions=[cond("QuotaReserved", "False", "Pending",
-                       "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
-                       "default-flavor, 1 more needed")])
-    return [*test_engine.queue_setup(), cluster_queue("other", {"default-flavor": {"cpu": "1"}}),
-            local_queue("lq2", "team-b", "other"), node("n1"), j, wl, p1, p2, pending]
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}}}
+    ).obj()
+    p2 = Pod("trainer-b", "team-a").owner(j).workload(wl["metadata"]["name"]).gate("example.com/gate").obj()
+    pending = Workload("job-b-00002", "team-a").queue("user-queue").request("cpu", "1").condition(condition(
+        "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused quota for "
+        "cpu in flavor default-flavor, 1 more needed")).obj()
+    return [*test_engine.queue_setup(), ClusterQueue("other").quotas({"default-flavor": {"cpu": "1"}}).obj(),
+            LocalQueue("lq2", "team-b", "other").obj(), Node("n1").obj(), j.obj(), wl, p1, p2, pending]
 
 
 def test_verdicts_on_slimmed_objects_equal_verdicts_on_full_objects() -> None:

@@ -3,31 +3,40 @@
 from __future__ import annotations
 
 from kueue_doctor.state import ClusterState
-
-from .factory import admission, admitted_conditions, cluster_queue, cond, event, flavor, job, local_queue, pod, workload
+from tests.builders import Admission, ClusterQueue, Event, Job, LocalQueue, Pod, ResourceFlavor, Workload, condition
 
 
 def build() -> tuple[ClusterState, dict[str, dict]]:  # type: ignore[type-arg]
-    j = job("trainer", "team-a", suspend=False)
+    j = Job("trainer", "team-a").queue("lq-a").request("cpu", "1").suspend(False)
+
+    def cq(name: str) -> ClusterQueue:
+        return ClusterQueue(name).quotas({"default-flavor": {"cpu": "2"}})
+
+    def wl(name: str, namespace: str, queue: str) -> Workload:
+        return Workload(name, namespace).queue(queue).request("cpu", "1")
+
+    at = "2026-11-30T09:00:05Z"
     objs = {
-        "rf": flavor("default-flavor"),
-        "cq_a": cluster_queue("cq-a", {"default-flavor": {"cpu": "2"}}, cohort="research"),
-        "cq_b": cluster_queue("cq-b", {"default-flavor": {"cpu": "2"}}, cohort="research"),
-        "cq_c": cluster_queue("cq-c", {"default-flavor": {"cpu": "2"}}),
-        "lq_a": local_queue("lq-a", "team-a", "cq-a"),
-        "lq_b": local_queue("lq-b", "team-b", "cq-b"),
-        "lq_c": local_queue("lq-c", "team-c", "cq-c"),
-        "job": j,
-        "wl_a": workload("job-trainer-00001", "team-a", "lq-a", owner=j, admission=admission("cq-a"),
-                         conditions=admitted_conditions("cq-a")),
-        "wl_b": workload("job-b-00002", "team-b", "lq-b"),
-        "wl_c": workload("job-c-00003", "team-c", "lq-c"),
+        "rf": ResourceFlavor("default-flavor").obj(),
+        "cq_a": cq("cq-a").cohort("research").obj(),
+        "cq_b": cq("cq-b").cohort("research").obj(),
+        "cq_c": cq("cq-c").obj(),
+        "lq_a": LocalQueue("lq-a", "team-a", "cq-a").obj(),
+        "lq_b": LocalQueue("lq-b", "team-b", "cq-b").obj(),
+        "lq_c": LocalQueue("lq-c", "team-c", "cq-c").obj(),
+        "job": j.obj(),
+        "wl_a": wl("job-trainer-00001", "team-a", "lq-a").owner(j).admission(
+            Admission("cq-a").assignment(flavors={"cpu": "default-flavor"}, usage={"cpu": "1"})).conditions(
+            condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a", at),
+            condition("Admitted", "True", "Admitted", "The workload is admitted", at)).obj(),
+        "wl_b": wl("job-b-00002", "team-b", "lq-b").obj(),
+        "wl_c": wl("job-c-00003", "team-c", "lq-c").obj(),
     }
-    objs["pod"] = pod("trainer-x", j, "job-trainer-00001")
-    objs["victim"] = workload("job-v-00004", "team-b", "lq-b", conditions=[cond(
+    objs["pod"] = Pod("trainer-x", "team-a").owner(j).workload("job-trainer-00001").obj()
+    objs["victim"] = wl("job-v-00004", "team-b", "lq-b").condition(condition(
         "Evicted", "True", "Preempted", f"Preempted to accommodate a workload (UID: {objs['wl_b']['metadata']['uid']},"
         " JobUID: x) due to prioritization in the ClusterQueue; preemptor path: /research/cq-b; preemptee path: "
-        "/research/cq-b")])
+        "/research/cq-b")).obj()
     return ClusterState.from_objects(objs.values()), objs
 
 
@@ -46,7 +55,7 @@ def test_local_queue_pod_and_job_event_changes_affect_their_workload() -> None:
     state, o = build()
     assert state.affected_workloads(o["lq_c"]) == keys(("team-c", "job-c-00003"))
     assert state.affected_workloads(o["pod"]) == keys(("team-a", "job-trainer-00001"))
-    ev = event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q')
+    ev = Event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q').obj()
     assert state.affected_workloads(ev) == keys(("team-a", "job-trainer-00001"))
 
 
