@@ -112,9 +112,11 @@ def _parse_time(value: str) -> datetime | None:
 
 def as_time(value: object) -> datetime | None:
     """`parse_time`, and a datetime as it is (naive means UTC): what a caller or a YAML loader hands over."""
+    if type(value) is str:
+        return parse_time(value)
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return parse_time(value)
+    return None
 
 
 @lru_cache(maxsize=65536)
@@ -156,7 +158,7 @@ def conditions(obj: Obj) -> dict[str, Mapping[str, Any]]:
     """Conditions by type; the last one wins when a broken object repeats a type."""
     out: dict[str, Mapping[str, Any]] = {}
     for cond in lst(status(obj).get("conditions")):
-        if isinstance(cond, Mapping):
+        if type(cond) is dict or isinstance(cond, Mapping):  # the common case first: the ABC check is slow
             ctype = s(cond.get("type"))
             if ctype:
                 out[ctype] = cond
