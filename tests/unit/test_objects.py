@@ -10,6 +10,7 @@ from kueue_doctor.kube.objects import (
     TRUNCATION_SUFFIX,
     as_time,
     clip,
+    earliest,
     format_duration,
     int_or_none,
     parse_time,
@@ -72,3 +73,10 @@ def test_clip_cuts_with_the_kubernetes_suffix() -> None:
     assert clip("x" * 20, 10) == "x" * 6 + " ..."
     assert clip("x" * 10, 10) == "x" * 10
     assert clip("", 10) is None and clip(None, 10) is None
+
+
+def test_earliest_ignores_a_missing_time() -> None:
+    later = T0 + timedelta(minutes=1)
+    assert earliest(T0, later) == earliest(later, T0) == T0
+    assert earliest(None, T0) == earliest(T0, None) == T0
+    assert earliest(None, None) is None

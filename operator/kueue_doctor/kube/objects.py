@@ -119,6 +119,15 @@ def as_time(value: object) -> datetime | None:
     return None
 
 
+def earliest(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The earlier of two times; a missing one does not count."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a <= b else b
+
+
 @lru_cache(maxsize=65536)
 def format_time(value: datetime | None) -> str | None:
     if value is None:

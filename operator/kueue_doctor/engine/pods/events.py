@@ -17,16 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ...kube.objects import as_time, int_or_none, m, s
-
-
-def earliest(a: datetime | None, b: datetime | None) -> datetime | None:
-    """The earlier of two times; a missing one does not count."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a if a <= b else b
+from ...kube.objects import as_time, earliest, int_or_none, m, s
 
 
 def event_time(ev: Mapping[str, Any]) -> datetime | None:

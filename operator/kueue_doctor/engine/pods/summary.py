@@ -25,13 +25,14 @@ from ...kube.objects import (
     as_time,
     clip,
     conditions,
+    earliest,
     format_duration,
     int_or_none,
     lst,
     m,
     s,
 )
-from .events import EventInfo, PodEvents, earliest
+from .events import EventInfo, PodEvents
 from .kubelet import BENIGN_WAITING_REASONS, STARTUP_EVENT_REASONS, container_blocker, failed_pod
 from .scheduler import NO_NODES_MESSAGE, SchedulingFailure, parse_scheduler_message
 
