@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from . import __version__
 from .kube.load import InputError, load_files, newest_timestamp
-from .kube.objects import parse_time
+from .kube.objects import format_duration, parse_time
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
@@ -144,10 +144,8 @@ def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[s
 
 
 def _age(now: datetime, since: str | None) -> str:
-    from .engine.context import ago
-
     t = parse_time(since)
-    return ago(now, t) if t is not None else "-"
+    return format_duration(now - t, precise=True) if t is not None else "-"
 
 
 def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) -> str:

@@ -1,17 +1,24 @@
 """Tolerant accessors for plain-dict Kubernetes objects (what `kubectl get -o json` returns).
 
 Every accessor returns a typed default instead of raising: the engine must survive any input.
+Field access, times and durations live here once: the engine's rules, the Pod parser
+(`engine/pods/`) and the CLI use these accessors rather than private copies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 Obj = Mapping[str, Any]
 EMPTY: Mapping[str, Any] = {}
+
+# Kueue's API group, also the prefix of its labels, annotations and scheduling gates.
+KUEUE_GROUP = "kueue.x-k8s.io"
+# What kube-scheduler and Kueue append to a message they cut at their size limit; `clip` cuts the same way.
+TRUNCATION_SUFFIX = " ..."
 
 
 def m(value: object) -> Mapping[str, Any]:
@@ -36,6 +43,14 @@ def i(value: object, default: int = 0) -> int:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return default
+
+
+def int_or_none(value: object) -> int | None:
+    """A JSON integer as it is, None for anything else (bools and digit strings too).
+
+    For integer fields where absent and 0 differ (a container's `exitCode`); `i` gives a default instead.
+    """
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def meta(obj: Obj) -> Mapping[str, Any]:
@@ -95,6 +110,24 @@ def _parse_time(value: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def as_time(value: object) -> datetime | None:
+    """`parse_time`, and a datetime as it is (naive means UTC): what a caller or a YAML loader hands over."""
+    if type(value) is str:
+        return parse_time(value)
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return None
+
+
+def earliest(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The earlier of two times; a missing one does not count."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a <= b else b
+
+
 @lru_cache(maxsize=65536)
 def format_time(value: datetime | None) -> str | None:
     if value is None:
@@ -102,11 +135,39 @@ def format_time(value: datetime | None) -> str | None:
     return value.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
+def format_duration(value: timedelta | int, precise: bool = False) -> str:
+    """A compact duration from a timedelta or whole seconds; negative durations are "0s".
+
+    Default, one unit: "45s" below 2 minutes, "17m" below 2 hours, "5h" below 2 days, then "3d"
+    (the Pod summary: "7 Unschedulable for 17m"). `precise`: "45s" below 90 seconds, "17m" below
+    2 hours, then two units, "3h05m" and "2d4h" (the engine's messages and the CLI's FOR column).
+    """
+    seconds = max(0, int(value.total_seconds()) if isinstance(value, timedelta) else int(value))
+    if precise:
+        if seconds < 90:
+            return f"{seconds}s"
+        minutes = seconds // 60
+        if minutes < 120:
+            return f"{minutes}m"
+        hours, minutes = divmod(minutes, 60)
+        if hours < 48:
+            return f"{hours}h{minutes:02d}m"
+        days, hours = divmod(hours, 24)
+        return f"{days}d{hours}h"
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 120 * 60:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
 def conditions(obj: Obj) -> dict[str, Mapping[str, Any]]:
     """Conditions by type; the last one wins when a broken object repeats a type."""
     out: dict[str, Mapping[str, Any]] = {}
     for cond in lst(status(obj).get("conditions")):
-        if isinstance(cond, Mapping):
+        if type(cond) is dict or isinstance(cond, Mapping):  # the common case first: the ABC check is slow
             ctype = s(cond.get("type"))
             if ctype:
                 out[ctype] = cond
@@ -138,4 +199,4 @@ def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
 def clip(text: object, limit: int = 1024) -> str | None:
     if not isinstance(text, str) or not text:
         return None
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
+    return text if len(text) <= limit else text[: limit - len(TRUNCATION_SUFFIX)] + TRUNCATION_SUFFIX

@@ -1,0 +1,387 @@
+"""What Kueue's flavor assigner says about each flavor, and the messages made of those reasons.
+
+One reason ("insufficient unused quota for cpu in flavor f, 2 more needed") is matched against a table
+of (first character, anchored regex, builder) rows and becomes a `FlavorFailure`. Reasons are scanned,
+never split on commas, because several contain ", " themselves; text between recognised reasons is
+kept as an `UNPARSED` failure. Two message shapes are made of them: the flavor-assignment condition
+message ("couldn't assign flavors to pod set main: <reasons>" plus the scheduler's trailers,
+`parse_assignment`) and the attempts of a QuotaReserved event's "Flavors considered" list
+(`parse_attempts`).
+
+Neighbours: `templates.py` (the result types), `workload.py` (hands flavor-assignment texts here and the
+"Flavors considered" list of the QuotaReserved note), `events.py` (finds that list in an event note).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ...kube.objects import TRUNCATION_SUFFIX
+from .templates import FailureKind, FlavorAttempt, FlavorFailure, ParsedMessage, Template
+from .templates import group_or_none as _g
+
+# =================================================================================================
+# Reasons inside one pod set part
+# =================================================================================================
+
+_N = r"[^\s,]+"  # a resource / flavor name or a quantity: never contains blanks or commas
+_END = r"(?=, |\Z)"  # a reason ends at the ", " separator or at the end of the part
+
+_ReasonBuilder = Callable[[str, "re.Match[str]"], FlavorFailure]
+
+
+def _rx(body: str) -> re.Pattern[str]:
+    return re.compile(body + _END)
+
+
+def _gi(m: re.Match[str], name: str) -> int | None:
+    v = m.group(name)
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
+def _b_unused(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, m.group(0), resource=_g(m, "resource"),
+                         flavor=_g(m, "flavor"), missing=_g(m, "missing"))
+
+
+def _b_max(ps: str, m: re.Match[str]) -> FlavorFailure:
+    gd = m.groupdict()
+    return FlavorFailure(FailureKind.EXCEEDS_MAXIMUM_CAPACITY, ps, m.group(0), resource=gd.get("resource"),
+                         flavor=gd.get("flavor"), previous=gd.get("previous"), requested=gd.get("requested"),
+                         maximum=gd.get("maximum"))
+
+
+def _b_resource(ps: str, m: re.Match[str]) -> FlavorFailure:
+    gd = m.groupdict()
+    return FlavorFailure(FailureKind.RESOURCE_NOT_COVERED, ps, m.group(0), resource=gd.get("resource"),
+                         flavor=gd.get("flavor"))
+
+
+def _b_flavor_not_found(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.FLAVOR_NOT_FOUND, ps, m.group(0), flavor=_g(m, "flavor"))
+
+
+def _b_affinity(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.NODE_AFFINITY_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"))
+
+
+def _taint_string(key: str, value: str, effect: str) -> str:
+    # k8s.io/api/core/v1 Taint.ToString()
+    if not effect:
+        return f"{key}={value}:" if value else key
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def _b_taint(ps: str, m: re.Match[str]) -> FlavorFailure:
+    taint = _taint_string(m.group("key") or "", m.group("value") or "", m.group("effect") or "")
+    return FlavorFailure(FailureKind.UNTOLERATED_TAINT, ps, m.group(0), flavor=_g(m, "flavor"), taint=taint)
+
+
+def _b_tas_flavor(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.TOPOLOGY_FLAVOR, ps, m.group(0), flavor=_g(m, "flavor"),
+                         detail=_g(m, "problem"))
+
+
+_EXCLUDED_ITEM_RX = re.compile(r'(?P<what>[A-Za-z]+(?: "[^"]*")?): (?P<count>\d+)')
+_LAYER_RX = re.compile(r"; (?P<fit>\d+)/(?P<needed>\d+) slice\(s\) fit on level (?P<level>[^\s;]+?)(?=; |\Z)")
+
+
+def _b_tas_fit(ps: str, m: re.Match[str]) -> FlavorFailure:
+    excluded: tuple[tuple[str, int], ...] = ()
+    raw_excl = _g(m, "excluded")
+    if raw_excl:
+        excluded = tuple((e.group("what"), int(e.group("count")))
+                         for e in _EXCLUDED_ITEM_RX.finditer(raw_excl))
+    layers: tuple[tuple[str, int, int], ...] = ()
+    raw_layers = _g(m, "layers")
+    if raw_layers:
+        layers = tuple((la.group("level"), int(la.group("fit")), int(la.group("needed")))
+                       for la in _LAYER_RX.finditer(raw_layers))
+    requested = _gi(m, "req0")
+    if requested is None:
+        requested = _gi(m, "req1")
+    fit = _gi(m, "fit")
+    if fit is None and _g(m, "req0") is not None:
+        fit = 0
+    return FlavorFailure(FailureKind.TOPOLOGY_PLACEMENT, ps, m.group(0), topology=_g(m, "topology"), fit=fit,
+                         requested_count=requested, unit=_g(m, "unit0") or _g(m, "unit1"), excluded=excluded,
+                         total_nodes=_gi(m, "total"), layers=layers)
+
+
+def _b_tas_request(ps: str, m: re.Match[str]) -> FlavorFailure:
+    level = next((v for k, v in m.groupdict().items() if k.startswith("lvl") and v is not None), None)
+    return FlavorFailure(FailureKind.TOPOLOGY_REQUEST, ps, m.group(0), level=level)
+
+
+def _b_tas_error(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.TOPOLOGY_ERROR, ps, m.group(0), detail=_g(m, "detail"))
+
+
+def _b_node(ps: str, m: re.Match[str]) -> FlavorFailure:
+    detail = _g(m, "node") or _g(m, "domain")
+    return FlavorFailure(FailureKind.NODE_REPLACEMENT, ps, m.group(0), detail=detail)
+
+
+def _b_slice(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.SLICE_FLAVOR_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"),
+                         detail=_g(m, "original"))
+
+
+def _b_skipped(ps: str, m: re.Match[str]) -> FlavorFailure:
+    return FlavorFailure(FailureKind.FLAVOR_SKIPPED, ps, m.group(0), flavor=_g(m, "flavor"),
+                         resource=_g(m, "resource"))
+
+
+_EXCL = r'[A-Za-z]+(?: "[^"]*")?: \d+'
+# (first character, regex, builder). Tried in order at every reason boundary.
+_REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
+    # flavorassigner.go fitsResourceQuota (v0.19.2:1368); "in cohort" variant: <= v0.9
+    ("i", _rx(rf"insufficient unused quota (?:in cohort )?for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), "
+              rf"(?P<missing>{_N}) more needed"), _b_unused),
+    # flavorassigner.go:1350 (v0.14.5+, v0.13.9+)
+    ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), previously considered "
+              r"podsets requests \((?P<previous>[^()]*)\) \+ current podset request "
+              r"\((?P<requested>[^()]*)\) > maximum capacity \((?P<maximum>[^()]*)\)"), _b_max),
+    # <= v0.14.4
+    ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), request > maximum "
+              r"capacity \((?P<requested>[^\s()]+) > (?P<maximum>[^()]+)\)"), _b_max),
+    # <= v0.9
+    ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}) in ClusterQueue"),
+     _b_max),
+    ("b", _rx(rf"borrowing limit for (?P<resource>{_N}) in flavor (?P<flavor>{_N}) exceeded"), _b_max),
+    # flavorassigner.go:1071
+    ("r", _rx(rf"resource (?P<resource>{_N}) unavailable in ClusterQueue"), _b_resource),
+    # flavorassigner.go:1220, 1252; flavor_assigner_attempts.go (Flavors considered only)
+    ("f", _rx(rf"flavor (?P<flavor>{_N}) not found"), _b_flavor_not_found),
+    ("f", _rx(rf"flavor (?P<flavor>{_N}) doesn't match node affinity"), _b_affinity),
+    ("f", _rx(rf"flavor (?P<flavor>{_N}) does not provide resource (?P<resource>{_N})"), _b_resource),
+    # flavorassigner.go:1243: "%s" of a corev1.Taint struct: {Key Value Effect TimeAdded}
+    ("u", _rx(r"untolerated taint \{(?P<key>[^\s{}]*) (?P<value>[^\s{}]*) (?P<effect>[^\s{}]*)"
+              rf"(?: (?P<added>[^{{}}]*))?\}} in flavor (?P<flavor>{_N})"), _b_taint),
+    # tas_flavorassigner.go:182-200
+    ("F", _rx(r'Flavor "(?P<flavor>[^"]*)" (?P<problem>does not support TopologyAwareScheduling'
+              r"|information missing in TAS cache|does not contain the requested level"
+              r"|supports only TopologyAwareScheduling)"),
+     _b_tas_flavor),
+    # tas_flavor_snapshot.go notFitMessage / multiLayerNotFitMessage (v0.19.2:1996-2066)
+    ("t", _rx(r'topology "(?P<topology>[^"]*)" (?:'
+              r"doesn't allow to fit any of (?P<req0>\d+) (?P<unit0>pod|slice)\(s\)"
+              r"|allows to fit only (?P<fit>\d+) out of (?P<req1>\d+) (?P<unit1>pod|slice)\(s\)"
+              r"|doesn't allow to fit(?P<layers>(?:; \d+/\d+ slice\(s\) fit on level [^\s;]+?)*))"
+              rf"(?:\. Total nodes: (?P<total>\d+); excluded: (?P<excluded>{_EXCL}(?:, {_EXCL})*))?"),
+     _b_tas_fit),
+    # tas_flavor_snapshot.go: the TAS request does not fit the Topology
+    ("n", _rx(rf"no topology domains at level: (?P<lvl1>{_N})"), _b_tas_request),
+    ("n", _rx(rf"no requested topology level(?: for slices| for additional slice layer)?: (?P<lvl2>{_N})"),
+     _b_tas_request),
+    ("p", _rx(rf"podset slice topology (?P<lvl3>{_N}) is above the podset topology {_N}"), _b_tas_request),
+    ("a", _rx(rf"additional slice layer topology (?P<lvl4>{_N}) must be at a lower level than {_N}"),
+     _b_tas_request),
+    ("a", _rx(r"additional slice layer size \d+ must evenly divide parent layer size \d+"), _b_tas_request),
+    ("t", _rx(r"topology level not specified"), _b_tas_request),
+    ("s", _rx(r"slice topology requested, but slice size not provided"), _b_tas_request),
+    # tas_flavor_snapshot.go: errors, free text to the end of the part
+    ("i", _rx(r"(?:invalid node selectors: |invalid affinity node selectors: "
+              r"|invalid preferred node affinity terms: |invalid podSetUpdate for PodSet )(?P<detail>.*)"),
+     _b_tas_error),
+    ("u", _rx(r"unable to calculate domain capacities for PodSet (?P<detail>.*)"), _b_tas_error),
+    ("c", _rx(r"cannot find replacement assignment for unhealthy node: (?P<node>[^\s,]*)"), _b_node),
+    ("C", _rx(r"Cannot replace the node, because the existing topologyAssignment is invalid, as it contains "
+              r"the stale domain (?P<domain>.*)"), _b_node),
+    # flavorassigner.go:1129 (ElasticJobsViaWorkloadSlices)
+    ("c", _rx(rf"could not assign (?P<flavor>{_N}) flavor since the original workload is assigned: "
+              r"(?P<original>[^\s,]*)"), _b_slice),
+    # flavorassigner.go:1093, 1097
+    ("s", _rx(rf"skipping flavor (?P<flavor>{_N}) (?:as it is not found in the nomination mapping for "
+              rf"resource (?P<resource>{_N})|due to WorkloadAllowedResourceFlavorAnnotation annotation)"),
+     _b_skipped),
+)
+
+_REASONS_BY_CHAR: dict[str, tuple[tuple[re.Pattern[str], _ReasonBuilder], ...]] = {}
+for _c, _r, _b in _REASON_TABLE:
+    _REASONS_BY_CHAR[_c] = (*_REASONS_BY_CHAR.get(_c, ()), (_r, _b))
+
+
+def unparsed(podset: str, text: str) -> FlavorFailure:
+    return FlavorFailure(FailureKind.UNPARSED, podset, text)
+
+
+def scan_reasons(podset: str, part: str, truncated: bool = False) -> list[FlavorFailure]:
+    """Recognise the reasons of one pod set part; never split on commas, never drop text."""
+    out: list[FlavorFailure] = []
+    n = len(part)
+    pos = 0
+    gap_start = -1
+    while pos < n:
+        found: FlavorFailure | None = None
+        end = pos
+        for rx, build in _REASONS_BY_CHAR.get(part[pos], ()):
+            m = rx.match(part, pos)
+            if m is not None:
+                found = build(podset, m)
+                end = m.end()
+                break
+        if found is None:
+            if gap_start < 0:
+                gap_start = pos
+            nxt = part.find(", ", pos)
+            if nxt < 0:
+                break
+            pos = nxt + 2
+            continue
+        if gap_start >= 0:
+            out.append(unparsed(podset, part[gap_start:pos - 2]))
+            gap_start = -1
+        out.append(found)
+        pos = end + 2  # skip ", " (the lookahead guarantees it, or the end of the part)
+    if gap_start >= 0:
+        out.append(unparsed(podset, part[gap_start:]))
+    if truncated and out and out[-1].kind is not FailureKind.UNPARSED:
+        out[-1] = unparsed(podset, out[-1].text)
+    if not out and part:
+        out.append(unparsed(podset, part))
+    return out
+
+
+# =================================================================================================
+# The flavor-assignment message (Assignment.Message() + scheduler trailers)
+# =================================================================================================
+
+_PODSET_HEADER = "couldn't assign flavors to pod set "
+_PODSET_ERROR = "failed to assign flavors to pod set "
+# The texts `parse_assignment` reads: pod set parts, a pod set error, or a bare trailer (". Pending ...").
+ASSIGNMENT_PREFIXES = (_PODSET_HEADER, _PODSET_ERROR, ". P")
+_PODSET_HEADER_RX = re.compile(r"(?:\A|(?<=; ))couldn't assign flavors to pod set (?P<podset>[^\s:;]*): ")
+_PODSET_ERROR_RX = re.compile(r"failed to assign flavors to pod set (?P<podset>[^\s:;]*): (?P<error>.*)",
+                              re.S)
+_TRAILER_RX = re.compile(
+    r"\. (?:Pending the preemption of (?P<pending>\d+) workload\(s\)"
+    r"|Preempting (?P<failed>\d+) workload\(s\) failed, will retry\."
+    r"|Pending the migration of (?P<migrating>\d+) workload\(s\))\Z"
+)
+_TRAILER_WINDOW = 64
+
+
+def _strip_trailers(text: str) -> tuple[str, int | None, int | None, int | None]:
+    pending = failed = migrating = None
+    for _ in range(3):
+        m = _TRAILER_RX.search(text, max(0, len(text) - _TRAILER_WINDOW))
+        if m is None:
+            break
+        if m.group("pending") is not None and pending is None:
+            pending = int(m.group("pending"))
+        elif m.group("failed") is not None and failed is None:
+            failed = int(m.group("failed"))
+        elif m.group("migrating") is not None and migrating is None:
+            migrating = int(m.group("migrating"))
+        else:
+            break
+        text = text[:m.start()]
+    return text, pending, failed, migrating
+
+
+def parse_assignment(text: str, body: str, truncated: bool) -> ParsedMessage:
+    body, pending, failed, migrating = _strip_trailers(body)
+    if not body:
+        tpl = Template.PENDING_MIGRATION if migrating is not None else Template.FLAVOR_ASSIGNMENT
+        return ParsedMessage(tpl, text, truncated=truncated, pending_preemptions=pending,
+                             failed_preemptions=failed, pending_migrations=migrating)
+    if body.startswith(_PODSET_ERROR):
+        m = _PODSET_ERROR_RX.fullmatch(body)
+        if m is None:
+            return ParsedMessage(Template.UNKNOWN, text, truncated=truncated)
+        ps, err = m.group("podset"), m.group("error")
+        return ParsedMessage(Template.FLAVOR_ASSIGNMENT_ERROR, text, names={"podSet": ps},
+                             podset_errors=((ps, err),), details=err, truncated=truncated,
+                             pending_preemptions=pending, failed_preemptions=failed,
+                             pending_migrations=migrating)
+    headers = list(_PODSET_HEADER_RX.finditer(body))
+    if not headers or headers[0].start() != 0:
+        return ParsedMessage(Template.UNKNOWN, text, truncated=truncated)
+    failures: list[FlavorFailure] = []
+    last = len(headers) - 1
+    for i, h in enumerate(headers):
+        stop = headers[i + 1].start() - 2 if i < last else len(body)
+        failures.extend(scan_reasons(h.group("podset"), body[h.end():stop], truncated and i == last))
+    return ParsedMessage(Template.FLAVOR_ASSIGNMENT, text, failures=tuple(failures), truncated=truncated,
+                         pending_preemptions=pending, failed_preemptions=failed, pending_migrations=migrating)
+
+
+# =================================================================================================
+# "Flavors considered" of the QuotaReserved event: "<podset>: <flavor>(<mode>[;borrow=N][;reason...]), ... | ..."
+# =================================================================================================
+
+_ATTEMPT_SPLIT_RX = re.compile(r";(?! )")  # reasons are joined by ";" and may contain "; " themselves
+_MODES = frozenset({"NoFit", "Preempt", "Fit", "DeferredFit", "Unknown"})
+
+
+def _attempt(podset: str, flavor: str, content: str, text: str, truncated: bool) -> FlavorAttempt:
+    tokens = _ATTEMPT_SPLIT_RX.split(content) if content else []
+    mode = preemption_mode = None
+    borrow: int | None = None
+    i = 0
+    if tokens and (tokens[0] in _MODES or tokens[0].startswith("preemptionMode=")):
+        if tokens[0].startswith("preemptionMode="):
+            preemption_mode = tokens[0][len("preemptionMode="):]
+            mode = "Preempt" if preemption_mode in ("Preempt", "Reclaim") else None
+        else:
+            mode = tokens[0]
+        i = 1
+    if i < len(tokens) and tokens[i].startswith("borrow=") and tokens[i][7:].isdigit():
+        borrow = int(tokens[i][7:])
+        i += 1
+    reasons: list[FlavorFailure] = []
+    rest = tokens[i:]
+    for j, tok in enumerate(rest):
+        reasons.extend(scan_reasons(podset, tok, truncated and j == len(rest) - 1))
+    if truncated and not rest and content:
+        reasons.append(unparsed(podset, content))
+    return FlavorAttempt(podset, flavor, text, mode=mode, preemption_mode=preemption_mode, borrow=borrow,
+                         reasons=tuple(reasons))
+
+
+def parse_attempts(s: str, truncated: bool) -> tuple[FlavorAttempt, ...]:
+    if truncated and s.endswith(TRUNCATION_SUFFIX):
+        s = s[:-len(TRUNCATION_SUFFIX)]
+    out: list[FlavorAttempt] = []
+    n = len(s)
+    pos = 0
+    podset = ""
+    expect_podset = True
+    while pos < n:
+        if expect_podset:
+            colon = s.find(": ", pos)
+            if colon < 0:
+                break
+            podset = s[pos:colon]
+            pos = colon + 2
+            expect_podset = False
+        paren = s.find("(", pos)
+        if paren < 0:
+            break
+        flavor = s[pos:paren]
+        depth = 0
+        close = -1
+        for k in range(paren, n):
+            ch = s[k]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    close = k
+                    break
+        if close < 0:  # cut by the 1 KiB event limit
+            out.append(_attempt(podset, flavor, s[paren + 1:], s[pos:], True))
+            break
+        out.append(_attempt(podset, flavor, s[paren + 1:close], s[pos:close + 1], False))
+        pos = close + 1
+        if s.startswith(", ", pos):
+            pos += 2
+        elif s.startswith(" | ", pos):
+            pos += 3
+            expect_podset = True
+        else:
+            break
+    return tuple(out)

@@ -1,0 +1,65 @@
+"""The Pod side of a diagnosis: what the Pods of one admitted Workload are waiting for.
+
+Once Kueue has admitted a Workload its Pods still have to be created (Job controller), placed on
+nodes (kube-scheduler) and started (kubelet). This package reads the Pods and the Events about them,
+exactly as the API server returns them (plain dicts), and says how many exist, are scheduled,
+running and ready, and groups the others by what blocks them, keeping one exact upstream message
+per group::
+
+    0/8 scheduled, 0 running, 0 ready: 8 Unschedulable (0/3 nodes: 3 Insufficient nvidia.com/gpu)
+
+Pure: no I/O, no clock (pass ``now``), never raises on malformed input. Fields, times and durations
+are read with `kube/objects.py`.
+
+Texts it reads are pinned to Kubernetes v1.36.3; ``tests/cases/pod_messages.yaml`` keeps one example of
+each with its source. Modules, each owning one sub-concern:
+
+* `scheduler.py`: kube-scheduler's ``FitError`` text (``PodScheduled=False``, ``FailedScheduling``);
+* `kubelet.py`: container ``state.waiting`` / ``state.terminated`` reasons and start-up event reasons;
+* `events.py`: Event accessors for core/v1 and events.k8s.io/v1, the Pod event index, the Job
+  controller's ``FailedCreate`` (``"Error creating: pods \\"x\\" is forbidden: exceeded quota: ..."``,
+  webhook denials);
+* `summary.py`: `summarize_pods`, `PodSummary`, `PodBlocker`, Kueue's scheduling gates.
+
+Import from the package (``from kueue_doctor.engine import pods``); the modules are its layout.
+"""
+
+from __future__ import annotations
+
+from ...kube.objects import as_time as parse_time  # kept for importers: RFC 3339 text or a datetime
+from .events import event_count, event_first_time, event_message, event_time, job_failed_create
+from .kubelet import BENIGN_WAITING_REASONS
+from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
+from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.clear_parse_caches
+from .summary import (
+    CATEGORIES,
+    DEFAULT_SCHEDULING_GATED_MESSAGE,
+    KUEUE_GATES,
+    MESSAGE_LIMIT,
+    PodBlocker,
+    PodSummary,
+    is_kueue_gate,
+    summarize_pods,
+)
+
+__all__ = [
+    "BENIGN_WAITING_REASONS",
+    "CATEGORIES",
+    "DEFAULT_SCHEDULING_GATED_MESSAGE",
+    "KUEUE_GATES",
+    "MESSAGE_LIMIT",
+    "NO_NODES_MESSAGE",
+    "NodeFitReason",
+    "PodBlocker",
+    "PodSummary",
+    "SchedulingFailure",
+    "event_count",
+    "event_first_time",
+    "event_message",
+    "event_time",
+    "is_kueue_gate",
+    "job_failed_create",
+    "parse_scheduler_message",
+    "parse_time",
+    "summarize_pods",
+]

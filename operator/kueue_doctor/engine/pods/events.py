@@ -1,0 +1,139 @@
+"""Events about Pods and Jobs, in both API shapes: when, how often, what they say, and which are newest.
+
+The API server serves Events as core/v1 (``message``, ``lastTimestamp``, ``count``) and as
+events.k8s.io/v1 (``note``, ``deprecatedLastTimestamp``, ``series``); events written through one API and
+read through the other carry a mix. These accessors read either. `PodEvents` indexes the events of
+the reasons the Pod summary uses by Pod, and `job_failed_create` finds the Job controller's newest
+``FailedCreate`` (Pods that were never created: quota, webhooks).
+
+Neighbours: `summary.py` asks `PodEvents` per Pod; `kubelet.py` names the start-up reasons and
+`scheduler.py` parses the ``FailedScheduling`` messages found here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ...kube.objects import as_time, earliest, int_or_none, m, s
+
+
+def event_time(ev: Mapping[str, Any]) -> datetime | None:
+    """When the event was last observed, for both Event APIs.
+
+    core/v1: ``series.lastObservedTime``, ``lastTimestamp``, ``eventTime``, ``firstTimestamp``;
+    events.k8s.io/v1: ``series.lastObservedTime``, ``deprecatedLastTimestamp``, ``eventTime``,
+    ``deprecatedFirstTimestamp``; then ``metadata.creationTimestamp``. Events written through
+    events.k8s.io (kube-scheduler, controller-runtime) and read as core/v1 have null
+    ``lastTimestamp`` and carry ``eventTime`` and ``series`` instead.
+    """
+    ev = m(ev)
+    for value in (m(ev.get("series")).get("lastObservedTime"), ev.get("lastTimestamp"),
+                  ev.get("deprecatedLastTimestamp"), ev.get("eventTime"), ev.get("firstTimestamp"),
+                  ev.get("deprecatedFirstTimestamp"), m(ev.get("metadata")).get("creationTimestamp")):
+        t = as_time(value)
+        if t is not None:
+            return t
+    return None
+
+
+def event_first_time(ev: Mapping[str, Any]) -> datetime | None:
+    """When the event (or its series) was first observed, for both Event APIs."""
+    ev = m(ev)
+    for value in (ev.get("firstTimestamp"), ev.get("deprecatedFirstTimestamp"), ev.get("eventTime"),
+                  ev.get("lastTimestamp"), ev.get("deprecatedLastTimestamp"),
+                  m(ev.get("metadata")).get("creationTimestamp")):
+        t = as_time(value)
+        if t is not None:
+            return t
+    return None
+
+
+def event_count(ev: Mapping[str, Any]) -> int:
+    """How often it happened: the largest of ``series.count``, ``count``, ``deprecatedCount``; at least 1."""
+    ev = m(ev)
+    counts = [c for c in (int_or_none(m(ev.get("series")).get("count")), int_or_none(ev.get("count")),
+                          int_or_none(ev.get("deprecatedCount"))) if c is not None]
+    return max(1, *counts) if counts else 1
+
+
+def event_message(ev: Mapping[str, Any]) -> str:
+    """``message`` (core/v1) or ``note`` (events.k8s.io/v1)."""
+    ev = m(ev)
+    return s(ev.get("message")) or s(ev.get("note")) or ""
+
+
+def _event_object(ev: Mapping[str, Any]) -> Mapping[str, Any]:
+    return m(ev.get("involvedObject")) or m(ev.get("regarding"))
+
+
+def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, datetime | None] | None:
+    """The newest Job controller ``FailedCreate`` event: ``(reason, message, time)``, or None.
+
+    Its message is ``"Error creating: <API error>"`` (``pkg/controller/controller_utils.go``), e.g.
+    ``Error creating: pods "train-7xk2p" is forbidden: exceeded quota: team-a, requested: ..., used:
+    ..., limited: ...`` or ``Error creating: admission webhook "x" denied the request: ...``.
+    Events about other kinds are skipped; events without a kind are accepted.
+    """
+    best: tuple[str, str, datetime | None] | None = None
+    best_key: tuple[bool, datetime] | None = None
+    for ev in events if isinstance(events, Iterable) else ():
+        ev = m(ev)
+        if s(ev.get("reason")) != "FailedCreate":
+            continue
+        kind = s(_event_object(ev).get("kind"))
+        if kind and kind != "Job":
+            continue
+        t = event_time(ev)
+        key = (t is not None, t or datetime.min.replace(tzinfo=UTC))
+        if best_key is None or key > best_key:
+            best, best_key = ("FailedCreate", event_message(ev), t), key
+    return best
+
+
+@dataclass
+class EventInfo:
+    message: str
+    last: datetime | None
+    first: datetime | None
+    count: int
+
+
+class PodEvents:
+    """Events about Pods, by Pod name: the newest event per (uid, reason), for the given reasons only."""
+
+    def __init__(self, events: object, reasons: Collection[str]) -> None:
+        self._by_name: dict[str, list[tuple[str, str, str, EventInfo]]] = {}
+        for ev in events if isinstance(events, Iterable) and not isinstance(events, str | bytes) else ():
+            ev = m(ev)
+            reason = s(ev.get("reason")) or ""
+            if reason not in reasons:
+                continue
+            obj = _event_object(ev)
+            kind = s(obj.get("kind"))
+            name = s(obj.get("name"))
+            if not name or (kind and kind != "Pod"):
+                continue
+            info = EventInfo(event_message(ev), event_time(ev), event_first_time(ev), event_count(ev))
+            self._by_name.setdefault(name, []).append(
+                (s(obj.get("namespace")) or "", s(obj.get("uid")) or "", reason, info))
+
+    def for_pod(self, name: str, namespace: str, uid: str) -> dict[str, EventInfo]:
+        found: dict[str, EventInfo] = {}
+        for ns, ev_uid, reason, info in self._by_name.get(name, ()):
+            if (ns and namespace and ns != namespace) or (ev_uid and uid and ev_uid != uid):
+                continue  # another namespace, or an earlier Pod of the same name
+            old = found.get(reason)
+            if old is None:
+                found[reason] = info
+                continue
+            newer = info if _later(info.last, old.last) else old
+            found[reason] = EventInfo(newer.message, newer.last, earliest(old.first, info.first),
+                                      max(old.count, info.count))
+        return found
+
+
+def _later(a: datetime | None, b: datetime | None) -> bool:
+    return a is not None and (b is None or a >= b)

@@ -1,0 +1,82 @@
+"""The kubelet's side of a bound Pod: container waiting and terminated states, and start-up event reasons.
+
+A Pod on a node waits for the kubelet: images, volumes, the sandbox, init containers. The kubelet says
+why in each container's ``state.waiting.reason`` / ``state.terminated.reason`` (``ImagePullBackOff``,
+``CreateContainerConfigError``, ``CrashLoopBackOff``, ``OOMKilled`` with its exit code) and, while the
+container is still ``ContainerCreating``, only in events (``FailedMount``, ``FailedCreatePodSandBox``).
+
+Neighbours: `summary.py` turns these into PodBlocker categories (Failing, ContainersNotStarting);
+`events.py` indexes the start-up events named here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...kube.objects import int_or_none, lst, m, s
+
+# kubelet waiting reasons that are normal for a short while (the engine decides how long, from `since`).
+BENIGN_WAITING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+# Waiting reasons that mean the container ran and keeps failing, not that it cannot start.
+_FAILING_WAITING_REASONS = frozenset({"CrashLoopBackOff", "RunContainerError", "PostStartHookError"})
+# kubelet events that explain a Pod stuck in ContainerCreating, most telling first.
+STARTUP_EVENT_REASONS = (
+    "FailedCreatePodSandBox", "FailedPrepareDynamicResources", "FailedAttachVolume", "FailedMapVolume",
+    "FailedMount",
+)
+
+
+def _terminated_detail(terminated: Mapping[str, Any]) -> str:
+    reason = s(terminated.get("reason")) or ""
+    code = int_or_none(terminated.get("exitCode"))
+    parts = [p for p in (reason, f"exit code {code}" if code is not None else "") if p]
+    return ", ".join(parts)
+
+
+def container_blocker(status: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """The most telling container state: ``(category, reason, message, detail)`` or None if all fine.
+
+    Init containers come first (regular ones only wait with ``PodInitializing`` while they run).
+    """
+    benign: tuple[str, str, str, str] | None = None
+    for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+        for cs in lst(status.get(key)):
+            cs = m(cs)
+            state = m(cs.get("state"))
+            where = f"init container {s(cs.get('name')) or ''}" if init else ""
+            waiting = m(state.get("waiting"))
+            if waiting:
+                reason = s(waiting.get("reason")) or "Waiting"
+                message = s(waiting.get("message")) or ""
+                if reason in BENIGN_WAITING_REASONS:
+                    benign = benign or ("ContainersNotStarting", reason, message, where)
+                    continue
+                detail = where
+                if reason in _FAILING_WAITING_REASONS:
+                    last = _terminated_detail(m(m(cs.get("lastState")).get("terminated")))
+                    detail = ", ".join(p for p in (last, where) if p)
+                    return "Failing", reason, message, detail
+                return "ContainersNotStarting", reason, message, detail
+            terminated = m(state.get("terminated"))
+            if terminated and int_or_none(terminated.get("exitCode")) not in (0, None):
+                reason = s(terminated.get("reason")) or "Error"
+                detail = ", ".join(p for p in (_terminated_detail(terminated), where) if p)
+                return "Failing", reason, s(terminated.get("message")) or "", detail
+    return benign
+
+
+def failed_pod(status: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Why a Pod is in phase Failed: ``(reason, message, detail)``."""
+    reason = s(status.get("reason")) or ""
+    message = s(status.get("message")) or ""
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in lst(status.get(key)):
+            terminated = m(m(m(cs).get("state")).get("terminated"))
+            if terminated and int_or_none(terminated.get("exitCode")) not in (0, None):
+                detail = _terminated_detail(terminated)
+                if reason:
+                    return reason, message, detail
+                return (s(terminated.get("reason")) or "Error", s(terminated.get("message")) or message,
+                        detail)
+    return reason or "Failed", message, ""

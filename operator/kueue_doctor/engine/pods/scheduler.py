@@ -1,0 +1,192 @@
+"""kube-scheduler's verdict on a Pod: the `FitError` text, parsed into a histogram of node-fit reasons.
+
+kube-scheduler writes ``FitError.Error()`` (``pkg/scheduler/framework/types.go``, Kubernetes v1.36.3) into
+the ``PodScheduled=False`` condition (reason ``Unschedulable`` or ``SchedulerError``) and, cut to 1024
+characters with a ``" ..."`` suffix, into the ``FailedScheduling`` event::
+
+    0/<all>: nodes are available: <PreFilter message>. <PostFilter messages>
+    0/<all> nodes are available: <n> <reason>, <n> <reason>. <PostFilter messages>
+
+The ``<n> <reason>`` items are sorted as *strings* (``"10 x"`` sorts before ``"2 y"``). PostFilter
+messages are joined with ``", "``; with DynamicResources on (default) a Pod without claims gets
+``"no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful
+for scheduling."``. Older releases ended with a second period (``"scheduling.."``), and up to v1.33
+named the taint (``"node(s) had untolerated taint {dedicated: gpu}"``) where v1.34+ write
+``"node(s) had untolerated taint(s)"``. Both shapes are read. Items are split at ``", <digits> "``,
+never at every comma: reasons contain commas of their own.
+
+Neighbours: `summary.py` groups Unschedulable Pods by the top reason found here; `events.py` supplies
+the ``FailedScheduling`` message when the Pod's condition has none.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ...kube.objects import TRUNCATION_SUFFIX, clip
+
+# ErrNoNodesAvailable in pkg/scheduler/scheduler.go: the cluster has no nodes at all.
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
+
+_NODES_ARE_AVAILABLE = " nodes are available"
+_PREEMPTION = "preemption: "
+
+
+@dataclass(frozen=True)
+class NodeFitReason:
+    """One ``<count> <text>`` item of a scheduler message: ``count`` nodes rejected the Pod for ``text``."""
+
+    count: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SchedulingFailure:
+    """A parsed kube-scheduler ``FitError`` message.
+
+    ``reasons`` are in message order (upstream sorts them as strings). When a PreFilter plugin
+    rejected the Pod for every node, the message has no counts; ``prefilter`` is True and
+    ``reasons`` holds that one text with ``count=total``. ``preemption`` is what follows
+    ``"preemption: "`` and ``preemption_reasons`` its histogram, if it has one. ``post_filter`` keeps
+    other PostFilter texts (e.g. ``"no new claims to deallocate"``). Unknown shapes: ``reasons=()``.
+    """
+
+    available: int | None
+    total: int | None
+    reasons: tuple[NodeFitReason, ...]
+    preemption: str | None
+    raw: str
+    preemption_reasons: tuple[NodeFitReason, ...] = ()
+    post_filter: tuple[str, ...] = ()
+    prefilter: bool = False
+
+    @property
+    def top_reason(self) -> NodeFitReason | None:
+        """The reason that rejected the most nodes; on a tie, the more actionable one."""
+        if not self.reasons:
+            return None
+        return min(self.reasons, key=lambda r: (-r.count, _reason_rank(r.text)))
+
+    def short(self) -> str:
+        """``"0/3 nodes: 2 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint(s)"``."""
+        if self.total == 0 and not self.reasons:
+            return NO_NODES_MESSAGE
+        if not self.reasons:
+            return clip(self.raw, 200) or ""
+        ordered = sorted(self.reasons, key=lambda r: (-r.count, _reason_rank(r.text)))
+        items = ", ".join(r.text if self.prefilter else f"{r.count} {r.text}" for r in ordered)
+        if self.total is None:
+            return items
+        return f"{self.available or 0}/{self.total} nodes: {items}"
+
+
+_NODE_STATE_REASONS = frozenset({"node(s) were unschedulable", "node(s) had unknown conditions"})
+
+
+def _reason_rank(text: str) -> int:
+    # Ties go to what an SRE can act on: missing capacity first, control-plane taints and cordons last.
+    if text.startswith("Insufficient ") or text == "Too many pods":
+        return 0
+    if "untolerated taint" in text or text in _NODE_STATE_REASONS:
+        return 2
+    return 1
+
+
+def parse_scheduler_message(message: str) -> SchedulingFailure:
+    """Parse a kube-scheduler ``PodScheduled=False`` / ``FailedScheduling`` message. Never raises."""
+    if not isinstance(message, str):
+        return SchedulingFailure(None, None, (), None, "")
+    try:
+        return _parse_cached(message)
+    except Exception:  # a safety net: parsing is best effort, the raw text is always kept
+        return SchedulingFailure(None, None, (), None, message)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(message: str) -> SchedulingFailure:
+    text = message.strip()
+    if text.startswith(NO_NODES_MESSAGE):
+        return SchedulingFailure(0, 0, (), None, message)
+    total, body = _split_prefix(text)
+    if total is None or body is None:
+        return SchedulingFailure(None, total, (), None, message)
+    preemption: str | None = None
+    cut = body.find(_PREEMPTION)
+    if cut >= 0 and (cut == 0 or body[cut - 1] == " "):
+        preemption = body[cut + len(_PREEMPTION):].strip()
+        body = body[:cut]
+    prefilter = False
+    if not _count_at(body, 0):
+        end = _end_of_clause(body, 0)
+        clause = body[:end].rstrip(".").strip()
+        reasons: tuple[NodeFitReason, ...] = ()
+        if clause and not clause.endswith(TRUNCATION_SUFFIX):
+            reasons = (NodeFitReason(total, clause),)
+        prefilter = bool(reasons)
+        rest = body[end + 2:]
+    else:
+        reasons, rest = _parse_histogram(body)
+    post = tuple(p for p in (x.strip().rstrip(".") for x in rest.strip().rstrip(",").split(", ")) if p)
+    preemption_reasons: tuple[NodeFitReason, ...] = ()
+    if preemption is not None:
+        sub_total, sub_body = _split_prefix(preemption)
+        if sub_total is not None and sub_body is not None and _count_at(sub_body, 0):
+            preemption_reasons, _ = _parse_histogram(sub_body)
+    return SchedulingFailure(0, total, reasons, preemption, message, preemption_reasons, post, prefilter)
+
+
+def _split_prefix(text: str) -> tuple[int | None, str | None]:
+    """``"0/3 nodes are available: rest"`` -> ``(3, "rest")``; other shapes -> ``(None, None)``."""
+    if not text.startswith("0/"):
+        return None, None
+    i = text.find(_NODES_ARE_AVAILABLE, 2)
+    digits = text[2:i] if i > 2 else ""
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 9:
+        return None, None
+    rest = text[i + len(_NODES_ARE_AVAILABLE):]
+    if not rest.startswith(":"):
+        return int(digits), None  # e.g. the pre-1.19 " to run pod x: ..." form
+    return int(digits), rest[1:].lstrip(" ")
+
+
+def _count_at(s: str, pos: int) -> int:
+    """Length of ``"<digits> "`` at ``pos`` (0 if there is none)."""
+    j = pos
+    n = len(s)
+    while j < n and "0" <= s[j] <= "9":
+        j += 1
+    return j - pos + 1 if j > pos and j < n and s[j] == " " else 0
+
+
+def _end_of_clause(s: str, pos: int) -> int:
+    """Index of the ``". "`` that ends the clause starting at ``pos``, or ``len(s)``."""
+    dot = s.find(". ", pos)
+    return len(s) if dot < 0 else dot
+
+
+def _parse_histogram(s: str) -> tuple[tuple[NodeFitReason, ...], str]:
+    """``"1 a, 2 b. rest"`` -> ``((1 a), (2 b)), "rest"``. Items are split at ``", <digits> "``."""
+    reasons: list[NodeFitReason] = []
+    pos = 0
+    n = len(s)
+    while True:
+        k = _count_at(s, pos)
+        if not k:
+            break
+        count = int(s[pos:pos + k - 1])
+        start = pos + k
+        end = _end_of_clause(s, start)
+        comma = s.find(", ", start, end)
+        while comma >= 0 and not _count_at(s, comma + 2):
+            comma = s.find(", ", comma + 2, end)
+        if comma >= 0:
+            reasons.append(NodeFitReason(count, s[start:comma]))
+            pos = comma + 2
+            continue
+        text = s[start:end].rstrip().rstrip(".")
+        if text and not s[start:end].rstrip().endswith(TRUNCATION_SUFFIX):  # an event cut at 1024 characters
+            reasons.append(NodeFitReason(count, text))
+        pos = min(n, end + 2)
+        break
+    return tuple(reasons), s[pos:]
