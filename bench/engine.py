@@ -66,9 +66,8 @@ from tests.builders import (  # noqa: E402
     toleration,
 )
 
-from kueue_doctor.engine import messages, pods  # noqa: E402
+from kueue_doctor.engine import clear_parse_caches  # noqa: E402
 from kueue_doctor.engine.diagnose import diagnose  # noqa: E402
-from kueue_doctor.kube import objects, quantity  # noqa: E402
 from kueue_doctor.state import ClusterState  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -855,9 +854,7 @@ MIXES: dict[str, Callable[[int, int], list[Obj]]] = {"current": current_mix, "qu
 def _clear_caches() -> None:
     """Empty every parse/format cache of the engine, so a round starts cold like a first pass over a fresh
     snapshot (within a pass the caches still serve the messages Kueue repeats across Workloads)."""
-    for cache in (messages._parse_cached, pods._parse_cached, objects._parse_time, objects.format_time,
-                  quantity._parse, quantity.format_quantity):
-        cache.cache_clear()
+    clear_parse_caches()
 
 
 def best(fn: Callable[[], object], rounds: int) -> float:

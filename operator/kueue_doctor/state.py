@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 from .kube.objects import (
+    KUEUE_GROUP,
     controller_ref,
     group_of,
     labels,
@@ -27,7 +28,7 @@ from .kube.objects import (
     uid,
 )
 
-KUEUE = "kueue.x-k8s.io"
+KUEUE = KUEUE_GROUP
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"

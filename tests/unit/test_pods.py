@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -552,7 +551,8 @@ def test_parse_scheduler_message_never_raises(text: str) -> None:
     failure.short()
 
 
-def test_fifty_thousand_pods_are_cheap() -> None:
+def test_fifty_thousand_pods_are_counted_exactly() -> None:
+    """50,000 Pods of five shapes; speed is measured in bench/engine.py --mix pods, never here."""
     shapes = [running_pod("r"), unschedulable("u", GPU_TAINT_4), unschedulable("u", GPU_3),
               waiting_pod("w", "ContainerCreating"), trainer("g").gate("kueue.x-k8s.io/topology").obj()]
 
@@ -571,8 +571,5 @@ def test_fifty_thousand_pods_are_cheap() -> None:
             pods.append(named(shapes[4], f"g-{i}"))
     events = [core_event(f"w-{i}", "FailedMount", "MountVolume.SetUp failed", minutes=1, uid=f"uid-w-{i}")
               for i in range(2, 50_000, 40)]
-    start = time.perf_counter()
     summary = P.summarize_pods(pods, expected=50_000, events=events)
-    elapsed = time.perf_counter() - start
     assert summary.created == 50_000 and summary.ready == 12_500
-    assert elapsed < 2.0, f"summarize_pods took {elapsed:.2f}s for 50k pods"

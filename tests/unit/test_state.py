@@ -72,7 +72,7 @@ def test_flavor_change_affects_the_workloads_of_queues_using_it() -> None:
 
 def test_every_kind_the_operator_watches_is_found_where_key_of_says_also_from_metadata_only() -> None:
     state, o = build()
-    ev = event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q')
+    ev = Event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q').obj()
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "ns-uid"}}
     for obj in [*o.values(), ev, ns]:
         state.upsert(obj)

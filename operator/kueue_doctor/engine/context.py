@@ -179,22 +179,3 @@ class Context:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
-
-
-def ago(now: datetime, then: datetime | None) -> str:
-    """'17m', '3h05m', '2d4h': compact durations for messages."""
-    if then is None:
-        return "an unknown time"
-    secs = int((now - then).total_seconds())
-    if secs < 0:
-        return "0s"
-    if secs < 90:
-        return f"{secs}s"
-    mins = secs // 60
-    if mins < 120:
-        return f"{mins}m"
-    hours, mins = divmod(mins, 60)
-    if hours < 48:
-        return f"{hours}h{mins:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours}h"

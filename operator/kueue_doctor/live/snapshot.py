@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kube.objects import KUEUE_GROUP
 from ..state import ClusterState
 from . import rest
 
-KUEUE = "kueue.x-k8s.io"
+KUEUE = KUEUE_GROUP
 JOB_SELECTOR = "kueue.x-k8s.io/queue-name"  # Jobs Kueue manages (the webhook sets it, also for a default queue)
 POD_SELECTOR = "kueue.x-k8s.io/podset"  # Kueue labels every Pod it starts
 EVENT_SELECTOR = "type=Warning"  # what explains a stuck Pod or Job: FailedCreate, FailedScheduling, FailedMount
