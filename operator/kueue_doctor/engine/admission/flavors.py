@@ -15,6 +15,7 @@ from typing import Any
 
 from ...kube.objects import i, status
 from ...kube.quantity import parse
+from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import quota
 from ..context import Context
@@ -107,11 +108,16 @@ def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
     return ctx.requests.get(podset, {}).get(resource)
 
 
-def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
-    res, flavor = f.resource or "", f.flavor or ""
+def _queue_numbers(ctx: Context, flavor: str, res: str) -> dict[str, Any]:
+    """What the ClusterQueue and its cohort declare and hold for (flavor, resource): the same for every
+    Workload of the queue, so computed once per index (the quota-heavy clusters repeat it thousands of times)."""
+    numbers = ctx.state.derived(QUEUE_NUMBERS)
+    key = (ctx.cq_name or "", flavor, res)
+    found = numbers.get(key)
+    if found is not None:
+        return found
+    line: dict[str, Any] = {}
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
-    requested = f.requested or quota.fmt(res, _requested(ctx, f.podset, res))
-    line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested}
     if fq is not None:
         line["nominal"] = quota.fmt(res, fq.nominal)
         if fq.borrowing_limit is not None:
@@ -125,6 +131,19 @@ def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
     borrowable = quota.cohort_borrowable(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
     if borrowable is not None:
         line["borrowable"] = quota.fmt(res, borrowable)
+    numbers[key] = line
+    return line
+
+
+QUEUE_NUMBERS: Derived[dict[tuple[str, str, str], dict[str, Any]]] = Derived("queue numbers per flavor/resource",
+                                                                             lambda _: {})
+
+
+def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
+    res, flavor = f.resource or "", f.flavor or ""
+    requested = f.requested or quota.fmt(res, _requested(ctx, f.podset, res))
+    line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested,
+                            **_queue_numbers(ctx, flavor, res)}
     if f.maximum:
         line["maximum"] = f.maximum
     if f.missing:

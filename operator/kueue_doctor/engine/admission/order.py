@@ -59,7 +59,7 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
 
 @dataclass
 class _Heads:
-    """The sorted pending Workloads of each StrictFIFO ClusterQueue, for one clock value."""
+    """The sorted pending Workloads of each StrictFIFO ClusterQueue asked about, for one clock value."""
 
     now: datetime | None = None
     by_cq: dict[str, list[tuple[Order, str, str]]] = field(default_factory=dict)
@@ -68,26 +68,28 @@ class _Heads:
 STRICT_FIFO_HEADS: Derived[_Heads] = Derived("StrictFIFO queue heads", lambda _: _Heads())
 
 
-def _strict_pending(ctx: Context) -> dict[str, list[tuple[Order, str, str]]]:
+def _pending_in(ctx: Context, cq_name: str) -> list[tuple[Order, str, str]]:
+    """The ClusterQueue's pending Workloads in Kueue's order; sorted once per ClusterQueue, index and clock."""
     heads = ctx.state.derived(STRICT_FIFO_HEADS)
     if heads.now != ctx.now:  # back-off ends with time: the order is per clock, not only per index
-        by_cq: dict[str, list[tuple[Order, str, str]]] = {}
-        for (ns, nm), wl in ctx.state.workloads.items():
-            cq = ctx.state.cluster_queue_of(wl)
-            order = queue_order(wl, ctx.state, ctx.now) if cq else None
-            if cq and order is not None:
-                by_cq.setdefault(cq, []).append((order, ns, nm))
-        for entries in by_cq.values():
-            entries.sort()
-        heads.now, heads.by_cq = ctx.now, by_cq
-    return heads.by_cq
+        heads.now, heads.by_cq = ctx.now, {}
+    entries = heads.by_cq.get(cq_name)
+    if entries is None:
+        entries = []
+        for key in ctx.state.index.workloads_by_cq.get(cq_name, ()):
+            order = queue_order(ctx.state.workloads[key], ctx.state, ctx.now)
+            if order is not None:
+                entries.append((order, *key))
+        entries.sort()
+        heads.by_cq[cq_name] = entries
+    return entries
 
 
 def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     """The pending Workload ahead of this one in a StrictFIFO ClusterQueue, if it is stuck there."""
     if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
         return None
-    entries = _strict_pending(ctx).get(ctx.cq_name or "", [])
+    entries = _pending_in(ctx, ctx.cq_name or "")
     if not entries:
         return None
     order, hns, hname = entries[0]
