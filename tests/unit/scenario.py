@@ -7,32 +7,41 @@ import asyncio
 from typing import Any
 
 from kueue_doctor.live.runtime import Options, Runtime
+from tests.builders import Admission, ClusterQueue, LocalQueue, Namespace, ResourceFlavor, Workload, condition
 
 from .apiserver import FakeApiServer, cluster
-from .factory import admission, admitted_conditions, cluster_queue, cond, flavor, local_queue, workload
 
 DIAGNOSES = "/apis/kueue-doctor.dev/v1alpha1/namespaces/team-a/admissiondiagnoses"
 PENDING = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
            "1 more needed")
 MAX_CAPACITY = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, "
                 "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)")
+RESOURCE_VERSION = "100"
+
+
+def running() -> Workload:
+    """job-run-00001: admitted, holding all 2 cpu of cq-a."""
+    at = "2026-11-30T09:00:05Z"
+    return (Workload("job-run-00001", "team-a").queue("user-queue").request("cpu", "2")
+            .admission(Admission("cq-a").assignment(flavors={"cpu": "default-flavor"}, usage={"cpu": "2"}))
+            .conditions(condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a", at),
+                        condition("Admitted", "True", "Admitted", "The workload is admitted", at)))
+
+
+def waiting(message: str = PENDING) -> Workload:
+    """job-wait-00002: one cpu, not admitted, with Kueue's Pending message."""
+    return (Workload("job-wait-00002", "team-a").queue("user-queue").request("cpu", "1")
+            .condition(condition("QuotaReserved", "False", "Pending", message)))
 
 
 def objects() -> list[dict[str, Any]]:
-    objs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "ns-0001",
-                                                               "creationTimestamp": "2026-11-30T08:00:00Z"},
-         "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
-        flavor("default-flavor"),
-        cluster_queue("cq-a", {"default-flavor": {"cpu": "2"}}, reserving=1, used={"default-flavor": {"cpu": "2"}}),
-        local_queue("user-queue", "team-a", "cq-a"),
-        workload("job-run-00001", cpu="2", admission=admission("cq-a", cpu="2"),
-                 conditions=admitted_conditions("cq-a")),
-        workload("job-wait-00002", conditions=[cond("QuotaReserved", "False", "Pending", PENDING)]),
-    ]
-    for o in objs:
-        o["metadata"]["resourceVersion"] = "100"
-    return objs
+    """Namespace, flavor, queues (status counting the running Workload), running and waiting Workload."""
+    cq = (ClusterQueue("cq-a").quotas({"default-flavor": {"cpu": "2"}}).reservation("default-flavor", "cpu", "2")
+          .usage("default-flavor", "cpu", "2").workloads(reserving=1, admitted=1))
+    lq = (LocalQueue("user-queue", "team-a", "cq-a").reservation("default-flavor", "cpu", "2")
+          .usage("default-flavor", "cpu", "2").workloads(reserving=1, admitted=1))
+    return [o.resource_version(RESOURCE_VERSION).obj()
+            for o in (Namespace("team-a"), ResourceFlavor("default-flavor"), cq, lq, running(), waiting())]
 
 
 async def start(rt: Runtime) -> None:

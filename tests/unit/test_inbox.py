@@ -9,24 +9,25 @@ from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats, Verdict
 from kueue_doctor.live.publisher import Publisher
 from kueue_doctor.state import ClusterState
+from tests.builders import ClusterQueue, Event, Job, LocalQueue, Node, ResourceFlavor
 
-from .factory import admission, admitted_conditions, cluster_queue, cond, event, flavor, job, local_queue, workload
+from .scenario import running, waiting
 
 RUNNING, WAITING = ("team-a", "job-run-00001"), ("team-a", "job-wait-00002")
 
 
 def inbox() -> tuple[Inbox, dict[str, dict[str, Any]]]:
-    objs = {
-        "rf": flavor("default-flavor"),
-        "cq": cluster_queue("cq-a", {"default-flavor": {"cpu": "2"}}, cohort="co"),
-        "lq": local_queue("user-queue", "team-a", "cq-a"),
-        "running": workload("job-run-00001", admission=admission("cq-a"), conditions=admitted_conditions("cq-a")),
-        "waiting": workload("job-wait-00002", conditions=[cond(
-            "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused "
-            "quota for cpu in flavor default-flavor, 1 more needed")]),
+    """The scenario's queues and Workloads (2 cpu, all held by the running one), cq-a in cohort co."""
+    builders = {
+        "rf": ResourceFlavor("default-flavor"),
+        "cq": ClusterQueue("cq-a").cohort("co").quotas({"default-flavor": {"cpu": "2"}})
+        .reservation("default-flavor", "cpu", "2").usage("default-flavor", "cpu", "2").workloads(reserving=1, admitted=1),
+        "lq": LocalQueue("user-queue", "team-a", "cq-a").reservation("default-flavor", "cpu", "2")
+        .usage("default-flavor", "cpu", "2").workloads(reserving=1, admitted=1),
+        "running": running(),
+        "waiting": waiting(),
     }
-    for o in objs.values():
-        o["metadata"]["resourceVersion"] = "1"
+    objs = {k: o.resource_version("1").obj() for k, o in builders.items()}
     state = ClusterState.from_objects(copy.deepcopy(list(objs.values())))
     return Inbox(state, Stats(), Publisher(api=None), {}), objs
 
@@ -97,10 +98,10 @@ def test_a_deletion_is_applied_even_with_the_resource_version_last_seen() -> Non
 
 def test_warning_events_about_unrelated_kinds_are_not_kept() -> None:
     box, _ = inbox()
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n-uid"}}
-    box.observe("ADDED", event(node, "NodeNotReady", "Node n1 status is now: NodeNotReady"))
-    j = job("trainer", "team-a")
-    box.observe("ADDED", event(j, "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q'))
+    node = Event(Node("n1"), "NodeNotReady", "Node n1 status is now: NodeNotReady").source("node-controller")
+    box.observe("ADDED", node.obj())
+    j = Job("trainer", "team-a").queue("user-queue").request("cpu", "1")
+    box.observe("ADDED", Event(j, "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q').obj())
     assert len(box) == 1
     box.drain()
     assert [e["involvedObject"]["kind"] for e in box.state.events.values()] == ["Job"]

@@ -11,10 +11,10 @@ import copy
 from prometheus_client import generate_latest
 
 from kueue_doctor.live.metrics import registry_for
+from tests.builders import Namespace, condition
 
 from .apiserver import cluster, status
-from .factory import cond
-from .scenario import DIAGNOSES, MAX_CAPACITY, PENDING, objects, started
+from .scenario import DIAGNOSES, MAX_CAPACITY, PENDING, objects, running, started, waiting
 
 
 def test_start_up_diagnoses_every_workload_with_one_apply_each_then_writes_nothing_while_idle() -> None:
@@ -50,16 +50,13 @@ def test_only_a_changed_verdict_is_written_again() -> None:
     objs = objects()
     rt, api = started(objs)
     asyncio.run(rt.loop.run_once())
-    ns = copy.deepcopy(objs[0])
-    ns["metadata"].update(resourceVersion="101", labels={"team": "a"})
+    ns = Namespace("team-a").label("team", "a").resource_version("101").obj()
     rt.inbox.observe("MODIFIED", ns)  # marks every Workload of the namespace; no verdict changes
     assert asyncio.run(rt.loop.run_once()) == 2
     assert len(api.writes) == 2
-    running = copy.deepcopy(objs[4])
-    running["metadata"]["resourceVersion"] = "102"
-    running["status"]["conditions"].append(cond("Finished", "True", "Succeeded", "Job finished successfully",
-                                                "2026-11-30T09:40:00Z"))
-    rt.inbox.observe("MODIFIED", running)
+    finished = running().condition(condition("Finished", "True", "Succeeded", "Job finished successfully",
+                                             "2026-11-30T09:40:00Z")).resource_version("102")
+    rt.inbox.observe("MODIFIED", finished.obj())
     assert asyncio.run(rt.loop.run_once()) == 1
     assert [r.path for r in api.writes[2:]] == [f"{DIAGNOSES}/job-run-00001"]
     assert api.writes[2].body["status"]["stage"] == "Finished"
@@ -87,10 +84,8 @@ def test_a_burst_of_watch_events_is_diagnosed_once_in_its_final_state() -> None:
     async def burst() -> None:
         task = asyncio.create_task(rt.loop.run())
         for i in range(51):  # one change a millisecond: each would be written if each were a pass
-            wl = copy.deepcopy(objs[5])
-            wl["metadata"]["resourceVersion"] = str(101 + i)
-            wl["status"]["conditions"] = [cond("QuotaReserved", "False", "Pending", messages[(i + 1) % 2])]
-            rt.inbox.observe("MODIFIED", wl)
+            wl = waiting(messages[(i + 1) % 2]).resource_version(str(101 + i))
+            rt.inbox.observe("MODIFIED", wl.obj())
             await asyncio.sleep(0.001)
         while rt.stats.passes < 2:
             await asyncio.sleep(0.01)

@@ -11,16 +11,18 @@ import urllib3
 from kueue_doctor.live.orphans import list_diagnoses
 from kueue_doctor.live.snapshot import LiveError, list_all, listings, snapshot
 from kueue_doctor.state import kind_key
+from tests.builders import Job, Pod
 
 from .apiserver import FakeApiServer, cluster, collection_path, forbidden_list, status
-from .factory import job, pod
 
 LISTINGS = {lst.kind: lst for lst in listings("v1beta2")}
 
 
 def pods(n: int, namespace: str = "team-a") -> list[dict[str, Any]]:
-    owner = job("trainer", namespace)
-    return [pod(f"trainer-{i:05d}", owner, "job-trainer-00001") for i in range(n)]
+    """Pending Pods of Job trainer as Kueue started it (one cpu each)."""
+    owner = Job("trainer", namespace).queue("user-queue").request("cpu", "1").suspend(False)
+    return [Pod(f"trainer-{i:05d}", namespace).owner(owner).workload("job-trainer-00001").request("cpu", "1").obj()
+            for i in range(n)]
 
 
 def test_a_list_follows_continue_page_by_page_with_the_watch_selector() -> None:

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from kueue_doctor.state import ClusterState
-from tests.builders import Admission, ClusterQueue, Event, Job, LocalQueue, Pod, ResourceFlavor, Workload, condition
+from tests.builders import (
+    Admission,
+    ClusterQueue,
+    Event,
+    Job,
+    LocalQueue,
+    Namespace,
+    Pod,
+    ResourceFlavor,
+    Workload,
+    condition,
+)
 
 
 def build() -> tuple[ClusterState, dict[str, dict]]:  # type: ignore[type-arg]
@@ -73,7 +84,7 @@ def test_flavor_change_affects_the_workloads_of_queues_using_it() -> None:
 def test_every_kind_the_operator_watches_is_found_where_key_of_says_also_from_metadata_only() -> None:
     state, o = build()
     ev = Event(o["job"], "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q').obj()
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "ns-uid"}}
+    ns = Namespace("team-a").obj()
     for obj in [*o.values(), ev, ns]:
         state.upsert(obj)
         kind = obj["kind"]
