@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from ..api import (
@@ -21,9 +22,9 @@ from ..api import (
     MAX_HINTS,
     MAX_TEXT,
 )
-from ..kube.objects import clip, controller_ref, format_time, lst, m, s
+from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
-from ..vocabulary import Cause, Reason, stage_of
+from ..vocabulary import REASONS, Cause, Reason, stage_of
 from .admission.eviction import last_eviction
 from .context import Context
 from .registry import BY_PHASE
@@ -76,16 +77,20 @@ def decide(ctx: Context) -> tuple[Rule | None, Finding]:
                          evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
 
 
+@lru_cache(maxsize=4096)
 def _label(value: str | None) -> str | None:
     if value and len(value) <= 63 and _LABEL_VALUE.match(value):
         return value
     return None
 
 
+_STAGE_OF = {reason: str(info.stage) for reason, info in REASONS.items()}
+
+
 def render(ctx: Context, f: Finding) -> dict[str, Any]:
     """The complete AdmissionDiagnosis object, exactly as the operator writes it."""
-    stage = str(stage_of(f.reason))
-    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(str(f.reason)), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
+    stage = _STAGE_OF.get(f.reason) or str(stage_of(f.reason))
+    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason.value), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
     metadata: dict[str, Any] = {
         "name": ctx.name,
@@ -96,16 +101,16 @@ def render(ctx: Context, f: Finding) -> dict[str, Any]:
         metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}]
     spec: dict[str, Any] = {"workloadRef": {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
                                             "uid": ctx.uid}}
-    ref = controller_ref(ctx.wl)
+    ref = ctx.owner_ref
     if ref is not None and s(ref.get("kind")) and s(ref.get("name")):
         spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                                "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()
                             if v is not None}
     status: dict[str, Any] = {
         "stage": stage,
-        "reason": str(f.reason),
-        "cause": str(f.cause) if f.cause is not None else None,
-        "actionBy": str(f.actor),
+        "reason": f.reason.value,
+        "cause": f.cause.value if f.cause is not None else None,
+        "actionBy": f.actor.value,
         "message": clip(f.message, MAX_TEXT) or "",
         "since": format_time(f.since or ctx.created),
         "clusterQueue": ctx.cq_name,

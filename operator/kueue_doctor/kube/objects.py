@@ -24,6 +24,8 @@ TRUNCATION_SUFFIX = " ..."
 def m(value: object) -> Mapping[str, Any]:
     if type(value) is dict:  # the common case, without the slow ABC check
         return value
+    if value is None:  # an absent field: as common, and isinstance(None, Mapping) is the slow ABC path
+        return EMPTY
     return value if isinstance(value, Mapping) else EMPTY
 
 

@@ -119,7 +119,9 @@ def _queue_numbers(ctx: Context, flavor: str, res: str) -> dict[str, Any]:
     line: dict[str, Any] = {}
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     if fq is not None:
-        line["nominal"] = quota.fmt(res, fq.nominal)
+        nominal = quota.fmt(res, fq.nominal)
+        if nominal is not None:
+            line["nominal"] = nominal
         if fq.borrowing_limit is not None:
             line["borrowingLimit"] = quota.fmt(res, fq.borrowing_limit)
         if fq.lending_limit is not None:
@@ -141,9 +143,11 @@ QUEUE_NUMBERS: Derived[dict[tuple[str, str, str], dict[str, Any]]] = Derived("qu
 
 def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
     res, flavor = f.resource or "", f.flavor or ""
-    requested = f.requested or quota.fmt(res, _requested(ctx, f.podset, res))
-    line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested,
-                            **_queue_numbers(ctx, flavor, res)}
+    requested = f.requested or quota.fmt(res, ctx.requests.get(f.podset, {}).get(res))
+    line: dict[str, Any] = {"flavor": flavor, "resource": res}
+    if requested is not None:
+        line["requested"] = requested
+    line.update(_queue_numbers(ctx, flavor, res))
     if f.maximum:
         line["maximum"] = f.maximum
     if f.missing:
@@ -151,7 +155,7 @@ def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
     # the amounts Kueue stated win; a request read from Pod templates is our own estimate
     line["source"] = "Kueue" if (f.maximum or f.missing) else "Estimate" if ctx.requests_source == "Estimate" \
         else "Objects"
-    return {k: v for k, v in line.items() if v is not None}
+    return line
 
 
 def _lines(ctx: Context, failures: list[FlavorFailure]) -> list[dict[str, Any]]:
@@ -209,6 +213,26 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         req = parse(line.get("requested")) or Decimal(0)
         if used + req > (fq.nominal or Decimal(0)) + fq.borrowing_limit:
             cause = Cause.BORROWING_LIMIT_REACHED
+    detail = _usage_detail(ctx, res, flavor, line)
+    reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
+    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than {ctx.cq_text} has unused now"
+            f"{detail}: it is admitted when running Workloads release quota"
+            + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
+            + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
+            + ". To go faster, add quota or lower the request.")
+    return _finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
+                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)])
+
+
+def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> str:
+    """" (nominal 64, 70 in use, borrowingLimit 8, cohort c could lend about 2 now)": the same for every
+    Workload short of (flavor, resource) in the ClusterQueue, so kept per index."""
+    details = ctx.state.derived(USAGE_DETAILS)
+    key = (ctx.cq_name or "", flavor, res, line.get("flavor"), line.get("resource"))
+    found = details.get(key)
+    if found is not None:
+        return found
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     usage = []
     if line.get("nominal"):
         usage.append(f"nominal {line['nominal']}")
@@ -220,15 +244,12 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         usage.append(f"cohort {ctx.cohort} could lend about {line['borrowable']} now")
     elif not ctx.cohort and ctx.cq is not None:
         usage.append("no cohort")
-    detail = f" ({', '.join(usage)})" if usage else ""
-    reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
-    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than {ctx.cq_text} has unused now"
-            f"{detail}: it is admitted when running Workloads release quota"
-            + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
-            + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + ". To go faster, add quota or lower the request.")
-    return _finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
-                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)])
+    details[key] = found = f" ({', '.join(usage)})" if usage else ""
+    return found
+
+
+USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usage detail per flavor/resource",
+                                                                            lambda _: {})
 
 
 def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
