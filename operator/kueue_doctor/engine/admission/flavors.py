@@ -73,11 +73,22 @@ def _group_of(ctx: Context, f: FlavorFailure) -> Any:
     """The resource group a failure belongs to: by resource, else by flavor; one group when unknown."""
     if ctx.cq is None:
         return "*"
+    groups = ctx.state.derived(RESOURCE_GROUPS)
+    key = (ctx.cq_name or "", f.resource, f.flavor)
+    if key in groups:
+        return groups[key]
     if f.resource:
         n = quota.resource_group_of(ctx.cq, f.resource)
-        return n if n >= 0 else f"resource:{f.resource}"  # not covered at all: a group of its own
-    n = quota.flavor_group_of(ctx.cq, f.flavor or "")
-    return n if n >= 0 else "*"
+        found: Any = n if n >= 0 else f"resource:{f.resource}"  # not covered at all: a group of its own
+    else:
+        n = quota.flavor_group_of(ctx.cq, f.flavor or "")
+        found = n if n >= 0 else "*"
+    groups[key] = found
+    return found
+
+
+RESOURCE_GROUPS: Derived[dict[tuple[str, str | None, str | None], Any]] = Derived(
+    "resource group of a resource or flavor in a ClusterQueue", lambda _: {})
 
 
 def classify(ctx: Context, p: ParsedMessage) -> Finding:
