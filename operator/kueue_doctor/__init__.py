@@ -7,7 +7,7 @@ returns them) into complete AdmissionDiagnosis objects, exactly what the operato
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 __version__ = "0.1.0"
@@ -22,4 +22,4 @@ def diagnose_objects(objects: Iterable[Mapping[str, Any]], now: datetime | None 
     from .engine.diagnose import diagnose
     from .state import ClusterState
 
-    return diagnose(ClusterState.from_objects(objects), now)
+    return diagnose(ClusterState.from_objects(objects), now or datetime.now(UTC))

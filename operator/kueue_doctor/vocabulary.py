@@ -150,7 +150,7 @@ class ReasonInfo:
 
 @dataclass(frozen=True)
 class CauseInfo:
-    reasons: tuple[Reason, ...]  # the reasons it may refine; the first is the usual one
+    reasons: tuple[Reason, ...]  # the reasons it may refine
     action: ActionBy  # who acts unless the rule knows better
     meaning: str
 
@@ -322,13 +322,13 @@ CAUSES: dict[Cause, CauseInfo] = {
         "Evicted to move to a more favourable flavor (ConcurrentAdmission, alpha)."),
     Cause.VARIANT_EVICTED: CauseInfo((Reason.EVICTED,), ActionBy.NOBODY,
         "An admitted variant was evicted (ConcurrentAdmission, alpha)."),
-    Cause.DEACTIVATED_BY_USER: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+    Cause.DEACTIVATED_BY_USER: CauseInfo((Reason.DEACTIVATED, Reason.EVICTED), ActionBy.WORKLOAD_OWNER,
         "Someone set spec.active=false."),
-    Cause.REQUEUING_LIMIT_EXCEEDED: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+    Cause.REQUEUING_LIMIT_EXCEEDED: CauseInfo((Reason.DEACTIVATED, Reason.EVICTED), ActionBy.WORKLOAD_OWNER,
         "Kueue deactivated it after waitForPodsReady.requeuingStrategy.backoffLimitCount requeues."),
-    Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+    Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: CauseInfo((Reason.DEACTIVATED, Reason.EVICTED), ActionBy.WORKLOAD_OWNER,
         "Kueue deactivated it after its maximum execution time."),
-    Cause.EVICTED_ON_MANAGER_CLUSTER: CauseInfo((Reason.DEACTIVATED,), ActionBy.WORKLOAD_OWNER,
+    Cause.EVICTED_ON_MANAGER_CLUSTER: CauseInfo((Reason.DEACTIVATED, Reason.EVICTED), ActionBy.WORKLOAD_OWNER,
         "MultiKueue: evicted on the manager cluster."),
     Cause.OWNER_SUSPENDED: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.NOBODY,
         "The owner is still suspended after admission."),

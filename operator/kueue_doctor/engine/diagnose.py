@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..api import (
 )
 from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
-from ..vocabulary import REASONS, Cause, Reason, stage_of
+from ..vocabulary import REASONS, Cause, Reason
 from .admission.eviction import last_eviction
 from .context import Context
 from .registry import BY_PHASE
@@ -33,17 +33,27 @@ from .rules import Finding, Phase, Rule
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def diagnose(state: ClusterState, now: datetime | None = None,
+def diagnose(state: ClusterState, now: datetime,
              keys: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """Diagnose the given Workloads (all by default), sorted by namespace and name."""
-    now = now or datetime.now(UTC)
+    """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`."""
     selected = sorted(state.workloads) if keys is None else sorted(k for k in keys if k in state.workloads)
     return [diagnose_workload(state.workloads[k], state, now) for k in selected]
 
 
 def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime) -> dict[str, Any]:
     ctx = Context(workload, state, now)
-    return render(ctx, decide(ctx)[1])
+    finding = decide(ctx)[1]
+    try:
+        return render(ctx, finding)
+    except Exception as exc:  # a bug in rendering costs this verdict, never the pass
+        return render(ctx, _failed(ctx, exc), sections=False)
+
+
+def _failed(ctx: Context, exc: Exception) -> Finding:
+    return Finding(Reason.UNKNOWN, Cause.DIAGNOSIS_FAILED,
+                   f"kueue-doctor failed to diagnose this Workload ({type(exc).__name__}: {exc}); the "
+                   "evidence shows its conditions. Please report this with the Workload's YAML.",
+                   evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
 
 
 def phase_of(ctx: Context) -> Phase:
@@ -68,10 +78,7 @@ def decide(ctx: Context) -> tuple[Rule | None, Finding]:
             if found is not None:
                 return rule, found
     except Exception as exc:  # a rule bug must cost one verdict, never the pass
-        return None, Finding(Reason.UNKNOWN, Cause.DIAGNOSIS_FAILED,
-                             f"kueue-doctor failed to diagnose this Workload ({type(exc).__name__}: {exc}); the "
-                             "evidence shows its conditions. Please report this with the Workload's YAML.",
-                             evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
+        return None, _failed(ctx, exc)
     return None, Finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE,
                          "kueue-doctor cannot classify this Workload's state; read status.evidence.",
                          evidence=[ctx.condition_evidence(c) for c in list(ctx.conds)[:MAX_EVIDENCE]])
@@ -84,12 +91,13 @@ def _label(value: str | None) -> str | None:
     return None
 
 
-_STAGE_OF = {reason: str(info.stage) for reason, info in REASONS.items()}
+_STAGE_OF = {reason: info.stage.value for reason, info in REASONS.items()}  # render reads it per Workload
 
 
-def render(ctx: Context, f: Finding) -> dict[str, Any]:
-    """The complete AdmissionDiagnosis object, exactly as the operator writes it."""
-    stage = _STAGE_OF.get(f.reason) or str(stage_of(f.reason))
+def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
+    """The complete AdmissionDiagnosis object, exactly as the operator writes it (`sections=False`: without
+    what is read from the Workload beyond the finding, for the verdict of a failed diagnosis)."""
+    stage = _STAGE_OF[f.reason]
     labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason.value), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
     metadata: dict[str, Any] = {
@@ -121,14 +129,14 @@ def render(ctx: Context, f: Finding) -> dict[str, Any]:
         status["flavors"] = f.flavors
     if f.quota:
         status["quota"] = f.quota
-    checks = _admission_checks(ctx)
+    checks = _admission_checks(ctx) if sections else []
     if checks:
         status["admissionChecks"] = checks
     if f.pods is not None:
         status["pods"] = f.pods
     if f.blocked_by:
         status["blockedBy"] = f.blocked_by
-    if stage != "Finished":
+    if stage != "Finished" and sections:
         eviction = last_eviction(ctx)
         if eviction:
             status["lastEviction"] = eviction

@@ -9,7 +9,7 @@ it declares and that every declared pair has a scenario. A check is a small func
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -33,12 +33,12 @@ class Phase(StrEnum):
 
 @dataclass
 class Finding:
-    """A rule's verdict; `action` defaults to the cause's declared actor."""
+    """A rule's verdict. `action` is who must act; without one, the cause's declared actor (`actor`)."""
 
     reason: Reason
     cause: Cause | None
     message: str
-    action: ActionBy | None = None
+    action: InitVar[ActionBy | None] = None
     since: datetime | None = None
     quota: list[dict[str, Any]] = field(default_factory=list)
     flavors: list[str] = field(default_factory=list)
@@ -46,15 +46,12 @@ class Finding:
     hints: list[str] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     pods: dict[str, Any] | None = None
+    actor: ActionBy = field(init=False)
 
-    def __post_init__(self) -> None:
-        if self.action is None:
-            self.action = CAUSES[self.cause].action if self.cause is not None else ActionBy.NOBODY
-
-    @property
-    def actor(self) -> ActionBy:
-        assert self.action is not None  # set in __post_init__
-        return self.action
+    def __post_init__(self, action: ActionBy | None) -> None:
+        if action is None:
+            action = CAUSES[self.cause].action if self.cause is not None else ActionBy.NOBODY
+        self.actor = action
 
     @property
     def verdict(self) -> Verdict:
@@ -75,15 +72,22 @@ class Rule:
         return self.check(ctx)
 
 
-def rule(phase: Phase, emits: Iterable[Verdict]) -> Callable[[Check], Rule]:
-    """Turn a check into a Rule record. Registering (and so ordering) is `registry.py`'s job."""
-    declared = frozenset(emits)
-    for reason, cause in declared:
+def declared(emits: Iterable[Verdict]) -> frozenset[Verdict]:
+    """The verdicts a rule or handler declares, refused at import when a cause is paired with a reason
+    the vocabulary does not let it refine."""
+    out = frozenset(emits)
+    for reason, cause in out:
         if cause is not None and reason not in CAUSES[cause].reasons:
             raise ValueError(f"cause {cause} does not refine reason {reason} (vocabulary.CAUSES)")
+    return out
+
+
+def rule(phase: Phase, emits: Iterable[Verdict]) -> Callable[[Check], Rule]:
+    """Turn a check into a Rule record. Registering (and so ordering) is `registry.py`'s job."""
+    verdicts = declared(emits)
 
     def make(check: Check) -> Rule:
-        return Rule(check.__name__, phase, declared, check)
+        return Rule(check.__name__, phase, verdicts, check)
 
     return make
 

@@ -19,8 +19,17 @@ from ..rules import Finding, Phase, pairs, rule
 
 PREEMPTION_CAUSES = (Cause.IN_CLUSTER_QUEUE, Cause.IN_COHORT_RECLAMATION, Cause.IN_COHORT_FAIR_SHARING,
                      Cause.IN_COHORT_RECLAIM_WHILE_BORROWING)
+# Kueue's "Deactivated" / "DeactivatedDueTo<cause>" Evicted reasons (and DeactivationTarget reasons)
+DEACTIVATION_CAUSES = {
+    "RequeuingLimitExceeded": Cause.REQUEUING_LIMIT_EXCEEDED,
+    "MaximumExecutionTimeExceeded": Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+    "AdmissionCheck": Cause.ADMISSION_CHECK_REJECTED,
+    "EvictedOnManagerCluster": Cause.EVICTED_ON_MANAGER_CLUSTER,
+}
 EVICTION_CAUSES = (Cause.PODS_READY_TIMEOUT, Cause.ADMISSION_CHECK, Cause.CLUSTER_QUEUE_STOPPED,
-                   Cause.LOCAL_QUEUE_STOPPED, Cause.NODE_FAILURES, Cause.FLAVOR_MIGRATION, Cause.VARIANT_EVICTED)
+                   Cause.LOCAL_QUEUE_STOPPED, Cause.NODE_FAILURES, Cause.FLAVOR_MIGRATION, Cause.VARIANT_EVICTED,
+                   Cause.DEACTIVATED_BY_USER, Cause.REQUEUING_LIMIT_EXCEEDED, Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                   Cause.EVICTED_ON_MANAGER_CLUSTER)
 _EVICTION_REASON = {
     Template.PREEMPTED: "Preempted", Template.PODS_READY_TIMEOUT: "PodsReadyTimeout",
     Template.ADMISSION_CHECK_EVICTION: "AdmissionCheck", Template.CLUSTER_QUEUE_STOPPED_EVICTION:
@@ -51,7 +60,7 @@ def victims_of(ctx: Context) -> list[tuple[str, str, str | None]]:
 
 def workload_by_uid(ctx: Context, wl_uid: str | None) -> Key | None:
     found = ctx.state.index.workloads_by_uid(ctx.state).get(wl_uid or "") if wl_uid else None
-    return found[0] if found else None
+    return found[-1] if found else None  # UIDs are unique; a dump with a copy names the last, as before
 
 
 def _evicted_parsed(ctx: Context) -> messages.ParsedMessage:
@@ -104,7 +113,13 @@ def _reason_and_cause(ctx: Context, ev: Mapping[str, Any]) -> tuple[Reason, Caus
     if ctx.cond_reason("Evicted") == "Preempted":
         cause = cause_of(ev.get("underlyingCause"))
         return Reason.PREEMPTED, cause if cause in PREEMPTION_CAUSES else None
-    cause = cause_of(ctx.cond_reason("Evicted"))
+    evicted = ctx.cond_reason("Evicted")
+    if evicted.startswith("Deactivated"):  # deactivated, then reactivated before Kueue requeued it
+        found = DEACTIVATION_CAUSES.get(evicted.removeprefix("DeactivatedDueTo"))
+        if evicted == "Deactivated" or found is not None:
+            return Reason.EVICTED, Cause.ADMISSION_CHECK if found == Cause.ADMISSION_CHECK_REJECTED else (
+                found or Cause.DEACTIVATED_BY_USER)
+    cause = cause_of(evicted)
     return Reason.EVICTED, cause if cause in EVICTION_CAUSES else None
 
 

@@ -19,9 +19,10 @@ from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import quota
 from ..context import Context
-from ..messages import FailureKind, FlavorFailure, ParsedMessage
+from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..rules import Finding, pairs
 from .eviction import victims_of
+from .handlers import finding, handles
 from .queues import cq_hint
 
 
@@ -63,12 +64,6 @@ def admitted_in(cq: str | None) -> str:
             else "kubectl get workloads -A")
 
 
-def _finding(reason: Reason, cause: Cause, text: str, ctx: Context, action: ActionBy | None = None,
-             **kw: Any) -> Finding:
-    return Finding(reason, cause, text, action, since=ctx.cond_time("QuotaReserved"),
-                   evidence=[ctx.condition_evidence("QuotaReserved")], **kw)
-
-
 def _group_of(ctx: Context, f: FlavorFailure) -> Any:
     """The resource group a failure belongs to: by resource, else by flavor; one group when unknown."""
     if ctx.cq is None:
@@ -91,6 +86,7 @@ RESOURCE_GROUPS: Derived[dict[tuple[str, str | None, str | None], Any]] = Derive
     "resource group of a resource or flavor in a ClusterQueue", lambda _: {})
 
 
+@handles(Template.FLAVOR_ASSIGNMENT, emits=VERDICTS)
 def classify(ctx: Context, p: ParsedMessage) -> Finding:
     failures = list(p.failures)
     groups: dict[tuple[str, Any], dict[str | None, Severity]] = {}
@@ -112,7 +108,7 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
     if verdict is not None:
         return verdict(ctx, decisive, granular)
     text = f"Kueue could not fit it and wrote: {ctx.cond_message('QuotaReserved')[:600]}"
-    return _finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)
+    return finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)
 
 
 def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
@@ -208,7 +204,7 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         more = f" and {len(others) - 3} more in status.quota" if len(others) > 3 else ""
         text += f" Also short: {shown}{more}."
     action = ActionBy.QUEUE_ADMIN if cause == Cause.EXCEEDS_NOMINAL_QUOTA else ActionBy.CLUSTER_ADMIN
-    return _finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
+    return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
                     flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)])
 
 
@@ -231,7 +227,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + ". To go faster, add quota or lower the request.")
-    return _finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
+    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
                     flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)])
 
 
@@ -270,21 +266,21 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
         text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
                 + (f" (it covers {', '.join(covered)})" if covered else "")
                 + ": remove the request from the Job, or add the resource to the queue's resourceGroups.")
-        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
                         hints=[cq_hint(ctx.cq_name)])
     if f.kind == FailureKind.FLAVOR_NOT_FOUND:
         text = (f"ResourceFlavor {f.flavor} used by {ctx.cq_text} does not exist: create it or remove it "
                 "from the ClusterQueue.")
-        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.FLAVOR_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.FLAVOR_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
                         flavors=_flavors_of(failures))
     if f.kind == FailureKind.TOPOLOGY_FLAVOR:
         text = f"No flavor fits the Pods' topology request: {f.text}."
-        return _finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
                         flavors=_flavors_of(failures))
     reasons = "; ".join(x.text for x in failures[:4])
     text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
             "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
-    return _finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
                     flavors=_flavors_of(failures))
 
 
@@ -292,9 +288,9 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
     text = f"Topology Aware Scheduling cannot place the Pods: {failures[0].text}."
     if granular == "TopologyPlacementFailed":
         text += " Even an empty topology cannot fit them: lower the pod count or relax the topology request."
-        return _finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
+        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
                         flavors=_flavors_of(failures))
-    return _finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
+    return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
                     flavors=_flavors_of(failures))
 
 
@@ -319,7 +315,7 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
         text = (f"Kueue is preempting {n} Workload(s) to make room in {ctx.cq_text}"
                 + (f" ({names})" if names else "") + "; it is admitted once they release their quota.")
         cause = Cause.PREEMPTION_IN_PROGRESS
-    return _finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
+    return finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
                     quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
 
 

@@ -1,53 +1,22 @@
 """What Kueue's QuotaReserved=False message says, one handler per message Template.
 
-The parser (`engine/messages/`) turns the text into a Template and facts; `HANDLERS` maps each Template
-to a handler record that declares the verdicts it may give, like a rule. Flavor-assignment failures,
-the numbers-heavy case, live in `flavors.py`.
+The parser (`engine/messages/`) turns the text into a Template and facts; `handlers.HANDLERS` maps each
+Template to a handler record that declares the verdicts it may give, like a rule. Flavor-assignment
+failures, the numbers-heavy case, register from `flavors.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
 from ...kube.objects import conditions, is_true, m, s
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..messages import ParsedMessage, Template
-from ..rules import Finding, Phase, Verdict, pairs, rule
-from . import flavors
+from ..rules import Finding, Phase, pairs, rule
+from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
+from .handlers import HANDLERS, MessageHandler, finding, handles
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
-
-Handle = Callable[[Context, ParsedMessage], Finding | None]
-
-
-@dataclass(frozen=True)
-class MessageHandler:
-    templates: tuple[Template, ...]
-    emits: frozenset[Verdict]
-    handle: Handle
-
-
-HANDLERS: dict[Template, MessageHandler] = {}
-
-
-def handles(*templates: Template, emits: Iterable[Verdict]) -> Callable[[Handle], MessageHandler]:
-    def register(fn: Handle) -> MessageHandler:
-        handler = MessageHandler(templates, frozenset(emits), fn)
-        for t in templates:
-            if t in HANDLERS:
-                raise ValueError(f"two handlers for Kueue message template {t}")
-            HANDLERS[t] = handler
-        return handler
-    return register
-
-
-def finding(reason: Reason, cause: Cause, text: str, ctx: Context, action: ActionBy | None = None,
-            **kw: Any) -> Finding:
-    """A verdict read from the QuotaReserved message: its time and the condition as evidence."""
-    return Finding(reason, cause, text, action, since=ctx.cond_time("QuotaReserved"),
-                   evidence=[ctx.condition_evidence("QuotaReserved")], **kw)
 
 
 def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, action: ActionBy, fmt: str,
@@ -58,8 +27,6 @@ def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, 
         return finding(reason, cause, fmt.format(**names), ctx, action, hints=[cq_hint(names["cq"])])
     return handles(*templates, emits=[(reason, cause)])(handle)
 
-
-handles(Template.FLAVOR_ASSIGNMENT, emits=flavors.VERDICTS)(flavors.classify)
 
 _queue_message([Template.LOCAL_QUEUE_INACTIVE], Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_INACTIVE,
                ActionBy.QUEUE_ADMIN, "LocalQueue {ns}/{lq} is inactive: its ClusterQueue {cq} is missing or inactive "

@@ -1,9 +1,11 @@
 """Queue problems seen on the objects themselves: LocalQueue / ClusterQueue missing, stopped or inactive,
 the namespace not selected. Asked before Kueue's own message, which may lag behind the objects.
 
-Each rule looks one step further along Workload -> LocalQueue -> ClusterQueue; when a step's object is
-not in the input and the input does not list that kind completely, nothing is guessed and Kueue's
-message (`kueue_message.py`) speaks instead.
+Each rule looks one step further along Workload -> LocalQueue -> ClusterQueue, in the order of
+`registry.py`: a rule may rely on the ones before it having found nothing (the ClusterQueue rules run
+only once the LocalQueue exists and is not stopped). When a step's object is not in the input and the
+input does not list that kind completely, nothing is guessed and Kueue's message (`kueue_message.py`)
+speaks instead.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def cluster_queue_missing(ctx: Context) -> Finding | None:
 
 @rule(Phase.PENDING, pairs(Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED))
 def cluster_queue_stopped(ctx: Context) -> Finding | None:
-    cq_stop = (s(spec(ctx.cq).get("stopPolicy")) or "None") if ctx.lq is not None and ctx.cq is not None else "None"
+    cq_stop = (s(spec(ctx.cq).get("stopPolicy")) or "None") if _queues_known(ctx) and ctx.cq else "None"
     if cq_stop == "None":
         return None
     text = (f"ClusterQueue {ctx.cq_name} is stopped (stopPolicy {cq_stop}): it admits nothing until a platform "
@@ -106,7 +108,7 @@ INACTIVE_VERDICTS = [*pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INAC
 
 @rule(Phase.PENDING, INACTIVE_VERDICTS)
 def cluster_queue_inactive(ctx: Context) -> Finding | None:
-    active = conditions(ctx.cq).get("Active") if ctx.lq is not None and ctx.cq is not None else None
+    active = conditions(ctx.cq).get("Active") if _queues_known(ctx) and ctx.cq else None
     if active is None or is_true(active):
         return None
     return inactive(ctx, m(active), _since(ctx))
@@ -156,9 +158,7 @@ def namespace_not_selected(ctx: Context) -> Finding | None:
 
 def namespace_selected(ctx: Context) -> bool:
     """Evaluate the ClusterQueue's namespaceSelector; True when we cannot tell (no Namespace object)."""
-    if ctx.cq is None:
-        return True
-    sp = spec(ctx.cq)
+    sp = spec(ctx.cq) if ctx.cq is not None else {}
     if "namespaceSelector" not in sp:
         return True  # the API defaults it; an absent field in a dump is most likely {} stripped
     selector = sp.get("namespaceSelector")

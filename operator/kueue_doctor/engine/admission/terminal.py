@@ -9,16 +9,10 @@ from ...kube.objects import format_time, i, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
+from .eviction import DEACTIVATION_CAUSES
 
 FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
                    Cause.WORKLOAD_SLICE_REPLACED)
-# Kueue's DeactivationTarget / "DeactivatedDueTo<cause>" reasons, and the cause each becomes
-_DEACTIVATION_CAUSES = {
-    "RequeuingLimitExceeded": Cause.REQUEUING_LIMIT_EXCEEDED,
-    "MaximumExecutionTimeExceeded": Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED,
-    "AdmissionCheck": Cause.ADMISSION_CHECK_REJECTED,
-    "EvictedOnManagerCluster": Cause.EVICTED_ON_MANAGER_CLUSTER,
-}
 
 
 @rule(Phase.TERMINAL, pairs(Reason.FINISHED, *FINISHED_CAUSES, None))
@@ -34,13 +28,13 @@ def finished(ctx: Context) -> Finding | None:
                    since=ctx.cond_time("Finished"), evidence=[ctx.condition_evidence("Finished")])
 
 
-@rule(Phase.TERMINAL, pairs(Reason.DEACTIVATED, Cause.DEACTIVATED_BY_USER, *_DEACTIVATION_CAUSES.values()))
+@rule(Phase.TERMINAL, pairs(Reason.DEACTIVATED, Cause.DEACTIVATED_BY_USER, *DEACTIVATION_CAUSES.values()))
 def deactivated(ctx: Context) -> Finding | None:
     if ctx.spec.get("active", True) is not False:
         return None
     ev_reason = ctx.cond_reason("Evicted")
     cause = Cause.DEACTIVATED_BY_USER
-    for known, known_cause in _DEACTIVATION_CAUSES.items():
+    for known, known_cause in DEACTIVATION_CAUSES.items():
         if ev_reason.endswith(known) or ctx.cond_reason("DeactivationTarget") == known:
             cause = known_cause
     since = ctx.cond_time("Evicted") if ctx.true("Evicted") else ctx.cond_time("QuotaReserved")

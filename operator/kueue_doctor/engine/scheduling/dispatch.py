@@ -8,8 +8,7 @@ from ...kube.objects import format_time, lst, m, name, s, spec
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from .owners import assigned_flavors, owner_suspended
-from .workload_pods import admitted_since, base_evidence
+from .owners import admitted_since, assigned_flavors, base_evidence, owner_suspended
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 

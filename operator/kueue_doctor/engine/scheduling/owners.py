@@ -1,8 +1,10 @@
-"""The owners Kueue suspends until admission, and how many Pods an admitted Workload should have."""
+"""The owners Kueue suspends until admission, how many Pods an admitted Workload should have, and what every
+scheduling-stage verdict shows of the admission (its time, its conditions as evidence)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ...kube.objects import group_of, i, lst, m, s
@@ -57,3 +59,14 @@ def assigned_flavors(ctx: Context) -> list[str]:
             if isinstance(flavor, str) and flavor not in out:
                 out.append(flavor)
     return out
+
+
+def admitted_since(ctx: Context) -> datetime | None:
+    return ctx.cond_time("Admitted") or ctx.cond_time("QuotaReserved")
+
+
+def base_evidence(ctx: Context) -> list[dict[str, Any]]:
+    ev = [ctx.condition_evidence("Admitted")]
+    if ctx.cond("PodsReady"):
+        ev.append(ctx.condition_evidence("PodsReady"))
+    return ev

@@ -18,7 +18,7 @@ from .. import pods as podlib
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .nodes import flavor_node_hint, flavor_selector
-from .owners import assigned_flavors, expected_pods
+from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
 
 PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
@@ -30,17 +30,6 @@ CONTAINER_CAUSES = {str(c): c for c in (
 # kubelet start-up failures that are the node's or the platform's to fix, not the Job owner's
 NODE_SIDE_CAUSES = {Cause.FAILED_CREATE_POD_SANDBOX, Cause.FAILED_ATTACH_VOLUME, Cause.FAILED_MAP_VOLUME,
                     Cause.FAILED_PREPARE_DYNAMIC_RESOURCES}
-
-
-def admitted_since(ctx: Context) -> datetime | None:
-    return ctx.cond_time("Admitted") or ctx.cond_time("QuotaReserved")
-
-
-def base_evidence(ctx: Context) -> list[dict[str, Any]]:
-    ev = [ctx.condition_evidence("Admitted")]
-    if ctx.cond("PodsReady"):
-        ev.append(ctx.condition_evidence("PodsReady"))
-    return ev
 
 
 def timeout_note(ctx: Context) -> str:
@@ -153,7 +142,8 @@ def pods_not_visible(ctx: Context) -> Finding | None:
 
 @rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_RUNNING), (Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY)])
 def pods_running(ctx: Context) -> Finding | None:
-    """All expected Pods run (or none is blocked and enough run); no blocker but not ready: probes."""
+    """All expected Pods run (or none is blocked and enough run). No blocker, all created, fewer running
+    than expected (Pods Ready but not in phase Running): ContainersNotStarting/PodsNotReady, nobody acts."""
     view = ctx.lazy(pod_view)
     summary = view.summary
     if summary.running + summary.succeeded >= view.expected > 0 and not summary.blockers:
@@ -204,9 +194,12 @@ def _blocked(ctx: Context, category: str) -> tuple[PodView, podlib.PodBlocker, l
     blocker = view.blocker
     if blocker is None or blocker.category != category:
         return None
-    evidence = [*base_evidence(ctx), ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason,
-                                                         blocker.message, blocker.since, ctx.ns)]
-    return view, blocker, evidence
+    return view, blocker, _blocker_evidence(ctx, blocker)
+
+
+def _blocker_evidence(ctx: Context, blocker: podlib.PodBlocker) -> list[dict[str, Any]]:
+    return [*base_evidence(ctx), ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason,
+                                                     blocker.message, blocker.since, ctx.ns)]
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.FAILED_SCHEDULING))
@@ -296,9 +289,7 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     blocker = view.blocker
     if blocker is None:
         return None
-    found = _blocked(ctx, blocker.category)
-    assert found is not None
-    _, _, evidence = found
+    evidence = _blocker_evidence(ctx, blocker)
     cause = _container_cause(blocker)
     since = blocker.since or admitted_since(ctx)
     fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
