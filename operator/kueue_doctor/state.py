@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
+from .kube.allocation import cycle_collection_paused
 from .kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -141,8 +142,9 @@ class ClusterState:
     def from_objects(cls, objects: Iterable[Mapping[str, Any]], complete_kinds: Iterable[str] | None = None
                      ) -> ClusterState:
         state = cls()
-        for obj in objects:
-            state.upsert(obj)
+        with cycle_collection_paused():
+            for obj in objects:
+                state.upsert(obj)
         if complete_kinds is None:
             # A dump is taken to list every object of each kind it contains at all.
             seen = {k for k, coll in state._collections().items() if coll}

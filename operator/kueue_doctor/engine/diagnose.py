@@ -22,6 +22,7 @@ from ..api import (
     MAX_HINTS,
     MAX_TEXT,
 )
+from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
 from ..vocabulary import REASONS, Cause, Reason
@@ -37,7 +38,8 @@ def diagnose(state: ClusterState, now: datetime,
              keys: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`."""
     selected = sorted(state.workloads) if keys is None else sorted(k for k in keys if k in state.workloads)
-    return [diagnose_workload(state.workloads[k], state, now) for k in selected]
+    with cycle_collection_paused():
+        return [diagnose_workload(state.workloads[k], state, now) for k in selected]
 
 
 def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime) -> dict[str, Any]:
