@@ -76,7 +76,7 @@ def decide(ctx: Context) -> tuple[Rule | None, Finding]:
                              "a complete `kubectl get workloads -o yaml` dump?")
     try:
         for rule in BY_PHASE[phase_of(ctx)]:
-            found = rule(ctx)
+            found = rule.check(ctx)
             if found is not None:
                 return rule, found
     except Exception as exc:  # a rule bug must cost one verdict, never the pass
@@ -116,17 +116,15 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                                "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()
                             if v is not None}
-    status: dict[str, Any] = {
-        "stage": stage,
-        "reason": f.reason.value,
-        "cause": f.cause.value if f.cause is not None else None,
-        "actionBy": f.actor.value,
-        "message": clip(f.message, MAX_TEXT) or "",
-        "since": format_time(f.since or ctx.created),
-        "clusterQueue": ctx.cq_name,
-        "localQueue": ctx.lq_name,
-        "cohort": ctx.cohort,
-    }
+    status: dict[str, Any] = {"stage": stage, "reason": f.reason.value}
+    if f.cause is not None:
+        status["cause"] = f.cause.value
+    status["actionBy"] = f.actor.value
+    status["message"] = clip(f.message, MAX_TEXT) or ""
+    for key, value in (("since", format_time(f.since or ctx.created)), ("clusterQueue", ctx.cq_name),
+                       ("localQueue", ctx.lq_name), ("cohort", ctx.cohort)):
+        if value is not None:
+            status[key] = value
     if f.flavors:
         status["flavors"] = f.flavors
     if f.quota:
@@ -151,7 +149,7 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         "kind": KIND,
         "metadata": metadata,
         "spec": spec,
-        "status": {k: v for k, v in status.items() if v is not None},
+        "status": status,
     }
 
 
