@@ -252,7 +252,8 @@ _PODSET_HEADER = "couldn't assign flavors to pod set "
 _PODSET_ERROR = "failed to assign flavors to pod set "
 # The texts `parse_assignment` reads: pod set parts, a pod set error, or a bare trailer (". Pending ...").
 ASSIGNMENT_PREFIXES = (_PODSET_HEADER, _PODSET_ERROR, ". P")
-_PODSET_HEADER_RX = re.compile(r"(?:\A|(?<=; ))couldn't assign flavors to pod set (?P<podset>[^\s:;]*): ")
+_PODSET_HEADER_RX = re.compile(r"couldn't assign flavors to pod set (?P<podset>[^\s:;]*): ")
+_NEXT_PODSET = "; " + _PODSET_HEADER  # pod set parts are joined by "; " (Assignment.Message)
 _PODSET_ERROR_RX = re.compile(r"failed to assign flavors to pod set (?P<podset>[^\s:;]*): (?P<error>.*)",
                               re.S)
 _TRAILER_RX = re.compile(
@@ -281,6 +282,21 @@ def _strip_trailers(text: str) -> tuple[str, int | None, int | None, int | None]
     return text, pending, failed, migrating
 
 
+def _next_podset_header(body: str, pos: int) -> tuple[re.Match[str] | None, int]:
+    """The next "; couldn't assign flavors to pod set X: " from `pos` and where the part before it ends.
+
+    `str.find` of the literal, not a regex search: a search tries the header at every character of the
+    reasons and took a quarter of the parse time of a typical quota message.
+    """
+    sep = body.find(_NEXT_PODSET, pos)
+    while sep >= 0:
+        h = _PODSET_HEADER_RX.match(body, sep + 2)
+        if h is not None:
+            return h, sep
+        sep = body.find(_NEXT_PODSET, sep + 1)
+    return None, len(body)
+
+
 def parse_assignment(text: str, body: str, truncated: bool) -> ParsedMessage:
     body, pending, failed, migrating = _strip_trailers(body)
     if not body:
@@ -296,14 +312,14 @@ def parse_assignment(text: str, body: str, truncated: bool) -> ParsedMessage:
                              podset_errors=((ps, err),), details=err, truncated=truncated,
                              pending_preemptions=pending, failed_preemptions=failed,
                              pending_migrations=migrating)
-    headers = list(_PODSET_HEADER_RX.finditer(body))
-    if not headers or headers[0].start() != 0:
+    h = _PODSET_HEADER_RX.match(body)
+    if h is None:
         return ParsedMessage(Template.UNKNOWN, text, truncated=truncated)
     failures: list[FlavorFailure] = []
-    last = len(headers) - 1
-    for i, h in enumerate(headers):
-        stop = headers[i + 1].start() - 2 if i < last else len(body)
-        failures.extend(scan_reasons(h.group("podset"), body[h.end():stop], truncated and i == last))
+    while h is not None:
+        start, podset = h.end(), h.group("podset")
+        h, stop = _next_podset_header(body, start)
+        failures.extend(scan_reasons(podset, body[start:stop], truncated and h is None))
     return ParsedMessage(Template.FLAVOR_ASSIGNMENT, text, failures=tuple(failures), truncated=truncated,
                          pending_preemptions=pending, failed_preemptions=failed, pending_migrations=migrating)
 
