@@ -1,10 +1,11 @@
 """The vocabulary of Kueue's messages and the parsed results, shared by every parser of the package.
 
 `Template` names the message template a text matched and `FailureKind` what one flavor reason says; the
-frozen dataclasses are what the parsers return. Kueue's size limits and the " ..." it cuts texts with are
-here too, because every parser must recognise a cut text. Nothing in this module parses: `flavors.py`
-fills `FlavorFailure` and `FlavorAttempt`, `workload.py` builds `ParsedMessage`, `events.py` gives
-`PreemptedWorkloadEvent`, `cluster_queue.py` reads the ClusterQueue's Active message.
+frozen dataclasses and the `FlavorFailure` NamedTuple are what the parsers return. Kueue's size limits and
+the " ..." it cuts texts with are here too, because every parser must recognise a cut text. Nothing in
+this module parses: `flavors.py` fills `FlavorFailure` and `FlavorAttempt`, `workload.py` builds
+`ParsedMessage`, `events.py` gives `PreemptedWorkloadEvent`, `cluster_queue.py` reads the ClusterQueue's
+Active message.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from ...kube.objects import TRUNCATION_SUFFIX
 
@@ -114,8 +116,14 @@ class FailureKind(StrEnum):
     UNPARSED = "Unparsed"
 
 
-@dataclass(frozen=True)
-class FlavorFailure:
+class FlavorFailure(NamedTuple):
+    """One reason of a pod set part: what it says and the facts in it (None / () when not stated).
+
+    A NamedTuple, not a frozen dataclass: as immutable, but built in a fifth of the time (a frozen
+    dataclass's __init__ calls object.__setattr__ once per field, 19 here). The quota mix builds 20,000
+    per pass; callers only read the attributes.
+    """
+
     kind: FailureKind
     podset: str
     text: str  # exactly this reason's text
