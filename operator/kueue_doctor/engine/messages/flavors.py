@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 from ...kube.objects import TRUNCATION_SUFFIX
 from .templates import FailureKind, FlavorAttempt, FlavorFailure, ParsedMessage, Template
-from .templates import group_or_none as _g
 
 # =================================================================================================
 # Reasons inside one pod set part
@@ -41,8 +40,9 @@ def _gi(m: re.Match[str], name: str) -> int | None:
 
 
 def _b_unused(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, m.group(0), resource=_g(m, "resource"),
-                         flavor=_g(m, "flavor"), missing=_g(m, "missing"))
+    text, resource, flavor, missing = m.group(0, "resource", "flavor", "missing")  # one call: the hot row
+    return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, text, resource=resource, flavor=flavor,
+                         missing=missing)
 
 
 def _b_max(ps: str, m: re.Match[str]) -> FlavorFailure:
@@ -59,11 +59,11 @@ def _b_resource(ps: str, m: re.Match[str]) -> FlavorFailure:
 
 
 def _b_flavor_not_found(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.FLAVOR_NOT_FOUND, ps, m.group(0), flavor=_g(m, "flavor"))
+    return FlavorFailure(FailureKind.FLAVOR_NOT_FOUND, ps, m.group(0), flavor=m.group("flavor"))
 
 
 def _b_affinity(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.NODE_AFFINITY_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"))
+    return FlavorFailure(FailureKind.NODE_AFFINITY_MISMATCH, ps, m.group(0), flavor=m.group("flavor"))
 
 
 def _taint_string(key: str, value: str, effect: str) -> str:
@@ -75,12 +75,12 @@ def _taint_string(key: str, value: str, effect: str) -> str:
 
 def _b_taint(ps: str, m: re.Match[str]) -> FlavorFailure:
     taint = _taint_string(m.group("key") or "", m.group("value") or "", m.group("effect") or "")
-    return FlavorFailure(FailureKind.UNTOLERATED_TAINT, ps, m.group(0), flavor=_g(m, "flavor"), taint=taint)
+    return FlavorFailure(FailureKind.UNTOLERATED_TAINT, ps, m.group(0), flavor=m.group("flavor"), taint=taint)
 
 
 def _b_tas_flavor(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.TOPOLOGY_FLAVOR, ps, m.group(0), flavor=_g(m, "flavor"),
-                         detail=_g(m, "problem"))
+    return FlavorFailure(FailureKind.TOPOLOGY_FLAVOR, ps, m.group(0), flavor=m.group("flavor"),
+                         detail=m.group("problem"))
 
 
 _EXCLUDED_ITEM_RX = re.compile(r'(?P<what>[A-Za-z]+(?: "[^"]*")?): (?P<count>\d+)')
@@ -89,12 +89,12 @@ _LAYER_RX = re.compile(r"; (?P<fit>\d+)/(?P<needed>\d+) slice\(s\) fit on level 
 
 def _b_tas_fit(ps: str, m: re.Match[str]) -> FlavorFailure:
     excluded: tuple[tuple[str, int], ...] = ()
-    raw_excl = _g(m, "excluded")
+    raw_excl = m.group("excluded")
     if raw_excl:
         excluded = tuple((e.group("what"), int(e.group("count")))
                          for e in _EXCLUDED_ITEM_RX.finditer(raw_excl))
     layers: tuple[tuple[str, int, int], ...] = ()
-    raw_layers = _g(m, "layers")
+    raw_layers = m.group("layers")
     if raw_layers:
         layers = tuple((la.group("level"), int(la.group("fit")), int(la.group("needed")))
                        for la in _LAYER_RX.finditer(raw_layers))
@@ -102,10 +102,10 @@ def _b_tas_fit(ps: str, m: re.Match[str]) -> FlavorFailure:
     if requested is None:
         requested = _gi(m, "req1")
     fit = _gi(m, "fit")
-    if fit is None and _g(m, "req0") is not None:
+    if fit is None and m.group("req0") is not None:
         fit = 0
-    return FlavorFailure(FailureKind.TOPOLOGY_PLACEMENT, ps, m.group(0), topology=_g(m, "topology"), fit=fit,
-                         requested_count=requested, unit=_g(m, "unit0") or _g(m, "unit1"), excluded=excluded,
+    return FlavorFailure(FailureKind.TOPOLOGY_PLACEMENT, ps, m.group(0), topology=m.group("topology"), fit=fit,
+                         requested_count=requested, unit=m.group("unit0") or m.group("unit1"), excluded=excluded,
                          total_nodes=_gi(m, "total"), layers=layers)
 
 
@@ -115,22 +115,22 @@ def _b_tas_request(ps: str, m: re.Match[str]) -> FlavorFailure:
 
 
 def _b_tas_error(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.TOPOLOGY_ERROR, ps, m.group(0), detail=_g(m, "detail"))
+    return FlavorFailure(FailureKind.TOPOLOGY_ERROR, ps, m.group(0), detail=m.group("detail"))
 
 
 def _b_node(ps: str, m: re.Match[str]) -> FlavorFailure:
-    detail = _g(m, "node") or _g(m, "domain")
+    detail = m.group("node") or m.group("domain")
     return FlavorFailure(FailureKind.NODE_REPLACEMENT, ps, m.group(0), detail=detail)
 
 
 def _b_slice(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.SLICE_FLAVOR_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"),
-                         detail=_g(m, "original"))
+    return FlavorFailure(FailureKind.SLICE_FLAVOR_MISMATCH, ps, m.group(0), flavor=m.group("flavor"),
+                         detail=m.group("original"))
 
 
 def _b_skipped(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.FLAVOR_SKIPPED, ps, m.group(0), flavor=_g(m, "flavor"),
-                         resource=_g(m, "resource"))
+    return FlavorFailure(FailureKind.FLAVOR_SKIPPED, ps, m.group(0), flavor=m.group("flavor"),
+                         resource=m.group("resource"))
 
 
 _EXCL = r'[A-Za-z]+(?: "[^"]*")?: \d+'

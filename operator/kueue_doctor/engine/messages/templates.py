@@ -10,7 +10,6 @@ Active message.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -228,9 +227,3 @@ def is_truncated(text: str) -> bool:
     if not text.endswith(TRUNCATION_SUFFIX) or len(text) < EVENT_MESSAGE_LIMIT // 4:
         return False
     return len(text.encode("utf-8", "replace")) >= EVENT_MESSAGE_LIMIT - 8
-
-
-def group_or_none(m: re.Match[str], name: str) -> str | None:
-    """The text of a named group, None when it did not take part in the match."""
-    v = m.group(name)
-    return v if isinstance(v, str) else None

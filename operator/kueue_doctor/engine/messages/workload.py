@@ -22,7 +22,6 @@ from collections.abc import Callable
 from ...kube.objects import TRUNCATION_SUFFIX
 from .flavors import ASSIGNMENT_PREFIXES, parse_assignment, parse_attempts
 from .templates import ParsedMessage, PreemptionInfo, Template, is_truncated
-from .templates import group_or_none as _g
 
 _MAX_DEPTH = 6  # nesting of "Previously: " / "deactivated due to" / "Evicted on manager: " wrappers
 
@@ -184,8 +183,8 @@ def _gint(m: re.Match[str], name: str) -> int | None:
 
 
 def _b_preempted(text: str, m: re.Match[str], depth: int, truncated: bool) -> ParsedMessage:
-    phrase = _g(m, "phrase")
-    origin = _g(m, "origin")
+    phrase = m.group("phrase")
+    origin = m.group("origin")
     reason: str | None
     if phrase is not None:
         reason = _PREEMPTION_REASONS.get(phrase)
@@ -196,9 +195,9 @@ def _b_preempted(text: str, m: re.Match[str], depth: int, truncated: bool) -> Pa
         phrase = "a higher priority Workload"
         reason = None
     info = _preemption_info(
-        m, preemptor_uid=_unknown_none(_g(m, "uid")), preemptor_job_uid=_unknown_none(_g(m, "juid")),
-        reason_phrase=_unknown_none(phrase), reason=reason, preemptor_path=_unknown_none(_g(m, "ppath")),
-        preemptee_path=_unknown_none(_g(m, "epath")),
+        m, preemptor_uid=_unknown_none(m.group("uid")), preemptor_job_uid=_unknown_none(m.group("juid")),
+        reason_phrase=_unknown_none(phrase), reason=reason, preemptor_path=_unknown_none(m.group("ppath")),
+        preemptee_path=_unknown_none(m.group("epath")),
     )
     names: dict[str, str] = {}
     if info.preemptor_uid is not None:
