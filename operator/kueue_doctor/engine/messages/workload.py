@@ -163,11 +163,15 @@ def _unknown_none(v: str | None) -> str | None:
     return None if v is None or v == "UNKNOWN" else v
 
 
-def _preemption_info(m: re.Match[str], **facts: str | None) -> PreemptionInfo:
-    return PreemptionInfo(
-        preemptor_uid=facts.get("preemptor_uid"), preemptor_job_uid=facts.get("preemptor_job_uid"),
-        reason_phrase=facts.get("reason_phrase"), reason=facts.get("reason"),
-        preemptor_path=facts.get("preemptor_path"), preemptee_path=facts.get("preemptee_path"),
+def _preemption_info(m: re.Match[str], preemptor_uid: str | None = None, preemptor_job_uid: str | None = None,
+                     reason_phrase: str | None = None, reason: str | None = None,
+                     preemptor_path: str | None = None, preemptee_path: str | None = None) -> PreemptionInfo:
+    info = PreemptionInfo(preemptor_uid=preemptor_uid, preemptor_job_uid=preemptor_job_uid,
+                          reason_phrase=reason_phrase, reason=reason, preemptor_path=preemptor_path,
+                          preemptee_path=preemptee_path)
+    if m.group("p_eff") is None:  # no priority suffix (condition messages): one look-up, not six
+        return info
+    return info._replace(
         preemptor_priority=_gint(m, "p_eff"), preemptor_base_priority=_gint(m, "p_base"),
         preemptor_boost=_gint(m, "p_boost"), preemptee_priority=_gint(m, "t_eff"),
         preemptee_base_priority=_gint(m, "t_base"), preemptee_boost=_gint(m, "t_boost"),
