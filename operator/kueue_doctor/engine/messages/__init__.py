@@ -20,7 +20,7 @@ look-up before it runs a regex (10,000 Workloads per pass).
 
 Modules, each owning one sub-concern:
 
-* `templates.py`: the vocabulary (`Template`, `FailureKind`), the parsed dataclasses, Kueue's limits;
+* `templates.py`: the vocabulary (`Template`, `FailureKind`), the parsed records, Kueue's limits;
 * `flavors.py`: the per-flavor reason table and its scanner, the "couldn't assign flavors to pod set"
   message, the attempts of a "Flavors considered" list;
 * `workload.py`: `parse_workload_message`, the literal texts and anchored rules of every condition

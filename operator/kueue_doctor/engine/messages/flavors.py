@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 from ...kube.objects import TRUNCATION_SUFFIX
 from .templates import FailureKind, FlavorAttempt, FlavorFailure, ParsedMessage, Template
-from .templates import group_or_none as _g
 
 # =================================================================================================
 # Reasons inside one pod set part
@@ -40,9 +39,16 @@ def _gi(m: re.Match[str], name: str) -> int | None:
     return int(v) if isinstance(v, str) and v.isdigit() else None
 
 
+# flavorassigner.go fitsResourceQuota (v0.19.2:1368); "in cohort" variant: <= v0.9. The hot row: it has
+# its own name because `scan_reasons` also reads whole parts made of it with one findall.
+_UNUSED_RX = _rx(rf"(?P<reason>insufficient unused quota (?:in cohort )?for (?P<resource>{_N}) in flavor "
+                 rf"(?P<flavor>{_N}), (?P<missing>{_N}) more needed)")
+
+
 def _b_unused(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, m.group(0), resource=_g(m, "resource"),
-                         flavor=_g(m, "flavor"), missing=_g(m, "missing"))
+    """The hot row: its groups in one m.group call, FlavorFailure built positionally (a third cheaper)."""
+    text, resource, flavor, missing = m.group("reason", "resource", "flavor", "missing")
+    return FlavorFailure(FailureKind.INSUFFICIENT_UNUSED_QUOTA, ps, text, resource, flavor, missing)
 
 
 def _b_max(ps: str, m: re.Match[str]) -> FlavorFailure:
@@ -59,11 +65,11 @@ def _b_resource(ps: str, m: re.Match[str]) -> FlavorFailure:
 
 
 def _b_flavor_not_found(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.FLAVOR_NOT_FOUND, ps, m.group(0), flavor=_g(m, "flavor"))
+    return FlavorFailure(FailureKind.FLAVOR_NOT_FOUND, ps, m.group(0), flavor=m.group("flavor"))
 
 
 def _b_affinity(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.NODE_AFFINITY_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"))
+    return FlavorFailure(FailureKind.NODE_AFFINITY_MISMATCH, ps, m.group(0), flavor=m.group("flavor"))
 
 
 def _taint_string(key: str, value: str, effect: str) -> str:
@@ -75,12 +81,12 @@ def _taint_string(key: str, value: str, effect: str) -> str:
 
 def _b_taint(ps: str, m: re.Match[str]) -> FlavorFailure:
     taint = _taint_string(m.group("key") or "", m.group("value") or "", m.group("effect") or "")
-    return FlavorFailure(FailureKind.UNTOLERATED_TAINT, ps, m.group(0), flavor=_g(m, "flavor"), taint=taint)
+    return FlavorFailure(FailureKind.UNTOLERATED_TAINT, ps, m.group(0), flavor=m.group("flavor"), taint=taint)
 
 
 def _b_tas_flavor(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.TOPOLOGY_FLAVOR, ps, m.group(0), flavor=_g(m, "flavor"),
-                         detail=_g(m, "problem"))
+    return FlavorFailure(FailureKind.TOPOLOGY_FLAVOR, ps, m.group(0), flavor=m.group("flavor"),
+                         detail=m.group("problem"))
 
 
 _EXCLUDED_ITEM_RX = re.compile(r'(?P<what>[A-Za-z]+(?: "[^"]*")?): (?P<count>\d+)')
@@ -89,12 +95,12 @@ _LAYER_RX = re.compile(r"; (?P<fit>\d+)/(?P<needed>\d+) slice\(s\) fit on level 
 
 def _b_tas_fit(ps: str, m: re.Match[str]) -> FlavorFailure:
     excluded: tuple[tuple[str, int], ...] = ()
-    raw_excl = _g(m, "excluded")
+    raw_excl = m.group("excluded")
     if raw_excl:
         excluded = tuple((e.group("what"), int(e.group("count")))
                          for e in _EXCLUDED_ITEM_RX.finditer(raw_excl))
     layers: tuple[tuple[str, int, int], ...] = ()
-    raw_layers = _g(m, "layers")
+    raw_layers = m.group("layers")
     if raw_layers:
         layers = tuple((la.group("level"), int(la.group("fit")), int(la.group("needed")))
                        for la in _LAYER_RX.finditer(raw_layers))
@@ -102,10 +108,10 @@ def _b_tas_fit(ps: str, m: re.Match[str]) -> FlavorFailure:
     if requested is None:
         requested = _gi(m, "req1")
     fit = _gi(m, "fit")
-    if fit is None and _g(m, "req0") is not None:
+    if fit is None and m.group("req0") is not None:
         fit = 0
-    return FlavorFailure(FailureKind.TOPOLOGY_PLACEMENT, ps, m.group(0), topology=_g(m, "topology"), fit=fit,
-                         requested_count=requested, unit=_g(m, "unit0") or _g(m, "unit1"), excluded=excluded,
+    return FlavorFailure(FailureKind.TOPOLOGY_PLACEMENT, ps, m.group(0), topology=m.group("topology"), fit=fit,
+                         requested_count=requested, unit=m.group("unit0") or m.group("unit1"), excluded=excluded,
                          total_nodes=_gi(m, "total"), layers=layers)
 
 
@@ -115,30 +121,28 @@ def _b_tas_request(ps: str, m: re.Match[str]) -> FlavorFailure:
 
 
 def _b_tas_error(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.TOPOLOGY_ERROR, ps, m.group(0), detail=_g(m, "detail"))
+    return FlavorFailure(FailureKind.TOPOLOGY_ERROR, ps, m.group(0), detail=m.group("detail"))
 
 
 def _b_node(ps: str, m: re.Match[str]) -> FlavorFailure:
-    detail = _g(m, "node") or _g(m, "domain")
+    detail = m.group("node") or m.group("domain")
     return FlavorFailure(FailureKind.NODE_REPLACEMENT, ps, m.group(0), detail=detail)
 
 
 def _b_slice(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.SLICE_FLAVOR_MISMATCH, ps, m.group(0), flavor=_g(m, "flavor"),
-                         detail=_g(m, "original"))
+    return FlavorFailure(FailureKind.SLICE_FLAVOR_MISMATCH, ps, m.group(0), flavor=m.group("flavor"),
+                         detail=m.group("original"))
 
 
 def _b_skipped(ps: str, m: re.Match[str]) -> FlavorFailure:
-    return FlavorFailure(FailureKind.FLAVOR_SKIPPED, ps, m.group(0), flavor=_g(m, "flavor"),
-                         resource=_g(m, "resource"))
+    return FlavorFailure(FailureKind.FLAVOR_SKIPPED, ps, m.group(0), flavor=m.group("flavor"),
+                         resource=m.group("resource"))
 
 
 _EXCL = r'[A-Za-z]+(?: "[^"]*")?: \d+'
 # (first character, regex, builder). Tried in order at every reason boundary.
 _REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
-    # flavorassigner.go fitsResourceQuota (v0.19.2:1368); "in cohort" variant: <= v0.9
-    ("i", _rx(rf"insufficient unused quota (?:in cohort )?for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), "
-              rf"(?P<missing>{_N}) more needed"), _b_unused),
+    ("i", _UNUSED_RX, _b_unused),  # first of the "i" rows: _unused_run relies on it
     # flavorassigner.go:1350 (v0.14.5+, v0.13.9+)
     ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), previously considered "
               r"podsets requests \((?P<previous>[^()]*)\) \+ current podset request "
@@ -201,40 +205,59 @@ _REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
 _REASONS_BY_CHAR: dict[str, tuple[tuple[re.Pattern[str], _ReasonBuilder], ...]] = {}
 for _c, _r, _b in _REASON_TABLE:
     _REASONS_BY_CHAR[_c] = (*_REASONS_BY_CHAR.get(_c, ()), (_r, _b))
+assert _REASONS_BY_CHAR["i"][0][0] is _UNUSED_RX, "_unused_run gives the scan's result only while it is first"
 
 
 def unparsed(podset: str, text: str) -> FlavorFailure:
     return FlavorFailure(FailureKind.UNPARSED, podset, text)
 
 
+def _unused_run(podset: str, part: str) -> list[FlavorFailure] | None:
+    """The reasons of a part made only of "insufficient unused quota" reasons, else None.
+
+    Most parts are (a Workload waiting for quota), and one findall reads them in 25% less time than the
+    scan's match and builder call per reason. Same result as the scan: when the matches joined by ", "
+    give the part back they tile it from its start (each match must be followed by ", " or the end), and
+    at each of those boundaries the scan would have tried this row first and taken the same match.
+    """
+    if not part.startswith("insufficient unused quota "):  # cheap refusal of the other parts
+        return None
+    found = _UNUSED_RX.findall(part)
+    if ", ".join([f[0] for f in found]) != part:
+        return None
+    kind = FailureKind.INSUFFICIENT_UNUSED_QUOTA
+    return [FlavorFailure(kind, podset, text, resource, flavor, missing)
+            for text, resource, flavor, missing in found]
+
+
 def scan_reasons(podset: str, part: str, truncated: bool = False) -> list[FlavorFailure]:
     """Recognise the reasons of one pod set part; never split on commas, never drop text."""
+    run = _unused_run(podset, part)
+    if run is not None:
+        if truncated:
+            run[-1] = unparsed(podset, run[-1].text)
+        return run
     out: list[FlavorFailure] = []
     n = len(part)
     pos = 0
     gap_start = -1
     while pos < n:
-        found: FlavorFailure | None = None
-        end = pos
         for rx, build in _REASONS_BY_CHAR.get(part[pos], ()):
             m = rx.match(part, pos)
             if m is not None:
-                found = build(podset, m)
-                end = m.end()
+                if gap_start >= 0:
+                    out.append(unparsed(podset, part[gap_start:pos - 2]))
+                    gap_start = -1
+                out.append(build(podset, m))
+                pos = m.end() + 2  # skip ", " (the lookahead guarantees it, or the end of the part)
                 break
-        if found is None:
+        else:  # no reason starts here: text up to the next ", " is kept as UNPARSED
             if gap_start < 0:
                 gap_start = pos
             nxt = part.find(", ", pos)
             if nxt < 0:
                 break
             pos = nxt + 2
-            continue
-        if gap_start >= 0:
-            out.append(unparsed(podset, part[gap_start:pos - 2]))
-            gap_start = -1
-        out.append(found)
-        pos = end + 2  # skip ", " (the lookahead guarantees it, or the end of the part)
     if gap_start >= 0:
         out.append(unparsed(podset, part[gap_start:]))
     if truncated and out and out[-1].kind is not FailureKind.UNPARSED:
@@ -252,7 +275,8 @@ _PODSET_HEADER = "couldn't assign flavors to pod set "
 _PODSET_ERROR = "failed to assign flavors to pod set "
 # The texts `parse_assignment` reads: pod set parts, a pod set error, or a bare trailer (". Pending ...").
 ASSIGNMENT_PREFIXES = (_PODSET_HEADER, _PODSET_ERROR, ". P")
-_PODSET_HEADER_RX = re.compile(r"(?:\A|(?<=; ))couldn't assign flavors to pod set (?P<podset>[^\s:;]*): ")
+_PODSET_HEADER_RX = re.compile(r"couldn't assign flavors to pod set (?P<podset>[^\s:;]*): ")
+_NEXT_PODSET = "; " + _PODSET_HEADER  # pod set parts are joined by "; " (Assignment.Message)
 _PODSET_ERROR_RX = re.compile(r"failed to assign flavors to pod set (?P<podset>[^\s:;]*): (?P<error>.*)",
                               re.S)
 _TRAILER_RX = re.compile(
@@ -281,6 +305,21 @@ def _strip_trailers(text: str) -> tuple[str, int | None, int | None, int | None]
     return text, pending, failed, migrating
 
 
+def _next_podset_header(body: str, pos: int) -> tuple[re.Match[str] | None, int]:
+    """The next "; couldn't assign flavors to pod set X: " from `pos` and where the part before it ends.
+
+    `str.find` of the literal, not a regex search: a search tries the header at every character of the
+    reasons and took a quarter of the parse time of a typical quota message.
+    """
+    sep = body.find(_NEXT_PODSET, pos)
+    while sep >= 0:
+        h = _PODSET_HEADER_RX.match(body, sep + 2)
+        if h is not None:
+            return h, sep
+        sep = body.find(_NEXT_PODSET, sep + 1)
+    return None, len(body)
+
+
 def parse_assignment(text: str, body: str, truncated: bool) -> ParsedMessage:
     body, pending, failed, migrating = _strip_trailers(body)
     if not body:
@@ -296,14 +335,14 @@ def parse_assignment(text: str, body: str, truncated: bool) -> ParsedMessage:
                              podset_errors=((ps, err),), details=err, truncated=truncated,
                              pending_preemptions=pending, failed_preemptions=failed,
                              pending_migrations=migrating)
-    headers = list(_PODSET_HEADER_RX.finditer(body))
-    if not headers or headers[0].start() != 0:
+    h = _PODSET_HEADER_RX.match(body)
+    if h is None:
         return ParsedMessage(Template.UNKNOWN, text, truncated=truncated)
     failures: list[FlavorFailure] = []
-    last = len(headers) - 1
-    for i, h in enumerate(headers):
-        stop = headers[i + 1].start() - 2 if i < last else len(body)
-        failures.extend(scan_reasons(h.group("podset"), body[h.end():stop], truncated and i == last))
+    while h is not None:
+        start, podset = h.end(), h.group("podset")
+        h, stop = _next_podset_header(body, start)
+        failures.extend(scan_reasons(podset, body[start:stop], truncated and h is None))
     return ParsedMessage(Template.FLAVOR_ASSIGNMENT, text, failures=tuple(failures), truncated=truncated,
                          pending_preemptions=pending, failed_preemptions=failed, pending_migrations=migrating)
 

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from ...kube.objects import TRUNCATION_SUFFIX
 from .flavors import ASSIGNMENT_PREFIXES, parse_assignment, parse_attempts
 from .templates import ParsedMessage, PreemptionInfo, Template, is_truncated
-from .templates import group_or_none as _g
 
 _MAX_DEPTH = 6  # nesting of "Previously: " / "deactivated due to" / "Evicted on manager: " wrappers
 
@@ -164,11 +163,15 @@ def _unknown_none(v: str | None) -> str | None:
     return None if v is None or v == "UNKNOWN" else v
 
 
-def _preemption_info(m: re.Match[str], **facts: str | None) -> PreemptionInfo:
-    return PreemptionInfo(
-        preemptor_uid=facts.get("preemptor_uid"), preemptor_job_uid=facts.get("preemptor_job_uid"),
-        reason_phrase=facts.get("reason_phrase"), reason=facts.get("reason"),
-        preemptor_path=facts.get("preemptor_path"), preemptee_path=facts.get("preemptee_path"),
+def _preemption_info(m: re.Match[str], preemptor_uid: str | None = None, preemptor_job_uid: str | None = None,
+                     reason_phrase: str | None = None, reason: str | None = None,
+                     preemptor_path: str | None = None, preemptee_path: str | None = None) -> PreemptionInfo:
+    info = PreemptionInfo(preemptor_uid=preemptor_uid, preemptor_job_uid=preemptor_job_uid,
+                          reason_phrase=reason_phrase, reason=reason, preemptor_path=preemptor_path,
+                          preemptee_path=preemptee_path)
+    if m.group("p_eff") is None:  # no priority suffix (condition messages): one look-up, not six
+        return info
+    return info._replace(
         preemptor_priority=_gint(m, "p_eff"), preemptor_base_priority=_gint(m, "p_base"),
         preemptor_boost=_gint(m, "p_boost"), preemptee_priority=_gint(m, "t_eff"),
         preemptee_base_priority=_gint(m, "t_base"), preemptee_boost=_gint(m, "t_boost"),
@@ -184,8 +187,8 @@ def _gint(m: re.Match[str], name: str) -> int | None:
 
 
 def _b_preempted(text: str, m: re.Match[str], depth: int, truncated: bool) -> ParsedMessage:
-    phrase = _g(m, "phrase")
-    origin = _g(m, "origin")
+    phrase = m.group("phrase")
+    origin = m.group("origin")
     reason: str | None
     if phrase is not None:
         reason = _PREEMPTION_REASONS.get(phrase)
@@ -196,9 +199,9 @@ def _b_preempted(text: str, m: re.Match[str], depth: int, truncated: bool) -> Pa
         phrase = "a higher priority Workload"
         reason = None
     info = _preemption_info(
-        m, preemptor_uid=_unknown_none(_g(m, "uid")), preemptor_job_uid=_unknown_none(_g(m, "juid")),
-        reason_phrase=_unknown_none(phrase), reason=reason, preemptor_path=_unknown_none(_g(m, "ppath")),
-        preemptee_path=_unknown_none(_g(m, "epath")),
+        m, preemptor_uid=_unknown_none(m.group("uid")), preemptor_job_uid=_unknown_none(m.group("juid")),
+        reason_phrase=_unknown_none(phrase), reason=reason, preemptor_path=_unknown_none(m.group("ppath")),
+        preemptee_path=_unknown_none(m.group("epath")),
     )
     names: dict[str, str] = {}
     if info.preemptor_uid is not None:
