@@ -7,12 +7,13 @@ import json
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from . import __version__
 from .kube.load import InputError, load_files, newest_timestamp
-from .kube.objects import format_duration, parse_time
+from .kube.objects import format_duration, owner_refs, parse_time, s
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
@@ -31,11 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Diagnose every Workload found in the input. Feed it `kubectl get workloads,"
                         "localqueues,clusterqueues,resourceflavors,cohorts,admissionchecks,jobs,pods,events -A "
                         "-o yaml` (more kinds give more detail; missing kinds are never guessed).")
-    ex.add_argument("workload", nargs="?", metavar="WORKLOAD", help="only this Workload (name)")
+    ex.add_argument("workload", nargs="?", metavar="NAME|KIND/NAME",
+                    help="only this Workload, or the Workload(s) of this owner: a bare name matches a Workload or "
+                    "its owner (Job, JobSet, RayJob, Pod, ...); KIND/NAME names the owner kubectl-style (job/trainer, "
+                    "jobsets.jobset.x-k8s.io/x, rayjob/x, pod/x; workload/x for the Workload itself)")
     ex.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
                     help="YAML or JSON file (multi-document, kind: List, or a JSON array); '-' for stdin; repeatable."
                     " Without -f, reads the live cluster of the current kubeconfig.")
     ex.add_argument("-n", "--namespace", help="only Workloads in this namespace")
+    ex.add_argument("-A", "--all-namespaces", action="store_true",
+                    help="every namespace (the default without -n; as in kubectl, -A wins over -n)")
     ex.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
                     help="table (default), wide (more columns, full messages), json (an array), yaml")
     ex.add_argument("--now", metavar="TIME",
@@ -115,20 +121,72 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
         now = now or datetime.now(UTC)
-    keys = [k for k in state.workloads
-            if (args.namespace is None or k[0] == args.namespace) and (args.workload is None or k[1] == args.workload)]
+    namespace = None if args.all_namespaces else args.namespace
+    target = Target.parse(args.workload)
+    keys = [k for k, wl in state.workloads.items()
+            if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
     diagnoses = diagnose(state, now, keys)
-    if args.workload and not diagnoses:
-        where = f" in namespace {args.namespace}" if args.namespace else ""
-        err.write(f"kueue-doctor: no Workload named {args.workload}{where} in the input "
-                  f"({len(state.workloads)} Workloads read). Workload names look like job-<job name>-<hash>: "
-                  "kubectl get workloads -A\n")
+    if target is not None and not diagnoses:
+        err.write(target.not_found(namespace, len(state.workloads)) + "\n")
         return EXIT_NOT_FOUND
     if not state.workloads:
         err.write("kueue-doctor: the input has no Workload (kind Workload, apiVersion kueue.x-k8s.io/v1beta2 or "
                   "v1beta1); include `kubectl get workloads -A -o yaml`.\n")
     write(diagnoses, args.output, now, out)
     return EXIT_OK
+
+
+# kubectl's names for the owner kinds Kueue manages (singular, plural, short) -> the kind
+_KIND_NAMES = {alias: kind for kind, aliases in {
+    "Workload": ("workload", "workloads", "wl"), "Job": ("job", "jobs"), "Pod": ("pod", "pods", "po"),
+    "JobSet": ("jobset", "jobsets"), "RayJob": ("rayjob", "rayjobs"), "RayCluster": ("raycluster", "rayclusters"),
+    "StatefulSet": ("statefulset", "statefulsets", "sts"), "Deployment": ("deployment", "deployments", "deploy"),
+    "LeaderWorkerSet": ("leaderworkerset", "leaderworkersets", "lws"), "MPIJob": ("mpijob", "mpijobs"),
+    "PyTorchJob": ("pytorchjob", "pytorchjobs"), "TFJob": ("tfjob", "tfjobs"),
+    "XGBoostJob": ("xgboostjob", "xgboostjobs"), "PaddleJob": ("paddlejob", "paddlejobs"),
+    "JAXJob": ("jaxjob", "jaxjobs"), "TrainJob": ("trainjob", "trainjobs"),
+    "ReplicaSet": ("replicaset", "replicasets", "rs"),
+}.items() for alias in aliases}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the user named: a Workload or owner name, or KIND/NAME as kubectl spells it."""
+
+    name: str
+    kind: str | None = None  # None: a bare name; "Workload": the Workload itself; else an owner kind
+
+    @classmethod
+    def parse(cls, text: str | None) -> Target | None:
+        if not text:
+            return None
+        if "/" not in text:
+            return cls(text)
+        kind, name = text.split("/", 1)
+        word = kind.split(".", 1)[0].lower()  # jobs.batch, jobsets.jobset.x-k8s.io
+        return cls(name, _KIND_NAMES.get(word, kind))
+
+    def matches(self, wl_name: str, workload: Mapping[str, Any]) -> bool:
+        if self.kind in (None, "Workload") and wl_name == self.name:
+            return True
+        if self.kind == "Workload":
+            return False
+        kind = self.kind.lower() if self.kind else None
+        return any(s(ref.get("name")) == self.name and (kind is None or (s(ref.get("kind")) or "").lower() == kind)
+                   for ref in owner_refs(workload))
+
+    def not_found(self, namespace: str | None, read: int) -> str:
+        where = f" in namespace {namespace}" if namespace else ""
+        if self.kind in (None, "Workload"):
+            owned = "" if self.kind else " and none owned by an object of that name"
+            return (f"kueue-doctor: no Workload named {self.name}{where}{owned} in the input ({read} Workloads read). "
+                    "Workload names look like job-<job name>-<hash>; name the owner as KIND/NAME (job/trainer), "
+                    "or list them: kubectl get workloads -A")
+        ns = f" -n {namespace}" if namespace else ""
+        return (f"kueue-doctor: no Workload of {self.kind} {self.name}{where} in the input ({read} Workloads read). "
+                f"Kueue has not made one: check that the {self.kind} carries the label kueue.x-k8s.io/queue-name "
+                f"(kubectl get {self.kind.lower()} {self.name}{ns} --show-labels), that Kueue's integrations include "
+                "its kind, and Kueue's events on it (kubectl describe " + f"{self.kind.lower()} {self.name}{ns}).")
 
 
 def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[str]) -> None:

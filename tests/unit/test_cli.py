@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from kueue_doctor.cli import main
-from tests.builders import ClusterQueue, LocalQueue, ResourceFlavor, Workload, condition
+from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload, condition
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "headlamp-exceeds-max-quota.yaml"
@@ -113,3 +113,34 @@ def test_every_bundled_example_is_explained_with_its_documented_verdicts() -> No
         code, out, err = run("explain", "-f", str(ROOT / "examples" / name), "-o", "json")
         assert code == 0, err
         assert {d["status"]["reason"] for d in json.loads(out)} == reasons, name
+
+
+def _trainer_dump() -> str:
+    job = Job("trainer", "team-a").queue("user-queue").request("cpu", "1")
+    objs = [ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "4"}}).obj(),
+            LocalQueue("user-queue", "team-a", "cq").obj(), job.obj(),
+            Workload("job-trainer-5d4c3", "team-a").queue("user-queue").request("cpu", "1").owner(job).obj(),
+            Workload("job-other-11111", "team-a").queue("user-queue").request("cpu", "1").obj()]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+
+
+def test_the_job_the_user_names_finds_its_workload() -> None:
+    stdin = _trainer_dump()
+    for target in ("job/trainer", "jobs.batch/trainer", "Job/trainer", "trainer", "workload/job-trainer-5d4c3",
+                   "job-trainer-5d4c3"):
+        code, out, err = run("explain", "-f", "-", "-n", "team-a", target, "-o", "json", stdin=stdin)
+        assert code == 0, (target, err)
+        assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"], target
+
+
+def test_an_owner_without_a_workload_says_what_to_check_and_exits_1() -> None:
+    code, out, err = run("explain", "-f", "-", "-n", "team-a", "rayjob/trainer", stdin=_trainer_dump())
+    assert code == 1 and out == ""
+    assert "no Workload of RayJob trainer in namespace team-a" in err and "kueue.x-k8s.io/queue-name" in err
+    code, _, err = run("explain", "-f", "-", "workload/trainer", stdin=_trainer_dump())
+    assert code == 1 and "no Workload named trainer" in err
+
+
+def test_all_namespaces_wins_over_namespace_as_in_kubectl() -> None:
+    code, out, _ = run("explain", "-f", "-", "-n", "elsewhere", "-A", "trainer", "-o", "json", stdin=_trainer_dump())
+    assert code == 0 and [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"]
