@@ -25,6 +25,8 @@ SCHEMA_ANNOTATION = f"{GROUP}/schema-hash"  # lets the operator tell an outdated
 LABEL_STAGE = f"{GROUP}/stage"
 LABEL_REASON = f"{GROUP}/reason"
 LABEL_CLUSTER_QUEUE = f"{GROUP}/cluster-queue"
+LABEL_OWNER_KIND = f"{GROUP}/owner-kind"  # the Workload's owner, so `kubectl get adiag -l ...owner-name=trainer` works
+LABEL_OWNER_NAME = f"{GROUP}/owner-name"
 
 MAX_EVIDENCE = 12
 MAX_HINTS = 6
@@ -208,11 +210,13 @@ class AdmissionDiagnosis(_Model):
 
 
 PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Owner", "type": "string", "jsonPath": ".spec.ownerRef.name"},
     {"name": "Stage", "type": "string", "jsonPath": ".status.stage"},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
     {"name": "ClusterQueue", "type": "string", "jsonPath": ".status.clusterQueue"},
     {"name": "Action", "type": "string", "jsonPath": ".status.actionBy"},
     {"name": "Since", "type": "date", "jsonPath": ".status.since"},
+    {"name": "OwnerKind", "type": "string", "jsonPath": ".spec.ownerRef.kind", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -52,7 +52,7 @@ def test_crd_is_structural_without_status_subresource_and_with_printer_columns()
     assert "subresources" not in version  # one server-side apply writes the whole object
     assert crd["spec"]["names"]["shortNames"] == ["adiag"]
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Stage", "Reason", "ClusterQueue", "Action", "Since", "Message", "Age"]
+        "Owner", "Stage", "Reason", "ClusterQueue", "Action", "Since", "OwnerKind", "Message", "Age"]
     schema = version["schema"]["openAPIV3Schema"]
     for path, node in _walk(schema):
         assert not {"$ref", "anyOf", "oneOf", "allOf", "$defs"} & set(node), path

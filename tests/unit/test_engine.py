@@ -388,6 +388,20 @@ def test_diagnosis_is_owned_by_the_workload_without_controller_or_block_owner_de
     assert d["spec"]["workloadRef"]["uid"] == wl["metadata"]["uid"]
 
 
+def test_diagnosis_labels_name_the_owner_so_users_can_select_by_job() -> None:
+    _, built = admitted_job()
+    wl = built.obj()
+    d = next(x for x in diagnose_objects([wl], NOW))
+    ref = wl["metadata"]["ownerReferences"][0]
+    assert d["metadata"]["labels"]["kueue-doctor.dev/owner-kind"] == ref["kind"] == "Job"
+    assert d["metadata"]["labels"]["kueue-doctor.dev/owner-name"] == ref["name"]
+    long = pending("LocalQueue typo doesn't exist", reason="Inadmissible").queue("typo").owner(
+        Job("x" * 64, "team-a")).obj()
+    labels = next(x for x in diagnose_objects([long], NOW))["metadata"]["labels"]
+    assert "kueue-doctor.dev/owner-name" not in labels  # longer than a label value may be: left out, not cut
+    assert labels["kueue-doctor.dev/owner-kind"] == "Job"
+
+
 def test_verdicts_do_not_change_with_the_clock_alone() -> None:
     """The operator writes only on change: the same objects a minute later must give the same objects."""
     j, wl = admitted_job()

@@ -16,6 +16,8 @@ from ..api import (
     API_VERSION,
     KIND,
     LABEL_CLUSTER_QUEUE,
+    LABEL_OWNER_KIND,
+    LABEL_OWNER_NAME,
     LABEL_REASON,
     LABEL_STAGE,
     MAX_EVIDENCE,
@@ -100,7 +102,10 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     """The complete AdmissionDiagnosis object, exactly as the operator writes it (`sections=False`: without
     what is read from the Workload beyond the finding, for the verdict of a failed diagnosis)."""
     stage = _STAGE_OF[f.reason]
-    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason.value), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name)}
+    ref = ctx.owner_ref
+    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason.value), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name),
+              LABEL_OWNER_KIND: _label(s(ref.get("kind"))) if ref else None,
+              LABEL_OWNER_NAME: _label(s(ref.get("name"))) if ref else None}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
     metadata: dict[str, Any] = {
         "name": ctx.name,
@@ -111,7 +116,6 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}]
     spec: dict[str, Any] = {"workloadRef": {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
                                             "uid": ctx.uid}}
-    ref = ctx.owner_ref
     if ref is not None and s(ref.get("kind")) and s(ref.get("name")):
         spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                                "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()

@@ -18,13 +18,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..api import GROUP, LABEL_CLUSTER_QUEUE, LABEL_REASON, LABEL_STAGE, PLURAL, VERSION
+from ..api import (
+    GROUP,
+    LABEL_CLUSTER_QUEUE,
+    LABEL_OWNER_KIND,
+    LABEL_OWNER_NAME,
+    LABEL_REASON,
+    LABEL_STAGE,
+    PLURAL,
+    VERSION,
+)
 from ..kube.objects import format_time, m, parse_time, s
 from . import rest
 
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
-OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE)
+OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
 
 
 def diagnosis_path(namespace: str, name: str | None = None) -> str:
