@@ -9,11 +9,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
 from .kube.load import InputError, load_files, newest_timestamp
 from .kube.objects import format_duration, owner_refs, parse_time, s
+
+if TYPE_CHECKING:
+    from .engine.queue_summary import Group
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
@@ -44,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="every namespace (the default without -n; as in kubectl, -A wins over -n)")
     ex.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
                     help="table (default), wide (more columns, full messages), json (an array), yaml")
+    ex.add_argument("--by-queue", action="store_true",
+                    help="one line per ClusterQueue and verdict: how many Workloads it blocks, the longest wait, "
+                    "and the message of the Workload waiting longest (Running and Finished left out)")
     ex.add_argument("--now", metavar="TIME",
                     help="evaluate as of this RFC 3339 time (default: for files, the newest timestamp in them; "
                     "live: the current time)")
@@ -95,6 +101,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
 def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     from .engine.diagnose import diagnose
+    from .engine.queue_summary import by_queue
     from .state import ClusterState
 
     now: datetime | None = None
@@ -132,7 +139,10 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     if not state.workloads:
         err.write("kueue-doctor: the input has no Workload (kind Workload, apiVersion kueue.x-k8s.io/v1beta2 or "
                   "v1beta1); include `kubectl get workloads -A -o yaml`.\n")
-    write(diagnoses, args.output, now, out)
+    if args.by_queue:
+        write_groups(by_queue(diagnoses), args.output, now, out)
+    else:
+        write(diagnoses, args.output, now, out)
     return EXIT_OK
 
 
@@ -201,6 +211,23 @@ def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[s
         out.write(table(diagnoses, now, wide=output == "wide"))
 
 
+def write_groups(groups: list[Group], output: str, now: datetime, out: IO[str]) -> None:
+    if output in ("json", "yaml"):
+        docs = [g.as_dict() for g in groups]
+        if output == "json":
+            json.dump(docs, out, indent=2)
+            out.write("\n")
+        else:
+            import yaml
+
+            out.write(yaml.safe_dump(docs, sort_keys=False, width=120) if docs else "")
+        return
+    head = ["CLUSTERQUEUE", "WORKLOADS", "REASON", "CAUSE", "ACTION", "LONGEST", "OLDEST", "MESSAGE"]
+    rows = [[g.cluster_queue, str(g.count), g.reason, g.cause or "-", g.action_by, _age(now, g.oldest_since),
+             g.oldest, g.message] for g in groups]
+    out.write(_columns(head, rows, wide=output == "wide"))
+
+
 def _age(now: datetime, since: str | None) -> str:
     t = parse_time(since)
     return format_duration(now - t, precise=True) if t is not None else "-"
@@ -212,7 +239,7 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
         head[4:4] = []
         head += ["CLUSTERQUEUE", "LOCALQUEUE", "FLAVORS"]
     head.append("MESSAGE")
-    rows = [head]
+    rows = []
     for d in diagnoses:
         st: Mapping[str, Any] = d["status"]
         row = [d["metadata"]["namespace"], d["metadata"]["name"], st["stage"], st["reason"], st.get("cause") or "-",
@@ -221,6 +248,12 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
             row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-"]
         row.append(st["message"])
         rows.append(row)
+    return _columns(head, rows, wide)
+
+
+def _columns(head: list[str], rows: list[list[str]], wide: bool) -> str:
+    """Aligned columns; the last (the message) is cut to the terminal unless wide."""
+    rows = [head, *rows]
     widths = [max(len(r[c]) for r in rows) for c in range(len(head) - 1)]
     term = shutil.get_terminal_size((160, 20)).columns
     lines = []

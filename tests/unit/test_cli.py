@@ -144,3 +144,28 @@ def test_an_owner_without_a_workload_says_what_to_check_and_exits_1() -> None:
 def test_all_namespaces_wins_over_namespace_as_in_kubectl() -> None:
     code, out, _ = run("explain", "-f", "-", "-n", "elsewhere", "-A", "trainer", "-o", "json", stdin=_trainer_dump())
     assert code == 0 and [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"]
+
+
+def test_by_queue_names_one_cause_once_with_the_workloads_it_blocks() -> None:
+    """Three Workloads of ClusterQueue ci ask for ephemeral-storage it does not cover; one runs elsewhere."""
+    text = ("couldn't assign flavors to pod set main: resource ephemeral-storage unavailable in ClusterQueue")
+    objs: list[dict[str, Any]] = [
+        ResourceFlavor("default-flavor").obj(), ClusterQueue("ci").quotas({"default-flavor": {"cpu": "8"}}).obj(),
+        LocalQueue("user-queue", "team-a", "ci").obj()]
+    for n, at in enumerate(("2026-11-30T09:10:00Z", "2026-11-30T08:30:00Z", "2026-11-30T09:20:00Z")):
+        objs.append(Workload(f"job-build-{n}", "team-a").queue("user-queue").request("cpu", "1").condition(
+            condition("QuotaReserved", "False", "Pending", text, at)).obj())
+    stdin = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+    code, out, err = run("explain", "-f", "-", "--by-queue", "-o", "json", "--now", "2026-11-30T10:00:00Z",
+                         stdin=stdin)
+    assert code == 0, err
+    (group,) = json.loads(out)
+    assert (group["clusterQueue"], group["reason"], group["cause"], group["count"]) == (
+        "ci", "QueueMisconfigured", "ResourceNotCovered", 3)
+    assert group["oldest"] == "team-a/job-build-1" and group["oldestSince"] == "2026-11-30T08:30:00Z"
+    assert "ephemeral-storage" in group["message"] and len(group["workloads"]) == 3
+    code, out, _ = run("explain", "-f", "-", "--by-queue", "--now", "2026-11-30T10:00:00Z", stdin=stdin)
+    header, row = out.splitlines()
+    assert header.split()[:7] == ["CLUSTERQUEUE", "WORKLOADS", "REASON", "CAUSE", "ACTION", "LONGEST", "OLDEST"]
+    assert row.split()[:7] == ["ci", "3", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner", "90m",
+                               "team-a/job-build-1"]
