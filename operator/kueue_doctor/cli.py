@@ -123,7 +123,7 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         from .live.snapshot import LiveError, snapshot
 
         try:
-            state = snapshot(namespace=args.namespace)
+            state = snapshot(namespace=None if args.all_namespaces else args.namespace)
         except LiveError as exc:
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
@@ -196,7 +196,7 @@ class Target:
         return (f"kueue-doctor: no Workload of {self.kind} {self.name}{where} in the input ({read} Workloads read). "
                 f"Kueue has not made one: check that the {self.kind} carries the label kueue.x-k8s.io/queue-name "
                 f"(kubectl get {self.kind.lower()} {self.name}{ns} --show-labels), that Kueue's integrations include "
-                "its kind, and Kueue's events on it (kubectl describe " + f"{self.kind.lower()} {self.name}{ns}).")
+                f"its kind, and Kueue's events on it (kubectl describe {self.kind.lower()} {self.name}{ns}).")
 
 
 def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[str]) -> None:
