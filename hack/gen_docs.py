@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 
 from kueue_doctor.engine.messages import parse_workload_message  # noqa: E402
 from kueue_doctor.engine.scheduling.owners import SUSPEND_PATHS  # noqa: E402
+from kueue_doctor.kube.kueue_names import expected_workload_name  # noqa: E402
 from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES  # noqa: E402
 
 CATALOG_FILE = ROOT / "tests" / "cases" / "verdicts.yaml"
@@ -86,6 +87,13 @@ def _workload(scenario: Mapping[str, Any]) -> Mapping[str, Any]:
     return next(o for o in scenario["objects"] if o.get("kind") == "Workload" and key_of(o) == want)
 
 
+def _owner_without_workload(scenario: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A NoWorkload scenario's owner: its diagnosis is named as Kueue would name the owner's Workload."""
+    want = scenario["expect"]["workload"]
+    return next(o for o in scenario["objects"] if o.get("kind") != "Workload" and (o.get("metadata") or {}).get(
+        "namespace") and f"{o['metadata']['namespace']}/{expected_workload_name(o)}" == want)
+
+
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     conds = (obj.get("status") or {}).get("conditions") or []
     return {c["type"]: c for c in conds if isinstance(c, Mapping) and isinstance(c.get("type"), str)}
@@ -94,6 +102,12 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 def facts(scenario: Mapping[str, Any]) -> dict[str, list[str]]:
     """What a scenario covers, per dimension, derived from its objects and its expectation (never declared)."""
     exp = scenario["expect"]
+    if exp["reason"] == "NoWorkload":
+        owner = _owner_without_workload(scenario)
+        api = str(owner.get("apiVersion", ""))
+        return {"stage": [exp["stage"]], "reason": [exp["reason"]], "cause": [exp["cause"]],
+                "actionBy": [exp["actionBy"]], "apiVersion": [], "vocabulary": [], "template": [],
+                "owner": [f"{api.rsplit('/', 1)[0] if '/' in api else ''}/{owner.get('kind')}"]}
     wl = _workload(scenario)
     out: dict[str, list[str]] = {"stage": [exp["stage"]], "reason": [exp["reason"]], "cause": [exp["cause"]],
                                  "actionBy": [exp["actionBy"]], "apiVersion": [str(wl.get("apiVersion"))],
@@ -163,6 +177,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "the nodes."},
     },
     "reason": {
+        "NoWorkload": {"who": "see the cause", "do": "Kueue never looked at the queues: fix what the cause names, "
+                       "then Kueue creates the Workload within a second and this diagnosis continues under the same "
+                       "name. `kubectl describe <kind> <owner> -n <ns>` shows Kueue's events on the owner."},
         "NotYetEvaluated": {"who": NB, "do": "Wait; see the cause. Lasting minutes means the Kueue controller is "
                             "not scheduling: check its logs."},
         "QueueMisconfigured": {"who": "see the cause", "do": "Fix the object the cause names; the Workload is "
@@ -216,6 +233,23 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                    "StatefulSet scaled to zero). Scale the owner up again and Kueue queues it by itself."},
         "EquivalentWorkloadFailed": {"who": NB, "do": "Diagnose the other Workload of the same shape in this "
                                      "ClusterQueue; the same fix applies here."},
+        "IntegrationNotEnabled": {"who": CA, "do": "Add the owner's framework (e.g. jobset.x-k8s.io/jobset) to "
+                                  "integrations.frameworks in ConfigMap kueue-system/kueue-manager-config, restart "
+                                  "`deploy/kueue-controller-manager`; meanwhile an unsuspended owner bypasses quota."},
+        "NamespaceNotManaged": {"who": CA, "do": "`kubectl get ns <ns> --show-labels` against "
+                                "managedJobsNamespaceSelector in kueue-manager-config: label the namespace, or run "
+                                "the Job in a managed one."},
+        "WorkloadPriorityClassNotFound": {"who": WO, "do": "`kubectl get workloadpriorityclasses`; fix the label "
+                                          "kueue.x-k8s.io/priority-class, or ask the cluster admin for the class."},
+        "PrebuiltWorkloadNotFound": {"who": WO, "do": "Create the Workload named by kueue.x-k8s.io/prebuilt-"
+                                     "workload-name in the owner's namespace, or remove the label."},
+        "WorkloadRejected": {"who": WO, "do": "`kubectl describe <kind> <owner> -n <ns>`: fix what Kueue's Warning "
+                             "Event names (pod template, labels, nesting)."},
+        "KueueNotRunning": {"who": CA, "do": "`kubectl -n kueue-system get pods`, `kubectl -n kueue-system logs "
+                            "deploy/kueue-controller-manager`: get Kueue's controller manager running again."},
+        "WorkloadNotCreated": {"who": CA, "do": "Check that Kueue runs and search its logs for the owner's name; "
+                               "grant kueue-doctor get on ConfigMap kueue-system/kueue-manager-config so it can "
+                               "read the integrations and the namespace selector."},
         "LocalQueueNotFound": {"who": WO, "do": "`kubectl get localqueues -n <ns>`; fix the Job's label "
                                "kueue.x-k8s.io/queue-name, or ask the queue admin to create the LocalQueue."},
         "LocalQueueInactive": {"who": QA, "do": "`kubectl describe localqueue <lq> -n <ns>`: its ClusterQueue is "

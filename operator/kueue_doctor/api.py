@@ -58,7 +58,11 @@ class OwnerRef(_Model):
 class Spec(_Model):
     """Which Workload this diagnosis explains, and who owns that Workload."""
 
-    workloadRef: WorkloadRef = Field(description="The Workload this diagnosis explains.")
+    workloadRef: WorkloadRef | None = Field(
+        default=None,
+        description="The Workload this diagnosis explains; absent while Kueue has made no Workload for the owner "
+        "(reason NoWorkload): this object is then named as Kueue will name the Workload, and continues once it exists.",
+    )
     ownerRef: OwnerRef | None = Field(
         default=None, description="The object that owns the Workload (the controller ownerReference)."
     )

@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
 def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     from .engine.diagnose import diagnose
+    from .engine.no_workload import stand_ins, unmanaged_reason
     from .engine.queue_summary import by_queue
     from .state import ClusterState
 
@@ -130,13 +131,18 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         now = now or datetime.now(UTC)
     namespace = None if args.all_namespaces else args.namespace
     target = Target.parse(args.workload)
-    keys = [k for k, wl in state.workloads.items()
+    candidates = {**stand_ins(state, now), **state.workloads}  # owners Kueue made no Workload for, too
+    keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
     diagnoses = diagnose(state, now, keys)
     if target is not None and not diagnoses:
-        err.write(target.not_found(namespace, len(state.workloads)) + "\n")
+        owners = [o for (ns, kind, nm), o in state.owners.items()
+                  if nm == target.name and (namespace is None or ns == namespace)
+                  and target.kind in (None, kind)]
+        why = [unmanaged_reason(state, o, now) for o in owners]
+        err.write((" ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads))) + "\n")
         return EXIT_NOT_FOUND
-    if not state.workloads:
+    if not candidates:
         err.write("kueue-doctor: the input has no Workload (kind Workload, apiVersion kueue.x-k8s.io/v1beta2 or "
                   "v1beta1); include `kubectl get workloads -A -o yaml`.\n")
     if args.by_queue:

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
+from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
+from .kube.kueue_names import expected_workload_name
 from .kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -126,6 +128,10 @@ class ClusterState:
     owners_by_uid: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     pods: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
     events: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # by uid or synthetic key
+    priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # WorkloadPriorityClasses
+    # Kueue's Configuration: the manager's ConfigMap (by namespace), or Configuration documents of a dump
+    config_maps: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    configurations: list[Mapping[str, Any]] = field(default_factory=list)
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
     ignored: int = 0
@@ -136,6 +142,9 @@ class ClusterState:
     _events_by_object: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = field(default_factory=dict)
     _event_refs: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     _owners_by_parent: dict[str, set[str]] = field(default_factory=dict)
+    # the Workload name Kueue gives each owner -> the owner's key, to find an owner that has none yet
+    _owner_by_workload_name: dict[Key, tuple[str, str, str]] = field(default_factory=dict)
+    _kueue_config: kueue_config.KueueConfig | None = None
     _index: _Index | None = None
 
     @classmethod
@@ -148,6 +157,8 @@ class ClusterState:
         if complete_kinds is None:
             # A dump is taken to list every object of each kind it contains at all.
             seen = {k for k, coll in state._collections().items() if coll}
+            if seen & {"LocalQueue", "ClusterQueue"}:
+                seen.add("Workload")  # a dump of Kueue's queues without Workloads: there are none
             state.complete_kinds = seen
         else:
             state.complete_kinds = set(complete_kinds)
@@ -157,7 +168,8 @@ class ClusterState:
         return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
                 "ResourceFlavor": self.flavors, "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
                 "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
-                "Pod": self.pods, "Event": self.events, "Job": self.owners}
+                "Pod": self.pods, "Event": self.events, "Job": self.owners,
+                "WorkloadPriorityClass": self.priority_classes, "ConfigMap": self.config_maps}
 
     # ----- the key layout, for code that compares what it is told with what is kept (the operator) -----
     def collection(self, kind: str) -> Mapping[Any, Mapping[str, Any]] | None:
@@ -213,6 +225,8 @@ class ClusterState:
                 self.admission_checks[nm] = obj
             elif kind == "Topology":
                 self.topologies[nm] = obj
+            elif kind == "WorkloadPriorityClass":
+                self.priority_classes[nm] = obj
             return True
         if group == "" and kind == "Pod" and nm and ns:
             self._unlink_pod((ns, nm))
@@ -234,11 +248,20 @@ class ClusterState:
         if group == "" and kind == "Node" and nm:
             self.nodes[nm] = obj
             return True
+        if group == "" and kind == "ConfigMap" and kueue_config.is_config_map(obj):
+            self.config_maps[ns or ""] = obj
+            self._kueue_config = None
+            return True
+        if kueue_config.is_configuration(obj):
+            self.configurations.append(obj)
+            self._kueue_config = None
+            return True
         if (group, kind) in OWNER_KINDS and nm and ns:
             self.owners[ns, kind, nm] = obj
             u = uid(obj)
             if u:
                 self.owners_by_uid[u] = obj
+                self._owner_by_workload_name[ns, expected_workload_name(obj)] = (ns, kind, nm)
                 for ref in owner_refs(obj):  # Job -> JobSet: Pods are found through the chain
                     parent = s(ref.get("uid"))
                     if parent:
@@ -296,10 +319,14 @@ class ClusterState:
             ev_key = uid(obj) or f"{ns}/{nm}"
             self.events.pop(ev_key, None)
             self._unlink_event(ev_key)
+        elif kind == "ConfigMap":
+            if self.config_maps.pop(ns, None) is not None:
+                self._kueue_config = None
         elif (group, kind) in OWNER_KINDS:
             gone = self.owners.pop((ns, kind, nm), None)
             if gone is not None and uid(gone):
                 self.owners_by_uid.pop(uid(gone) or "", None)
+                self._owner_by_workload_name.pop((ns, expected_workload_name(gone)), None)
                 for ref in owner_refs(gone):
                     children = self._owners_by_parent.get(s(ref.get("uid")) or "")
                     if children is not None:
@@ -307,6 +334,7 @@ class ClusterState:
         else:
             cluster = {"ClusterQueue": self.cluster_queues, "ResourceFlavor": self.flavors,
                        "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
+                       "WorkloadPriorityClass": self.priority_classes,
                        "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes}.get(kind)
             if cluster is not None:
                 cluster.pop(nm, None)
@@ -327,6 +355,29 @@ class ClusterState:
 
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds
+
+    @property
+    def kueue_config(self) -> kueue_config.KueueConfig:
+        """Kueue's Configuration as the input shows it (a dump's document first, then the manager's ConfigMap,
+        the one in kueue-system before others); `known=False` with the reason when it is not there."""
+        if self._kueue_config is None:
+            self._kueue_config = _read_kueue_config(self)
+        return self._kueue_config
+
+    def owner_for_workload_name(self, key: Key) -> Mapping[str, Any] | None:
+        """The owner whose Workload Kueue would name `key`, if such an owner is kept."""
+        okey = self._owner_by_workload_name.get(key)
+        return self.owners.get(okey) if okey is not None else None
+
+    def workloads_of_owner(self, owner: Mapping[str, Any]) -> list[Key]:
+        """The Workloads that name `owner` in their ownerReferences or job-uid label."""
+        idx = self.index
+        found = list(idx.workloads_by_owner.get((namespace(owner) or "", s(owner.get("kind")) or "",
+                                                 name(owner) or ""), ()))
+        linked = idx.workloads_by_uid_link.get(uid(owner) or "")
+        if linked is not None and linked not in found:
+            found.append(linked)
+        return found
 
     def owner_of(self, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ref = controller_ref(workload)
@@ -418,8 +469,24 @@ class ClusterState:
                 return {wl} if wl else set()
             return set(idx.workloads_by_owner.get((rns, rkind, rname), ()))
         if (key[0], kind) in OWNER_KINDS:
-            return set(idx.workloads_by_owner.get((ns, kind, nm), ()))
+            found = set(idx.workloads_by_owner.get((ns, kind, nm), ()))
+            if not found and uid(obj):  # no Workload yet: the owner's own diagnosis, named as Kueue would
+                found.add((ns, expected_workload_name(obj)))
+            return found
         return set()
+
+
+def _read_kueue_config(state: ClusterState) -> kueue_config.KueueConfig:
+    for doc in state.configurations:
+        return kueue_config.from_configuration(doc, f"Configuration document {name(doc) or '(unnamed)'}")
+    cms = sorted(state.config_maps.items(), key=lambda kv: (kv[0] != kueue_config.DEFAULT_NAMESPACE, kv[0]))
+    if cms:
+        return kueue_config.from_config_map(cms[0][1])
+    if "ConfigMap" in state.complete_kinds:
+        return kueue_config.KueueConfig(
+            known=False, source="not found",
+            problem=f"ConfigMap {kueue_config.CONFIG_MAP} was looked for and not found")
+    return kueue_config.UNREAD
 
 
 @dataclass

@@ -31,6 +31,7 @@ class ActionBy(StrEnum):
 class Reason(StrEnum):
     """Why, in one word; each reason belongs to exactly one Stage (REASONS)."""
 
+    NO_WORKLOAD = "NoWorkload"
     NOT_YET_EVALUATED = "NotYetEvaluated"
     QUEUE_MISCONFIGURED = "QueueMisconfigured"
     QUEUE_STOPPED = "QueueStopped"
@@ -140,6 +141,13 @@ class Cause(StrEnum):
     DIAGNOSIS_FAILED = "DiagnosisFailed"
     DYNAMIC_RESOURCES_UNSUPPORTED = "DynamicResourcesUnsupported"
     UNRECOGNIZED_MESSAGE = "UnrecognizedMessage"
+    INTEGRATION_NOT_ENABLED = "IntegrationNotEnabled"
+    NAMESPACE_NOT_MANAGED = "NamespaceNotManaged"
+    WORKLOAD_PRIORITY_CLASS_NOT_FOUND = "WorkloadPriorityClassNotFound"
+    PREBUILT_WORKLOAD_NOT_FOUND = "PrebuiltWorkloadNotFound"
+    WORKLOAD_REJECTED = "WorkloadRejected"
+    KUEUE_NOT_RUNNING = "KueueNotRunning"
+    WORKLOAD_NOT_CREATED = "WorkloadNotCreated"
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,10 @@ STAGES: dict[Stage, str] = {
 }
 
 REASONS: dict[Reason, ReasonInfo] = {
+    Reason.NO_WORKLOAD: ReasonInfo(Stage.ADMISSION,
+        "The owner (Job, JobSet, RayJob, ...) asks for Kueue (queue-name label, or manageJobsWithoutQueueName) "
+        "but Kueue has made no Workload for it, so no queue or quota is even looked at: the integration is off, "
+        "the namespace is not managed, Kueue refused to build the Workload, or Kueue is not running."),
     Reason.NOT_YET_EVALUATED: ReasonInfo(Stage.ADMISSION,
         "No admission decision yet: the Workload is new, waits behind the head of a StrictFIFO queue, is held by "
         "waitForPodsReady blockAdmission, or is admission-gated. Usually nobody has to act."),
@@ -404,6 +416,26 @@ CAUSES: dict[Cause, CauseInfo] = {
         "The Pods use Dynamic Resource Allocation claims Kueue is not set up to admit."),
     Cause.UNRECOGNIZED_MESSAGE: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
         "Kueue wrote a message kueue-doctor does not know; it is quoted in status.message."),
+    Cause.INTEGRATION_NOT_ENABLED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
+        "The owner's kind is not in Kueue's integrations.frameworks, so Kueue ignores it (and an unsuspended "
+        "owner runs outside any quota)."),
+    Cause.NAMESPACE_NOT_MANAGED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
+        "The owner's namespace does not match Kueue's managedJobsNamespaceSelector, so Kueue's job controller "
+        "ignores it (while its webhook may still have suspended it)."),
+    Cause.WORKLOAD_PRIORITY_CLASS_NOT_FOUND: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
+        "The owner's kueue.x-k8s.io/priority-class label names a WorkloadPriorityClass that does not exist, so "
+        "Kueue cannot build the Workload."),
+    Cause.PREBUILT_WORKLOAD_NOT_FOUND: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
+        "The owner's kueue.x-k8s.io/prebuilt-workload-name label names a Workload that does not exist; Kueue "
+        "waits for it and creates none."),
+    Cause.WORKLOAD_REJECTED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
+        "Kueue posted a Warning Event on the owner: it could not build or create the Workload (the Event's "
+        "message says why)."),
+    Cause.KUEUE_NOT_RUNNING: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
+        "Kueue's controller manager has no available replica, so no Workload is created or admitted."),
+    Cause.WORKLOAD_NOT_CREATED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
+        "Kueue should have created a Workload and has not, and the input does not show why; Kueue's controller "
+        "logs name the owner."),
 }
 
 

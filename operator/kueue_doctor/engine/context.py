@@ -31,6 +31,11 @@ from ..state import ClusterState
 from . import messages, quota
 
 T = TypeVar("T")
+STAND_IN_ANNOTATION = "kueue-doctor.dev/no-workload"  # marks a stand-in Workload (no_workload.py); never written
+
+
+def is_stand_in(workload: Mapping[str, Any]) -> bool:
+    return m(m(workload.get("metadata")).get("annotations")).get(STAND_IN_ANNOTATION) == "true"
 
 
 class cached_property(Generic[T]):
@@ -57,6 +62,7 @@ class Context:
         self.spec = spec(workload)
         self.status = status(workload)
         self.conds = conditions(workload)
+        self.stand_in = is_stand_in(workload)  # an owner without a Workload, diagnosed in its place
         self._lazy: dict[Callable[[Context], Any], Any] = {}
 
     def lazy(self, fact: Callable[[Context], T]) -> T:

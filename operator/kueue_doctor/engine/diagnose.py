@@ -30,6 +30,7 @@ from ..state import ClusterState
 from ..vocabulary import REASONS, Cause, Reason
 from .admission.eviction import last_eviction
 from .context import Context
+from .no_workload import stand_in, stand_ins
 from .registry import BY_PHASE
 from .rules import Finding, Phase, Rule
 
@@ -38,10 +39,24 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 def diagnose(state: ClusterState, now: datetime,
              keys: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`."""
-    selected = sorted(state.workloads) if keys is None else sorted(k for k in keys if k in state.workloads)
+    """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`.
+
+    Owners Kueue should manage and has made no Workload for are diagnosed too, under the name Kueue would
+    give their Workload (`no_workload.stand_in`); a key names either.
+    """
     with cycle_collection_paused():
-        return [diagnose_workload(state.workloads[k], state, now) for k in selected]
+        if keys is None:
+            targets = {**stand_ins(state, now), **state.workloads}
+        else:
+            targets = {}
+            for key in keys:
+                wl = state.workloads.get(key)
+                if wl is None:
+                    owner = state.owner_for_workload_name(key)
+                    wl = stand_in(state, owner, now) if owner is not None else None
+                if wl is not None:
+                    targets[key] = wl
+        return [diagnose_workload(targets[k], state, now) for k in sorted(targets)]
 
 
 def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime) -> dict[str, Any]:
@@ -62,6 +77,8 @@ def _failed(ctx: Context, exc: Exception) -> Finding:
 
 def phase_of(ctx: Context) -> Phase:
     """Where the Workload is in Kueue's life cycle, decided once so that no rule re-checks it."""
+    if ctx.stand_in:
+        return Phase.NO_WORKLOAD
     if ctx.true("Finished") or ctx.spec.get("active", True) is False:
         return Phase.TERMINAL
     if ctx.true("QuotaReserved"):
@@ -71,7 +88,7 @@ def phase_of(ctx: Context) -> Phase:
 
 def decide(ctx: Context) -> tuple[Rule | None, Finding]:
     """The first rule of the Workload's phase that answers, and its finding (no rule: Unknown)."""
-    if not ctx.uid or not isinstance(ctx.wl.get("spec"), Mapping):
+    if not ctx.stand_in and (not ctx.uid or not isinstance(ctx.wl.get("spec"), Mapping)):
         missing = "metadata.uid" if not ctx.uid else "spec"
         return None, Finding(Reason.UNKNOWN, Cause.MALFORMED_WORKLOAD,
                              f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input "
@@ -112,10 +129,16 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         "namespace": ctx.ns,
         "labels": {k: v for k, v in labels.items() if v},
     }
-    if ctx.uid:
-        metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}]
-    spec: dict[str, Any] = {"workloadRef": {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
-                                            "uid": ctx.uid}}
+    spec: dict[str, Any] = {}
+    if ctx.stand_in:  # no Workload yet: owned by the owner, so it goes with it; workloadRef comes with the Workload
+        if ref is not None and s(ref.get("uid")):
+            metadata["ownerReferences"] = [{"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
+                                            "name": ref.get("name"), "uid": ref.get("uid")}]
+    else:
+        if ctx.uid:
+            metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
+                                            "uid": ctx.uid}]
+        spec["workloadRef"] = {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}
     if ref is not None and s(ref.get("kind")) and s(ref.get("name")):
         spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                                "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()

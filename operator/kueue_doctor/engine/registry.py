@@ -7,11 +7,20 @@ catalog scenario (CONTRIBUTING.md).
 
 from __future__ import annotations
 
+from . import no_workload
 from .admission import checks, eviction, kueue_message, order, queues, terminal
 from .rules import Phase, Rule
 from .scheduling import dispatch, workload_pods
 
 ORDER: tuple[Rule, ...] = (
+    # no-workload: Kueue's Configuration first (it explains everything), then what the owner names, Kueue's words
+    no_workload.integration_not_enabled,
+    no_workload.namespace_not_managed,
+    no_workload.kueue_not_running,
+    no_workload.prebuilt_workload_missing,
+    no_workload.priority_class_missing,
+    no_workload.workload_rejected,
+    no_workload.workload_not_created,
     # terminal: Finished, or deactivated
     terminal.finished,
     terminal.deactivated,

@@ -25,6 +25,7 @@ Verdict = tuple[Reason, Cause | None]
 class Phase(StrEnum):
     """Where the Workload is in Kueue's life cycle; decided once from its conditions (`diagnose.phase_of`)."""
 
+    NO_WORKLOAD = "no-workload"  # an owner Kueue should manage has no Workload (diagnosed through a stand-in)
     TERMINAL = "terminal"  # Finished, or deactivated (spec.active=false)
     RESERVED = "reserved"  # holds quota but is not (or no longer) admitted: checks, eviction in progress
     PENDING = "pending"  # holds no quota: queues, Kueue's QuotaReserved=False message, evictions

@@ -1,0 +1,339 @@
+"""Owners Kueue should manage and has made no Workload for: "did Kueue even take my Job?"
+
+An owner (Job, JobSet, RayJob, ...) that carries the queue-name label (or any owner, when Kueue runs with
+manageJobsWithoutQueueName) gets a Workload within a second from Kueue's job controller. When none exists
+after `GRACE`, the engine diagnoses a Workload-shaped stand-in (`stand_in`) named as Kueue would name the
+Workload, so the diagnosis object the user reads now is the one that continues once the Workload exists.
+The rules below say why Kueue did not act, from Kueue's Configuration, the namespace, the owner's labels,
+Kueue's own Events and Deployment; when none of that shows a cause, `WorkloadNotCreated` says what to collect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..kube.kueue_names import PREBUILT_LABEL, expected_workload_name
+from ..kube.objects import (
+    KUEUE_GROUP,
+    controller_ref,
+    format_duration,
+    group_of,
+    is_true,
+    labels,
+    lst,
+    m,
+    meta,
+    name,
+    namespace,
+    parse_time,
+    s,
+    status,
+    uid,
+)
+from ..kube.selectors import label_selector_matches
+from ..state import OWNER_KINDS, ClusterState
+from ..vocabulary import Cause, Reason
+from .context import STAND_IN_ANNOTATION, Context
+from .rules import Finding, Phase, rule
+
+GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+
+# Owners that get one Workload of their own, and the name of their integration in Kueue's Configuration.
+FRAMEWORKS: dict[tuple[str, str], str] = {
+    ("batch", "Job"): "batch/job",
+    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io/jobset",
+    ("ray.io", "RayJob"): "ray.io/rayjob",
+    ("ray.io", "RayCluster"): "ray.io/raycluster",
+    ("kubeflow.org", "MPIJob"): "kubeflow.org/mpijob",
+    ("kubeflow.org", "PyTorchJob"): "kubeflow.org/pytorchjob",
+    ("kubeflow.org", "TFJob"): "kubeflow.org/tfjob",
+    ("kubeflow.org", "XGBoostJob"): "kubeflow.org/xgboostjob",
+    ("kubeflow.org", "PaddleJob"): "kubeflow.org/paddlejob",
+    ("kubeflow.org", "JAXJob"): "kubeflow.org/jaxjob",
+    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob",
+}
+# Conditions (type) by which an owner says it is done: a finished owner needs no Workload any more.
+_DONE = ("Complete", "Completed", "Failed", "Succeeded", "SuccessCriteriaMet", "FailureTarget")
+# Warning Events Kueue's job reconciler posts on an owner it cannot build a Workload for.
+_KUEUE_WARNINGS = ("ErrWorkloadCompose", "JobNestingTooDeep", "WorkloadPriorityClassNotFound",
+                   "FailedToCreateWorkload", "CreateWorkloadFailed")
+
+
+def _kind_key(owner: Mapping[str, Any]) -> tuple[str, str]:
+    return group_of(owner.get("apiVersion")), s(owner.get("kind")) or ""
+
+
+def _finished(owner: Mapping[str, Any]) -> bool:
+    st = status(owner)
+    if s(st.get("jobDeploymentStatus")) in ("Complete", "Failed"):  # RayJob
+        return True
+    return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(st.get("conditions")))
+
+
+def _child_of_owner(owner: Mapping[str, Any]) -> bool:
+    """Kueue manages a child (a JobSet's Jobs, a RayJob's RayCluster) through its ancestor's Workload."""
+    ref = controller_ref(owner)
+    return ref is not None and (group_of(ref.get("apiVersion")), s(ref.get("kind")) or "") in OWNER_KINDS
+
+
+def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
+    """Does Kueue manage this owner, and has it (as far as the input shows) no Workload? Grace not applied."""
+    key = _kind_key(owner)
+    if key not in FRAMEWORKS or not uid(owner) or meta(owner).get("deletionTimestamp"):
+        return False
+    if not state.knows("Workload") or _child_of_owner(owner) or _finished(owner):
+        return False
+    if not s(labels(owner).get(QUEUE_LABEL)):
+        cfg = state.kueue_config
+        if not (cfg.known and cfg.manage_jobs_without_queue_name):
+            return False
+    prebuilt = s(labels(owner).get(PREBUILT_LABEL))
+    if prebuilt and (namespace(owner) or "", prebuilt) in state.workloads:
+        return False
+    return not state.workloads_of_owner(owner)
+
+
+def grace_ends(owner: Mapping[str, Any]) -> datetime | None:
+    created = parse_time(meta(owner).get("creationTimestamp"))
+    return created + GRACE if created is not None else None
+
+
+def stand_in(state: ClusterState, owner: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The Workload Kueue would have made for `owner`, to be diagnosed in its place; None when Kueue has one,
+    does not manage the owner, or the grace period has not passed."""
+    if not should_have_workload(state, owner):
+        return None
+    ends = grace_ends(owner)
+    if ends is not None and now < ends:
+        return None
+    kind = _kind_key(owner)[1]
+    nm, ns, u = name(owner) or "", namespace(owner) or "", uid(owner) or ""
+    wl_spec: dict[str, Any] = {}
+    queue = s(labels(owner).get(QUEUE_LABEL))
+    if queue:
+        wl_spec["queueName"] = queue
+    md: dict[str, Any] = {
+        "name": expected_workload_name(owner),
+        "namespace": ns,
+        "annotations": {STAND_IN_ANNOTATION: "true"},
+        "ownerReferences": [{"apiVersion": s(owner.get("apiVersion")) or "", "kind": kind, "name": nm, "uid": u,
+                             "controller": True}],
+    }
+    if meta(owner).get("creationTimestamp"):
+        md["creationTimestamp"] = meta(owner)["creationTimestamp"]
+    return {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": md, "spec": wl_spec}
+
+
+def stand_ins(state: ClusterState, now: datetime) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every owner without a Workload, as (namespace, name) -> stand-in."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for owner in state.owners.values():
+        wl = stand_in(state, owner, now)
+        if wl is not None:
+            out[namespace(wl) or "", name(wl) or ""] = wl
+    return out
+
+
+# ----- the rules: why Kueue made no Workload -----
+
+def _owner(ctx: Context) -> Mapping[str, Any]:
+    owner = ctx.owner
+    assert owner is not None, "a stand-in always has its owner in the state"
+    return owner
+
+
+def _what(ctx: Context) -> str:
+    owner = _owner(ctx)
+    return f"{s(owner.get('kind'))} {ctx.ns}/{name(owner)}"
+
+
+def _waiting(ctx: Context) -> str:
+    """The symptom: how long without a Workload, and whether the owner waits suspended or runs outside Kueue."""
+    created = ctx.created
+    age = f" after {format_duration(ctx.now - created)}" if created else ""
+    suspended = _suspended(_owner(ctx))
+    if suspended is True:
+        state = " (it is suspended: no Pod starts until Kueue admits it)"
+    elif suspended is False:
+        state = " (it is not suspended: it runs outside Kueue's quota)"
+    else:
+        state = ""
+    return f"{_what(ctx)} has no Workload{age}{state}"
+
+
+def _suspended(owner: Mapping[str, Any]) -> bool | None:
+    sp = m(owner.get("spec"))
+    value = sp.get("suspend", m(sp.get("runPolicy")).get("suspend"))
+    return value if isinstance(value, bool) else None
+
+
+def _evidence(ctx: Context, *extra: dict[str, Any]) -> list[dict[str, Any]]:
+    owner = _owner(ctx)
+    queue = s(labels(owner).get(QUEUE_LABEL))
+    ev = [ctx.object_evidence(s(owner.get("kind")) or "", name(owner), f"metadata.labels[{QUEUE_LABEL}]",
+                              reason=queue or "(none)", ns=ctx.ns, time=ctx.created)]
+    return [*ev, *extra]
+
+
+def _config_evidence(ctx: Context, field_: str, value: str) -> dict[str, Any]:
+    kind, obj_name, ns = ctx.state.kueue_config.ref
+    return ctx.object_evidence(kind, obj_name, field_, reason=value, ns=ns)
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND)])
+def prebuilt_workload_missing(ctx: Context) -> Finding | None:
+    prebuilt = s(labels(_owner(ctx)).get(PREBUILT_LABEL))
+    if not prebuilt:
+        return None
+    text = (f"{_waiting(ctx)}. Its label {PREBUILT_LABEL}={prebuilt} names a prebuilt Workload that does not exist "
+            f"in {ctx.ns}, and Kueue waits for it instead of creating one. The owner of the Job must create "
+            f"Workload {ctx.ns}/{prebuilt} or remove the label.")
+    return Finding(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND, text, since=ctx.created,
+                   evidence=_evidence(ctx))
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.INTEGRATION_NOT_ENABLED)])
+def integration_not_enabled(ctx: Context) -> Finding | None:
+    cfg = ctx.state.kueue_config
+    framework = FRAMEWORKS[_kind_key(_owner(ctx))]
+    if not cfg.known or cfg.framework_enabled(framework):
+        return None
+    enabled = ", ".join(sorted(cfg.frameworks | cfg.external_frameworks))
+    text = (f"{_waiting(ctx)}. Kueue does not manage {s(_owner(ctx).get('kind'))}s: integration "
+            f"{framework} is not in integrations.frameworks of Kueue's Configuration ({cfg.source}; enabled: "
+            f"{enabled}). A cluster admin must add {framework} there and restart Kueue's controller manager.")
+    return Finding(Reason.NO_WORKLOAD, Cause.INTEGRATION_NOT_ENABLED, text, since=ctx.created,
+                   evidence=_evidence(ctx, _config_evidence(ctx, "integrations.frameworks", enabled)),
+                   hints=[f"kubectl -n {cfg.namespace} get configmap kueue-manager-config -o yaml"])
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED)])
+def namespace_not_managed(ctx: Context) -> Finding | None:
+    cfg = ctx.state.kueue_config
+    ns_obj = ctx.state.namespaces.get(ctx.ns)
+    selector = cfg.managed_jobs_namespace_selector
+    if not cfg.known or ns_obj is None or selector is None:
+        return None
+    if label_selector_matches(selector, labels(ns_obj)):
+        return None
+    text = (f"{_waiting(ctx)}. Namespace {ctx.ns} does not match managedJobsNamespaceSelector of Kueue's "
+            f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
+            + (" although its webhook suspended the Job" if _suspended(_owner(ctx)) else "")
+            + ". A cluster admin must label the namespace to match the selector (or widen the selector), or run "
+            "the Job in a managed namespace.")
+    ns_labels = ", ".join(f"{k}={v}" for k, v in sorted(labels(ns_obj).items())) or "(none)"
+    return Finding(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED, text, since=ctx.created,
+                   evidence=_evidence(ctx, _config_evidence(ctx, "managedJobsNamespaceSelector", str(dict(selector))),
+                                      ctx.object_evidence("Namespace", ctx.ns, "metadata.labels", reason=ns_labels)),
+                   hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.KUEUE_NOT_RUNNING)])
+def kueue_not_running(ctx: Context) -> Finding | None:
+    kueue_ns = ctx.state.kueue_config.namespace
+    deployment = ctx.state.owners.get((kueue_ns, "Deployment", KUEUE_DEPLOYMENT))
+    if deployment is None:
+        return None
+    available = status(deployment).get("availableReplicas")
+    if isinstance(available, int) and available > 0:
+        return None
+    text = (f"{_waiting(ctx)}. Deployment {kueue_ns}/{KUEUE_DEPLOYMENT} has no available replica, so Kueue creates "
+            "and admits no Workload at all. A cluster admin must get Kueue's controller manager running again "
+            f"(kubectl -n {kueue_ns} get pods; kubectl -n {kueue_ns} logs deploy/{KUEUE_DEPLOYMENT}).")
+    return Finding(Reason.NO_WORKLOAD, Cause.KUEUE_NOT_RUNNING, text, since=ctx.created,
+                   evidence=_evidence(ctx, ctx.object_evidence("Deployment", KUEUE_DEPLOYMENT,
+                                                               "status.availableReplicas", reason=str(available or 0),
+                                                               ns=kueue_ns)))
+
+
+def _kueue_warnings(ctx: Context) -> list[Mapping[str, Any]]:
+    owner = _owner(ctx)
+    out = []
+    for ev in ctx.state.events_about(s(owner.get("kind")) or "", ctx.ns, name(owner)):
+        source = s(m(ev.get("source")).get("component")) or s(ev.get("reportingController")) or ""
+        if s(ev.get("type")) == "Warning" and (s(ev.get("reason")) in _KUEUE_WARNINGS or "kueue" in source):
+            out.append(ev)
+    return sorted(out, key=lambda e: s(e.get("lastTimestamp")) or s(e.get("eventTime")) or "")
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_PRIORITY_CLASS_NOT_FOUND)])
+def priority_class_missing(ctx: Context) -> Finding | None:
+    wanted = s(labels(_owner(ctx)).get(PRIORITY_LABEL))
+    said = [e for e in _kueue_warnings(ctx) if s(e.get("reason")) == "WorkloadPriorityClassNotFound"]
+    missing = bool(wanted) and ctx.state.knows("WorkloadPriorityClass") and wanted not in ctx.state.priority_classes
+    if not said and not missing:
+        return None
+    text = (f"{_waiting(ctx)}. Its label {PRIORITY_LABEL}={wanted or '?'} names a WorkloadPriorityClass that does not "
+            "exist, so Kueue cannot build the Workload. The owner of the Job must fix the label (kubectl get "
+            "workloadpriorityclasses lists the valid ones), or a cluster admin creates that class.")
+    ev = [ctx.object_evidence("Event", name(e), "reason", reason=s(e.get("reason")), message=s(e.get("message")),
+                              ns=ctx.ns) for e in said[-1:]]
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_PRIORITY_CLASS_NOT_FOUND, text, since=ctx.created,
+                   evidence=_evidence(ctx, *ev))
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_REJECTED)])
+def workload_rejected(ctx: Context) -> Finding | None:
+    warnings = _kueue_warnings(ctx)
+    if not warnings:
+        return None
+    last = warnings[-1]
+    text = (f"{_waiting(ctx)}. Kueue could not create its Workload and said so in a Warning Event "
+            f"{s(last.get('reason'))}: \"{s(last.get('message'))}\". The owner of the Job must fix what the Event "
+            f"names (kubectl -n {ctx.ns} describe {s(_owner(ctx).get('kind'))} {name(_owner(ctx))}).")
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_REJECTED, text, since=ctx.created,
+                   evidence=_evidence(ctx, ctx.object_evidence("Event", name(last), "reason",
+                                                               reason=s(last.get("reason")),
+                                                               message=s(last.get("message")), ns=ctx.ns)))
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED)])
+def workload_not_created(ctx: Context) -> Finding | None:
+    """Asked last: nothing in the input says why."""
+    cfg = ctx.state.kueue_config
+    kueue_ns = cfg.namespace
+    unread = "" if cfg.known else (
+        f" kueue-doctor could not read Kueue's Configuration ({cfg.problem or cfg.source}), so it cannot tell "
+        "whether the integration is enabled or the namespace managed; grant it get on ConfigMap "
+        f"{kueue_ns}/kueue-manager-config.")
+    text = (f"{_waiting(ctx)}, and the input does not show why.{unread} A cluster admin should check that Kueue runs "
+            f"(kubectl -n {kueue_ns} get pods) and search its logs for the owner's name (kubectl -n {kueue_ns} logs "
+            f"deploy/{KUEUE_DEPLOYMENT} | grep {name(_owner(ctx))}).")
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=_evidence(ctx))
+
+
+def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetime) -> str | None:
+    """Why an owner the user named has no diagnosis, in one sentence (None: it has one, or a Workload)."""
+    what = f"{s(owner.get('kind'))} {namespace(owner)}/{name(owner)}"
+    if state.workloads_of_owner(owner):
+        return None
+    if _kind_key(owner) not in FRAMEWORKS:
+        return (f"kueue-doctor: {what} has no Workload in the input; Kueue gives {s(owner.get('kind'))}s a Workload "
+                "per Pod or Pod group, so name the Pod (pod/NAME) or its Workload.")
+    if _child_of_owner(owner):
+        ref = controller_ref(owner) or {}
+        return (f"kueue-doctor: {what} belongs to {s(ref.get('kind'))} {s(ref.get('name'))}; Kueue manages it through "
+                f"that owner's Workload: kueue-doctor explain -n {namespace(owner)} "
+                f"{(s(ref.get('kind')) or '').lower()}/{s(ref.get('name'))}")
+    if _finished(owner):
+        return f"kueue-doctor: {what} has finished, and Kueue keeps no Workload for it in the input."
+    if not s(labels(owner).get(QUEUE_LABEL)):
+        cfg = state.kueue_config
+        mode = ("manageJobsWithoutQueueName is off in Kueue's Configuration" if cfg.known
+                else "Kueue manages unlabelled Jobs only with manageJobsWithoutQueueName")
+        return (f"kueue-doctor: {what} has no label {QUEUE_LABEL} and {mode}, so Kueue does not manage it: it runs "
+                f"(or waits) outside Kueue. To queue it, set the label: kubectl -n {namespace(owner)} label "
+                f"{(s(owner.get('kind')) or '').lower()} {name(owner)} {QUEUE_LABEL}=<LocalQueue>")
+    if not state.knows("Workload"):
+        return (f"kueue-doctor: {what} asks for Kueue, but the input has no Workloads to look in; include "
+                "`kubectl get workloads -A -o yaml`.")
+    ends = grace_ends(owner)
+    if ends is not None and now < ends:
+        return (f"kueue-doctor: {what} was created {format_duration(now - (ends - GRACE))} ago and Kueue has not made "
+                f"its Workload yet; that normally takes under a second. Ask again in {format_duration(ends - now)}.")
+    return None

@@ -1,0 +1,89 @@
+"""Kueue's Configuration: which owners Kueue manages (apis/config/v1beta2 and v1beta1, the same fields).
+
+Read from the ConfigMap Kueue's manager mounts (`kueue-manager-config`, key `controller_manager_config.yaml`)
+or from a `Configuration` document in a dump. Defaults are Kueue's own (apis/config/*/defaults.go), so an
+absent field means what it means to Kueue. What cannot be read is said (`problem`), never guessed silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .objects import lst, m, name, namespace, s
+
+CONFIG_GROUP = "config.kueue.x-k8s.io"
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+DEFAULT_NAMESPACE = "kueue-system"
+DEFAULT_FRAMEWORKS = ("batch/job",)
+
+
+@dataclass(frozen=True)
+class KueueConfig:
+    """What the engine needs of Kueue's Configuration; `known` is False when it could not be read."""
+
+    known: bool
+    source: str  # where it was read: "ConfigMap kueue-system/kueue-manager-config", or why it was not
+    ref: tuple[str, str, str | None] = ("Configuration", "", None)  # (kind, name, namespace) it was read from
+    frameworks: frozenset[str] = frozenset(DEFAULT_FRAMEWORKS)
+    external_frameworks: frozenset[str] = frozenset()
+    manage_jobs_without_queue_name: bool = False
+    namespace: str = DEFAULT_NAMESPACE
+    managed_jobs_namespace_selector: Mapping[str, Any] | None = None
+    problem: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def framework_enabled(self, framework: str) -> bool:
+        return framework in self.frameworks or framework in self.external_frameworks
+
+
+UNREAD = KueueConfig(known=False, source="not in the input")
+
+
+def default_selector(kueue_namespace: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                  "values": ["kube-system", kueue_namespace]}]}
+
+
+def from_configuration(doc: Mapping[str, Any], source: str,
+                       ref: tuple[str, str, str | None] = ("Configuration", "", None)) -> KueueConfig:
+    """A `Configuration` document (either API version) with Kueue's defaults applied."""
+    ns = s(doc.get("namespace")) or DEFAULT_NAMESPACE
+    integrations = m(doc.get("integrations"))
+    frameworks = [f for f in lst(integrations.get("frameworks")) if isinstance(f, str)]
+    external = [f for f in lst(integrations.get("externalFrameworks")) if isinstance(f, str)]
+    selector = doc.get("managedJobsNamespaceSelector")
+    return KueueConfig(
+        known=True, source=source,
+        frameworks=frozenset(frameworks or DEFAULT_FRAMEWORKS),
+        external_frameworks=frozenset(external),
+        manage_jobs_without_queue_name=doc.get("manageJobsWithoutQueueName") is True,
+        namespace=ns,
+        managed_jobs_namespace_selector=m(selector) if isinstance(selector, Mapping) else default_selector(ns),
+        raw=doc, ref=ref)
+
+
+def from_config_map(cm: Mapping[str, Any]) -> KueueConfig:
+    where = f"ConfigMap {namespace(cm)}/{name(cm)}"
+    text = m(cm.get("data")).get(CONFIG_KEY)
+    if not isinstance(text, str):
+        return KueueConfig(known=False, source=where, problem=f"{where} has no key {CONFIG_KEY}")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return KueueConfig(known=False, source=where, problem=f"{where}: {CONFIG_KEY} is not YAML ({exc})")
+    if not isinstance(doc, Mapping) or s(doc.get("kind")) != "Configuration":
+        return KueueConfig(known=False, source=where, problem=f"{where}: {CONFIG_KEY} is not a Kueue Configuration")
+    return from_configuration(doc, where, ("ConfigMap", name(cm) or CONFIG_MAP, namespace(cm)))
+
+
+def is_config_map(obj: Mapping[str, Any]) -> bool:
+    return s(obj.get("kind")) == "ConfigMap" and name(obj) == CONFIG_MAP
+
+
+def is_configuration(obj: Mapping[str, Any]) -> bool:
+    return s(obj.get("kind")) == "Configuration" and str(obj.get("apiVersion", "")).startswith(CONFIG_GROUP + "/")

@@ -1,0 +1,35 @@
+"""The name Kueue gives the Workload of an owner (pkg/controller/jobframework/workload_names.go).
+
+A diagnosis of an owner that has no Workload yet is named the same way, so the object the user reads
+while Kueue has not acted is the one that continues once the Workload exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from .objects import group_of, labels, name, s, uid
+
+HASH_LENGTH = 5
+LONG_MAX = 253  # a CRD object name
+SHORT_MAX = 63  # with Kueue's alpha ShortWorkloadNames gate: names usable as label values
+PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+
+
+def workload_name(kind: str, group: str, owner_name: str, owner_uid: str, short: bool = False) -> str:
+    """`<lowercase kind>-<owner name>-<5 hex of sha1(kind, group, name, uid)>`, the prefix truncated to fit."""
+    max_prefix = (SHORT_MAX if short else LONG_MAX) - 1 - HASH_LENGTH
+    prefix = f"{kind.lower()}-{owner_name}"[:max_prefix]
+    digest = hashlib.sha1("\n".join((kind, group, owner_name, owner_uid)).encode()).hexdigest()
+    return f"{prefix}-{digest[:HASH_LENGTH]}"
+
+
+def expected_workload_name(owner: Mapping[str, Any]) -> str:
+    """The name of the owner's Workload: the prebuilt one it names, else the one Kueue generates."""
+    prebuilt = s(labels(owner).get(PREBUILT_LABEL))
+    if prebuilt:
+        return prebuilt
+    return workload_name(s(owner.get("kind")) or "", group_of(owner.get("apiVersion")), name(owner) or "",
+                         uid(owner) or "")

@@ -1,0 +1,197 @@
+"""Owners Kueue made no Workload for: who qualifies, how the diagnosis is named, Kueue's Configuration read as
+Kueue reads it, and the CLI's answer when the named owner has no diagnosis."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.cli import main
+from kueue_doctor.kube.kueue_config import UNREAD, from_config_map
+from kueue_doctor.kube.kueue_names import expected_workload_name, workload_name
+from kueue_doctor.kube.objects import controller_ref
+from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, Workload
+
+FIXTURES = Path(__file__).parents[1] / "e2e" / "fixtures"
+CREATED = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+LATER = CREATED + timedelta(minutes=10)
+
+
+def _queues() -> list[dict[str, Any]]:
+    return [Namespace("team-a").obj(), LocalQueue("main", "team-a", "cq").obj(),
+            ClusterQueue("cq").obj()]
+
+
+def _config(**fields: Any) -> dict[str, Any]:
+    doc = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
+           **fields}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(doc)}}
+
+
+def _verdicts(objects: list[dict[str, Any]], now: datetime = LATER) -> dict[str, tuple[str, str | None]]:
+    return {d["metadata"]["name"]: (d["status"]["reason"], d["status"].get("cause"))
+            for d in diagnose_objects(objects, now)}
+
+
+# ----- naming: exactly Kueue's ---------------------------------------------------------------------
+
+def test_the_name_is_kueues_own_for_its_unit_test_job() -> None:
+    # pkg/controller/jobframework/reconciler_test.go: Job "test-job" with UID "test-job" -> job-test-job-ce737
+    assert workload_name("Job", "batch", "test-job", "test-job") == "job-test-job-ce737"
+
+
+def test_the_name_matches_every_workload_kueue_made_on_the_real_cluster() -> None:
+    checked = 0
+    for path in sorted(FIXTURES.glob("*.yaml")):
+        objects = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, Mapping)]
+        items = [i for o in objects for i in (o.get("items") or [o])]
+        owners = {o["metadata"].get("uid"): o for o in items if o.get("kind") == "Job"}
+        for wl in (o for o in items if o.get("kind") == "Workload"):
+            ref = controller_ref(wl)
+            owner = owners.get(ref.get("uid")) if ref else None
+            if owner is not None:
+                assert expected_workload_name(owner) == wl["metadata"]["name"], path.name
+                checked += 1
+    assert checked >= 5, "the recorded fixtures should hold Jobs with the Workloads Kueue made for them"
+
+
+def test_long_owner_names_are_truncated_like_kueue() -> None:
+    long = "x" * 300
+    got = workload_name("Job", "batch", long, "u")
+    assert len(got) == 253 and got.startswith("job-xxx") and got[-6] == "-"
+    assert len(workload_name("Job", "batch", long, "u", short=True)) == 63
+
+
+# ----- who gets a NoWorkload diagnosis ------------------------------------------------------------
+
+def test_a_labelled_job_without_workload_is_diagnosed_under_kueues_name_owned_by_the_job() -> None:
+    job = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
+    out = diagnose_objects([*_queues(), _config(), job], LATER)
+    assert len(out) == 1
+    d = out[0]
+    assert d["metadata"]["name"] == expected_workload_name(job)
+    assert d["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "trainer",
+                                                 "uid": job["metadata"]["uid"]}]
+    assert "workloadRef" not in d["spec"] and d["spec"]["ownerRef"]["name"] == "trainer"
+    assert d["metadata"]["labels"]["kueue-doctor.dev/owner-name"] == "trainer"
+    assert (d["status"]["reason"], d["status"]["cause"]) == ("NoWorkload", "WorkloadNotCreated")
+    assert d["status"]["since"] == "2026-11-30T09:00:00Z"
+
+
+def test_once_kueue_makes_the_workload_the_same_diagnosis_name_continues() -> None:
+    job = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
+    before = {d["metadata"]["name"] for d in diagnose_objects([*_queues(), _config(), job], LATER)}
+    wl = Workload(expected_workload_name(job), "team-a").queue("main").owner(job).created(CREATED).obj()
+    after = diagnose_objects([*_queues(), _config(), job, wl], LATER)
+    assert {d["metadata"]["name"] for d in after} == before
+    assert after[0]["status"]["reason"] != "NoWorkload" and after[0]["spec"]["workloadRef"]["uid"]
+
+
+@pytest.mark.parametrize(("why", "job", "extra"), [
+    ("no queue-name label and manageJobsWithoutQueueName off",
+     Job("plain", "team-a").suspend(False), []),
+    ("still in the grace period", Job("fresh", "team-a").queue("main").created(LATER - timedelta(seconds=5)), []),
+    ("finished", Job("done", "team-a").queue("main").status(
+        conditions=[{"type": "Complete", "status": "True"}]), []),
+    ("a child of a JobSet (Kueue manages the JobSet)", Job("js-workers-0", "team-a").queue("main").owner(
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "js-uid"}), []),
+    ("being deleted", Job("gone", "team-a").queue("main").deleted(LATER), []),
+])
+def test_owners_kueue_does_not_manage_or_has_not_had_time_for_get_no_diagnosis(
+        why: str, job: Job, extra: list[dict[str, Any]]) -> None:
+    obj = job.obj()
+    if obj["metadata"]["name"] != "fresh":
+        obj["metadata"]["creationTimestamp"] = "2026-11-30T09:00:00Z"
+    assert _verdicts([*_queues(), _config(), obj, *extra]) == {}, why
+
+
+def test_manage_jobs_without_queue_name_makes_an_unlabelled_job_expected() -> None:
+    job = Job("plain", "team-a").created(CREATED).obj()
+    assert _verdicts([*_queues(), _config(manageJobsWithoutQueueName=True), job]) == {
+        expected_workload_name(job): ("NoWorkload", "WorkloadNotCreated")}
+
+
+def test_a_dump_without_workloads_or_queues_claims_nothing() -> None:
+    # nothing says Workloads were listed at all: kueue-doctor must not claim they are missing
+    job = Job("trainer", "team-a").queue("main").created(CREATED).obj()
+    assert diagnose_objects([job], LATER) == []
+
+
+def test_default_namespace_selector_excludes_kube_system() -> None:
+    ns = Namespace("kube-system").obj()
+    job = Job("sys", "kube-system").queue("main").created(CREATED).obj()
+    assert _verdicts([*_queues(), ns, _config(), job]) == {
+        expected_workload_name(job): ("NoWorkload", "NamespaceNotManaged")}
+
+
+# ----- Kueue's Configuration ----------------------------------------------------------------------
+
+def test_configuration_defaults_are_kueues() -> None:
+    cfg = from_config_map(_config())
+    assert cfg.known and cfg.frameworks == {"batch/job"} and not cfg.manage_jobs_without_queue_name
+    assert cfg.managed_jobs_namespace_selector == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}]}
+
+
+def test_v1beta1_configuration_is_read_the_same_way() -> None:
+    cm = _config(integrations={"frameworks": ["batch/job", "ray.io/rayjob"]})
+    text = cm["data"]["controller_manager_config.yaml"].replace("config.kueue.x-k8s.io/v1beta2",
+                                                                 "config.kueue.x-k8s.io/v1beta1")
+    cm["data"]["controller_manager_config.yaml"] = text
+    assert from_config_map(cm).frameworks == {"batch/job", "ray.io/rayjob"}
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    ({}, "has no key controller_manager_config.yaml"),
+    ({"controller_manager_config.yaml": "a: [b"}, "is not YAML"),
+    ({"controller_manager_config.yaml": "kind: Something"}, "is not a Kueue Configuration"),
+])
+def test_an_unreadable_configuration_is_said_not_guessed(data: dict[str, str], problem: str) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"}, "data": data}
+    cfg = from_config_map(cm)
+    assert not cfg.known and problem in (cfg.problem or "")
+    job = Job("trainer", "team-a").queue("main").created(CREATED).obj()
+    out = diagnose_objects([*_queues(), cm, job], LATER)
+    assert out[0]["status"]["cause"] == "WorkloadNotCreated" and problem in out[0]["status"]["message"]
+    assert not UNREAD.known
+
+
+# ----- the CLI, starting from the owner -----------------------------------------------------------
+
+def _explain(objects: list[dict[str, Any]], *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.StringIO(yaml.safe_dump_all(objects))
+    code = main(["explain", "-f", "-", "--now", "2026-11-30T09:10:00Z", *args], stdin=stdin, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_explain_job_slash_name_finds_the_owner_without_workload() -> None:
+    job = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
+    code, out, _ = _explain([*_queues(), _config(integrations={"frameworks": ["kubeflow.org/mpijob"]}), job],
+                            "-n", "team-a", "job/trainer")
+    assert code == 0 and "NoWorkload" in out and "IntegrationNotEnabled" in out
+
+
+def test_explain_says_why_an_unlabelled_job_has_no_diagnosis() -> None:
+    job = Job("plain", "team-a").created(CREATED).obj()
+    code, _, err = _explain([*_queues(), _config(), job], "-n", "team-a", "job/plain")
+    assert code == 1
+    assert "has no label kueue.x-k8s.io/queue-name and manageJobsWithoutQueueName is off" in err
+    assert "kubectl -n team-a label job plain kueue.x-k8s.io/queue-name=<LocalQueue>" in err
+
+
+def test_explain_points_from_a_child_job_to_its_jobset() -> None:
+    child = Job("js-workers-0", "team-a").queue("main").created(CREATED).owner(
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "js-uid"}).obj()
+    code, _, err = _explain([*_queues(), _config(), child], "-n", "team-a", "js-workers-0")
+    assert code == 1 and "kueue-doctor explain -n team-a jobset/js" in err
