@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--now", metavar="TIME",
                     help="evaluate as of this RFC 3339 time (default: for files, the newest timestamp in them; "
                     "live: the current time)")
+    ex.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
+                    help="live: where Kueue runs; its ConfigMap kueue-manager-config says which owners it manages "
+                    "(default kueue-system)")
 
     sub.add_parser("crd", help="print the AdmissionDiagnosis CustomResourceDefinition YAML")
 
@@ -74,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="re-list Workloads and diagnoses to repair watch gaps (default 300)")
     rn.add_argument("--max-writes-per-second", type=float, default=100.0, metavar="N",
                     help="cap on AdmissionDiagnosis writes, to spare the apiserver on a first install (default 100)")
+    rn.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
+                    help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
+                    "are read there (default kueue-system)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -93,7 +99,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
                           resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
-                          writes_per_second=args.max_writes_per_second)
+                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose)
     return explain(args, stdin, out, err)
@@ -124,7 +130,8 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         from .live.snapshot import LiveError, snapshot
 
         try:
-            state = snapshot(namespace=None if args.all_namespaces else args.namespace)
+            state = snapshot(namespace=None if args.all_namespaces else args.namespace,
+                             kueue_namespace=args.kueue_namespace)
         except LiveError as exc:
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT

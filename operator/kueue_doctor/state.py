@@ -364,6 +364,14 @@ class ClusterState:
             self._kueue_config = _read_kueue_config(self)
         return self._kueue_config
 
+    def owner_workload_names(self) -> list[Key]:
+        """The names Kueue gives (or would give) the Workload of every owner kept."""
+        return list(self._owner_by_workload_name)
+
+    def diagnosable(self, key: Key) -> bool:
+        """A Workload, or an owner whose Workload would have this name (it may have none yet)."""
+        return key in self.workloads or key in self._owner_by_workload_name
+
     def owner_for_workload_name(self, key: Key) -> Mapping[str, Any] | None:
         """The owner whose Workload Kueue would name `key`, if such an owner is kept."""
         okey = self._owner_by_workload_name.get(key)

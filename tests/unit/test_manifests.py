@@ -146,6 +146,7 @@ def test_base_renders_the_expected_objects() -> None:
         ("Namespace", "kueue-doctor"), ("CustomResourceDefinition", "admissiondiagnoses.kueue-doctor.dev"),
         ("ServiceAccount", "kueue-doctor"), ("ClusterRole", "kueue-doctor"), ("ClusterRole", "kueue-doctor-view"),
         ("ClusterRoleBinding", "kueue-doctor"), ("Deployment", "kueue-doctor"), ("Service", "kueue-doctor-metrics"),
+        ("ClusterRole", "kueue-doctor-kueue-config"), ("ClusterRoleBinding", "kueue-doctor-kueue-config"),
     ])
     for o in objs:
         if o["kind"] in ("ServiceAccount", "Deployment", "Service"):
@@ -169,7 +170,12 @@ def test_base_clusterrole_is_least_privilege() -> None:
                               "verbs": ["get", "list", "watch"]}]
     for aggregate in ("view", "edit", "admin"):
         assert view["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{aggregate}"] == "true"
-    binding = one(objs, "ClusterRoleBinding")
+    config = one(objs, "ClusterRole", "kueue-doctor-kueue-config")
+    assert config["rules"] == [  # Kueue's two objects, by name, read-only
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kueue-manager-config"], "verbs": ["get"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["kueue-controller-manager"],
+         "verbs": ["get"]}]
+    binding = one(objs, "ClusterRoleBinding", "kueue-doctor")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": "kueue-doctor"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "kueue-doctor"}]

@@ -76,6 +76,9 @@ def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         out["spec"] = {k: spec[k] for k in ("unschedulable", "taints") if k in spec}
         out["status"] = {k: status[k] for k in ("conditions", "allocatable", "capacity") if k in status}
         return out
+    if kind == "ConfigMap":  # only Kueue's own (kueue-manager-config) is kept: its Configuration is the point
+        out["data"] = dict(m(obj.get("data")))
+        return out
     if kind == "Event":
         return {k: v for k, v in obj.items() if k not in ("metadata",)} | {"metadata": _meta(obj)}
     if "spec" in obj:

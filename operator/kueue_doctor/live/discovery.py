@@ -18,15 +18,19 @@ from ..kube.objects import m
 from . import rest
 from .metrics import Stats
 from .publisher import Publisher
-from .snapshot import KUEUE, Listing, listings
+from .snapshot import KUEUE, OWNER_RESOURCES, Listing, listings
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
-OPTIONAL_KINDS = ("Job", "Pod", "Event", "Namespace")  # diagnosis works without them, with less detail
+# diagnosis works without them, with less detail (owners of a kind whose CRD is not installed are skipped)
+OPTIONAL_KINDS = ("Job", "Pod", "Event", "Namespace", "WorkloadPriorityClass",
+                  *(kind for _g, _v, _p, kind in OWNER_RESOURCES))
 
 
 class Discovery:
-    def __init__(self, api: Any, namespaces: Sequence[str], stats: Stats, publisher: Publisher) -> None:
+    def __init__(self, api: Any, namespaces: Sequence[str], stats: Stats, publisher: Publisher,
+                 kueue_namespace: str = "kueue-system") -> None:
         self.api = api
+        self.kueue_namespace = kueue_namespace  # where Kueue's ConfigMap and Deployment are read
         self.namespaces = list(namespaces)  # empty: all
         self.stats = stats
         self.publisher = publisher
@@ -50,8 +54,10 @@ class Discovery:
         """Which optional kinds may we list? Kopf exits on a 403 watch, so only watch what is allowed."""
         for listing in self.listings():
             allowed = await asyncio.to_thread(self._can_list, listing)
-            self.stats.access[listing.kind] = allowed
-            if not allowed:
+            self.stats.access[listing.kind] = allowed is True
+            if allowed is None:
+                log.debug("%s is not served by this cluster (its CRD is not installed): not watched.", listing.kind)
+            elif not allowed:
                 what = "diagnosis" if listing.kind not in OPTIONAL_KINDS else f"detail from {listing.kind}s"
                 log.warning("RBAC forbids listing %s: running without that %s. Grant get/list/watch on it "
                             "(see manifests/) for complete verdicts.", listing.kind, what)
@@ -59,14 +65,17 @@ class Discovery:
     def allowed(self, kind: str) -> bool:
         return self.stats.access.get(kind, False)
 
-    def _can_list(self, listing: Listing) -> bool:
-        """A LIST with limit=1 per namespace: a read, so the access check itself writes nothing."""
+    def _can_list(self, listing: Listing) -> bool | None:
+        """A LIST with limit=1 per namespace: a read, so the access check itself writes nothing. None: the kind
+        is not served at all (an owner CRD that is not installed), which is no RBAC problem to warn about."""
         namespaces = self.namespaces if listing.namespaced and self.namespaces else [None]
         for ns in namespaces:
             path = listing.path.format(ns=f"namespaces/{ns}/" if ns else "")
             try:
                 rest.request(self.api, "GET", path, query={"limit": "1"})
             except rest.ApiError as exc:
+                if exc.status == 404 and listing.kind in OPTIONAL_KINDS:
+                    return None
                 if exc.status in (401, 403, 404):
                     return False
                 raise

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..kube.kueue_names import expected_workload_name
 from ..kube.objects import m, name, namespace, s
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
@@ -100,8 +101,11 @@ class Inbox:
         for etype, obj, _ in todo:
             if etype == "DELETED":
                 self.state.remove(obj)
-                if kind_key(obj) == (KUEUE, "Workload"):
-                    key = (namespace(obj) or "", name(obj) or "")
+                gone = kind_key(obj)
+                key = (namespace(obj) or "", name(obj) or "")
+                if gone in OWNER_KINDS:  # its own diagnosis (if Kueue made no Workload) goes with it (GC)
+                    key = (key[0], expected_workload_name(obj))
+                if gone == (KUEUE, "Workload") or (gone in OWNER_KINDS and not self.state.diagnosable(key)):
                     self.verdicts.pop(key, None)
                     self.publisher.forget(key)
                     before.discard(key)
@@ -110,7 +114,7 @@ class Inbox:
         for etype, obj, status_only in todo:
             if etype != "DELETED":
                 after |= self.state.affected_workloads(obj, status_only)
-        self._dirty |= {k for k in before | after if k in self.state.workloads}
+        self._dirty |= {k for k in before | after if self.state.diagnosable(k)}
 
     def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         collection = self.state.collection(kind)
@@ -120,9 +124,9 @@ class Inbox:
         """Someone deleted or edited one of our diagnoses: its Workload is diagnosed (and it restored) again."""
         key = (namespace(obj) or "", name(obj) or "")
         if etype == "DELETED":
-            if key in self.state.workloads:
+            if self.state.diagnosable(key):
                 self.publisher.forget(key)
                 self._dirty.add(key)  # restored on the next pass, after the Workload is checked to exist
             return
-        if self.publisher.observed(obj) and key in self.state.workloads:
+        if self.publisher.observed(obj) and self.state.diagnosable(key):
             self._dirty.add(key)

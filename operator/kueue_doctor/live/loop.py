@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..engine.diagnose import diagnose
+from ..engine.no_workload import grace_ends, should_have_workload
 from ..state import ClusterState, Key
 from .inbox import Inbox
 from .metrics import Stats, Verdict
@@ -43,6 +44,8 @@ class DiagnosisLoop:
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._retry_at: float | None = None
+        self._grace_due: float | None = None  # an owner's grace period ends: diagnose it then
+        self._grace_keys: set[Key] = set()
 
     def synced(self) -> None:
         """The state was just listed whole: the next resync is one interval away."""
@@ -74,6 +77,9 @@ class DiagnosisLoop:
         due = self.publisher.next_due()
         if due is not None and due <= mono:
             self.inbox.mark(k for k in self.publisher.deferred if k in self.state.workloads)
+        if self._grace_due is not None and self._grace_due <= mono:
+            self.inbox.mark(self._grace_keys)
+            self._grace_due, self._grace_keys = None, set()
         keys = self.inbox.take()
         try:
             return await self._pass(keys)
@@ -87,10 +93,13 @@ class DiagnosisLoop:
         t0 = time.perf_counter()
         diagnoses = []
         chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
+        owners = sorted(k for k in keys if k not in self.state.workloads and self.state.diagnosable(k))
         for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
             diagnoses.extend(diagnose(self.state, now, chunk[start:start + CHUNK]))
             self.stats.heartbeat = time.monotonic()
             await asyncio.sleep(0)
+        if owners:
+            diagnoses.extend(await self._owners_without_workload(owners, now))
         elapsed = time.perf_counter() - t0
         failed = await self.publisher.publish(diagnoses, now)
         for d in diagnoses:  # after publish: `since` is the one written (kept across reason-stable passes)
@@ -103,6 +112,25 @@ class DiagnosisLoop:
         self.stats.last_pass = time.time()
         self.stats.heartbeat = time.monotonic()
         return len(diagnoses)
+
+    async def _owners_without_workload(self, keys: list[Key], now: datetime) -> list[dict[str, Any]]:
+        """Owners Kueue has made no Workload for (yet): diagnosed after the grace period, which the loop
+        sleeps until; a diagnosis whose owner no longer needs one (labelled off, finished) is deleted."""
+        out = diagnose(self.state, now, keys)
+        given = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in out}
+        for key in keys:
+            if key in given:
+                continue
+            owner = self.state.owner_for_workload_name(key)
+            ends = grace_ends(owner) if owner is not None and should_have_workload(self.state, owner) else None
+            if ends is not None and ends > now:
+                due = time.monotonic() + (ends - now).total_seconds() + 0.1
+                self._grace_due = min(self._grace_due or due, due)
+                self._grace_keys.add(key)
+            elif key in self.publisher.records:
+                await self.publisher.delete(key)
+                self.verdicts.pop(key, None)
+        return out
 
     def _remember(self, d: Mapping[str, Any]) -> None:
         verdict = Verdict.of(d)
@@ -126,4 +154,6 @@ class DiagnosisLoop:
             candidates.append(due - mono)
         if self._retry_at is not None:
             candidates.append(self._retry_at - mono)
+        if self._grace_due is not None:
+            candidates.append(self._grace_due - mono)
         return max(0.05, min(candidates))

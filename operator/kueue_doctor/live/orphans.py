@@ -20,8 +20,8 @@ from typing import Any
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.objects import m, name, namespace
 from ..kube.slim import slim
-from ..state import KUEUE, ClusterState, Key
-from . import rest
+from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
+from . import kueue_install, rest
 from .discovery import Discovery
 from .inbox import Inbox
 from .metrics import Stats, Verdict
@@ -29,6 +29,7 @@ from .publisher import Publisher, diagnosis_path
 from .snapshot import Listing, list_all, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
+OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
@@ -90,11 +91,17 @@ class Orphans:
         if self.stats.crd_installed:
             for obj in await asyncio.to_thread(list_diagnoses, self.api, namespaces):
                 key = (namespace(obj) or "", name(obj) or "")
-                if key not in self.state.workloads:
+                if not self.state.diagnosable(key):  # an owner's own diagnosis lives as long as the owner
                     wl = await self._get_workload(key)
                     if wl is None or deleting(wl):
                         await self.publisher.delete(key)
+        install, readable = await asyncio.to_thread(kueue_install.read, self.api, self.discovery.kueue_namespace)
+        for found in install:  # Kueue reads its Configuration at start: a resync is soon enough to notice
+            self.inbox.put("ADDED", slim(found))
+        self.state.complete_kinds |= readable
+        self.inbox.drain()
         self.inbox.mark(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
+        self.inbox.mark(self.state.owner_workload_names())
 
     def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
         return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})
@@ -102,8 +109,8 @@ class Orphans:
     def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
         keep = {self.state.key_of(listing.kind, o) for o in alive}
         for key, obj in list((self.state.collection(listing.kind) or {}).items()):
-            if listing.kind == "Job" and key[1] != "Job":
-                continue  # JobSets and other owners are not re-listed here
+            if listing.kind in OWNER_KIND_NAMES and key[1] != listing.kind:
+                continue  # owners of every kind share one collection: reconcile only this kind
             if key not in keep:
                 self.inbox.put("DELETED", obj)
 

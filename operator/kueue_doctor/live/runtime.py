@@ -15,6 +15,7 @@ from typing import Any
 
 from ..kube.slim import slim
 from ..state import ClusterState, Key
+from . import kueue_install
 from .discovery import Discovery
 from .inbox import Inbox
 from .loop import DiagnosisLoop
@@ -34,6 +35,7 @@ class Options:
     debounce: float = 0.5  # the longest a burst of changes is collected before a pass
     max_workload_series: int = 2000
     writes_per_second: float = 100.0
+    kueue_namespace: str = "kueue-system"  # where Kueue's ConfigMap and Deployment are read
 
 
 class Runtime:
@@ -46,7 +48,7 @@ class Runtime:
         self.ready = asyncio.Event()
         self.publisher = Publisher(api, options.refresh_interval, writes_per_second=options.writes_per_second,
                                    on_write=self.stats.written)
-        self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher)
+        self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher, options.kueue_namespace)
         self.inbox = Inbox(self.state, self.stats, self.publisher, self.verdicts)
         self.orphans = Orphans(api, self.state, self.inbox, self.discovery, self.publisher, self.verdicts,
                                self.stats)
@@ -65,10 +67,14 @@ class Runtime:
             for obj in items:
                 self.state.upsert(obj)
             complete.add(listing.kind)
-        self.state.complete_kinds = complete
+        install, readable = await asyncio.to_thread(kueue_install.read, self.api, self.options.kueue_namespace)
+        for obj in install:
+            self.state.upsert(slim(obj))
+        self.state.complete_kinds = complete | readable
         existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces)
         self.publisher.seed(existing)
         self.inbox.mark(self.state.workloads)
+        self.inbox.mark(self.state.owner_workload_names())  # owners Kueue has made no Workload for
         self.loop.synced()
         await self.discovery.check_crd()
         log.info("Initial sync: %d Workloads, %d Pods, %d existing AdmissionDiagnoses; kinds listed: %s",

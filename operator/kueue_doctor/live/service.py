@@ -21,7 +21,7 @@ from . import rest
 from .discovery import Discovery
 from .metrics import registry_for
 from .runtime import Options, Runtime
-from .snapshot import KUEUE
+from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES
 
 log = logging.getLogger("kueue_doctor.service")
 
@@ -30,7 +30,8 @@ KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clu
                  ("resourceflavors", "ResourceFlavor"), ("cohorts", "Cohort"), ("admissionchecks", "AdmissionCheck"),
                  ("topologies", "Topology")]
 OPTIONAL_WATCHES = [("batch", "v1", "jobs", "Job"), ("", "v1", "pods", "Pod"), ("", "v1", "events", "Event"),
-                    ("", "v1", "namespaces", "Namespace")]
+                    ("", "v1", "namespaces", "Namespace"), (KUEUE, "v1beta2", "workloadpriorityclasses",
+                                                            "WorkloadPriorityClass"), *OWNER_RESOURCES]
 
 
 def connection_info() -> kopf.ConnectionInfo:
@@ -71,7 +72,9 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
         settings.posting.enabled = False
         settings.peering.standalone = True
         settings.watching.chunk_size = 500
-        settings.watching.label_selectors["batch", "v1", "jobs"] = "kueue.x-k8s.io/queue-name"
+        settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_SELECTOR
+        for group, version, plural, _kind in OWNER_RESOURCES:  # the same membership as snapshot.listings
+            settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
         settings.watching.label_selectors["v1", "pods"] = "kueue.x-k8s.io/podset"
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
 

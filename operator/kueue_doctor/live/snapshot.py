@@ -12,14 +12,30 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kube.kueue_config import DEFAULT_NAMESPACE
 from ..kube.objects import KUEUE_GROUP
 from ..state import ClusterState
-from . import rest
+from . import kueue_install, rest
 
 KUEUE = KUEUE_GROUP
 JOB_SELECTOR = "kueue.x-k8s.io/queue-name"  # Jobs Kueue manages (the webhook sets it, also for a default queue)
 POD_SELECTOR = "kueue.x-k8s.io/podset"  # Kueue labels every Pod it starts
 EVENT_SELECTOR = "type=Warning"  # what explains a stuck Pod or Job: FailedCreate, FailedScheduling, FailedMount
+
+
+# Owners with a Workload of their own, besides batch Jobs: listed and watched when their CRD is installed.
+OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
+    ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+    ("ray.io", "v1", "rayjobs", "RayJob"),
+    ("ray.io", "v1", "rayclusters", "RayCluster"),
+    ("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    ("kubeflow.org", "v1", "tfjobs", "TFJob"),
+    ("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob"),
+    ("kubeflow.org", "v1", "paddlejobs", "PaddleJob"),
+    ("kubeflow.org", "v1", "jaxjobs", "JAXJob"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
+)
 
 
 class LiveError(Exception):
@@ -46,8 +62,11 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("Cohort", kv + "/cohorts", False, av),
         Listing("AdmissionCheck", kv + "/admissionchecks", False, av),
         Listing("Topology", kv + "/topologies", False, av),
+        Listing("WorkloadPriorityClass", kv + "/workloadpriorityclasses", False, av),
         # the same selectors as the operator's watches, so a LIST and a WATCH always agree on membership
         Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1", ({"labelSelector": JOB_SELECTOR},)),
+        *(Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}",
+                  ({"labelSelector": JOB_SELECTOR},)) for group, version, plural, kind in OWNER_RESOURCES),
         Listing("Pod", "/api/v1/{ns}pods", True, "v1", ({"labelSelector": POD_SELECTOR},)),
         Listing("Event", "/api/v1/{ns}events", True, "v1", ({"fieldSelector": EVENT_SELECTOR},)),
         Listing("Namespace", "/api/v1/namespaces", False, "v1"),
@@ -114,7 +133,7 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
 
 
 def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
-             api: Any = None) -> ClusterState:
+             api: Any = None, kueue_namespace: str = DEFAULT_NAMESPACE) -> ClusterState:
     if api is None:
         try:
             api = rest.load_client(kubeconfig, context)
@@ -134,4 +153,9 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
             continue
         objects.extend(items)
         complete.add(listing.kind)
-    return ClusterState.from_objects(objects, complete_kinds=complete)
+    try:
+        install, readable = kueue_install.read(api, kueue_namespace)
+    except rest.ApiError as exc:
+        raise LiveError(f"cannot reach the cluster reading Kueue's installation: {exc}") from exc
+    objects.extend(install)
+    return ClusterState.from_objects(objects, complete_kinds=complete | readable)
