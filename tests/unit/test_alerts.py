@@ -135,6 +135,7 @@ def test_thresholds_match_the_issue() -> None:
     assert threshold(by_name["KueueDoctorClusterQueueMisconfigured"]["expr"]) == 300
     assert threshold(by_name["KueueDoctorQueueMisconfigured"]["expr"]) == 300
     assert threshold(by_name["KueueDoctorExceedsMaxQuota"]["expr"]) == 300
+    assert threshold(by_name["KueueDoctorNoWorkload"]["expr"]) == 300
     assert threshold(by_name["KueueDoctorWaitingForQuotaTooLong"]["expr"]) == 3600
     assert threshold(by_name["KueueDoctorPodsUnschedulable"]["expr"]) == 900
     assert threshold(by_name["KueueDoctorContainersNotStarting"]["expr"]) == 900
