@@ -147,6 +147,10 @@ COLLECTIONS = {
     "Pod": ("", "v1", "pods"),
     "Event": ("", "v1", "events"),
     "Namespace": ("", "v1", "namespaces"),
+    "WorkloadPriorityClass": ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"),
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    "ConfigMap": ("", "v1", "configmaps"),
+    "Deployment": ("apps", "v1", "deployments"),
     "AdmissionDiagnosis": ("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses"),
 }
 

@@ -103,12 +103,14 @@ class Inbox:
                 self.state.remove(obj)
                 gone = kind_key(obj)
                 key = (namespace(obj) or "", name(obj) or "")
-                if gone in OWNER_KINDS:  # its own diagnosis (if Kueue made no Workload) goes with it (GC)
-                    key = (key[0], expected_workload_name(obj))
-                if gone == (KUEUE, "Workload") or (gone in OWNER_KINDS and not self.state.diagnosable(key)):
+                if gone == (KUEUE, "Workload"):
                     self.verdicts.pop(key, None)
                     self.publisher.forget(key)
                     before.discard(key)
+                elif gone in OWNER_KINDS:  # deleted, or no longer labelled (the watch's selector): its own
+                    stand_in = (key[0], expected_workload_name(obj))  # diagnosis, if any, is deleted next pass
+                    if stand_in not in self.state.workloads and stand_in in self.publisher.records:
+                        self._dirty.add(stand_in)
             else:
                 self.state.upsert(obj)  # slimmed when observed
         for etype, obj, status_only in todo:

@@ -93,7 +93,8 @@ class DiagnosisLoop:
         t0 = time.perf_counter()
         diagnoses = []
         chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
-        owners = sorted(k for k in keys if k not in self.state.workloads and self.state.diagnosable(k))
+        owners = sorted(k for k in keys if k not in self.state.workloads
+                        and (self.state.diagnosable(k) or k in self.publisher.records))
         for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
             diagnoses.extend(diagnose(self.state, now, chunk[start:start + CHUNK]))
             self.stats.heartbeat = time.monotonic()

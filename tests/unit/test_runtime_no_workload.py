@@ -1,0 +1,130 @@
+"""The operator and owners Kueue made no Workload for, on a canned apiserver: the owner's own diagnosis is
+written once under Kueue's Workload name, continued by the Workload's, deleted when no longer true, kept by
+the resync; Kueue's ConfigMap is read by name."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+
+from kueue_doctor.kube.kueue_names import expected_workload_name
+from tests.builders import Workload, condition
+
+from .apiserver import cluster
+from .scenario import DIAGNOSES, objects, started
+
+OLD = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _config_map(frameworks: list[str]) -> dict[str, Any]:
+    doc = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
+           "integrations": {"frameworks": frameworks}}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system", "resourceVersion": "7"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(doc)}}
+
+
+def _jobset(created: str = OLD, rv: str = "300", queue: str | None = "user-queue") -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "trainer", "namespace": "team-a", "uid": "5b1c9f0e-0000-4000-8000-000000000301",
+                         "creationTimestamp": created, "resourceVersion": rv, "labels": labels},
+            "spec": {"suspend": False, "replicatedJobs": []}, "status": {}}
+
+
+def _path(owner: dict[str, Any]) -> str:
+    return f"{DIAGNOSES}/{expected_workload_name(owner)}"
+
+
+def test_an_owner_without_workload_gets_its_own_diagnosis_named_as_kueue_names_the_workload() -> None:
+    objs = [*objects(), _config_map(["batch/job"]), _jobset()]
+    rt, api = started(objs)
+    assert asyncio.run(rt.loop.run_once()) == 3
+    (mine,) = [r for r in api.applies() if r.path == _path(_jobset())]
+    body = mine.body
+    assert (body["status"]["reason"], body["status"]["cause"]) == ("NoWorkload", "IntegrationNotEnabled")
+    assert body["metadata"]["ownerReferences"] == [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                    "name": "trainer",
+                                                    "uid": "5b1c9f0e-0000-4000-8000-000000000301"}]
+    assert "ConfigMap kueue-system/kueue-manager-config" in body["status"]["message"]
+    assert asyncio.run(rt.loop.run_once()) == 0  # nothing new: nothing written
+    assert len(api.applies()) == 3
+
+
+def test_within_the_grace_period_nothing_is_written_and_the_loop_wakes_when_it_ends() -> None:
+    fresh = (datetime.now(UTC) - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rt, api = started([*objects(), _config_map(["batch/job"]), _jobset(created=fresh)])
+    asyncio.run(rt.loop.run_once())
+    assert _path(_jobset()) not in [r.path for r in api.applies()]
+    assert rt.loop._sleep_for() <= 26  # woken when the 30 s grace period ends, not at the next resync
+
+
+def test_the_workloads_diagnosis_continues_the_owners_and_a_stale_one_is_deleted() -> None:
+    js = _jobset()
+    rt, api = started([*objects(), _config_map(["batch/job", "jobset.x-k8s.io/jobset"]), js])
+    asyncio.run(rt.loop.run_once())
+    assert [r.body["status"]["cause"] for r in api.applies() if r.path == _path(js)] == ["WorkloadNotCreated"]
+    wl = (Workload(expected_workload_name(js), "team-a").queue("user-queue").request("cpu", "1").owner(js)
+          .condition(condition("QuotaReserved", "False", "Pending", "Workload is pending")).resource_version("301"))
+    rt.inbox.observe("ADDED", wl.obj())
+    asyncio.run(rt.loop.run_once())
+    latest = [r.body for r in api.applies() if r.path == _path(js)][-1]
+    assert latest["spec"]["workloadRef"]["name"] == expected_workload_name(js)
+    assert latest["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+
+    other = _jobset(queue=None, rv="302")  # a second owner that loses its queue label: its diagnosis goes
+    other["metadata"].update(name="scratch", uid="5b1c9f0e-0000-4000-8000-000000000399")
+    rt.inbox.observe("ADDED", {**other, "metadata": {**other["metadata"],
+                                                      "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}})
+    asyncio.run(rt.loop.run_once())
+    assert _path(other) in [r.path for r in api.applies()]
+    rt.inbox.observe("MODIFIED", {**other, "metadata": {**other["metadata"], "resourceVersion": "303"}})
+    asyncio.run(rt.loop.run_once())
+    assert ("DELETE", _path(other)) in [(r.method, r.path) for r in api.writes]
+
+
+def test_a_resync_keeps_an_owners_diagnosis_and_rereads_kueues_configuration() -> None:
+    js = _jobset()
+    api = cluster([*objects(), _config_map(["batch/job"]), js])
+    rt, api = started([*objects(), _config_map(["batch/job"]), js], api)
+    asyncio.run(rt.loop.run_once())
+    written = [r.body for r in api.applies() if r.path == _path(js)]
+    api.serve_list("/apis/kueue-doctor.dev/v1alpha1/admissiondiagnoses", "kueue-doctor.dev/v1alpha1",
+                   "AdmissionDiagnosis", written)
+    api.get("/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config",
+            {**_config_map(["batch/job", "jobset.x-k8s.io/jobset"]), "metadata": {
+                "name": "kueue-manager-config", "namespace": "kueue-system", "resourceVersion": "8"}})
+    asyncio.run(rt.orphans.resync())
+    asyncio.run(rt.loop.run_once())
+    assert ("DELETE", _path(js)) not in [(r.method, r.path) for r in api.writes]
+    latest = [r.body for r in api.applies() if r.path == _path(js)][-1]
+    assert latest["status"]["cause"] == "WorkloadNotCreated"  # the JobSet integration is on now
+
+
+def test_without_rbac_on_kueues_configmap_the_verdict_says_what_it_could_not_read() -> None:
+    objs = [*objects(), _jobset()]
+    api = cluster(objs)
+    api.answer("GET", "/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config",
+               {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                "message": 'configmaps "kueue-manager-config" is forbidden'}, 403)
+    rt, api = started(objs, api)
+    asyncio.run(rt.loop.run_once())
+    (body,) = [r.body for r in api.applies() if r.path == _path(_jobset())]
+    assert body["status"]["cause"] == "WorkloadNotCreated"
+    assert "could not read Kueue's Configuration" in body["status"]["message"]
+
+
+def test_an_owner_that_leaves_the_watch_takes_its_diagnosis_with_it() -> None:
+    # the label removed: a label-selected watch reports DELETED although the JobSet still exists, so the
+    # garbage collector will not delete the diagnosis: the operator must
+    js = _jobset()
+    rt, api = started([*objects(), _config_map(["batch/job"]), js])
+    asyncio.run(rt.loop.run_once())
+    assert _path(js) in [r.path for r in api.applies()]
+    rt.inbox.observe("DELETED", {**js, "metadata": {**js["metadata"], "resourceVersion": "310", "labels": {}}})
+    asyncio.run(rt.loop.run_once())
+    assert ("DELETE", _path(js)) in [(r.method, r.path) for r in api.writes]
+    assert _path(js) not in [r.path for r in api.applies()][3:]
