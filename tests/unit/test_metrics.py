@@ -40,3 +40,17 @@ def test_every_metric_has_help_text_for_someone_who_never_read_the_code() -> Non
     lines = scrape([v("a", "WaitingForQuota", 1.0)])
     helps = [ln for ln in lines if ln.startswith("# HELP ")]
     assert helps and all(len(ln.split(" ", 3)[3]) > 30 for ln in helps)
+
+
+def test_one_cause_is_counted_once_per_cluster_queue_with_the_workloads_it_blocks() -> None:
+    def blocked(name: str, cq: str, cause: str, stage: str = "Admission") -> Verdict:
+        return Verdict("team-a", name, "main", cq, stage, "QueueMisconfigured" if stage != "Running" else "Running",
+                       "ClusterAdmin", 1.0, cause)
+    lines = scrape([*(blocked(f"ci-{i}", "ci", "ResourceNotCovered") for i in range(37)),
+                    blocked("gpu-0", "gpu", "FlavorNotFound"), blocked("ok", "ci", "PodsRunning", stage="Running")])
+    got = [ln for ln in lines if ln.startswith("kueue_doctor_queue_blocked_workloads{")]
+    assert got == [
+        'kueue_doctor_queue_blocked_workloads{action_by="ClusterAdmin",cause="ResourceNotCovered",cluster_queue="ci",'
+        'reason="QueueMisconfigured"} 37.0',
+        'kueue_doctor_queue_blocked_workloads{action_by="ClusterAdmin",cause="FlavorNotFound",cluster_queue="gpu",'
+        'reason="QueueMisconfigured"} 1.0']  # a running Workload blocks nothing

@@ -37,6 +37,7 @@ class Verdict:
     reason: str
     action_by: str
     since: float | None  # unix seconds
+    cause: str = ""
 
     @classmethod
     def of(cls, diagnosis: Mapping[str, Any]) -> Verdict:
@@ -45,7 +46,8 @@ class Verdict:
         since = parse_time(st.get("since"))
         md = diagnosis["metadata"]
         return cls(md["namespace"], md["name"], st.get("localQueue") or "", st.get("clusterQueue") or "",
-                   st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None)
+                   st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None,
+                   st.get("cause") or "")
 
 
 class Stats:
@@ -88,6 +90,18 @@ class DiagnosisCollector(Collector):
         for (cq, stage, reason), n in sorted(Counter((v.cluster_queue, v.stage, v.reason) for v in verdicts).items()):
             by_verdict.add_metric([cq, stage, reason], n)
         yield by_verdict
+
+        blocked = GaugeMetricFamily(
+            "kueue_doctor_queue_blocked_workloads",
+            "One cause, named once: Workloads not Running or Finished per ClusterQueue, reason, cause and who must "
+            "act, e.g. 37 Workloads of ClusterQueue ci QueueMisconfigured/ResourceNotCovered. `kueue-doctor explain "
+            "--by-queue` names the object to fix. Complete, never capped.",
+            labels=["cluster_queue", "reason", "cause", "action_by"])
+        for (cq, reason, cause, who), n in sorted(Counter(
+                (v.cluster_queue, v.reason, v.cause, v.action_by) for v in verdicts
+                if v.stage in WAITING_STAGES).items()):
+            blocked.add_metric([cq, reason, cause, who], n)
+        yield blocked
 
         oldest = GaugeMetricFamily(
             "kueue_doctor_oldest_waiting_since_timestamp_seconds",
