@@ -94,3 +94,23 @@ def test_diagnoses_that_cannot_be_listed_are_a_warning_and_those_read_so_far(
         'HTTP 403: admissiondiagnoses is forbidden: User "system:serviceaccount:kueue-doctor:kueue-doctor" cannot '
         'list resource "admissiondiagnoses" in API group "kueue-doctor.dev" in the namespace "team-b"): every '
         'diagnosis is rewritten once.']
+
+
+def test_a_snapshot_reads_kueues_configmap_and_deployment_by_name_and_a_labelled_jobset() -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+          "data": {"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+                   "kind: Configuration\nintegrations:\n  frameworks: [batch/job]\n"}}
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "trainer", "namespace": "team-a", "uid": "js-1",
+                       "creationTimestamp": "2026-11-30T09:00:00Z", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+          "spec": {"suspend": True}}
+    state = snapshot(api=cluster([cm, js]))
+    assert state.kueue_config.known and state.kueue_config.frameworks == {"batch/job"}
+    assert ("team-a", "JobSet", "trainer") in state.owners and state.knows("JobSet")
+    assert state.knows("ConfigMap") and not state.knows("Deployment")  # a 404 Deployment says nothing
+
+
+def test_a_snapshot_without_kueues_configmap_knows_it_is_missing() -> None:
+    state = snapshot(api=cluster([]))
+    assert not state.kueue_config.known and "not found" in (state.kueue_config.problem or "")
