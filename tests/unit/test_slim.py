@@ -46,3 +46,20 @@ def test_slim_drops_managed_fields_and_foreign_annotations_but_keeps_kueue_ones(
     out = slim(wl)
     assert "managedFields" not in out["metadata"]
     assert out["metadata"]["annotations"] == {"kueue.x-k8s.io/admission-gated-by": "example.com/ctl"}
+
+
+def test_slim_keeps_only_who_wrote_an_owners_suspend_flag() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "a", "managedFields": [
+        {"manager": "kubectl-create", "operation": "Update", "apiVersion": "batch/v1", "time": "2026-11-30T09:00:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}, "f:template": {"f:spec": {}}},
+                                                 "f:metadata": {"f:labels": {}}}},
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+         "time": "2026-11-30T09:00:01Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:active": {}}}},
+        {"manager": "policy-controller", "operation": "Apply", "time": "2026-11-30T09:05:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}}}}]}, "spec": {"suspend": True}}
+    kept = slim(job)["metadata"]["managedFields"]
+    assert kept == [
+        {"manager": "kubectl-create", "operation": "Update", "time": "2026-11-30T09:00:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:suspend": {}}}},
+        {"manager": "policy-controller", "operation": "Apply", "time": "2026-11-30T09:05:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
