@@ -83,6 +83,7 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "image": {"repository": "registry.example.com/kd", "tag": "1.2.3", "pullPolicy": "Always"},
     "imagePullSecrets": [{"name": "regcred"}],
     "watchNamespaces": ["team-a", "team-b"],
+    "kueueNamespace": "kueue",
     "logFormat": "text",
     "maxWorkloadSeries": 500,
     "refreshInterval": 30,
@@ -211,7 +212,7 @@ def test_helm_lint_strict_default_and_non_default(helm: str, stand_in_chart: Pat
 def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> None:
     objs = template(helm, tmp_path)
     assert kinds(objs) == sorted(["CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole",
-                                  "ClusterRoleBinding", "Deployment", "Service"])
+                                  "ClusterRoleBinding", "Deployment", "Service", "Role", "RoleBinding"])
     base = kustomize(BASE)
     role = one(objs, "ClusterRole", "kueue-doctor")
     assert role["rules"] == one(base, "ClusterRole", "kueue-doctor")["rules"], "chart RBAC == manifests/base RBAC"
@@ -221,6 +222,10 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     assert view["rules"] == one(base, "ClusterRole", "kueue-doctor-view")["rules"]
     for aggregate in ("view", "edit", "admin"):
         assert view["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{aggregate}"] == "true"
+    kueue_config = one(objs, "Role")  # the chart can use a Role in Kueue's namespace; Kustomize a ClusterRole
+    assert kueue_config["metadata"]["namespace"] == "kueue-system"
+    assert kueue_config["rules"] == one(base, "ClusterRole", "kueue-doctor-kueue-config")["rules"]
+    assert one(objs, "RoleBinding")["roleRef"]["name"] == kueue_config["metadata"]["name"]
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "kueue-doctor"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "kueue-doctor"}]
@@ -231,7 +236,7 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     assert c["image"] == "ghcr.io/kueue-doctor/kueue-doctor:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--health-port=8081", "--log-format=json",
                          "--max-workload-series=2000", "--refresh-interval=60", "--resync-interval=300",
-                         "--max-writes-per-second=100"]
+                         "--max-writes-per-second=100", "--kueue-namespace=kueue-system"]
     base_c = one(base, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert c["livenessProbe"] == {**base_c["livenessProbe"]}
     svc = one(objs, "Service")
@@ -258,7 +263,7 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     objs = template(helm, tmp_path, values=NON_DEFAULT_VALUES, release="prod", namespace="ops")
     # the real chart renders the PrometheusRule / dashboard only once files/ exists
     expected = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment",
-                "Service", "ServiceAccount", "ServiceMonitor"]
+                "Service", "ServiceAccount", "ServiceMonitor", "Role", "RoleBinding"]
     if (CHART / "files" / "alerts.rules.yaml").exists():
         expected.append("PrometheusRule")
     if (CHART / "files" / "dashboard.json").exists():
@@ -275,8 +280,10 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     assert c["image"] == "registry.example.com/kd:1.2.3" and c["imagePullPolicy"] == "Always"
     assert c["args"] == ["run", "--metrics-port=9090", "--health-port=9091", "--log-format=text",
                          "--max-workload-series=500", "--refresh-interval=30", "--resync-interval=600",
-                         "--max-writes-per-second=100",
+                         "--max-writes-per-second=100", "--kueue-namespace=kueue",
                          "--namespace=team-a", "--namespace=team-b", "--verbose"]
+    assert one(objs, "Role")["metadata"]["namespace"] == "kueue"  # Kueue's two objects are read where it runs
+    assert one(objs, "RoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": "doctor-sa", "namespace": "ops"}]
     assert c["resources"] == NON_DEFAULT_VALUES["resources"]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 9090, "health": 9091}
     assert pod["tolerations"] == NON_DEFAULT_VALUES["tolerations"]

@@ -97,7 +97,10 @@ def assert_least_privilege(rules: list[dict[str, Any]], where: str) -> None:
 def assert_operator_can_read_what_it_watches(rules: list[dict[str, Any]]) -> None:
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     needed = [("kueue.x-k8s.io", r) for r in ("workloads", "localqueues", "clusterqueues", "resourceflavors",
-                                              "cohorts", "admissionchecks", "topologies")]
+                                              "cohorts", "admissionchecks", "topologies",
+                                              "workloadpriorityclasses")]
+    needed += [("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"),
+               ("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs")]  # owners without Workload
     needed += [("batch", "jobs"), ("", "pods"), ("", "events"), ("", "namespaces"),
                ("apiextensions.k8s.io", "customresourcedefinitions"), (OWN_GROUP, "admissiondiagnoses")]
     for group, resource in needed:
