@@ -1265,26 +1265,8 @@ class LocalCluster:
         self._wait("kube-apiserver /readyz", api_ready, 120, [etcd, apiserver])
         self._timed("kube-apiserver", t)
 
-        # -- kube-controller-manager and kube-scheduler (started together)
+        # -- kube-scheduler (it needs no CRD), meanwhile the namespace and the CRDs
         t = time.monotonic()
-        kcm = self._add(
-            "kube-controller-manager",
-            [
-                str(b / "kube-controller-manager"),
-                f"--kubeconfig={kubeconfigs['kcm']}",
-                f"--authentication-kubeconfig={kubeconfigs['kcm']}",
-                f"--authorization-kubeconfig={kubeconfigs['kcm']}",
-                "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
-                "pod-garbage-collector-controller,ttl-after-finished-controller",
-                f"--service-account-private-key-file={sa_key}",
-                f"--root-ca-file={pki.ca.cert}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['kcm']}",
-                f"--cert-dir={d / 'kcm'}",
-                "--v=1",
-            ],
-        )
         sched_cfg = d / "scheduler.yaml"
         sched_cfg.write_text(
             yaml.safe_dump(
@@ -1309,6 +1291,40 @@ class LocalCluster:
                 "--v=1",
             ],
         )
+        # The CRDs before kube-controller-manager: its garbage collector builds its
+        # monitors from discovery at start and only re-reads it every 30 s, so CRDs created after
+        # it started are invisible to it for up to 30 s (a Job deleted with propagationPolicy
+        # Orphan in that window leaves its Workload un-orphaned, then the GC deletes it). In a real
+        # cluster the CRDs exist long before; so here too.
+        api = self.api
+        request_json(api, "POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
+        crd_names = self._install_crds(api)
+        jobset_crd = self._install_jobset_crd(api) if self.want_jobset_crd else None
+        self._wait_crds(api, crd_names, [etcd, apiserver])
+        if jobset_crd is not None:
+            self._wait_jobset_crd(api, jobset_crd, [etcd, apiserver])
+        self._timed("crds", t)
+
+        # -- kube-controller-manager (the scheduler started above)
+        t = time.monotonic()
+        kcm = self._add(
+            "kube-controller-manager",
+            [
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfigs['kcm']}",
+                f"--authentication-kubeconfig={kubeconfigs['kcm']}",
+                f"--authorization-kubeconfig={kubeconfigs['kcm']}",
+                "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
+                "pod-garbage-collector-controller,ttl-after-finished-controller",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={pki.ca.cert}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['kcm']}",
+                f"--cert-dir={d / 'kcm'}",
+                "--v=1",
+            ],
+        )
         insecure = _insecure_context()
 
         def kcm_ok() -> bool:
@@ -1319,19 +1335,9 @@ class LocalCluster:
             res = http_get(f"https://127.0.0.1:{p['scheduler']}/readyz", insecure)
             return res is not None and res[0] == 200
 
-        # -- meanwhile: namespace and Kueue CRDs
-        api = self.api
-        request_json(api, "POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
-        crd_names = self._install_crds(api)
-        jobset_crd = self._install_jobset_crd(api) if self.want_jobset_crd else None
         self._wait("kube-controller-manager /healthz", kcm_ok, 90, [etcd, apiserver, kcm])
         self._wait("kube-scheduler /readyz", sched_ok, 90, [etcd, apiserver, scheduler])
         self._timed("kcm+scheduler", t)
-        t = time.monotonic()
-        self._wait_crds(api, crd_names, [etcd, apiserver])
-        if jobset_crd is not None:
-            self._wait_jobset_crd(api, jobset_crd, [etcd, apiserver])
-        self._timed("crds", t)
 
         # -- Kueue manager
         t = time.monotonic()
