@@ -75,6 +75,18 @@ FAKE_HOLD_ANNOTATION = "kueue-doctor.local/fake-hold"
 #: management is off, even with metrics disabled (cmd/kueue/main.go). Needs root to write.
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 KUEUE_NAMESPACE = "kueue-system"
+#: Where a real install keeps Kueue's Configuration (config/components/manager of the release):
+#: ConfigMap ``kueue-manager-config`` in Kueue's namespace, key ``controller_manager_config.yaml``.
+#: The local Kueue reads a file; the harness publishes the same text there too.
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_MAP_KEY = "controller_manager_config.yaml"
+#: Namespaces with this label are outside Kueue's managedJobsNamespaceSelector (KueueSettings).
+UNMANAGED_NAMESPACE_LABEL = "kueue-doctor.test/unmanaged"
+#: The JobSet CRD is installed (no JobSet controller, no Kueue integration for it) so that tests
+#: can create JobSets Kueue does not manage. It comes from the jobset module in the Go module cache
+#: (Kueue's go.mod requires this version, so building Kueue downloaded it), else `go mod download`.
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_CRD_PATH = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 
 #: Users (client-certificate CNs) of each component, as they appear in the audit log.
 ADMIN_USER = "kueue-doctor-admin"
@@ -164,6 +176,60 @@ def find_bin_dir() -> Path:
         "or point KUEUE_DOCTOR_CP_BIN at a directory holding etcd, kube-apiserver, "
         "kube-controller-manager, kube-scheduler, kueue, kueue-crds/ and kueue-webhook/."
     )
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "GOWORK": "off", "GOFLAGS": ""})
+    return env
+
+
+def go_module_dir(module: str, version: str, *, workdir: Path | None = None) -> Path:
+    """The directory of ``module@version`` in the Go module cache, downloading it if absent.
+
+    Looks in ``$(go env GOMODCACHE)`` first (no network); else ``go mod download -json`` (through
+    the machine's GOPROXY), run outside any module. Raises :class:`ControlPlaneError` on failure.
+    """
+    go = shutil.which("go")
+    if go is None:
+        raise ControlPlaneError(f"'go' is not on PATH: cannot locate the Go module {module}@{version}")
+    env = _go_env()
+    modcache = subprocess.run(
+        [go, "env", "GOMODCACHE"], capture_output=True, text=True, check=False, env=env
+    ).stdout.strip()
+    # module paths are case-encoded in the cache: an upper-case letter becomes '!' + lower case
+    escaped = "".join("!" + ch.lower() if ch.isupper() else ch for ch in module)
+    if modcache and (Path(modcache) / f"{escaped}@{version}").is_dir():
+        return Path(modcache) / f"{escaped}@{version}"
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        proc = subprocess.run(
+            [go, "mod", "download", "-json", f"{module}@{version}"],
+            capture_output=True, text=True, check=False, env=env, cwd=tmp, timeout=600,
+        )
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        info = {}
+    if proc.returncode != 0 or not info.get("Dir"):
+        raise ControlPlaneError(
+            f"go mod download {module}@{version} failed (exit {proc.returncode}): "
+            f"{info.get('Error') or proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    return Path(info["Dir"])
+
+
+def jobset_crd_path(workdir: Path | None = None) -> Path:
+    """The JobSet CRD YAML (``KUEUE_DOCTOR_JOBSET_CRD`` overrides; else from the jobset module)."""
+    override = os.environ.get("KUEUE_DOCTOR_JOBSET_CRD")
+    if override:
+        return Path(override)
+    version = read_versions().get("JOBSET_VERSION")
+    if not version:
+        raise ControlPlaneError(f"JOBSET_VERSION missing in {VERSIONS_FILE}")
+    path = go_module_dir(JOBSET_MODULE, version, workdir=workdir) / JOBSET_CRD_PATH
+    if not path.is_file():
+        raise ControlPlaneError(f"{path} does not exist (module {JOBSET_MODULE}@{version})")
+    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -758,10 +824,47 @@ class KueueSettings:
     #: certs from /visibility and is only reachable through the aggregator (not on loopback).
     feature_gates: dict[str, bool] = field(default_factory=lambda: {"VisibilityOnDemand": False})
     frameworks: list[str] = field(default_factory=lambda: ["batch/job"])
+    #: waitForPodsReady.requeuingStrategy (None: Kueue's default, timestamp Eviction, base 60s, max 1h).
+    pods_ready_requeuing_strategy: dict[str, Any] | None = None
+    #: managedJobsNamespaceSelector: the release default excludes kube-system and Kueue's namespace;
+    #: namespaces labelled ``kueue-doctor.test/unmanaged`` are excluded too, so a test can make a
+    #: namespace Kueue does not manage (no other namespace carries the label).
+    managed_jobs_namespace_selector: dict[str, Any] | None = field(
+        default_factory=lambda: {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", KUEUE_NAMESPACE]},
+                {"key": UNMANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
+            ]
+        }
+    )
     #: --zap-log-level of the manager (2 = what the release manifests use).
     log_level: str = "2"
     #: extra top-level keys merged into the Configuration (advanced).
     extra_config: dict[str, Any] = field(default_factory=dict)
+
+    def configuration(self, *, health_port: int, webhook_port: int, cert_dir: Path) -> dict[str, Any]:
+        """The Kueue ``Configuration`` (config.kueue.x-k8s.io/v1beta2) these settings give."""
+        wfpr: dict[str, Any] = {"timeout": self.wait_for_pods_ready_timeout, "blockAdmission": False}
+        if self.pods_ready_requeuing_strategy is not None:
+            wfpr["requeuingStrategy"] = dict(self.pods_ready_requeuing_strategy)
+        cfg: dict[str, Any] = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": KUEUE_NAMESPACE,
+            "manageJobsWithoutQueueName": False,
+            "leaderElection": {"leaderElect": False},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+            "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": list(self.frameworks)},
+            "featureGates": dict(self.feature_gates),
+            "waitForPodsReady": wfpr,
+        }
+        if self.managed_jobs_namespace_selector is not None:
+            cfg["managedJobsNamespaceSelector"] = self.managed_jobs_namespace_selector
+        cfg.update(self.extra_config)
+        return cfg
 
 
 class LocalCluster:
@@ -779,6 +882,7 @@ class LocalCluster:
         kueue: KueueSettings | None = None,
         fake_kubelet: bool = True,
         canary: bool = True,
+        jobset_crd: bool = True,
         verbose: bool = False,
     ) -> None:
         self._own_workdir = workdir is None
@@ -787,6 +891,10 @@ class LocalCluster:
         self.kueue = kueue or KueueSettings()
         self.want_fake_kubelet = fake_kubelet
         self.want_canary = canary
+        self.want_jobset_crd = jobset_crd
+        self._webhook_configs: list[tuple[str, str]] = []
+        self._kueue_serving: CertPair | None = None
+        self._kueue_kubeconfig: Path | None = None
         self.verbose = verbose
         self.components: dict[str, Component] = {}
         self.ports: dict[str, int] = {}
@@ -1002,6 +1110,7 @@ class LocalCluster:
         for sub in ("etcd", "kcm", "scheduler", "kueue-certs"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
         self.components.clear()
+        self._webhook_configs.clear()
 
     def _timed(self, step: str, t0: float) -> None:
         self.timings[step] = round(time.monotonic() - t0, 2)
@@ -1156,26 +1265,8 @@ class LocalCluster:
         self._wait("kube-apiserver /readyz", api_ready, 120, [etcd, apiserver])
         self._timed("kube-apiserver", t)
 
-        # -- kube-controller-manager and kube-scheduler (started together)
+        # -- kube-scheduler (it needs no CRD), meanwhile the namespace and the CRDs
         t = time.monotonic()
-        kcm = self._add(
-            "kube-controller-manager",
-            [
-                str(b / "kube-controller-manager"),
-                f"--kubeconfig={kubeconfigs['kcm']}",
-                f"--authentication-kubeconfig={kubeconfigs['kcm']}",
-                f"--authorization-kubeconfig={kubeconfigs['kcm']}",
-                "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
-                "pod-garbage-collector-controller,ttl-after-finished-controller",
-                f"--service-account-private-key-file={sa_key}",
-                f"--root-ca-file={pki.ca.cert}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['kcm']}",
-                f"--cert-dir={d / 'kcm'}",
-                "--v=1",
-            ],
-        )
         sched_cfg = d / "scheduler.yaml"
         sched_cfg.write_text(
             yaml.safe_dump(
@@ -1200,6 +1291,40 @@ class LocalCluster:
                 "--v=1",
             ],
         )
+        # The CRDs before kube-controller-manager: its garbage collector builds its
+        # monitors from discovery at start and only re-reads it every 30 s, so CRDs created after
+        # it started are invisible to it for up to 30 s (a Job deleted with propagationPolicy
+        # Orphan in that window leaves its Workload un-orphaned, then the GC deletes it). In a real
+        # cluster the CRDs exist long before; so here too.
+        api = self.api
+        request_json(api, "POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
+        crd_names = self._install_crds(api)
+        jobset_crd = self._install_jobset_crd(api) if self.want_jobset_crd else None
+        self._wait_crds(api, crd_names, [etcd, apiserver])
+        if jobset_crd is not None:
+            self._wait_jobset_crd(api, jobset_crd, [etcd, apiserver])
+        self._timed("crds", t)
+
+        # -- kube-controller-manager (the scheduler started above)
+        t = time.monotonic()
+        kcm = self._add(
+            "kube-controller-manager",
+            [
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfigs['kcm']}",
+                f"--authentication-kubeconfig={kubeconfigs['kcm']}",
+                f"--authorization-kubeconfig={kubeconfigs['kcm']}",
+                "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
+                "pod-garbage-collector-controller,ttl-after-finished-controller",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={pki.ca.cert}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['kcm']}",
+                f"--cert-dir={d / 'kcm'}",
+                "--v=1",
+            ],
+        )
         insecure = _insecure_context()
 
         def kcm_ok() -> bool:
@@ -1210,27 +1335,16 @@ class LocalCluster:
             res = http_get(f"https://127.0.0.1:{p['scheduler']}/readyz", insecure)
             return res is not None and res[0] == 200
 
-        # -- meanwhile: namespace and Kueue CRDs
-        api = self.api
-        request_json(api, "POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
-        crd_names = self._install_crds(api)
         self._wait("kube-controller-manager /healthz", kcm_ok, 90, [etcd, apiserver, kcm])
         self._wait("kube-scheduler /readyz", sched_ok, 90, [etcd, apiserver, scheduler])
         self._timed("kcm+scheduler", t)
-        t = time.monotonic()
-        self._wait_crds(api, crd_names, [etcd, apiserver])
-        self._timed("crds", t)
 
         # -- Kueue manager
         t = time.monotonic()
+        self._kueue_serving, self._kueue_kubeconfig = kueue_pair, kubeconfigs["kueue"]
         kueue = self._start_kueue(kueue_pair, kubeconfigs["kueue"])
         core = [etcd, apiserver, kcm, scheduler]
-
-        def kueue_ready() -> bool:
-            res = http_get(f"http://127.0.0.1:{p['kueue_health']}/readyz")
-            return res is not None and res[0] == 200
-
-        self._wait("kueue /readyz", kueue_ready, 120, [*core, kueue])
+        self._wait("kueue /readyz", self._kueue_ready, 120, [*core, kueue])
         self._register_webhooks(api, pki.ca_pem)
         self._timed("kueue", t)
 
@@ -1243,7 +1357,106 @@ class LocalCluster:
             self._canary(api, [*core, kueue])
             self._timed("canary", t)
 
+    def _kueue_ready(self) -> bool:
+        res = http_get(f"http://127.0.0.1:{self.ports['kueue_health']}/readyz")
+        return res is not None and res[0] == 200
+
+    # ---- Kueue restarts ------------------------------------------------------------------------
+    def restart_kueue(self, kueue: KueueSettings | None = None, timeout: float = 120) -> None:
+        """Restart the Kueue manager (with other settings, if given), as a redeploy would.
+
+        The webhook configurations are deleted first (failurePolicy Fail: while Kueue is down
+        they would reject every Job and Kueue-object write) and registered again once Kueue is
+        ready; the ConfigMap ``kueue-manager-config`` gets the new Configuration. Returns once
+        Kueue reconciles again (a ClusterQueue turns Active). The caller restores the settings.
+        """
+        with self._lock:
+            if not self._started:
+                raise ControlPlaneError("the cluster is not started")
+            t = time.monotonic()
+            api = self.api
+            if kueue is not None:
+                self.kueue = kueue
+            self._unregister_webhooks(api)
+            old = self.components.pop("kueue", None)
+            if old is not None:
+                old.stop()
+            assert self._kueue_serving is not None and self._kueue_kubeconfig is not None
+            comp = self._start_kueue(self._kueue_serving, self._kueue_kubeconfig)
+            core = [c for n, c in self.components.items() if n != "kueue"]
+            self._wait("kueue /readyz after restart", self._kueue_ready, timeout, [*core, comp])
+            assert self.pki is not None
+            self._register_webhooks(api, self.pki.ca_pem)
+            self._wait_kueue_reconciles(api, [*core, comp], timeout)
+            self.timings["last-kueue-restart"] = round(time.monotonic() - t, 2)
+            self._log(f"kueue restarted in {self.timings['last-kueue-restart']}s")
+
+    def _unregister_webhooks(self, api: Any) -> None:
+        from kubernetes.client import ApiException
+
+        for plural, name in self._webhook_configs:
+            try:
+                request_json(api, "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        self._webhook_configs.clear()
+
+    def _wait_kueue_reconciles(self, api: Any, watch: list[Component], timeout: float) -> None:
+        """A ResourceFlavor and a ClusterQueue (through the webhooks); wait for Active=True; delete."""
+        k = "/apis/kueue.x-k8s.io/v1beta2"
+        kv = {"apiVersion": "kueue.x-k8s.io/v1beta2"}
+        name = f"kueue-doctor-restart-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+        request_json(api, "POST", f"{k}/resourceflavors", {**kv, "kind": "ResourceFlavor", "metadata": {"name": name}})
+        request_json(
+            api,
+            "POST",
+            f"{k}/clusterqueues",
+            {
+                **kv,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": "0"}]}],
+                        }
+                    ]
+                },
+            },
+        )
+
+        def active() -> bool:
+            cq = request_json(api, "GET", f"{k}/clusterqueues/{name}")
+            return any(
+                c["type"] == "Active" and c["status"] == "True" for c in cq.get("status", {}).get("conditions", [])
+            )
+
+        self._wait("the restarted Kueue to activate a ClusterQueue", active, timeout, watch)
+        request_json(api, "DELETE", f"{k}/clusterqueues/{name}")
+        request_json(api, "DELETE", f"{k}/resourceflavors/{name}")
+
     # ---- CRDs ----------------------------------------------------------------------------------
+    def _install_jobset_crd(self, api: Any) -> str:
+        path = jobset_crd_path(self.workdir)
+        with path.open() as fh:
+            crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        self._log(f"installed the JobSet CRD from {path}")
+        return str(crd["metadata"]["name"])
+
+    def _wait_jobset_crd(self, api: Any, name: str, watch: list[Component]) -> None:
+        def served() -> bool:
+            crd = request_json(api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            if conds.get("Established") != "True":
+                return False
+            res = request_json(api, "GET", "/apis/jobset.x-k8s.io/v1alpha2")
+            return any(r["name"] == "jobsets" for r in res.get("resources", []))
+
+        self._wait("JobSet CRD Established and served", served, 60, watch)
+
     def _install_crds(self, api: Any) -> list[str]:
         assert self.bin_dir is not None
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -1299,23 +1512,13 @@ class LocalCluster:
                 "fixed path whenever internal cert management "
                 "is off; run as root or create the directory writable for this user."
             ) from exc
-        cfg: dict[str, Any] = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "namespace": KUEUE_NAMESPACE,
-            "manageJobsWithoutQueueName": False,
-            "leaderElection": {"leaderElect": False},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{p['kueue_health']}"},
-            "metrics": {"bindAddress": "0"},
-            "webhook": {"host": "127.0.0.1", "port": p["kueue_webhook"], "certDir": str(cert_dir)},
-            "internalCertManagement": {"enable": False},
-            "integrations": {"frameworks": list(self.kueue.frameworks)},
-            "featureGates": dict(self.kueue.feature_gates),
-            "waitForPodsReady": {"timeout": self.kueue.wait_for_pods_ready_timeout, "blockAdmission": False},
-        }
-        cfg.update(self.kueue.extra_config)
+        cfg = self.kueue.configuration(
+            health_port=p["kueue_health"], webhook_port=p["kueue_webhook"], cert_dir=cert_dir
+        )
         cfg_path = d / "kueue-config.yaml"
-        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        cfg_text = yaml.safe_dump(cfg, sort_keys=False)
+        cfg_path.write_text(cfg_text)
+        self._publish_kueue_config(cfg_text)
         return self._add(
             "kueue",
             [
@@ -1326,6 +1529,28 @@ class LocalCluster:
             ],
             env={"KUBECONFIG": str(kubeconfig)},
         )
+
+    def _publish_kueue_config(self, text: str) -> None:
+        """ConfigMap kueue-manager-config (as the release manifests have it) = the file Kueue reads."""
+        from kubernetes.client import ApiException
+
+        path = f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps"
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": KUEUE_CONFIG_MAP,
+                "namespace": KUEUE_NAMESPACE,
+                "labels": {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"},
+            },
+            "data": {KUEUE_CONFIG_MAP_KEY: text},
+        }
+        try:
+            request_json(self.api, "POST", path, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            request_json(self.api, "PUT", f"{path}/{KUEUE_CONFIG_MAP}", body)
 
     def _register_webhooks(self, api: Any, ca_pem: bytes) -> None:
         """Register Kueue's webhooks by URL (127.0.0.1) and the CRD conversion webhook."""
@@ -1375,6 +1600,7 @@ class LocalCluster:
                 "webhooks": webhooks,
             }
             request_json(api, "POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", body)
+            self._webhook_configs.append((plural, body["metadata"]["name"]))
             self._log(f"registered {kind} with {len(webhooks)} webhooks: {[w['name'] for w in webhooks]}")
         for name in KUEUE_CONVERSION_CRDS:
             patch = {

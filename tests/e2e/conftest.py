@@ -17,6 +17,8 @@ broken machine, never a reason to skip.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,6 +80,20 @@ class ClusterHandle:
             self.local.check_alive()
         if self.fake_kubelet is not None and not self.fake_kubelet.is_alive():
             raise lc.ControlPlaneError("the fake kubelet thread stopped")
+
+    @contextlib.contextmanager
+    def kueue_settings(self, **changes: Any) -> Iterator[lc.KueueSettings]:
+        """Run the block with Kueue restarted on changed ``KueueSettings`` fields; restart it on the
+        session's settings afterwards (each restart: a few seconds). Local cluster only."""
+        if self.local is None:
+            pytest.skip("restarting Kueue with other settings needs the local cluster")
+        base = self.local.kueue
+        changed = dataclasses.replace(base, **changes)
+        self.local.restart_kueue(changed)
+        try:
+            yield changed
+        finally:
+            self.local.restart_kueue(base)
 
     def make_user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         if self.local is None:

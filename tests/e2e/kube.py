@@ -70,6 +70,8 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "Pod", "pods", True),
         Kind("v1", "Event", "events", True),
         Kind("v1", "LimitRange", "limitranges", True),
+        Kind("v1", "ConfigMap", "configmaps", True),
+        Kind("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True),
         Kind("events.k8s.io/v1", "Event", "events", True),
         Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
         Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
@@ -333,23 +335,31 @@ def cluster_snapshot(
 # ---- fixtures on disk ------------------------------------------------------------------------
 
 
-def strip_for_fixture(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop managedFields (noise); keep everything else exactly as the API server returned it."""
+def strip_for_fixture(obj: Mapping[str, Any], keep_managed_fields: Iterable[str] = ()) -> dict[str, Any]:
+    """Drop managedFields (noise) unless the kind is in ``keep_managed_fields`` (``Kind`` or
+    ``group/Kind`` keys); keep everything else exactly as the API server returned it."""
     out = dict(obj)
+    keep = set(keep_managed_fields)
+    if out.get("kind") in keep or f"{str(out.get('apiVersion', '')).split('/')[0]}/{out.get('kind')}" in keep:
+        return out
     meta = dict(out.get("metadata", {}))
     meta.pop("managedFields", None)
     out["metadata"] = meta
     return out
 
 
-def record_fixture(name: str, objects: Iterable[Mapping[str, Any]], *, note: str = "") -> Path | None:
-    """Write ``tests/e2e/fixtures/<name>.yaml`` when KUEUE_DOCTOR_RECORD_FIXTURES=1 (else no-op)."""
+def record_fixture(name: str, objects: Iterable[Mapping[str, Any]], *, note: str = "",
+                   keep_managed_fields: Iterable[str] = ()) -> Path | None:
+    """Write ``tests/e2e/fixtures/<name>.yaml`` when KUEUE_DOCTOR_RECORD_FIXTURES=1 (else no-op).
+
+    ``keep_managed_fields``: kinds whose ``metadata.managedFields`` stay (who set a field, and when).
+    """
     if os.environ.get("KUEUE_DOCTOR_RECORD_FIXTURES") != "1":
         return None
     FIXTURES_DIR.mkdir(parents=True, exist_ok=True)
     path = FIXTURES_DIR / f"{name}.yaml"
     header = f"# Recorded from a real cluster by tests/e2e ({note or name}); do not edit by hand.\n"
-    docs = [strip_for_fixture(o) for o in objects]
+    docs = [strip_for_fixture(o, keep_managed_fields) for o in objects]
     path.write_text(header + yaml.safe_dump_all(docs, sort_keys=False, width=200))
     return path
 
@@ -360,6 +370,7 @@ _CLEANUP_RANK = {
     "admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": -2,
     "admissionregistration.k8s.io/ValidatingAdmissionPolicy": -1,
     "Job": 0,
+    "jobset.x-k8s.io/JobSet": 0,
     "Pod": 0,
     "Workload": 1,
     "LocalQueue": 2,
