@@ -8,7 +8,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
@@ -107,11 +107,12 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
 def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     from .engine.diagnose import diagnose
-    from .engine.no_workload import stand_ins, unmanaged_reason
+    from .engine.no_workload import GRACE, stand_ins, unmanaged_reason
     from .engine.queue_summary import by_queue
     from .state import ClusterState
 
     now: datetime | None = None
+    grace = GRACE
     if args.now:
         now = parse_time(args.now)
         if now is None:
@@ -124,8 +125,8 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
         state = ClusterState.from_objects(objects)
-        if now is None:
-            now = newest_timestamp(objects) or datetime.now(UTC)
+        if now is None:  # the dump's time is its newest timestamp: it may have been taken long after that
+            now, grace = newest_timestamp(objects) or datetime.now(UTC), timedelta(0)
     else:
         from .live.snapshot import LiveError, snapshot
 
@@ -138,15 +139,15 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         now = now or datetime.now(UTC)
     namespace = None if args.all_namespaces else args.namespace
     target = Target.parse(args.workload)
-    candidates = {**stand_ins(state, now), **state.workloads}  # owners Kueue made no Workload for, too
+    candidates = {**stand_ins(state, now, grace), **state.workloads}  # owners Kueue made no Workload for, too
     keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
-    diagnoses = diagnose(state, now, keys)
+    diagnoses = diagnose(state, now, keys, grace)
     if target is not None and not diagnoses:
         owners = [o for (ns, kind, nm), o in state.owners.items()
                   if nm == target.name and (namespace is None or ns == namespace)
                   and target.kind in (None, kind)]
-        why = [unmanaged_reason(state, o, now) for o in owners]
+        why = [unmanaged_reason(state, o, now, grace) for o in owners]
         err.write((" ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads))) + "\n")
         return EXIT_NOT_FOUND
     if not candidates:

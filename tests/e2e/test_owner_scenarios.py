@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import yaml
 
-from kueue_doctor import vocabulary
+from kueue_doctor import diagnose_objects, vocabulary
+from kueue_doctor.api import AdmissionDiagnosis
 from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, ResourceFlavor
 
 from . import kube
@@ -93,7 +94,11 @@ def _expect_verdict(objects: list[dict[str, Any]], namespace: str, *, reason: st
     if missing:
         pytest.xfail(f"waits for the engine: {', '.join(missing)} not in kueue_doctor.vocabulary yet "
                      "(every cluster fact above passed; the fixture is recorded)")
-    diagnoses = _diagnose(objects)
+    # as `explain -f` reads the recorded snapshot (no grace period: a dump's time is its newest timestamp);
+    # the operator's 30 s grace period is waited out by tests/e2e/test_operator.py
+    diagnoses = diagnose_objects(objects, grace=timedelta(0))
+    for x in diagnoses:
+        AdmissionDiagnosis.model_validate(x)
     d = _diagnosis_of(diagnoses, namespace, owner=owner, workload=workload)
     assert d is not None, (f"no diagnosis for {owner or workload} in {namespace}: "
                            f"{[(x['metadata']['name'], x['status'].get('reason')) for x in diagnoses]}")

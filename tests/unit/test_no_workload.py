@@ -195,3 +195,18 @@ def test_explain_points_from_a_child_job_to_its_jobset() -> None:
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "js-uid"}).obj()
     code, _, err = _explain([*_queues(), _config(), child], "-n", "team-a", "js-workers-0")
     assert code == 1 and "kueue-doctor explain -n team-a jobset/js" in err
+
+
+def test_a_dump_read_without_now_judges_an_owner_created_at_its_newest_timestamp() -> None:
+    # the dump's time is only its newest timestamp: the stuck Job may be the newest object of a dump taken
+    # hours later, so `explain -f` applies no grace period; --now restores it
+    job = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
+    objects = [*_queues(), _config(), job]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["explain", "-f", "-"], stdin=io.StringIO(yaml.safe_dump_all(objects)), stdout=out, stderr=err) == 0
+    assert "NoWorkload" in out.getvalue()
+    assert _explain(objects, "job/trainer")[0] == 0  # --now 09:10, created 09:00: past the grace
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["explain", "-f", "-", "--now", "2026-11-30T09:00:10Z", "job/trainer"],
+                stdin=io.StringIO(yaml.safe_dump_all(objects)), stdout=out, stderr=err) == 1
+    assert "Kueue has not made its Workload yet" in err.getvalue() and "Ask again in 20s" in err.getvalue()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -30,30 +30,30 @@ from ..state import ClusterState
 from ..vocabulary import REASONS, Cause, Reason
 from .admission.eviction import last_eviction
 from .context import Context
-from .no_workload import stand_in, stand_ins
+from .no_workload import GRACE, stand_in, stand_ins
 from .registry import BY_PHASE
 from .rules import Finding, Phase, Rule
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def diagnose(state: ClusterState, now: datetime,
-             keys: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]] | None = None,
+             grace: timedelta = GRACE) -> list[dict[str, Any]]:
     """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`.
 
-    Owners Kueue should manage and has made no Workload for are diagnosed too, under the name Kueue would
-    give their Workload (`no_workload.stand_in`); a key names either.
+    Owners Kueue should manage and has made no Workload for `grace` after their creation are diagnosed
+    too, under the name Kueue would give their Workload (`no_workload.stand_in`); a key names either.
     """
     with cycle_collection_paused():
         if keys is None:
-            targets = {**stand_ins(state, now), **state.workloads}
+            targets = {**stand_ins(state, now, grace), **state.workloads}
         else:
             targets = {}
             for key in keys:
                 wl = state.workloads.get(key)
                 if wl is None:
                     owner = state.owner_for_workload_name(key)
-                    wl = stand_in(state, owner, now) if owner is not None else None
+                    wl = stand_in(state, owner, now, grace) if owner is not None else None
                 if wl is not None:
                     targets[key] = wl
         return [diagnose_workload(targets[k], state, now) for k in sorted(targets)]

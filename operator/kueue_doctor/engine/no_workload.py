@@ -37,6 +37,7 @@ from ..state import OWNER_KINDS, ClusterState
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .rules import Finding, Phase, rule
+from .scheduling.owners import owner_suspended
 
 GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -98,17 +99,19 @@ def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
     return not state.workloads_of_owner(owner)
 
 
-def grace_ends(owner: Mapping[str, Any]) -> datetime | None:
+def grace_ends(owner: Mapping[str, Any], grace: timedelta = GRACE) -> datetime | None:
     created = parse_time(meta(owner).get("creationTimestamp"))
-    return created + GRACE if created is not None else None
+    return created + grace if created is not None else None
 
 
-def stand_in(state: ClusterState, owner: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+def stand_in(state: ClusterState, owner: Mapping[str, Any], now: datetime, grace: timedelta = GRACE
+             ) -> dict[str, Any] | None:
     """The Workload Kueue would have made for `owner`, to be diagnosed in its place; None when Kueue has one,
-    does not manage the owner, or the grace period has not passed."""
+    does not manage the owner, or `grace` has not passed since the owner was created (0 for a dump whose
+    time is only known from its newest timestamp: the dump may have been taken long after)."""
     if not should_have_workload(state, owner):
         return None
-    ends = grace_ends(owner)
+    ends = grace_ends(owner, grace)
     if ends is not None and now < ends:
         return None
     kind = _kind_key(owner)[1]
@@ -129,11 +132,11 @@ def stand_in(state: ClusterState, owner: Mapping[str, Any], now: datetime) -> di
     return {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": md, "spec": wl_spec}
 
 
-def stand_ins(state: ClusterState, now: datetime) -> dict[tuple[str, str], dict[str, Any]]:
+def stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE) -> dict[tuple[str, str], dict[str, Any]]:
     """Every owner without a Workload, as (namespace, name) -> stand-in."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for owner in state.owners.values():
-        wl = stand_in(state, owner, now)
+        wl = stand_in(state, owner, now, grace)
         if wl is not None:
             out[namespace(wl) or "", name(wl) or ""] = wl
     return out
@@ -167,9 +170,8 @@ def _waiting(ctx: Context) -> str:
 
 
 def _suspended(owner: Mapping[str, Any]) -> bool | None:
-    sp = m(owner.get("spec"))
-    value = sp.get("suspend", m(sp.get("runPolicy")).get("suspend"))
-    return value if isinstance(value, bool) else None
+    """Absent means not suspended (the field defaults to false); None for a kind without the field."""
+    return owner_suspended(owner)
 
 
 def _evidence(ctx: Context, *extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -307,7 +309,8 @@ def workload_not_created(ctx: Context) -> Finding | None:
     return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=_evidence(ctx))
 
 
-def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetime) -> str | None:
+def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetime, grace: timedelta = GRACE
+                     ) -> str | None:
     """Why an owner the user named has no diagnosis, in one sentence (None: it has one, or a Workload)."""
     what = f"{s(owner.get('kind'))} {namespace(owner)}/{name(owner)}"
     if state.workloads_of_owner(owner):
@@ -332,8 +335,8 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
     if not state.knows("Workload"):
         return (f"kueue-doctor: {what} asks for Kueue, but the input has no Workloads to look in; include "
                 "`kubectl get workloads -A -o yaml`.")
-    ends = grace_ends(owner)
+    ends = grace_ends(owner, grace)
     if ends is not None and now < ends:
-        return (f"kueue-doctor: {what} was created {format_duration(now - (ends - GRACE))} ago and Kueue has not made "
+        return (f"kueue-doctor: {what} was created {format_duration(now - (ends - grace))} ago and Kueue has not made "
                 f"its Workload yet; that normally takes under a second. Ask again in {format_duration(ends - now)}.")
     return None
