@@ -286,3 +286,48 @@ def test_operator_warns_when_the_installed_crd_is_not_the_one_it_expects(
     finally:
         kube.request_json(api, "PATCH", path, {"metadata": {"annotations": {key: current}}},
                           content_type="application/merge-patch+json")
+
+
+def test_owners_kueue_never_took_get_their_own_diagnosis_from_the_operator_and_from_explain(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    """A JobSet while Kueue manages only Jobs, and a Job in a namespace outside managedJobsNamespaceSelector:
+    after the 30 s grace period each has an AdmissionDiagnosis named as Kueue would name its Workload, owned by
+    the owner (which takes it along when deleted); `explain KIND/NAME` on the live cluster says the same."""
+    from kueue_doctor.kube.kueue_names import expected_workload_name
+    from tests.builders import Namespace
+
+    from .kube import lc
+    from .test_owner_scenarios import _jobset, _jobset_served
+
+    api = cluster.api_client
+    if not _jobset_served(api):
+        pytest.skip("no JobSet CRD in this cluster")
+    setup_queue(resources, namespace, 2)
+    jobset = resources.create(_jobset("trainer", namespace, "main"))
+    unmanaged = kube.unique_name("t-unmanaged")
+    resources.create(Namespace(unmanaged).label(lc.UNMANAGED_NAMESPACE_LABEL, "true").manifest())
+    resources.create(LocalQueue("main", unmanaged, "nowhere").manifest())
+    job = resources.create(Job("stuck", unmanaged).queue("main").request("cpu", "100m").manifest())
+    expected = {(namespace, expected_workload_name(jobset)): "IntegrationNotEnabled",
+                (unmanaged, expected_workload_name(job)): "NamespaceNotManaged"}
+
+    def verdicts() -> dict[tuple[str, str], str | None]:
+        return {k: (d := adiag(api, *k)) and d["status"].get("cause") for k in expected}
+    kube.wait_for(lambda: verdicts() == expected, timeout=90,
+                  message=lambda: f"NoWorkload diagnoses, got {verdicts()}:\n{operator.tail()}")
+    d = adiag(api, namespace, expected_workload_name(jobset))
+    assert d is not None and d["status"]["reason"] == "NoWorkload" and "workloadRef" not in d["spec"]
+    assert d["metadata"]["ownerReferences"] == [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                 "name": "trainer", "uid": jobset["metadata"]["uid"]}]
+    assert kube.list_objects(api, "Workload", namespace) == []  # still none: the verdict is the owner's own
+
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
+    out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", unmanaged, "job/stuck", "-o",
+                          "yaml"], env=env, capture_output=True, text=True, timeout=120, check=True)
+    (live,) = list(yaml.safe_load_all(out.stdout))
+    assert (live["metadata"]["name"], live["status"]["reason"], live["status"]["cause"]) == (
+        expected_workload_name(job), "NoWorkload", "NamespaceNotManaged")
+
+    kube.delete(api, "jobset.x-k8s.io/JobSet", "trainer", namespace)  # the garbage collector takes it along
+    kube.wait_for(lambda: adiag(api, namespace, expected_workload_name(jobset)) is None, timeout=60,
+                  message="the JobSet's diagnosis to go with it")
