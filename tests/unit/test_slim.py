@@ -63,3 +63,23 @@ def test_slim_keeps_only_who_wrote_an_owners_suspend_flag() -> None:
          "fieldsV1": {"f:spec": {"f:suspend": {}}}},
         {"manager": "policy-controller", "operation": "Apply", "time": "2026-11-30T09:05:00Z",
          "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
+
+
+def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed() -> None:
+    # what the operator keeps in memory must give what `explain -f` gives on the full objects: every fixture
+    # recorded on the real control plane (JobSets, Kueue's ConfigMap, managedFields of re-suspended Jobs)
+    from datetime import timedelta
+    from pathlib import Path
+
+    import yaml
+
+    from kueue_doctor.kube.load import newest_timestamp
+
+    fixtures = sorted((Path(__file__).parents[1] / "e2e" / "fixtures").glob("*.yaml"))
+    assert len(fixtures) >= 25
+    for path in fixtures:
+        docs = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict)]
+        objects = [i for o in docs for i in (o.get("items") or [o])]
+        now = newest_timestamp(objects)
+        full = diagnose_objects(objects, now, grace=timedelta(0))
+        assert diagnose_objects([slim(o) for o in objects], now, grace=timedelta(0)) == full, path.name
