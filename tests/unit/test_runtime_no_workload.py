@@ -128,3 +128,16 @@ def test_an_owner_that_leaves_the_watch_takes_its_diagnosis_with_it() -> None:
     asyncio.run(rt.loop.run_once())
     assert ("DELETE", _path(js)) in [(r.method, r.path) for r in api.writes]
     assert _path(js) not in [r.path for r in api.applies()][3:]
+
+
+def test_a_resync_notices_kueues_configmap_deleted() -> None:
+    js = _jobset()
+    rt, api = started([*objects(), _config_map(["batch/job"]), js])
+    asyncio.run(rt.loop.run_once())
+    assert [r.body["status"]["cause"] for r in api.applies() if r.path == _path(js)] == ["IntegrationNotEnabled"]
+    api.forget("GET", "/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config")  # now a 404
+    asyncio.run(rt.orphans.resync())
+    asyncio.run(rt.loop.run_once())
+    latest = [r.body for r in api.applies() if r.path == _path(js)][-1]
+    assert latest["status"]["cause"] == "WorkloadNotCreated"
+    assert "was looked for and not found" in latest["status"]["message"]

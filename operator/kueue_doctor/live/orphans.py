@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..api import GROUP, PLURAL, VERSION
+from ..kube.kueue_config import CONFIG_MAP
 from ..kube.objects import m, name, namespace
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
@@ -95,13 +96,26 @@ class Orphans:
                     wl = await self._get_workload(key)
                     if wl is None or deleting(wl):
                         await self.publisher.delete(key)
-        install, readable = await asyncio.to_thread(kueue_install.read, self.api, self.discovery.kueue_namespace)
-        for found in install:  # Kueue reads its Configuration at start: a resync is soon enough to notice
-            self.inbox.put("ADDED", slim(found))
-        self.state.complete_kinds |= readable
-        self.inbox.drain()
+        await self._reread_kueue_install()
         self.inbox.mark(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
         self.inbox.mark(self.state.owner_workload_names())
+
+    async def _reread_kueue_install(self) -> None:
+        """Kueue reads its Configuration when it starts: a resync is soon enough to notice a change."""
+        kueue_ns = self.discovery.kueue_namespace
+        try:
+            install, readable = await asyncio.to_thread(kueue_install.read, self.api, kueue_ns)
+        except rest.ApiError as exc:
+            self.stats.count(self.stats.errors, "resync")
+            log.warning("Resync could not read Kueue's ConfigMap and Deployment in %s: %s", kueue_ns, exc)
+            return
+        for found in install:
+            self.inbox.put("ADDED", slim(found))
+        if "ConfigMap" in readable and not any(o.get("kind") == "ConfigMap" for o in install):
+            self.inbox.put("DELETED", {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": CONFIG_MAP, "namespace": kueue_ns}})
+        self.state.complete_kinds |= readable
+        self.inbox.drain()
 
     def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
         return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})
