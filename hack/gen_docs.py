@@ -185,8 +185,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                     "readiness (image, capacity) before the back-off ends."},
         "Deactivated": {"who": WO, "do": "Fix the cause, then `kubectl patch workload <wl> -n <ns> --type merge "
                         "-p '{\"spec\":{\"active\":true}}'` or recreate the Job."},
-        "JobSuspended": {"who": NB, "do": "Kueue unsuspends it within seconds; if not, check the Kueue controller "
-                         "logs for the owner and `kubectl get <kind> <name> -o yaml`."},
+        "JobSuspended": {"who": "see the cause", "do": "Kueue unsuspends it within seconds; if not, check the Kueue "
+                         "controller logs for the owner and `kubectl get <kind> <name> -o yaml --show-managed-fields` "
+                         "(who wrote spec.suspend)."},
         "PodsNotCreated": {"who": "see the cause", "do": "`kubectl describe job <job> -n <ns>`: the FailedCreate "
                            "event names the ResourceQuota, webhook or LimitRange that refuses the Pods."},
         "PodsUnschedulable": {"who": "see the cause", "do": "`kubectl describe pod <pod> -n <ns>`; compare the "
@@ -312,6 +313,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "EvictedOnManagerCluster": {"who": WO, "do": "MultiKueue: read the eviction on the manager cluster."},
         "OwnerSuspended": {"who": NB, "do": "Kueue unsuspends the owner after admission; if minutes pass, check "
                            "the Kueue controller logs and `kubectl describe <kind> <name> -n <ns>`."},
+        "SuspendedByOtherManager": {"who": CA, "do": "The field manager in status.evidence suspended the Job after "
+                                    "admission: find that controller or webhook (`kubectl get "
+                                    "mutatingwebhookconfigurations`) and exclude Kueue-managed Jobs from it."},
         "FailedCreate": {"who": WO, "do": "`kubectl describe job <job> -n <ns>`; raise the namespace "
                          "ResourceQuota (`kubectl get resourcequota -n <ns>`) or satisfy the webhook."},
         "PodsPending": {"who": NB, "do": "Pods are being created; wait."},

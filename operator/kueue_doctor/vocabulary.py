@@ -105,6 +105,7 @@ class Cause(StrEnum):
     MAXIMUM_EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
     EVICTED_ON_MANAGER_CLUSTER = "EvictedOnManagerCluster"
     OWNER_SUSPENDED = "OwnerSuspended"
+    SUSPENDED_BY_OTHER_MANAGER = "SuspendedByOtherManager"
     FAILED_CREATE = "FailedCreate"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
@@ -199,7 +200,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         "the maximum execution time); it is never admitted until reactivated."),
     Reason.JOB_SUSPENDED: ReasonInfo(Stage.SCHEDULING,
         "Admitted, but the owner (Job, JobSet, ...) is still suspended: Kueue's job controller has not started it"
-        " yet."),
+        " yet, or another controller suspended it again."),
     Reason.PODS_NOT_CREATED: ReasonInfo(Stage.SCHEDULING,
         "Admitted and started, but fewer Pods exist than expected: the Job controller cannot create them "
         "(ResourceQuota, webhook, LimitRange) or has not yet."),
@@ -332,6 +333,9 @@ CAUSES: dict[Cause, CauseInfo] = {
         "MultiKueue: evicted on the manager cluster."),
     Cause.OWNER_SUSPENDED: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.NOBODY,
         "The owner is still suspended after admission."),
+    Cause.SUSPENDED_BY_OTHER_MANAGER: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.CLUSTER_ADMIN,
+        "After Kueue admitted the Workload, a field manager that is not Kueue wrote the owner's suspend field "
+        "(metadata.managedFields): another controller or a mutating webhook suspends the Job again."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,

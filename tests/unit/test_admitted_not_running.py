@@ -1,0 +1,108 @@
+""""Admitted but not running" and requeue-loop verdicts: the edges the catalog scenarios do not show.
+
+The catalog (tests/cases/verdicts.yaml) holds one scenario per verdict; these tests pin the details: the
+Kubeflow suspend path, what slim keeps of managedFields, and the negative cases that must keep the old verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.kube.slim import slim
+
+NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+ADMITTED = "2026-11-30T09:00:05Z"
+
+
+def _cond(ctype: str, status: str, reason: str, message: str, time: str = ADMITTED) -> dict[str, Any]:
+    return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": time}
+
+
+def _queues() -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"},
+         "spec": {}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-a-cq"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+             {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]},
+         "status": {"conditions": [_cond("Active", "True", "Ready", "Can admit new workloads")],
+                    "flavorsReservation": [{"name": "default-flavor", "resources": [{"name": "cpu", "total": "1"}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "user-queue", "namespace": "team-a"}, "spec": {"clusterQueue": "team-a-cq"},
+         "status": {"conditions": [_cond("Active", "True", "Ready", "Can submit new workloads to localQueue")]}},
+    ]
+
+
+def _pytorchjob(writer: str, time: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": "team-a", "uid": "owner-uid-1",
+                     "creationTimestamp": "2026-11-30T09:00:00Z",
+                     "managedFields": [
+                         {"apiVersion": "kubeflow.org/v1", "fieldsType": "FieldsV1", "manager": "kubectl-create",
+                          "operation": "Update", "time": "2026-11-30T09:00:00Z",
+                          "fieldsV1": {"f:spec": {"f:pytorchReplicaSpecs": {}}}},
+                         {"apiVersion": "kubeflow.org/v1", "fieldsType": "FieldsV1", "manager": writer,
+                          "operation": "Apply", "time": time,
+                          "fieldsV1": {"f:spec": {"f:runPolicy": {"f:suspend": {}}}}},
+                         {"apiVersion": "kubeflow.org/v1", "fieldsType": "FieldsV1", "manager": "training-operator",
+                          "operation": "Update", "subresource": "status", "time": "2026-11-30T09:40:00Z",
+                          "fieldsV1": {"f:status": {"f:conditions": {}}}}]},
+        "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {}},
+    }
+
+
+def _workload() -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "pytorchjob-bert-1a2b3", "namespace": "team-a", "uid": "wl-uid-1",
+                     "creationTimestamp": "2026-11-30T09:00:00Z",
+                     "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "bert",
+                                          "uid": "owner-uid-1", "controller": True}]},
+        "spec": {"queueName": "user-queue", "podSets": [{"name": "master", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+        "status": {"admission": {"clusterQueue": "team-a-cq", "podSetAssignments": [
+            {"name": "master", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "1"}, "count": 1}]},
+            "conditions": [_cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq"),
+                           _cond("Admitted", "True", "Admitted", "The workload is admitted")]},
+    }
+
+
+def _verdict(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    out = diagnose_objects(objects, NOW)
+    status: dict[str, Any] = next(d for d in out if d["metadata"]["name"] == "pytorchjob-bert-1a2b3")["status"]
+    return status
+
+
+def test_kubeflow_run_policy_suspend_written_after_admission_by_another_manager() -> None:
+    st = _verdict([*_queues(), _pytorchjob("gitops-sync", "2026-11-30T09:30:00Z"), _workload()])
+    assert (st["reason"], st.get("cause"), st["actionBy"]) == ("JobSuspended", "SuspendedByOtherManager",
+                                                               "ClusterAdmin")
+    assert "'gitops-sync' (Apply) wrote spec.runPolicy.suspend" in st["message"]
+    ev = next(e for e in st["evidence"] if e["kind"] == "PyTorchJob")
+    assert ev == {"kind": "PyTorchJob", "name": "bert", "namespace": "team-a",
+                  "field": "metadata.managedFields[spec.runPolicy.suspend]", "reason": "gitops-sync",
+                  "message": "operation Apply", "time": "2026-11-30T09:30:00Z"}
+
+
+def test_kueue_as_the_last_writer_is_not_foreign() -> None:
+    st = _verdict([*_queues(), _pytorchjob("kueue-pytorchjob-controller", "2026-11-30T09:30:00Z"), _workload()])
+    assert st.get("cause") == "OwnerSuspended"
+
+
+def test_a_write_before_the_admission_is_the_creation_path() -> None:
+    st = _verdict([*_queues(), _pytorchjob("gitops-sync", "2026-11-30T09:00:01Z"), _workload()])
+    assert st.get("cause") == "OwnerSuspended"
+
+
+def test_slim_keeps_only_the_suspend_writers_and_the_verdict() -> None:
+    objects = [*_queues(), _pytorchjob("gitops-sync", "2026-11-30T09:30:00Z"), _workload()]
+    owner = slim(copy.deepcopy(objects[3]))
+    assert owner["metadata"]["managedFields"] == [
+        {"manager": "gitops-sync", "operation": "Apply", "time": "2026-11-30T09:30:00Z",
+         "fieldsV1": {"f:spec": {"f:runPolicy": {"f:suspend": {}}}}}]
+    slimmed = [slim(copy.deepcopy(o)) for o in objects]
+    assert _verdict(slimmed)["cause"] == _verdict(objects)["cause"] == "SuspendedByOtherManager"
