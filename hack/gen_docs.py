@@ -298,6 +298,10 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "ClusterAdmin: `kubectl get nodes`."},
         "RequeueBackoff": {"who": NB, "do": "Wait until status.requeueState.requeueAt; fix the eviction's cause "
                            "meanwhile."},
+        "RequeueLoop": {"who": "WorkloadOwner (ClusterAdmin for NodeFailures)", "do": "Read status.lastEviction "
+                        "and fix what evicts it each time (PodsReadyTimeout: images, node capacity, the flavor's "
+                        "nodeLabels; Preempted: priority or quota) before the next admission; Kueue deactivates it "
+                        "after waitForPodsReady.requeuingStrategy.backoffLimitCount requeues if one is set."},
         "FlavorMigration": {"who": NB, "do": "ConcurrentAdmission moves the Job to a more favourable flavor: the "
                             "variant named in the message takes over once these Pods stop. If Pods hang "
                             "Terminating, check their finalizers and node."},

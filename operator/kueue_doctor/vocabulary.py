@@ -106,6 +106,7 @@ class Cause(StrEnum):
     EVICTED_ON_MANAGER_CLUSTER = "EvictedOnManagerCluster"
     OWNER_SUSPENDED = "OwnerSuspended"
     SUSPENDED_BY_OTHER_MANAGER = "SuspendedByOtherManager"
+    REQUEUE_LOOP = "RequeueLoop"
     FAILED_CREATE = "FailedCreate"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
@@ -336,6 +337,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.SUSPENDED_BY_OTHER_MANAGER: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.CLUSTER_ADMIN,
         "After Kueue admitted the Workload, a field manager that is not Kueue wrote the owner's suspend field "
         "(metadata.managedFields): another controller or a mutating webhook suspends the Job again."),
+    Cause.REQUEUE_LOOP: CauseInfo((Reason.EVICTED, Reason.PREEMPTED), ActionBy.WORKLOAD_OWNER,
+        "Evicted 3 times or more for the same reason (status.schedulingStats.evictions, status.requeueState): "
+        "requeuing alone does not help, the cause of the evictions must be fixed."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,

@@ -28,6 +28,7 @@ ORDER: tuple[Rule, ...] = (
     queues.cluster_queue_stopped,
     queues.cluster_queue_inactive,
     queues.namespace_not_selected,
+    eviction.requeue_loop,
     eviction.recent_eviction,
     kueue_message.from_kueue_message,
     order.not_yet_evaluated,
