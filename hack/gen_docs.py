@@ -189,7 +189,8 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "controller logs for the owner and `kubectl get <kind> <name> -o yaml --show-managed-fields` "
                          "(who wrote spec.suspend)."},
         "PodsNotCreated": {"who": "see the cause", "do": "`kubectl describe job <job> -n <ns>`: the FailedCreate "
-                           "event names the ResourceQuota, webhook or LimitRange that refuses the Pods."},
+                           "event names the ResourceQuota, webhook or LimitRange that refuses the Pods; for a "
+                           "GhostReservation nothing will create them, see the cause."},
         "PodsUnschedulable": {"who": "see the cause", "do": "`kubectl describe pod <pod> -n <ns>`; compare the "
                               "flavor's nodeLabels/taints with `kubectl get nodes -L <label>`: Kueue quota is "
                               "not node capacity."},
@@ -320,6 +321,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "SuspendedByOtherManager": {"who": CA, "do": "The field manager in status.evidence suspended the Job after "
                                     "admission: find that controller or webhook (`kubectl get "
                                     "mutatingwebhookconfigurations`) and exclude Kueue-managed Jobs from it."},
+        "GhostReservation": {"who": CA, "do": "Nothing runs behind the quota in status.quota: check the Kueue "
+                             "controller logs for the Workload, then delete the stale Workload (`kubectl -n <ns> "
+                             "delete workload <wl>`); Kueue creates a fresh one if its owner still has to run."},
         "FailedCreate": {"who": WO, "do": "`kubectl describe job <job> -n <ns>`; raise the namespace "
                          "ResourceQuota (`kubectl get resourcequota -n <ns>`) or satisfy the webhook."},
         "PodsPending": {"who": NB, "do": "Pods are being created; wait."},

@@ -107,6 +107,7 @@ class Cause(StrEnum):
     OWNER_SUSPENDED = "OwnerSuspended"
     SUSPENDED_BY_OTHER_MANAGER = "SuspendedByOtherManager"
     REQUEUE_LOOP = "RequeueLoop"
+    GHOST_RESERVATION = "GhostReservation"
     FAILED_CREATE = "FailedCreate"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
@@ -204,7 +205,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         " yet, or another controller suspended it again."),
     Reason.PODS_NOT_CREATED: ReasonInfo(Stage.SCHEDULING,
         "Admitted and started, but fewer Pods exist than expected: the Job controller cannot create them "
-        "(ResourceQuota, webhook, LimitRange) or has not yet."),
+        "(ResourceQuota, webhook, LimitRange) or has not yet, or they are gone while Kueue still holds the quota."),
     Reason.PODS_UNSCHEDULABLE: ReasonInfo(Stage.SCHEDULING,
         "Admitted, but kube-scheduler cannot place the Pods (real node capacity, the flavor's nodeLabels/taints, "
         "affinity), or scheduling gates hold them."),
@@ -340,6 +341,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.REQUEUE_LOOP: CauseInfo((Reason.EVICTED, Reason.PREEMPTED), ActionBy.WORKLOAD_OWNER,
         "Evicted 3 times or more for the same reason (status.schedulingStats.evictions, status.requeueState): "
         "requeuing alone does not help, the cause of the evictions must be fixed."),
+    Cause.GHOST_RESERVATION: CauseInfo((Reason.PODS_NOT_CREATED, Reason.EVICTED), ActionBy.CLUSTER_ADMIN,
+        "The Workload still holds quota (QuotaReserved=True) although its owner is deleted or finished, or was "
+        "stopped with no Pod left: nothing runs, yet Kueue has not released the quota."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,

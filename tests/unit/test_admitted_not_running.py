@@ -106,3 +106,60 @@ def test_slim_keeps_only_the_suspend_writers_and_the_verdict() -> None:
          "fieldsV1": {"f:spec": {"f:runPolicy": {"f:suspend": {}}}}}]
     slimmed = [slim(copy.deepcopy(o)) for o in objects]
     assert _verdict(slimmed)["cause"] == _verdict(objects)["cause"] == "SuspendedByOtherManager"
+
+
+def _trainer_job(**status: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "trainer", "namespace": "team-a", "uid": "job-uid-1",
+                         "creationTimestamp": "2026-11-30T09:00:00Z", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {"suspend": False, "parallelism": 1}, "status": status}
+
+
+def _job_workload(*extra: dict[str, Any]) -> dict[str, Any]:
+    wl = _workload()
+    wl["metadata"] = {"name": "job-trainer-1a2b3", "namespace": "team-a", "uid": "wl-uid-2",
+                      "creationTimestamp": "2026-11-30T09:00:00Z",
+                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "trainer",
+                                           "uid": "job-uid-1", "controller": True}]}
+    wl["status"]["conditions"] += list(extra)
+    return wl
+
+
+def _job_verdict(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    out = diagnose_objects(objects, NOW)
+    status: dict[str, Any] = next(d for d in out if d["metadata"]["name"] == "job-trainer-1a2b3")["status"]
+    return status
+
+
+def test_an_owner_deleted_minutes_ago_holds_a_ghost_reservation_and_a_fresh_deletion_does_not() -> None:
+    job = _trainer_job(active=1)
+    job["metadata"]["deletionTimestamp"] = "2026-11-30T09:50:00Z"
+    job["metadata"]["finalizers"] = ["example.com/audit"]
+    st = _job_verdict([*_queues(), job, _job_workload()])
+    assert (st["reason"], st.get("cause")) == ("PodsNotCreated", "GhostReservation")
+    assert "being deleted since 2026-11-30T09:50:00Z" in st["message"]
+    assert st["quota"] == [{"flavor": "default-flavor", "resource": "cpu", "requested": "1", "nominal": "4",
+                            "used": "1", "source": "Kueue"}]
+    job["metadata"]["deletionTimestamp"] = "2026-11-30T09:58:00Z"
+    assert _job_verdict([*_queues(), job, _job_workload()]).get("cause") != "GhostReservation"
+    full = _job_verdict([*_queues(), job, _job_workload()])
+    assert _job_verdict([slim(copy.deepcopy(o)) for o in [*_queues(), job, _job_workload()]]) == full
+
+
+def test_a_missing_owner_is_a_ghost_only_when_jobs_are_listed_completely() -> None:
+    other = _trainer_job()
+    other["metadata"] = {**other["metadata"], "name": "other", "uid": "job-uid-9"}
+    assert _job_verdict([*_queues(), other, _job_workload()]).get("cause") == "GhostReservation"
+    assert _job_verdict([*_queues(), _job_workload()]).get("cause") != "GhostReservation"  # no Job listed at all
+
+
+def test_pods_ready_with_pods_gone_needs_the_pod_list_and_an_idle_job() -> None:
+    ready = _cond("PodsReady", "True", "Started", "All pods reached readiness and the workload is running")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "team-b", "uid": "p1"},
+           "status": {"phase": "Running"}}
+    assert _job_verdict([*_queues(), _trainer_job(active=0), _job_workload(ready), pod]).get(
+        "cause") == "GhostReservation"
+    assert _job_verdict([*_queues(), _trainer_job(active=0), _job_workload(ready)]).get(
+        "cause") != "GhostReservation"  # Pods not in the input: nothing is known about them
+    assert _job_verdict([*_queues(), _trainer_job(active=1), _job_workload(ready), pod]).get(
+        "cause") != "GhostReservation"  # the Job controller still counts an active Pod

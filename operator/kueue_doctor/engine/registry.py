@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from .admission import checks, eviction, kueue_message, order, queues, terminal
 from .rules import Phase, Rule
-from .scheduling import dispatch, workload_pods
+from .scheduling import dispatch, ghost, workload_pods
 
 ORDER: tuple[Rule, ...] = (
     # terminal: Finished, or deactivated
     terminal.finished,
     terminal.deactivated,
     # reserved: holds quota, not admitted (or being evicted)
+    ghost.evicted_ghost,
     eviction.eviction_in_progress,
     checks.admission_checks_not_ready,
     checks.delayed_topology_request,
@@ -35,6 +36,7 @@ ORDER: tuple[Rule, ...] = (
     kueue_message.unrecognized,
     # admitted: the owner, the Pods, the containers
     dispatch.multikueue,
+    ghost.admitted_ghost,
     dispatch.suspended_owner,
     workload_pods.pods_ready,
     workload_pods.pods_failed_create,
