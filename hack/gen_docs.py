@@ -324,6 +324,10 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "GhostReservation": {"who": CA, "do": "Nothing runs behind the quota in status.quota: check the Kueue "
                              "controller logs for the Workload, then delete the stale Workload (`kubectl -n <ns> "
                              "delete workload <wl>`); Kueue creates a fresh one if its owner still has to run."},
+        "KueueStalled": {"who": CA, "do": "The numbers in status.quota say it fits, yet Kueue is silent: collect "
+                         "`kubectl -n kueue-system logs deploy/kueue-controller-manager`, `kubectl -n kueue-system get "
+                         "pods`, kueue_admission_attempts_total and the ClusterQueue's pendingworkloads view; "
+                         "restarting the Kueue controller re-evaluates every queue."},
         "FailedCreate": {"who": WO, "do": "`kubectl describe job <job> -n <ns>`; raise the namespace "
                          "ResourceQuota (`kubectl get resourcequota -n <ns>`) or satisfy the webhook."},
         "PodsPending": {"who": NB, "do": "Pods are being created; wait."},

@@ -108,6 +108,7 @@ class Cause(StrEnum):
     SUSPENDED_BY_OTHER_MANAGER = "SuspendedByOtherManager"
     REQUEUE_LOOP = "RequeueLoop"
     GHOST_RESERVATION = "GhostReservation"
+    KUEUE_STALLED = "KueueStalled"
     FAILED_CREATE = "FailedCreate"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
@@ -344,6 +345,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.GHOST_RESERVATION: CauseInfo((Reason.PODS_NOT_CREATED, Reason.EVICTED), ActionBy.CLUSTER_ADMIN,
         "The Workload still holds quota (QuotaReserved=True) although its owner is deleted or finished, or was "
         "stopped with no Pod left: nothing runs, yet Kueue has not released the quota."),
+    Cause.KUEUE_STALLED: CauseInfo((Reason.NOT_YET_EVALUATED, Reason.WAITING_FOR_QUOTA), ActionBy.CLUSTER_ADMIN,
+        "The Workload fits the ClusterQueue's unused quota by the numbers in the input, yet Kueue has not admitted "
+        "or re-evaluated it for more than 10 minutes: the Kueue controller looks stuck."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,

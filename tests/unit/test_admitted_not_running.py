@@ -163,3 +163,60 @@ def test_pods_ready_with_pods_gone_needs_the_pod_list_and_an_idle_job() -> None:
         "cause") != "GhostReservation"  # Pods not in the input: nothing is known about them
     assert _job_verdict([*_queues(), _trainer_job(active=1), _job_workload(ready), pod]).get(
         "cause") != "GhostReservation"  # the Job controller still counts an active Pod
+
+
+def _pending(name: str, message: str | None, request: str = "2", **podset: Any) -> dict[str, Any]:
+    conds = [] if message is None else [_cond("QuotaReserved", "False", "Pending", message, "2026-11-30T09:00:01Z")]
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}",
+                         "creationTimestamp": "2026-11-30T09:00:00Z"},
+            "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1, **podset, "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": request}}}]}}}]},
+            "status": {"conditions": conds}}
+
+
+WAITING = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 1 more needed"
+
+
+def _stalled_cause(objects: list[dict[str, Any]], name: str = "job-wait-00001") -> str | None:
+    out = diagnose_objects(objects, NOW)
+    cause: str | None = next(d for d in out if d["metadata"]["name"] == name)["status"].get("cause")
+    return cause
+
+
+def test_a_fitting_workload_quiet_for_an_hour_is_kueue_stalled() -> None:
+    assert _stalled_cause([*_queues(), _pending("job-wait-00001", WAITING)]) == "KueueStalled"
+
+
+def test_no_stall_when_the_request_does_not_fit_the_unused_quota() -> None:
+    assert _stalled_cause([*_queues(), _pending("job-wait-00001", WAITING, request="4")]) == \
+        "InsufficientUnusedQuota"  # 1 of 4 reserved: 3 free
+
+
+def test_no_stall_when_the_numbers_are_unknown() -> None:
+    queues = _queues()
+    del queues[1]["status"]["flavorsReservation"]  # reservations not reported
+    assert _stalled_cause([*queues, _pending("job-wait-00001", WAITING)]) != "KueueStalled"
+    tainted = _queues()
+    tainted[0]["spec"] = {"nodeTaints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}
+    assert _stalled_cause([*tainted, _pending("job-wait-00001", WAITING)]) != "KueueStalled"
+    tas = _pending("job-wait-00001", WAITING, topologyRequest={"required": "cloud.example.com/rack"})
+    assert _stalled_cause([*_queues(), tas]) != "KueueStalled"
+
+
+def test_no_stall_while_someone_in_the_cohort_borrows() -> None:
+    queues = _queues()
+    queues[1]["spec"]["cohortName"] = "research"
+    other = copy.deepcopy(queues[1])
+    other["metadata"] = {"name": "team-b-cq"}
+    other["status"]["flavorsReservation"] = [{"name": "default-flavor", "resources": [{"name": "cpu", "total": "6"}]}]
+    assert _stalled_cause([*queues, other, _pending("job-wait-00001", WAITING)]) != "KueueStalled"
+    other["status"]["flavorsReservation"] = [{"name": "default-flavor", "resources": [{"name": "cpu", "total": "2"}]}]
+    assert _stalled_cause([*queues, other, _pending("job-wait-00001", WAITING)]) == "KueueStalled"
+
+
+def test_no_stall_when_kueue_wrote_an_event_about_it_recently() -> None:
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1", "namespace": "team-a", "uid": "e1"},
+             "involvedObject": {"kind": "Workload", "name": "job-wait-00001", "namespace": "team-a"},
+             "reason": "Pending", "message": WAITING, "type": "Warning", "lastTimestamp": "2026-11-30T09:58:00Z"}
+    assert _stalled_cause([*_queues(), _pending("job-wait-00001", WAITING), event]) != "KueueStalled"

@@ -7,7 +7,7 @@ catalog scenario (CONTRIBUTING.md).
 
 from __future__ import annotations
 
-from .admission import checks, eviction, kueue_message, order, queues, terminal
+from .admission import checks, eviction, kueue_message, order, queues, stalled, terminal
 from .rules import Phase, Rule
 from .scheduling import dispatch, ghost, workload_pods
 
@@ -31,6 +31,7 @@ ORDER: tuple[Rule, ...] = (
     queues.namespace_not_selected,
     eviction.requeue_loop,
     eviction.recent_eviction,
+    stalled.kueue_stalled,
     kueue_message.from_kueue_message,
     order.not_yet_evaluated,
     kueue_message.unrecognized,
