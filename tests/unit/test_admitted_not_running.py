@@ -146,11 +146,19 @@ def test_an_owner_deleted_minutes_ago_holds_a_ghost_reservation_and_a_fresh_dele
     assert _job_verdict([slim(copy.deepcopy(o)) for o in [*_queues(), job, _job_workload()]]) == full
 
 
-def test_a_missing_owner_is_a_ghost_only_when_jobs_are_listed_completely() -> None:
+def test_a_missing_owner_is_a_ghost_only_when_jobs_and_pods_are_listed_completely() -> None:
     other = _trainer_job()
     other["metadata"] = {**other["metadata"], "name": "other", "uid": "job-uid-9"}
-    assert _job_verdict([*_queues(), other, _job_workload()]).get("cause") == "GhostReservation"
-    assert _job_verdict([*_queues(), _job_workload()]).get("cause") != "GhostReservation"  # no Job listed at all
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "team-b", "uid": "p1"},
+           "status": {"phase": "Running"}}
+    orphan = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "trainer-abcde", "namespace": "team-a", "uid": "p2",
+        "annotations": {"kueue.x-k8s.io/workload": "job-trainer-1a2b3"}}, "status": {"phase": "Running"}}
+    assert _job_verdict([*_queues(), other, pod, _job_workload()]).get("cause") == "GhostReservation"
+    assert _job_verdict([*_queues(), pod, _job_workload()]).get("cause") != "GhostReservation"  # no Job listed
+    assert _job_verdict([*_queues(), other, _job_workload()]).get("cause") != "GhostReservation"  # no Pod listed
+    # Pods left running after `kubectl delete job --cascade=orphan` do use the quota
+    assert _job_verdict([*_queues(), other, orphan, _job_workload()]).get("cause") != "GhostReservation"
 
 
 def test_pods_ready_with_pods_gone_needs_the_pod_list_and_an_idle_job() -> None:

@@ -228,15 +228,17 @@ _LOOPS: dict[str, tuple[str, str]] = {
 
 
 def evictions_for(ctx: Context, reason: str) -> tuple[int, str | None]:
-    """How often Kueue evicted the Workload for `reason` (the largest schedulingStats entry of that reason, or
-    requeueState.count where Kueue counts this reason), and that entry's underlyingCause."""
+    """How often Kueue evicted the Workload for `reason`: the largest schedulingStats entry of that reason (one
+    per underlyingCause), and its underlyingCause. Without scheduling stats (older Kueue), requeueState.count
+    where Kueue counts this reason; it sums every requeued eviction, so the stats win when they exist."""
+    stats = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
     most, underlying = 0, None
-    for ev in lst(m(ctx.status.get("schedulingStats")).get("evictions")):
+    for ev in stats:
         ev = m(ev)
         if ev.get("reason") == reason and i(ev.get("count")) > most:
             most, underlying = i(ev.get("count")), s(ev.get("underlyingCause"))
-    if reason in REQUEUE_STATE_REASONS:
-        most = max(most, i(m(ctx.status.get("requeueState")).get("count")))
+    if not stats and reason in REQUEUE_STATE_REASONS:
+        most = i(m(ctx.status.get("requeueState")).get("count"))
     return most, underlying
 
 

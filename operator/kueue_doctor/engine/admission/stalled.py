@@ -109,18 +109,73 @@ def _flavor_fits_pods(ctx: Context, flavor: Mapping[str, Any]) -> bool:
 
 def _nobody_borrows(ctx: Context, flavor: str, resource: str) -> bool:
     """In a cohort, the CQ's own unused nominal quota may be lent out; only a flat cohort whose members are all
-    within their nominal quota (and all in the input) is read as "free means free"."""
+    within their nominal quota (and all in the input) is read as "free means free". Kept per cohort."""
     if not ctx.cohort:
         return True
-    if not ctx.state.knows("ClusterQueue") or s(spec(ctx.state.cohorts.get(ctx.cohort, {})).get("parentName")) or any(
-            s(spec(c).get("parentName")) == ctx.cohort for c in ctx.state.cohorts.values()):
+    memo = ctx.state.derived(NOBODY_BORROWS)
+    key = (ctx.cohort, flavor, resource)
+    if key not in memo:
+        memo[key] = _cohort_within_nominal(ctx, ctx.cohort, flavor, resource)
+    return memo[key]
+
+
+def _cohort_within_nominal(ctx: Context, cohort: str, flavor: str, resource: str) -> bool:
+    if not ctx.state.knows("ClusterQueue") or s(spec(ctx.state.cohorts.get(cohort, {})).get("parentName")) or any(
+            s(spec(c).get("parentName")) == cohort for c in ctx.state.cohorts.values()):
         return False
-    for member in ctx.state.index.cqs_by_cohort.get(ctx.cohort, []):
+    for member in ctx.state.index.cqs_by_cohort.get(cohort, []):
         fq = quota.flavor_quota(ctx.state, "ClusterQueue", member, flavor, resource)
         used = quota.reserved_in(ctx.state, member, flavor, resource)
         if fq is None:
             continue
         if used is None or used > (fq.nominal or Decimal(0)):
+            return False
+    return True
+
+
+NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort within nominal quota", lambda _: {})
+
+
+def _request_totals(ctx: Context) -> dict[str, Decimal]:
+    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it."""
+    totals: dict[str, Decimal] = {}
+    for per_podset in ctx.requests.values():
+        for res, amount in per_podset.items():
+            totals[res] = totals.get(res, Decimal(0)) + amount
+    covered = quota.covered_resources(ctx.cq or {})
+    return {r: v for r, v in totals.items() if v > 0 and (r in covered or r != "pods")}
+
+
+def _most_free(ctx: Context, resource: str) -> Decimal | None:
+    """The most unused nominal quota any flavor of the ClusterQueue has for the resource, kept per index: a
+    request above it fits nowhere, without looking at flavors or pods (most waiting Workloads stop here)."""
+    memo = ctx.state.derived(MOST_FREE)
+    key = (ctx.cq_name or "", resource)
+    if key not in memo:
+        best: Decimal | None = None
+        for group in lst(spec(ctx.cq or {}).get("resourceGroups")):
+            if resource not in lst(m(group).get("coveredResources")):
+                continue
+            for fl in lst(m(group).get("flavors")):
+                fname = s(m(fl).get("name")) or ""
+                fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, fname, resource)
+                used = quota.reserved_in(ctx.state, ctx.cq_name or "", fname, resource)
+                if fq is not None and fq.nominal is not None and used is not None:
+                    free = fq.nominal - used
+                    best = free if best is None or free > best else best
+        memo[key] = best
+    return memo[key]
+
+
+MOST_FREE: Derived[dict[tuple[str, str], Decimal | None]] = Derived("most unused nominal quota per resource",
+                                                                    lambda _: {})
+
+
+def might_fit(ctx: Context) -> bool:
+    """False when some request is above what any flavor has free: the cheap test before `fits_unused_quota`."""
+    for res, want in _request_totals(ctx).items():
+        free = _most_free(ctx, res)
+        if free is None or free < want:
             return False
     return True
 
@@ -131,12 +186,8 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     cq = ctx.cq
     if cq is None or not lst(status(cq).get("flavorsReservation")):
         return None
-    totals: dict[str, Decimal] = {}
-    for per_podset in ctx.requests.values():
-        for res, amount in per_podset.items():
-            totals[res] = totals.get(res, Decimal(0)) + amount
+    totals = _request_totals(ctx)
     covered = quota.covered_resources(cq)
-    totals = {r: v for r, v in totals.items() if v > 0 and (r in covered or r != "pods")}
     if not totals or any(r not in covered for r in totals):
         return None
     fits: list[Fit] = []
@@ -167,9 +218,19 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     return fits
 
 
-def _latest_change(ctx: Context, cq_name: str) -> datetime | None:
-    """The latest condition transition of any Workload of the ClusterQueue: when Kueue (or a finishing Job)
-    last changed something there. Kept per ClusterQueue until the index is rebuilt."""
+def _latest_change(ctx: Context) -> datetime | None:
+    """The latest condition transition of any Workload of the ClusterQueue and its cohort: when Kueue (or a
+    finishing Job) last changed something there. Kept per ClusterQueue until the index is rebuilt."""
+    memo = ctx.state.derived(LATEST_AROUND)
+    cq_name = ctx.cq_name or ""
+    if cq_name not in memo:
+        cqs = {cq_name, *(ctx.state.index.cqs_by_cohort.get(ctx.cohort, []) if ctx.cohort else [])}
+        known = [x for x in (_latest_in(ctx, cq) for cq in cqs) if x is not None]
+        memo[cq_name] = max(known) if known else None
+    return memo[cq_name]
+
+
+def _latest_in(ctx: Context, cq_name: str) -> datetime | None:
     memo = ctx.state.derived(LATEST_CHANGE)
     if cq_name not in memo:
         latest: datetime | None = None
@@ -183,14 +244,15 @@ def _latest_change(ctx: Context, cq_name: str) -> datetime | None:
 
 
 LATEST_CHANGE: Derived[dict[str, datetime | None]] = Derived("latest Workload change per ClusterQueue", lambda _: {})
+LATEST_AROUND: Derived[dict[str, datetime | None]] = Derived("latest Workload change in a ClusterQueue's cohort",
+                                                             lambda _: {})
 
 
 def _quiet_since(ctx: Context) -> datetime | None:
     """When the ClusterQueue (and its cohort) last saw a change, or Kueue last wrote an event about this
     Workload: a stall means nothing moved, so quota freed seconds ago by a finishing Workload (which Kueue
     is about to use) never counts."""
-    cqs = ctx.state.index.cqs_by_cohort.get(ctx.cohort, []) if ctx.cohort else []
-    times = [_latest_change(ctx, cq) for cq in {ctx.cq_name or "", *cqs}]
+    times = [_latest_change(ctx)]
     for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
         series = m(ev.get("series"))
         times.append(parse_time(series.get("lastObservedTime") or ev.get("lastTimestamp") or ev.get("eventTime")
@@ -211,16 +273,17 @@ def kueue_stalled(ctx: Context) -> Finding | None:
     if reason is None:
         return None
     since = ctx.cond_time("QuotaReserved") or ctx.created
-    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx):
+    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx) \
+            or not might_fit(ctx):
         return None
-    if queue_order(ctx.wl, ctx.state, ctx.now) is None or queue_head(ctx) is not None:
-        return None  # held, gated, in back-off, or behind a StrictFIFO head: Kueue waits on purpose
-    quiet = _quiet_since(ctx)
+    if queue_order(ctx.wl, ctx.state, ctx.now) is None:
+        return None  # held, gated, in back-off: Kueue waits on purpose
+    quiet = _quiet_since(ctx)  # cheap, kept per ClusterQueue: asked before the arithmetic
     if quiet is not None and ctx.now - quiet < STALL_AFTER:
         return None
     fits = fits_unused_quota(ctx)
-    if not fits:
-        return None
+    if not fits or queue_head(ctx) is not None:
+        return None  # does not fit, or waits behind a StrictFIFO head on purpose
     numbers = "; ".join(f"{quota.fmt(f.resource, f.requested)} {f.resource} requested, "
                         f"{quota.fmt(f.resource, f.nominal - f.used)} free in flavor {f.flavor} (nominal "
                         f"{quota.fmt(f.resource, f.nominal)}, {quota.fmt(f.resource, f.used)} reserved)" for f in fits)

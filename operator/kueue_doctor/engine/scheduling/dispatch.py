@@ -66,9 +66,11 @@ def _suspended_by_other(ctx: Context, owner: Mapping[str, Any], kind: str, since
                         writer: FieldWriter) -> Finding:
     field_ = ".".join(suspend_path(owner) or ("spec", "suspend"))
     after = format_duration(writer.time - since, precise=True) if writer.time else "?"
+    who = ("A kubectl command (or a mutating webhook acting on it)" if writer.manager.startswith("kubectl")
+           else "Another controller or a mutating webhook")
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {ctx.ns}/{name(owner)} is suspended "
             f"again: field manager {writer.manager!r} ({writer.operation}) wrote {field_} at "
-            f"{format_time(writer.time)}, {after} after the admission. Another controller or a mutating webhook "
+            f"{format_time(writer.time)}, {after} after the admission. {who} "
             "re-suspended the Job after Kueue admitted it; Kueue keeps trying to unsuspend it while the Workload is "
             f"admitted, and the quota stays reserved meanwhile. Cluster admin: find the controller or webhook "
             f"behind {writer.manager!r} (`kubectl get mutatingwebhookconfigurations`, "

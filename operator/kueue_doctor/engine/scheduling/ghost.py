@@ -70,8 +70,8 @@ def _reserved_for(ctx: Context) -> timedelta | None:
 
 
 def owner_gone(ctx: Context) -> Ghost | None:
-    """The owner is being deleted (deletionTimestamp older than GRACE) or is not there although the input lists
-    every batch Job (live listings and dumps; other owner kinds are never listed completely)."""
+    """The owner is being deleted (deletionTimestamp older than GRACE), or is not there although the input lists
+    every batch Job (other owner kinds are never listed completely) and every Pod, none of them its own."""
     owner, ref = ctx.owner, ctx.owner_ref
     if owner is not None:
         deleting = parse_time(meta(owner).get("deletionTimestamp"))
@@ -84,14 +84,15 @@ def owner_gone(ctx: Context) -> Ghost | None:
                      ctx.object_evidence(kind, name(owner), "metadata.deletionTimestamp", "Deleting", None, deleting,
                                          ctx.ns))
     if ref is None or ref.get("kind") != "Job" or group_of(ref.get("apiVersion")) != "batch" \
-            or not ctx.state.knows("Job"):
-        return None
+            or not ctx.state.knows("Job") or not _no_live_pods(ctx):
+        return None  # Pods still running after the Job was deleted (--cascade=orphan) do use the quota
     held = _reserved_for(ctx)
     if held is None or held < GRACE:
         return None
-    return Ghost(f"its Job {ctx.ns}/{s(ref.get('name'))} no longer exists (the input lists every Job Kueue "
-                 "manages)", None, ctx.object_evidence("Job", s(ref.get("name")), "metadata", "NotFound",
-                                                       f"ownerReference uid {s(ref.get('uid'))}", ns=ctx.ns))
+    job = s(ref.get("name"))
+    return Ghost(f"its Job {ctx.ns}/{job} and its Pods no longer exist (the input lists every Job Kueue manages "
+                 "and every Pod)", None, ctx.object_evidence("Job", job, "metadata", "NotFound",
+                                                            f"ownerReference uid {s(ref.get('uid'))}", ns=ctx.ns))
 
 
 def owner_finished(ctx: Context) -> Ghost | None:
