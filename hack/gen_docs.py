@@ -202,10 +202,12 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                     "readiness (image, capacity) before the back-off ends."},
         "Deactivated": {"who": WO, "do": "Fix the cause, then `kubectl patch workload <wl> -n <ns> --type merge "
                         "-p '{\"spec\":{\"active\":true}}'` or recreate the Job."},
-        "JobSuspended": {"who": NB, "do": "Kueue unsuspends it within seconds; if not, check the Kueue controller "
-                         "logs for the owner and `kubectl get <kind> <name> -o yaml`."},
+        "JobSuspended": {"who": "see the cause", "do": "Kueue unsuspends it within seconds; if not, check the Kueue "
+                         "controller logs for the owner and `kubectl get <kind> <name> -o yaml --show-managed-fields` "
+                         "(who wrote spec.suspend)."},
         "PodsNotCreated": {"who": "see the cause", "do": "`kubectl describe job <job> -n <ns>`: the FailedCreate "
-                           "event names the ResourceQuota, webhook or LimitRange that refuses the Pods."},
+                           "event names the ResourceQuota, webhook or LimitRange that refuses the Pods; for a "
+                           "GhostReservation nothing will create them, see the cause."},
         "PodsUnschedulable": {"who": "see the cause", "do": "`kubectl describe pod <pod> -n <ns>`; compare the "
                               "flavor's nodeLabels/taints with `kubectl get nodes -L <label>`: Kueue quota is "
                               "not node capacity."},
@@ -331,6 +333,10 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "ClusterAdmin: `kubectl get nodes`."},
         "RequeueBackoff": {"who": NB, "do": "Wait until status.requeueState.requeueAt; fix the eviction's cause "
                            "meanwhile."},
+        "RequeueLoop": {"who": "WorkloadOwner (ClusterAdmin for NodeFailures)", "do": "Read status.lastEviction "
+                        "and fix what evicts it each time (PodsReadyTimeout: images, node capacity, the flavor's "
+                        "nodeLabels; Preempted: priority or quota) before the next admission; Kueue deactivates it "
+                        "after waitForPodsReady.requeuingStrategy.backoffLimitCount requeues if one is set."},
         "FlavorMigration": {"who": NB, "do": "ConcurrentAdmission moves the Job to a more favourable flavor: the "
                             "variant named in the message takes over once these Pods stop. If Pods hang "
                             "Terminating, check their finalizers and node."},
@@ -346,6 +352,16 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "EvictedOnManagerCluster": {"who": WO, "do": "MultiKueue: read the eviction on the manager cluster."},
         "OwnerSuspended": {"who": NB, "do": "Kueue unsuspends the owner after admission; if minutes pass, check "
                            "the Kueue controller logs and `kubectl describe <kind> <name> -n <ns>`."},
+        "SuspendedByOtherManager": {"who": CA, "do": "The field manager in status.evidence suspended the Job after "
+                                    "admission: find that controller or webhook (`kubectl get "
+                                    "mutatingwebhookconfigurations`) and exclude Kueue-managed Jobs from it."},
+        "GhostReservation": {"who": CA, "do": "Nothing runs behind the quota in status.quota: check the Kueue "
+                             "controller logs for the Workload, then delete the stale Workload (`kubectl -n <ns> "
+                             "delete workload <wl>`); Kueue creates a fresh one if its owner still has to run."},
+        "KueueStalled": {"who": CA, "do": "The numbers in status.quota say it fits, yet Kueue is silent: collect "
+                         "`kubectl -n kueue-system logs deploy/kueue-controller-manager`, `kubectl -n kueue-system get "
+                         "pods`, kueue_admission_attempts_total and the ClusterQueue's pendingworkloads view; "
+                         "restarting the Kueue controller re-evaluates every queue."},
         "FailedCreate": {"who": WO, "do": "`kubectl describe job <job> -n <ns>`; raise the namespace "
                          "ResourceQuota (`kubectl get resourcequota -n <ns>`) or satisfy the webhook."},
         "PodsPending": {"who": NB, "do": "Pods are being created; wait."},

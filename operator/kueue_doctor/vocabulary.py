@@ -106,6 +106,10 @@ class Cause(StrEnum):
     MAXIMUM_EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
     EVICTED_ON_MANAGER_CLUSTER = "EvictedOnManagerCluster"
     OWNER_SUSPENDED = "OwnerSuspended"
+    SUSPENDED_BY_OTHER_MANAGER = "SuspendedByOtherManager"
+    REQUEUE_LOOP = "RequeueLoop"
+    GHOST_RESERVATION = "GhostReservation"
+    KUEUE_STALLED = "KueueStalled"
     FAILED_CREATE = "FailedCreate"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
@@ -211,10 +215,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "the maximum execution time); it is never admitted until reactivated."),
     Reason.JOB_SUSPENDED: ReasonInfo(Stage.SCHEDULING,
         "Admitted, but the owner (Job, JobSet, ...) is still suspended: Kueue's job controller has not started it"
-        " yet."),
+        " yet, or another controller suspended it again."),
     Reason.PODS_NOT_CREATED: ReasonInfo(Stage.SCHEDULING,
         "Admitted and started, but fewer Pods exist than expected: the Job controller cannot create them "
-        "(ResourceQuota, webhook, LimitRange) or has not yet."),
+        "(ResourceQuota, webhook, LimitRange) or has not yet, or they are gone while Kueue still holds the quota."),
     Reason.PODS_UNSCHEDULABLE: ReasonInfo(Stage.SCHEDULING,
         "Admitted, but kube-scheduler cannot place the Pods (real node capacity, the flavor's nodeLabels/taints, "
         "affinity), or scheduling gates hold them."),
@@ -344,6 +348,18 @@ CAUSES: dict[Cause, CauseInfo] = {
         "MultiKueue: evicted on the manager cluster."),
     Cause.OWNER_SUSPENDED: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.NOBODY,
         "The owner is still suspended after admission."),
+    Cause.SUSPENDED_BY_OTHER_MANAGER: CauseInfo((Reason.JOB_SUSPENDED,), ActionBy.CLUSTER_ADMIN,
+        "After Kueue admitted the Workload, a field manager that is not Kueue wrote the owner's suspend field "
+        "(metadata.managedFields): another controller or a mutating webhook suspends the Job again."),
+    Cause.REQUEUE_LOOP: CauseInfo((Reason.EVICTED, Reason.PREEMPTED), ActionBy.WORKLOAD_OWNER,
+        "Evicted 3 times or more for the same reason (status.schedulingStats.evictions, status.requeueState): "
+        "requeuing alone does not help, the cause of the evictions must be fixed."),
+    Cause.GHOST_RESERVATION: CauseInfo((Reason.PODS_NOT_CREATED, Reason.EVICTED), ActionBy.CLUSTER_ADMIN,
+        "The Workload still holds quota (QuotaReserved=True) although its owner is deleted or finished, or was "
+        "stopped with no Pod left: nothing runs, yet Kueue has not released the quota."),
+    Cause.KUEUE_STALLED: CauseInfo((Reason.NOT_YET_EVALUATED, Reason.WAITING_FOR_QUOTA), ActionBy.CLUSTER_ADMIN,
+        "The Workload fits the ClusterQueue's unused quota by the numbers in the input, yet Kueue has not admitted "
+        "or re-evaluated it for more than 10 minutes: the Kueue controller looks stuck."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,

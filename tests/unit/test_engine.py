@@ -172,7 +172,7 @@ def test_resource_not_covered_blames_the_request() -> None:
 
 
 def test_no_quota_condition_yet_is_not_yet_evaluated() -> None:
-    st = verdict([*queue_setup(), workload("job-new-00001").obj()], "job-new-00001")
+    st = verdict([*queue_setup(), workload("job-new-00001").created("2026-11-30T09:59:50Z").obj()], "job-new-00001")
     assert (st["stage"], st["reason"], st["cause"], st["actionBy"]) == ("Admission", "NotYetEvaluated",
                                                                         "PendingEvaluation", "Nobody")
 
@@ -422,7 +422,7 @@ def test_a_workload_in_requeue_back_off_is_not_the_strict_fifo_head() -> None:
         condition("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
         condition("QuotaReserved", "False", "Pending", "Exceeded the PodsReady timeout team-a/job-slow-00005"),
     ).requeue_state(1, "2026-11-30T10:05:00Z").obj()
-    behind = workload("job-behind-00002").created("2026-11-30T09:10:00Z").obj()
+    behind = workload("job-behind-00002").created("2026-11-30T09:58:00Z").obj()
     st = verdict([*queue_setup(team_a_cq().queueing_strategy("StrictFIFO")), backoff, behind], "job-behind-00002")
     assert st["cause"] == "PendingEvaluation"  # Kueue does not hold the backed-off one in the heap
 

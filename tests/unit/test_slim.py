@@ -59,10 +59,9 @@ def test_slim_keeps_only_who_wrote_an_owners_suspend_flag() -> None:
          "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}}}}]}, "spec": {"suspend": True}}
     kept = slim(job)["metadata"]["managedFields"]
     assert kept == [
-        {"manager": "kubectl-create", "operation": "Update", "time": "2026-11-30T09:00:00Z", "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:spec": {"f:suspend": {}}}},
+        {"manager": "kubectl-create", "operation": "Update", "time": "2026-11-30T09:00:00Z", "fieldsV1": {"f:spec": {"f:suspend": {}}}},
         {"manager": "policy-controller", "operation": "Apply", "time": "2026-11-30T09:05:00Z",
-         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
+         "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
 
 
 def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed() -> None:

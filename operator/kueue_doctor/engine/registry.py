@@ -8,9 +8,9 @@ catalog scenario (CONTRIBUTING.md).
 from __future__ import annotations
 
 from . import no_workload
-from .admission import checks, eviction, kueue_message, order, queues, terminal
+from .admission import checks, eviction, kueue_message, order, queues, stalled, terminal
 from .rules import Phase, Rule
-from .scheduling import dispatch, workload_pods
+from .scheduling import dispatch, ghost, workload_pods
 
 ORDER: tuple[Rule, ...] = (
     # no-workload: Kueue's Configuration first (it explains everything), then what the owner names, Kueue's words
@@ -25,6 +25,8 @@ ORDER: tuple[Rule, ...] = (
     terminal.finished,
     terminal.deactivated,
     # reserved: holds quota, not admitted (or being evicted)
+    ghost.evicted_ghost,
+    eviction.requeue_loop_while_evicting,
     eviction.eviction_in_progress,
     checks.admission_checks_not_ready,
     checks.delayed_topology_request,
@@ -37,12 +39,15 @@ ORDER: tuple[Rule, ...] = (
     queues.cluster_queue_stopped,
     queues.cluster_queue_inactive,
     queues.namespace_not_selected,
+    eviction.requeue_loop,
     eviction.recent_eviction,
+    stalled.kueue_stalled,
     kueue_message.from_kueue_message,
     order.not_yet_evaluated,
     kueue_message.unrecognized,
     # admitted: the owner, the Pods, the containers
     dispatch.multikueue,
+    ghost.admitted_ghost,
     dispatch.suspended_owner,
     workload_pods.pods_ready,
     workload_pods.pods_failed_create,

@@ -15,6 +15,28 @@ from .objects import lst, m
 _KEEP_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "ownerReferences",
               "resourceVersion")
 _KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/")
+# Where owners keep suspend (spec.suspend; Kubeflow's spec.runPolicy.suspend): the engine reads who wrote it last.
+_SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"))
+
+
+def _suspend_writers(entries: Any) -> list[dict[str, Any]]:
+    """The managedFields entries that own a suspend field, cut down to that field."""
+    out = []
+    for entry in lst(entries):
+        entry = m(entry)
+        for path in _SUSPEND_FIELDS:
+            node: Any = entry.get("fieldsV1")
+            for part in path:
+                node = m(node).get(part) if node is not None else None
+            if node is None:
+                continue
+            cut: dict[str, Any] = {}
+            for part in reversed(path):
+                cut = {part: cut}
+            out.append({k: entry[k] for k in ("manager", "operation", "time", "subresource") if k in entry}
+                       | {"fieldsV1": cut})
+            break
+    return out
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -23,34 +45,9 @@ def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     ann = {k: v for k, v in m(md.get("annotations")).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if ann:
         out["annotations"] = ann
-    suspend_writers = _suspend_writers(md)
-    if suspend_writers:
-        out["managedFields"] = suspend_writers
-    return out
-
-
-_SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"))
-
-
-def _suspend_writers(md: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Of managedFields, only who wrote an owner's suspend flag (who re-suspended an admitted Job), pared down
-    to that one field: the rest of managedFields is most of an object's size and never read."""
-    out = []
-    for entry in lst(md.get("managedFields")):
-        entry = m(entry)
-        for path in _SUSPEND_FIELDS:
-            node: Any = m(entry.get("fieldsV1"))
-            for part in path:
-                node = m(node).get(part) if isinstance(node, Mapping) else None
-            if node is not None:
-                fields: dict[str, Any] = {}
-                cur = fields
-                for part in path:
-                    cur[part] = {}
-                    cur = cur[part]
-                out.append({**{k: entry[k] for k in ("manager", "operation", "time", "subresource") if k in entry},
-                            "fieldsType": "FieldsV1", "fieldsV1": fields})
-                break
+    writers = _suspend_writers(md.get("managedFields"))
+    if writers:
+        out["managedFields"] = writers
     return out
 
 

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, uid
@@ -93,6 +95,8 @@ def last_eviction(ctx: Context) -> dict[str, Any] | None:
     count = 0
     for ev in lst(m(ctx.status.get("schedulingStats")).get("evictions")):
         count += i(m(ev).get("count"))
+    if not count:  # older Kueue, or the stats were not written: the requeues Kueue counted
+        count = i(m(ctx.status.get("requeueState")).get("count"))
     out = {"reason": reason, "underlyingCause": underlying, "by": by,
            "message": (s(cond.get("message")) or "")[:1024] or None,
            "time": format_time(parse_time(cond.get("lastTransitionTime"))), "count": count or None}
@@ -140,10 +144,18 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
                    blocked_by=_preemptor_ref(ctx))
 
 
-@rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
-                      *pairs(Reason.EVICTED, *EVICTION_CAUSES, Cause.REQUEUE_BACKOFF, None)])
-def recent_eviction(ctx: Context) -> Finding | None:
-    """Preempted/Evicted while the eviction is the latest event: back-off, held, or not retried yet."""
+@dataclass(frozen=True)
+class Requeue:
+    """Where an evicted Workload stands in Kueue's requeue: back-off until `at`, held, or requeued."""
+
+    at: datetime | None
+    in_backoff: bool
+    held: bool
+
+
+def _still_latest(ctx: Context) -> Requeue | None:
+    """The eviction is still the latest event (back-off, held, or not retried yet), or None when Kueue has
+    tried to admit the Workload again since (its QuotaReserved message then says why it waits)."""
     if not ctx.true("Evicted"):
         return None
     requeue_at = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
@@ -155,6 +167,17 @@ def recent_eviction(ctx: Context) -> Finding | None:
                    or ctx.qr_parsed.template == Template.PENDING_EVALUATION)
     if not (in_backoff or held or not_retried):
         return None
+    return Requeue(requeue_at, in_backoff, held)
+
+
+@rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
+                      *pairs(Reason.EVICTED, *EVICTION_CAUSES, Cause.REQUEUE_BACKOFF, None)])
+def recent_eviction(ctx: Context) -> Finding | None:
+    """Preempted/Evicted while the eviction is the latest event: back-off, held, or not retried yet."""
+    requeue = _still_latest(ctx)
+    if requeue is None:
+        return None
+    requeue_at, in_backoff, held = requeue.at, requeue.in_backoff, requeue.held
     ev = last_eviction(ctx) or {}
     evicted_reason = ctx.cond_reason("Evicted")
     reason, cause = _reason_and_cause(ctx, ev)
@@ -180,4 +203,99 @@ def recent_eviction(ctx: Context) -> Finding | None:
     if ctx.cond("Requeued"):
         ev_list.append(ctx.condition_evidence("Requeued"))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
+                   blocked_by=_preemptor_ref(ctx))
+
+
+REQUEUE_LOOP_AFTER = 3  # evictions for the same reason: no longer bad luck
+REQUEUE_STATE_REASONS = ("PodsReadyTimeout", "AdmissionCheck")  # the evictions requeueState.count counts
+# what each repeated eviction says, and what to fix; the platform's when the nodes are at fault
+_LOOPS: dict[str, tuple[str, str]] = {
+    "PodsReadyTimeout": ("its Pods never all became Ready within waitForPodsReady.timeout (Kueue's default 30m)",
+                         "find why the Pods do not start: the Job's events and, once it is admitted again, its Pods "
+                         "(`kubectl describe pod`: image pull errors, Unschedulable for lack of node capacity, "
+                         "crash loops), and the flavor's nodeLabels against real nodes"),
+    "Preempted": ("other Workloads (higher priority, or reclaiming lent quota) took its quota each time",
+                  "raise its priority (label kueue.x-k8s.io/priority-class), keep it within its ClusterQueue's "
+                  "nominal quota instead of borrowed quota, or ask the queue admin for more quota"),
+    "AdmissionCheck": ("an admission check went to Retry after each admission (for a ProvisioningRequest: the "
+                       "capacity was not provisioned, or the booking expired before the Pods started)",
+                       "read the checks' messages in status.admissionChecks and the check controller's "
+                       "objects (`kubectl get provisioningrequests -n NS`)"),
+    "NodeFailures": ("nodes of its topology assignment failed each time and no replacement was found",
+                     "find the failing nodes (`kubectl get nodes`, their conditions and the TAS Topology) and "
+                     "repair or cordon them"),
+}
+
+
+def evictions_for(ctx: Context, reason: str) -> tuple[int, str | None]:
+    """How often Kueue evicted the Workload for `reason`: the largest schedulingStats entry of that reason (one
+    per underlyingCause), and its underlyingCause. Without scheduling stats (older Kueue), requeueState.count
+    where Kueue counts this reason; it sums every requeued eviction, so the stats win when they exist."""
+    stats = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+    most, underlying = 0, None
+    for ev in stats:
+        ev = m(ev)
+        if ev.get("reason") == reason and i(ev.get("count")) > most:
+            most, underlying = i(ev.get("count")), s(ev.get("underlyingCause"))
+    if not stats and reason in REQUEUE_STATE_REASONS:
+        most = i(m(ctx.status.get("requeueState")).get("count"))
+    return most, underlying
+
+
+@rule(Phase.PENDING, [(Reason.EVICTED, Cause.REQUEUE_LOOP), (Reason.PREEMPTED, Cause.REQUEUE_LOOP)])
+def requeue_loop(ctx: Context) -> Finding | None:
+    """Evicted again and again for the same reason, the eviction still the latest event (asked before
+    `recent_eviction`). A deactivation is final (or undone by the user), never a loop."""
+    requeue = _still_latest(ctx)
+    return _loop(ctx, requeue) if requeue is not None else None
+
+
+@rule(Phase.RESERVED, [(Reason.EVICTED, Cause.REQUEUE_LOOP), (Reason.PREEMPTED, Cause.REQUEUE_LOOP)])
+def requeue_loop_while_evicting(ctx: Context) -> Finding | None:
+    """The same loop caught while Kueue stops the Pods of the latest eviction (asked before
+    `eviction_in_progress`): the real cluster shows count 3 at exactly that moment."""
+    if not ctx.true("Evicted"):
+        return None
+    return _loop(ctx, None)
+
+
+def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
+    """`requeue` None: the eviction is still in progress (the quota not yet released)."""
+    evicted = ctx.cond_reason("Evicted")
+    if not evicted or evicted.startswith("Deactivated"):
+        return None
+    count, underlying = evictions_for(ctx, evicted)
+    if count < REQUEUE_LOOP_AFTER:
+        return None
+    what, fix = _LOOPS.get(evicted, (f"Kueue's eviction reason each time was {evicted}",
+                                     "read the eviction message and fix what it names"))
+    if evicted == "PodsReadyTimeout" and underlying == "WaitForRecovery":
+        what = "a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
+    last = (ctx.cond_message("Evicted") or "")[:300]
+    text = (f"Evicted {count} times for {evicted}" + (f" ({underlying})" if underlying else "") + f": {what}. "
+            f"Last eviction at {format_time(ctx.cond_time('Evicted'))}" + (f" ({last})" if last else "") + ". ")
+    if requeue is None:
+        text += "Kueue is stopping its Pods to requeue it"
+    elif requeue.in_backoff:
+        text += f"Kueue requeues it at {format_time(requeue.at)} (requeueState.requeueAt)"
+    elif requeue.held:
+        text += f"It is held out of the queue ({ctx.cond_reason('Requeued')})"
+    else:
+        text += "It is queued again"
+    text += ", and it will most likely be evicted the same way again: requeuing alone does not help."
+    requeues = i(m(ctx.status.get("requeueState")).get("count"))
+    if evicted == "PodsReadyTimeout":
+        text += (f" Kueue deactivates it once requeueState.count ({requeues}) exceeds Kueue's "
+                 "waitForPodsReady.requeuingStrategy.backoffLimitCount (its configuration, not visible in the "
+                 "Workload; unset means it requeues forever).")
+    text += f" To fix: {fix}."
+    action = ActionBy.CLUSTER_ADMIN if evicted == "NodeFailures" else None
+    evidence = [ctx.condition_evidence("Evicted"),
+                ctx.object_evidence("Workload", ctx.name, "status.schedulingStats.evictions", evicted,
+                                    f"count {count}" + (f", underlyingCause {underlying}" if underlying else ""),
+                                    ns=ctx.ns)]
+    if ctx.cond("Requeued"):
+        evidence.append(ctx.condition_evidence("Requeued"))
+    reason = Reason.PREEMPTED if evicted == "Preempted" else Reason.EVICTED
+    return Finding(reason, Cause.REQUEUE_LOOP, text, action, since=ctx.cond_time("Evicted"), evidence=evidence,
                    blocked_by=_preemptor_ref(ctx))

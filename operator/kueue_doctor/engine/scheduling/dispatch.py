@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
-from ...kube.objects import format_time, lst, m, name, s, spec
+from ...kube.objects import format_duration, format_time, lst, m, name, s, spec
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from .owners import admitted_since, assigned_flavors, base_evidence, owner_suspended
+from .owners import (
+    FieldWriter,
+    admitted_since,
+    assigned_flavors,
+    base_evidence,
+    owner_suspended,
+    suspend_path,
+    suspend_writer,
+)
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
@@ -30,16 +40,46 @@ def multikueue(ctx: Context) -> Finding | None:
                    since=admitted_since(ctx), evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
 
 
-@rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED))
+@rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.SUSPENDED_BY_OTHER_MANAGER, Cause.OWNER_SUSPENDED))
 def suspended_owner(ctx: Context) -> Finding | None:
+    """Admitted, the owner still suspended. SuspendedByOtherManager when the last writer of its suspend field
+    is not Kueue and wrote after the admission: at creation the creator's manager owns the suspend=true that
+    Kueue's webhook set, which is the normal path and stays OwnerSuspended."""
     owner = ctx.owner
     if owner is None or owner_suspended(owner) is not True:
         return None
     since = admitted_since(ctx)
     kind = s(owner.get("kind")) or "owner"
+    writer = suspend_writer(owner)
+    if writer is not None and not writer.is_kueue and writer.time is not None and since is not None \
+            and writer.time > since:
+        return _suspended_by_other(ctx, owner, kind, since, writer)
     late = since is not None and ctx.now - since > timedelta(minutes=2)
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it after admission"
             + (" and should have by now; check the Kueue controller logs and the Job's events." if late else "."))
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+def _suspended_by_other(ctx: Context, owner: Mapping[str, Any], kind: str, since: datetime,
+                        writer: FieldWriter) -> Finding:
+    field_ = ".".join(suspend_path(owner) or ("spec", "suspend"))
+    after = format_duration(writer.time - since, precise=True) if writer.time else "?"
+    who = ("A kubectl command (or a mutating webhook acting on it)" if writer.manager.startswith("kubectl")
+           else "Another controller or a mutating webhook")
+    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {ctx.ns}/{name(owner)} is suspended "
+            f"again: field manager {writer.manager!r} ({writer.operation}) wrote {field_} at "
+            f"{format_time(writer.time)}, {after} after the admission. {who} "
+            "re-suspended the Job after Kueue admitted it; Kueue keeps trying to unsuspend it while the Workload is "
+            f"admitted, and the quota stays reserved meanwhile. Cluster admin: find the controller or webhook "
+            f"behind {writer.manager!r} (`kubectl get mutatingwebhookconfigurations`, "
+            f"`kubectl get {kind.lower()} {name(owner)} -n {ctx.ns} --show-managed-fields -o yaml`) and stop it "
+            "from setting suspend on Kueue-managed Jobs.")
+    evidence = [*base_evidence(ctx),
+                ctx.object_evidence(kind, name(owner), f"metadata.managedFields[{field_}]", writer.manager,
+                                    f"operation {writer.operation}", writer.time, ctx.ns)]
+    return Finding(Reason.JOB_SUSPENDED, Cause.SUSPENDED_BY_OTHER_MANAGER, text, since=writer.time,
+                   evidence=evidence, flavors=assigned_flavors(ctx),
+                   hints=["kubectl get mutatingwebhookconfigurations",
+                          f"kubectl get {kind.lower()} {name(owner)} -n {ctx.ns} --show-managed-fields -o yaml"])

@@ -4,10 +4,11 @@ scheduling-stage verdict shows of the admission (its time, its conditions as evi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import group_of, i, lst, m, s
+from ...kube.objects import group_of, i, lst, m, meta, parse_time, s
 from ..context import Context
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
@@ -26,14 +27,58 @@ SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+def suspend_path(owner: Mapping[str, Any]) -> tuple[str, ...] | None:
+    return SUSPEND_PATHS.get((group_of(owner.get("apiVersion")), s(owner.get("kind")) or ""))
+
+
 def owner_suspended(owner: Mapping[str, Any]) -> bool | None:
-    path = SUSPEND_PATHS.get((group_of(owner.get("apiVersion")), s(owner.get("kind")) or ""))
+    path = suspend_path(owner)
     if path is None:
         return None
     node: Any = owner
     for part in path:
         node = m(node).get(part)
     return node is True
+
+
+@dataclass(frozen=True)
+class FieldWriter:
+    """A metadata.managedFields entry that owns a field: who wrote it, how, and when."""
+
+    manager: str
+    operation: str
+    time: datetime | None
+
+    @property
+    def is_kueue(self) -> bool:
+        # Kueue's manager binary writes as "kueue" (its user agent, pkg/util/useragent); its named field
+        # owners all start with it too: kueue-admission, kueue-<kind>-controller, kueue-<condition>.
+        return self.manager.lower().startswith("kueue")
+
+
+def suspend_writer(owner: Mapping[str, Any]) -> FieldWriter | None:
+    """The latest field manager (by its entry's time) that owns the owner's suspend field, or None when the
+    object carries no managedFields for it (dumps often strip them)."""
+    path = suspend_path(owner)
+    if path is None:
+        return None
+    latest: FieldWriter | None = None
+    for entry in lst(meta(owner).get("managedFields")):
+        entry = m(entry)
+        if s(entry.get("subresource")):  # status writes never own spec.suspend
+            continue
+        node: Any = entry.get("fieldsV1")
+        for part in path:
+            node = m(node).get(f"f:{part}")
+            if node is None:
+                break
+        manager = s(entry.get("manager"))
+        if node is None or manager is None:
+            continue
+        writer = FieldWriter(manager, s(entry.get("operation")) or "Update", parse_time(entry.get("time")))
+        if latest is None or (writer.time is not None and (latest.time is None or writer.time >= latest.time)):
+            latest = writer
+    return latest
 
 
 def expected_pods(ctx: Context) -> int:

@@ -1,0 +1,316 @@
+"""Kueue stalled: a pending Workload fits the ClusterQueue's unused quota by the numbers, yet nothing moves.
+
+A Workload that fits is admitted in Kueue's next scheduling cycle (seconds); one parked as inadmissible goes
+back to the queue as soon as quota is released in its ClusterQueue or cohort. When the numbers in the input
+say it fits and Kueue has not written anything new for `STALL_AFTER`, Kueue's scheduler (or its requeueing)
+is the likely culprit. This pages people, so every unknown says nothing: the arithmetic runs only on a flat
+queue setup it can read completely (quota, reservations, flavors, no TAS, no affinity, nobody in the cohort
+borrowing), only when nothing changed in the ClusterQueue (or cohort) for as long, and only for what the rules
+after it would have called NotYetEvaluated or WaitingForQuota.
+Neighbours: `flavors.py` (Kueue's own flavor-assignment failures), `order.py` (queue order, StrictFIFO heads),
+`engine/quota.py` (the quota tables this reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from ...kube.objects import (
+    conditions,
+    format_duration,
+    format_time,
+    is_true,
+    lst,
+    m,
+    parse_time,
+    s,
+    spec,
+    status,
+)
+from ...state import Derived
+from ...vocabulary import Cause, Reason
+from .. import quota
+from ..context import Context
+from ..messages import FailureKind, Template
+from ..rules import Finding, Phase, rule
+from .order import queue_head, queue_order
+
+STALL_AFTER = timedelta(minutes=10)  # a scheduling cycle takes seconds; ten minutes of silence is not lag
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One requested resource and the flavor whose unused quota holds it."""
+
+    flavor: str
+    resource: str
+    requested: Decimal
+    nominal: Decimal
+    used: Decimal
+
+
+def _stalled_reason(ctx: Context) -> Reason | None:
+    """The reason the rules after this one would give, when it is one a stalled Kueue explains: never
+    evaluated (no condition, or Kueue's "pending evaluation"), or waiting for unused quota only."""
+    if ctx.cond("QuotaReserved") is None or ctx.qr_parsed.template == Template.PENDING_EVALUATION:
+        return Reason.NOT_YET_EVALUATED
+    p = ctx.qr_parsed
+    if p.template == Template.NO_LONGER_FITS:
+        return Reason.WAITING_FOR_QUOTA
+    if p.template != Template.FLAVOR_ASSIGNMENT or p.pending_preemptions or p.failed_preemptions or not p.failures:
+        return None
+    if ctx.cond_reason("QuotaReserved") not in ("Pending", "WaitingForQuota"):
+        return None
+    if all(f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA for f in p.failures):
+        return Reason.WAITING_FOR_QUOTA
+    return None
+
+
+def _tolerated(tolerations: list[Any], taint: Mapping[str, Any]) -> bool:
+    for tol in tolerations:
+        tol = m(tol)
+        if s(tol.get("effect")) not in (None, s(taint.get("effect"))):
+            continue
+        if tol.get("operator") == "Exists":
+            if s(tol.get("key")) in (None, s(taint.get("key"))):
+                return True
+        elif s(tol.get("key")) == s(taint.get("key")) and (s(tol.get("value")) or "") == (
+                s(taint.get("value")) or ""):
+            return True
+    return False
+
+
+def _flavor_fits_pods(ctx: Context, flavor: Mapping[str, Any]) -> bool:
+    """The pod templates can use this flavor: no TAS, no required affinity (not evaluated here), a node
+    selector that does not contradict its nodeLabels, and its blocking taints tolerated."""
+    fspec = spec(flavor)
+    if s(fspec.get("topologyName")):
+        return False
+    labels = m(fspec.get("nodeLabels"))
+    own = lst(fspec.get("tolerations"))
+    for ps in lst(ctx.spec.get("podSets")):
+        ps = m(ps)
+        pod = m(m(ps.get("template")).get("spec"))
+        if ps.get("topologyRequest") or m(pod.get("affinity")).get("nodeAffinity") or pod.get("resourceClaims"):
+            return False
+        if any(k in labels and labels[k] != v for k, v in m(pod.get("nodeSelector")).items()):
+            return False
+        tolerations = [*lst(pod.get("tolerations")), *own]
+        for taint in lst(fspec.get("nodeTaints")):
+            if s(m(taint).get("effect")) in _BLOCKING_EFFECTS and not _tolerated(tolerations, m(taint)):
+                return False
+    return True
+
+
+def _nobody_borrows(ctx: Context, flavor: str, resource: str) -> bool:
+    """In a cohort, the CQ's own unused nominal quota may be lent out; only a flat cohort whose members are all
+    within their nominal quota (and all in the input) is read as "free means free". Kept per cohort."""
+    if not ctx.cohort:
+        return True
+    memo = ctx.state.derived(NOBODY_BORROWS)
+    key = (ctx.cohort, flavor, resource)
+    if key not in memo:
+        memo[key] = _cohort_within_nominal(ctx, ctx.cohort, flavor, resource)
+    return memo[key]
+
+
+def _cohort_within_nominal(ctx: Context, cohort: str, flavor: str, resource: str) -> bool:
+    if not ctx.state.knows("ClusterQueue") or s(spec(ctx.state.cohorts.get(cohort, {})).get("parentName")) or any(
+            s(spec(c).get("parentName")) == cohort for c in ctx.state.cohorts.values()):
+        return False
+    for member in ctx.state.index.cqs_by_cohort.get(cohort, []):
+        fq = quota.flavor_quota(ctx.state, "ClusterQueue", member, flavor, resource)
+        used = quota.reserved_in(ctx.state, member, flavor, resource)
+        if fq is None:
+            continue
+        if used is None or used > (fq.nominal or Decimal(0)):
+            return False
+    return True
+
+
+NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort within nominal quota", lambda _: {})
+
+
+def _request_totals(ctx: Context) -> dict[str, Decimal]:
+    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it."""
+    totals: dict[str, Decimal] = {}
+    for per_podset in ctx.requests.values():
+        for res, amount in per_podset.items():
+            totals[res] = totals.get(res, Decimal(0)) + amount
+    covered = quota.covered_resources(ctx.cq or {})
+    return {r: v for r, v in totals.items() if v > 0 and (r in covered or r != "pods")}
+
+
+def _most_free(ctx: Context, resource: str) -> Decimal | None:
+    """The most unused nominal quota any flavor of the ClusterQueue has for the resource, kept per index: a
+    request above it fits nowhere, without looking at flavors or pods (most waiting Workloads stop here)."""
+    memo = ctx.state.derived(MOST_FREE)
+    key = (ctx.cq_name or "", resource)
+    if key not in memo:
+        best: Decimal | None = None
+        for group in lst(spec(ctx.cq or {}).get("resourceGroups")):
+            if resource not in lst(m(group).get("coveredResources")):
+                continue
+            for fl in lst(m(group).get("flavors")):
+                fname = s(m(fl).get("name")) or ""
+                fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, fname, resource)
+                used = quota.reserved_in(ctx.state, ctx.cq_name or "", fname, resource)
+                if fq is not None and fq.nominal is not None and used is not None:
+                    free = fq.nominal - used
+                    best = free if best is None or free > best else best
+        memo[key] = best
+    return memo[key]
+
+
+MOST_FREE: Derived[dict[tuple[str, str], Decimal | None]] = Derived("most unused nominal quota per resource",
+                                                                    lambda _: {})
+
+
+def might_fit(ctx: Context) -> bool:
+    """False when some request is above what any flavor has free: the cheap test before `fits_unused_quota`."""
+    for res, want in _request_totals(ctx).items():
+        free = _most_free(ctx, res)
+        if free is None or free < want:
+            return False
+    return True
+
+
+def fits_unused_quota(ctx: Context) -> list[Fit] | None:
+    """Every requested resource fits nominal - reserved of one flavor of its resource group (all pod sets in the
+    same flavor, the strictest reading); None when it does not fit or anything needed is not known."""
+    cq = ctx.cq
+    if cq is None or not lst(status(cq).get("flavorsReservation")):
+        return None
+    totals = _request_totals(ctx)
+    covered = quota.covered_resources(cq)
+    if not totals or any(r not in covered for r in totals):
+        return None
+    fits: list[Fit] = []
+    for group in lst(spec(cq).get("resourceGroups")):
+        needed = {r: v for r, v in totals.items() if r in lst(m(group).get("coveredResources"))}
+        if not needed:
+            continue
+        found = None
+        for fl in lst(m(group).get("flavors")):
+            fname = s(m(fl).get("name")) or ""
+            flavor = ctx.state.flavors.get(fname)
+            if flavor is None or not _flavor_fits_pods(ctx, flavor):
+                continue
+            lines = []
+            for res, want in needed.items():
+                fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, fname, res)
+                used = quota.reserved_in(ctx.state, ctx.cq_name or "", fname, res)
+                if fq is None or fq.nominal is None or used is None or fq.nominal - used < want \
+                        or not _nobody_borrows(ctx, fname, res):
+                    break
+                lines.append(Fit(fname, res, want, fq.nominal, used))
+            else:
+                found = lines
+                break
+        if found is None:
+            return None
+        fits.extend(found)
+    return fits
+
+
+def _latest_change(ctx: Context) -> datetime | None:
+    """The latest condition transition of any Workload of the ClusterQueue and its cohort: when Kueue (or a
+    finishing Job) last changed something there. Kept per ClusterQueue until the index is rebuilt."""
+    memo = ctx.state.derived(LATEST_AROUND)
+    cq_name = ctx.cq_name or ""
+    if cq_name not in memo:
+        cqs = {cq_name, *(ctx.state.index.cqs_by_cohort.get(ctx.cohort, []) if ctx.cohort else [])}
+        known = [x for x in (_latest_in(ctx, cq) for cq in cqs) if x is not None]
+        memo[cq_name] = max(known) if known else None
+    return memo[cq_name]
+
+
+def _latest_in(ctx: Context, cq_name: str) -> datetime | None:
+    memo = ctx.state.derived(LATEST_CHANGE)
+    if cq_name not in memo:
+        latest: datetime | None = None
+        for key in ctx.state.index.workloads_by_cq.get(cq_name, ()):
+            for cond in conditions(ctx.state.workloads[key]).values():
+                when = parse_time(cond.get("lastTransitionTime"))
+                if when is not None and (latest is None or when > latest):
+                    latest = when
+        memo[cq_name] = latest
+    return memo[cq_name]
+
+
+LATEST_CHANGE: Derived[dict[str, datetime | None]] = Derived("latest Workload change per ClusterQueue", lambda _: {})
+LATEST_AROUND: Derived[dict[str, datetime | None]] = Derived("latest Workload change in a ClusterQueue's cohort",
+                                                             lambda _: {})
+
+
+def _quiet_since(ctx: Context) -> datetime | None:
+    """When the ClusterQueue (and its cohort) last saw a change, or Kueue last wrote an event about this
+    Workload: a stall means nothing moved, so quota freed seconds ago by a finishing Workload (which Kueue
+    is about to use) never counts."""
+    times = [_latest_change(ctx)]
+    for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
+        series = m(ev.get("series"))
+        times.append(parse_time(series.get("lastObservedTime") or ev.get("lastTimestamp") or ev.get("eventTime")
+                                or ev.get("deprecatedLastTimestamp")))
+    known = [x for x in times if x is not None]
+    return max(known) if known else None
+
+
+def _cq_active(ctx: Context) -> bool:
+    return any(m(c).get("type") == "Active" and is_true(m(c)) for c in lst(status(ctx.cq or {}).get("conditions")))
+
+
+@rule(Phase.PENDING, [(Reason.NOT_YET_EVALUATED, Cause.KUEUE_STALLED), (Reason.WAITING_FOR_QUOTA, Cause.KUEUE_STALLED)])
+def kueue_stalled(ctx: Context) -> Finding | None:
+    """Asked after the queue and eviction rules (the queues exist and run, the eviction is not the latest
+    news) and before Kueue's message is read."""
+    reason = _stalled_reason(ctx)
+    if reason is None:
+        return None
+    since = ctx.cond_time("QuotaReserved") or ctx.created
+    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx) \
+            or not might_fit(ctx):
+        return None
+    if queue_order(ctx.wl, ctx.state, ctx.now) is None:
+        return None  # held, gated, in back-off: Kueue waits on purpose
+    quiet = _quiet_since(ctx)  # cheap, kept per ClusterQueue: asked before the arithmetic
+    if quiet is not None and ctx.now - quiet < STALL_AFTER:
+        return None
+    fits = fits_unused_quota(ctx)
+    if not fits or queue_head(ctx) is not None:
+        return None  # does not fit, or waits behind a StrictFIFO head on purpose
+    numbers = "; ".join(f"{quota.fmt(f.resource, f.requested)} {f.resource} requested, "
+                        f"{quota.fmt(f.resource, f.nominal - f.used)} free in flavor {f.flavor} (nominal "
+                        f"{quota.fmt(f.resource, f.nominal)}, {quota.fmt(f.resource, f.used)} reserved)" for f in fits)
+    silent = format_duration(ctx.now - since, precise=True)
+    if reason == Reason.WAITING_FOR_QUOTA:
+        said = (f"Kueue last wrote at {format_time(since)} that it does not fit "
+                f"({ctx.cond_message('QuotaReserved')[:300]}), but by the numbers in the input it fits now")
+    else:
+        said = f"Queued since {format_time(since)} and never evaluated by Kueue, although it fits"
+    cq = ctx.cq_name or ""
+    text = (f"{said}: {numbers} in {ctx.cq_text}, which is active. Kueue has not admitted or re-evaluated "
+            f"it for {silent}: its scheduler (or the requeueing of inadmissible Workloads) looks stuck. Cluster "
+            "admin: collect the Kueue controller logs (`kubectl -n kueue-system logs deploy/kueue-controller-manager`"
+            "), `kubectl -n kueue-system get pods`, whether the metric kueue_admission_attempts_total still grows, "
+            "and the pending-workloads view (`kubectl get --raw /apis/visibility.kueue.x-k8s.io/v1beta2/"
+            f"clusterqueues/{cq}/pendingworkloads`); restarting the Kueue controller makes it evaluate every queue "
+            "again.")
+    source = "Estimate" if ctx.requests_source == "Estimate" else "Objects"
+    lines = [{"flavor": f.flavor, "resource": f.resource, "requested": quota.fmt(f.resource, f.requested),
+              "nominal": quota.fmt(f.resource, f.nominal), "used": quota.fmt(f.resource, f.used), "source": source}
+             for f in fits]
+    evidence = [ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else []
+    evidence.append(ctx.object_evidence("ClusterQueue", cq, "status.flavorsReservation", "Fits",
+                                        numbers[:512]))
+    return Finding(reason, Cause.KUEUE_STALLED, text, since=since, quota=lines,
+                   flavors=list(dict.fromkeys(f.flavor for f in fits)), evidence=evidence,
+                   hints=["kubectl -n kueue-system get pods",
+                          "kubectl -n kueue-system logs deploy/kueue-controller-manager",
+                          f"kubectl get --raw /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{cq}"
+                          "/pendingworkloads"])
