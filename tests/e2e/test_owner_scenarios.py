@@ -6,11 +6,8 @@ the snapshot (``KUEUE_DOCTOR_RECORD_FIXTURES=1`` -> ``tests/e2e/fixtures/scenari
 then asserts the engine's verdict. The snapshot adds what ``cluster_snapshot`` does not list yet:
 the JobSets of the test's namespaces and Kueue's ConfigMap ``kueue-system/kueue-manager-config``.
 
-The verdicts (``NoWorkload``/``IntegrationNotEnabled``, ``NoWorkload``/``NamespaceNotManaged``,
-``JobSuspended``/``SuspendedByOtherManager``, ``GhostReservation``, ``Evicted``/``RequeueLoop``) are
-a contract with the engine: while ``kueue_doctor.vocabulary`` lacks the name, the verdict check
-ends the test as xfail (after every cluster assertion has passed and the fixture was written);
-once the name exists, it is a plain assertion.
+The verdicts: ``NoWorkload``/``IntegrationNotEnabled``, ``NoWorkload``/``NamespaceNotManaged``,
+``JobSuspended``/``SuspendedByOtherManager``, ``GhostReservation``, ``Evicted``/``RequeueLoop``.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kueue_doctor import diagnose_objects, vocabulary
+from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
 from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, ResourceFlavor
 
@@ -85,15 +82,8 @@ def _diagnosis_of(diagnoses: list[dict[str, Any]], namespace: str, *, owner: tup
 
 def _expect_verdict(objects: list[dict[str, Any]], namespace: str, *, reason: str | Iterable[str] | None,
                     cause: str, owner: tuple[str, str] | None = None, workload: str | None = None) -> dict[str, Any]:
-    """The engine's verdict on the owner (or Workload); xfail while the vocabulary lacks the names.
-
-    ``reason=None``: any reason (the contract names only the cause)."""
+    """The engine's verdict on the owner (or Workload). ``reason=None``: any reason (only the cause counts)."""
     reasons = [] if reason is None else [reason] if isinstance(reason, str) else list(reason)
-    missing = [r for r in reasons if r not in {v.value for v in vocabulary.Reason}]
-    missing += [cause] if cause not in {v.value for v in vocabulary.Cause} else []
-    if missing:
-        pytest.xfail(f"waits for the engine: {', '.join(missing)} not in kueue_doctor.vocabulary yet "
-                     "(every cluster fact above passed; the fixture is recorded)")
     # as `explain -f` reads the recorded snapshot (no grace period: a dump's time is its newest timestamp);
     # the operator's 30 s grace period is waited out by tests/e2e/test_operator.py
     diagnoses = diagnose_objects(objects, grace=timedelta(0))

@@ -66,11 +66,9 @@ EXPECTED_BY_WORKLOAD: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "job-gone-": ("Finished", "Finished", "OwnerNotFound", "Nobody")},
 }
 
-# Verdicts promised to the engine that it does not give yet (recorded by tests/e2e/test_owner_scenarios.py):
-# fixture -> owner "Kind/name" (or "Workload/<name prefix>") -> (reasons, None = any; cause).
-# Each is xfail while kueue_doctor.vocabulary lacks one of the names and a plain assertion once it has
-# them; move it to EXPECTED (with stage and actionBy) when the engine gives it.
-PENDING: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
+# The owner scenarios of tests/e2e/test_owner_scenarios.py: fixture -> owner "Kind/name" (or
+# "Workload/<name prefix>") -> (reasons, None = any; cause).
+OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-no-workload-integration-disabled": {"JobSet/trainer": (("NoWorkload",), "IntegrationNotEnabled")},
     "scenario-no-workload-namespace-not-managed": {"Job/stuck": (("NoWorkload",), "NamespaceNotManaged")},
     "scenario-job-suspended-by-other-manager": {"Job/held": (("JobSuspended",), "SuspendedByOtherManager")},
@@ -94,7 +92,7 @@ def _by_job(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_every_scenario_fixture_has_an_expectation() -> None:
     recorded = {p.stem for p in FIXTURES.glob("scenario-*.yaml")}
-    expected = set(EXPECTED) | set(EXPECTED_BY_WORKLOAD) | set(PENDING)
+    expected = set(EXPECTED) | set(EXPECTED_BY_WORKLOAD) | set(OWNER_SCENARIOS)
     assert recorded == expected, f"fixtures without expectations: {recorded - expected}, " \
                                  f"expectations without fixtures: {expected - recorded}"
 
@@ -125,16 +123,10 @@ def _is_target(d: dict[str, Any], target: str) -> bool:
     return (ref.get("kind"), ref.get("name")) == (kind, name)
 
 
-@pytest.mark.parametrize("fixture", sorted(PENDING))
-def test_recorded_owner_scenario_gets_its_promised_verdict(fixture: str) -> None:
-    from kueue_doctor.vocabulary import Cause, Reason
-
-    known = {v.value for v in Reason} | {v.value for v in Cause}
+@pytest.mark.parametrize("fixture", sorted(OWNER_SCENARIOS))
+def test_recorded_owner_scenario_keeps_its_verdict(fixture: str) -> None:
     objects = _load(fixture)
-    for target, (reasons, cause) in PENDING[fixture].items():
-        missing = [n for n in (*(reasons or ()), cause) if n not in known]
-        if missing:
-            pytest.xfail(f"{fixture}: the engine has no {', '.join(missing)} yet")
+    for target, (reasons, cause) in OWNER_SCENARIOS[fixture].items():
         diagnoses = diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
         for d in diagnoses:
             AdmissionDiagnosis.model_validate(d)
