@@ -103,6 +103,7 @@ EXPECTED_EXAMPLES = {
     "admitted-pods-unschedulable.yaml": {"PodsUnschedulable"},
     "waiting-for-quota.yaml": {"WaitingForQuota", "Running"},
     "borrowing-limit-reached.yaml": {"ExceedsMaxQuota"},
+    "jobset-without-workload.yaml": {"NoWorkload"},
 }
 
 
