@@ -83,7 +83,7 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "image": {"repository": "registry.example.com/kd", "tag": "1.2.3", "pullPolicy": "Always"},
     "imagePullSecrets": [{"name": "regcred"}],
     "watchNamespaces": ["team-a", "team-b"],
-    "kueueNamespace": "kueue",
+    "kueueNamespace": "default",  # not kueue-system, and a namespace the dry run finds
     "logFormat": "text",
     "maxWorkloadSeries": 500,
     "refreshInterval": 30,
@@ -128,6 +128,8 @@ KIND_PATHS: dict[str, tuple[str, str, bool]] = {
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "ServiceMonitor": (f"/apis/{MONITORING}/v1", "servicemonitors", True),
     "PrometheusRule": (f"/apis/{MONITORING}/v1", "prometheusrules", True),
@@ -280,9 +282,9 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     assert c["image"] == "registry.example.com/kd:1.2.3" and c["imagePullPolicy"] == "Always"
     assert c["args"] == ["run", "--metrics-port=9090", "--health-port=9091", "--log-format=text",
                          "--max-workload-series=500", "--refresh-interval=30", "--resync-interval=600",
-                         "--max-writes-per-second=100", "--kueue-namespace=kueue",
+                         "--max-writes-per-second=100", "--kueue-namespace=default",
                          "--namespace=team-a", "--namespace=team-b", "--verbose"]
-    assert one(objs, "Role")["metadata"]["namespace"] == "kueue"  # Kueue's two objects are read where it runs
+    assert one(objs, "Role")["metadata"]["namespace"] == "default"  # Kueue's two objects are read where it runs
     assert one(objs, "RoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": "doctor-sa", "namespace": "ops"}]
     assert c["resources"] == NON_DEFAULT_VALUES["resources"]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 9090, "health": 9091}
