@@ -183,7 +183,7 @@ class ClusterState:
 
     def upsert(self, obj: Mapping[str, Any]) -> bool:
         """Store one object; False when its kind is not used (ignored, never an error)."""
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # the ABC check only for the rare non-dict
             self.ignored += 1
             return False
         key = kind_key(obj)
@@ -191,8 +191,10 @@ class ClusterState:
             self.ignored += 1
             return False
         group, kind = key
-        obj = normalize(obj)
-        nm, ns = name(obj), namespace(obj)
+        if group == KUEUE and str(obj.get("apiVersion", "")).endswith("v1beta1"):  # what `normalize` rewrites
+            obj = normalize(obj)
+        md = m(obj.get("metadata"))
+        nm, ns = s(md.get("name")), s(md.get("namespace"))
         if group == KUEUE and kind in KUEUE_KINDS:
             self._index = None  # queue structure changed: derived indices are rebuilt on next use
             if nm is None:
@@ -339,6 +341,8 @@ class ClusterState:
 
     def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
+        if not self._pods_by_ref:  # no Pods in the input (a quota-only dump): nothing to walk
+            return []
         ns, nm = namespace(workload) or "", name(workload) or ""
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
         frontier = {u for u in (s(r.get("uid")) for r in owner_refs(workload)) if u}
@@ -450,8 +454,13 @@ class _Index:
             job_uid = s(labels(wl).get(JOB_UID_LABEL))
             if job_uid:
                 by_uid.setdefault(job_uid, key)
-            by_lq[ns, s(spec(wl).get("queueName")) or ""].append(key)
-            wl_cq = state.cluster_queue_of(wl)
+            queue = s(spec(wl).get("queueName")) or ""
+            by_lq[ns, queue].append(key)
+            # `cluster_queue_of`, with the namespace and queue name at hand
+            wl_cq = s(m(m(wl.get("status")).get("admission")).get("clusterQueue"))
+            if not wl_cq:
+                lq = state.local_queues.get((ns, queue))
+                wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
             if wl_cq:
                 by_cq[wl_cq].append(key)
         cqs_by_cohort: dict[str, list[str]] = defaultdict(list)
