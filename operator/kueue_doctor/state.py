@@ -46,6 +46,7 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 
 Key = tuple[str, str]  # (namespace, name)
+_NO_KEYS: frozenset[Any] = frozenset()  # the default of the index look-ups (no new empty set per miss)
 T = TypeVar("T")
 
 
@@ -353,9 +354,9 @@ class ClusterState:
         for _ in range(4):  # bounded against cycles
             nxt: set[str] = set()
             for u in frontier - seen:
-                keys |= self._pods_by_ref.get(("uid", u), set())
-                keys |= self._pods_by_ref.get(("self", u), set())  # plain Pods the Workload is owned by
-                nxt |= self._owners_by_parent.get(u, set())
+                keys |= self._pods_by_ref.get(("uid", u), _NO_KEYS)
+                keys |= self._pods_by_ref.get(("self", u), _NO_KEYS)  # plain Pods the Workload is owned by
+                nxt |= self._owners_by_parent.get(u, _NO_KEYS)
             seen |= frontier
             if not nxt:
                 break
