@@ -61,9 +61,10 @@ class SchedulingFailure:
     post_filter: tuple[str, ...] = ()
     prefilter: bool = False
 
-    @property
+    @functools.cached_property
     def top_reason(self) -> NodeFitReason | None:
-        """The reason that rejected the most nodes; on a tie, the more actionable one."""
+        """The reason that rejected the most nodes; on a tie, the more actionable one. Kept on the parsed
+        message, which the parse memo shares among all Pods with that text."""
         if not self.reasons:
             return None
         return min(self.reasons, key=lambda r: (-r.count, _reason_rank(r.text)))
