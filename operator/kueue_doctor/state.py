@@ -447,12 +447,15 @@ class _Index:
         by_cq: dict[str, list[Key]] = defaultdict(list)
         for key, wl in state.workloads.items():
             ns = key[0]
-            for ref in owner_refs(wl):
+            md = m(wl.get("metadata"))  # `owner_refs` and `labels`, from one metadata read
+            for ref in lst(md.get("ownerReferences")):
+                if type(ref) is not dict and not isinstance(ref, Mapping):
+                    continue
                 ref_uid = s(ref.get("uid"))
                 if ref_uid:
                     by_uid.setdefault(ref_uid, key)
                 by_owner[ns, s(ref.get("kind")) or "", s(ref.get("name")) or ""].append(key)
-            job_uid = s(labels(wl).get(JOB_UID_LABEL))
+            job_uid = s(m(md.get("labels")).get(JOB_UID_LABEL))
             if job_uid:
                 by_uid.setdefault(job_uid, key)
             queue = s(spec(wl).get("queueName")) or ""
