@@ -71,6 +71,11 @@ class SchedulingFailure:
 
     def short(self) -> str:
         """``"0/3 nodes: 2 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint(s)"``."""
+        return self._short
+
+    @functools.cached_property
+    def _short(self) -> str:
+        """`short`, once per parsed message (the parse memo shares it among the Pods with that text)."""
         if self.total == 0 and not self.reasons:
             return NO_NODES_MESSAGE
         if not self.reasons:

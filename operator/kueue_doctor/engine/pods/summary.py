@@ -13,6 +13,7 @@ fill in what the Pod object does not say: a ``FailedScheduling`` message, ``Fail
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,11 @@ class PodSummary:
         """One line for an SRE, e.g.
         ``"1/8 scheduled, 0 running, 0 ready: 7 Unschedulable (0/3 nodes: 3 Insufficient nvidia.com/gpu);
         1 ImagePullBackOff"``."""
+        return self._description
+
+    @functools.cached_property
+    def _description(self) -> str:
+        """`describe`, once per summary (immutable): the verdict's text and status.pods both print it."""
         of = self.expected if self.expected > 0 else self.created
         if self.all_ready and not self.blockers:
             head = f"{self.ready}/{of} ready"
