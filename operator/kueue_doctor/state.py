@@ -130,6 +130,9 @@ class ClusterState:
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
     ignored: int = 0
+    # counts Node upserts and removals: Nodes are not Kueue objects and do not rebuild the index, so a
+    # Derived fact read from them keeps the count it was computed at
+    nodes_version: int = 0
     # Pods and Events are the many: their indices are kept incrementally, keyed by what the objects
     # themselves say (annotations, labels, owner UIDs), so a Pod change never rebuilds anything.
     _pods_by_ref: dict[tuple[str, ...], set[Key]] = field(default_factory=dict)
@@ -236,6 +239,7 @@ class ClusterState:
             return True
         if group == "" and kind == "Node" and nm:
             self.nodes[nm] = obj
+            self.nodes_version += 1
             return True
         if (group, kind) in OWNER_KINDS and nm and ns:
             self.owners[ns, kind, nm] = obj
@@ -313,6 +317,8 @@ class ClusterState:
                        "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes}.get(kind)
             if cluster is not None:
                 cluster.pop(nm, None)
+                if kind == "Node":
+                    self.nodes_version += 1
 
     # ----- derived indices, rebuilt lazily after a change -----
     @property
