@@ -370,7 +370,8 @@ class ClusterState:
         return [self.pods[k] for k in sorted(keys) if k in self.pods]
 
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
-        return list(self._events_by_object.get((kind, ns or "", nm or ""), {}).values())
+        found = self._events_by_object.get((kind, ns or "", nm or ""))
+        return list(found.values()) if found else []  # most objects have none: no dict and view per miss
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))
