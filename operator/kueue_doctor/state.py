@@ -48,6 +48,7 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 
 Key = tuple[str, str]  # (namespace, name)
+_NO_KEYS: frozenset[Any] = frozenset()  # the default of the index look-ups (no new empty set per miss)
 T = TypeVar("T")
 
 
@@ -135,6 +136,9 @@ class ClusterState:
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
     ignored: int = 0
+    # counts Node upserts and removals: Nodes are not Kueue objects and do not rebuild the index, so a
+    # Derived fact read from them keeps the count it was computed at
+    nodes_version: int = 0
     # Pods and Events are the many: their indices are kept incrementally, keyed by what the objects
     # themselves say (annotations, labels, owner UIDs), so a Pod change never rebuilds anything.
     _pods_by_ref: dict[tuple[str, ...], set[Key]] = field(default_factory=dict)
@@ -195,7 +199,7 @@ class ClusterState:
 
     def upsert(self, obj: Mapping[str, Any]) -> bool:
         """Store one object; False when its kind is not used (ignored, never an error)."""
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # the ABC check only for the rare non-dict
             self.ignored += 1
             return False
         key = kind_key(obj)
@@ -203,8 +207,10 @@ class ClusterState:
             self.ignored += 1
             return False
         group, kind = key
-        obj = normalize(obj)
-        nm, ns = name(obj), namespace(obj)
+        if group == KUEUE and str(obj.get("apiVersion", "")).endswith("v1beta1"):  # what `normalize` rewrites
+            obj = normalize(obj)
+        md = m(obj.get("metadata"))
+        nm, ns = s(md.get("name")), s(md.get("namespace"))
         if group == KUEUE and kind in KUEUE_KINDS:
             self._index = None  # queue structure changed: derived indices are rebuilt on next use
             if nm is None:
@@ -247,6 +253,7 @@ class ClusterState:
             return True
         if group == "" and kind == "Node" and nm:
             self.nodes[nm] = obj
+            self.nodes_version += 1
             return True
         if group == "" and kind == "ConfigMap" and kueue_config.is_config_map(obj):
             self.config_maps[ns or ""] = obj
@@ -338,6 +345,8 @@ class ClusterState:
                        "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes}.get(kind)
             if cluster is not None:
                 cluster.pop(nm, None)
+                if kind == "Node":
+                    self.nodes_version += 1
 
     # ----- derived indices, rebuilt lazily after a change -----
     @property
@@ -398,6 +407,8 @@ class ClusterState:
 
     def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
+        if not self._pods_by_ref:  # no Pods in the input (a quota-only dump): nothing to walk
+            return []
         ns, nm = namespace(workload) or "", name(workload) or ""
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
         frontier = {u for u in (s(r.get("uid")) for r in owner_refs(workload)) if u}
@@ -408,9 +419,9 @@ class ClusterState:
         for _ in range(4):  # bounded against cycles
             nxt: set[str] = set()
             for u in frontier - seen:
-                keys |= self._pods_by_ref.get(("uid", u), set())
-                keys |= self._pods_by_ref.get(("self", u), set())  # plain Pods the Workload is owned by
-                nxt |= self._owners_by_parent.get(u, set())
+                keys |= self._pods_by_ref.get(("uid", u), _NO_KEYS)
+                keys |= self._pods_by_ref.get(("self", u), _NO_KEYS)  # plain Pods the Workload is owned by
+                nxt |= self._owners_by_parent.get(u, _NO_KEYS)
             seen |= frontier
             if not nxt:
                 break
@@ -418,7 +429,8 @@ class ClusterState:
         return [self.pods[k] for k in sorted(keys) if k in self.pods]
 
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
-        return list(self._events_by_object.get((kind, ns or "", nm or ""), {}).values())
+        found = self._events_by_object.get((kind, ns or "", nm or ""))
+        return list(found.values()) if found else []  # most objects have none: no dict and view per miss
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))
@@ -517,16 +529,24 @@ class _Index:
         by_cq: dict[str, list[Key]] = defaultdict(list)
         for key, wl in state.workloads.items():
             ns = key[0]
-            for ref in owner_refs(wl):
+            md = m(wl.get("metadata"))  # `owner_refs` and `labels`, from one metadata read
+            for ref in lst(md.get("ownerReferences")):
+                if type(ref) is not dict and not isinstance(ref, Mapping):
+                    continue
                 ref_uid = s(ref.get("uid"))
                 if ref_uid:
                     by_uid.setdefault(ref_uid, key)
                 by_owner[ns, s(ref.get("kind")) or "", s(ref.get("name")) or ""].append(key)
-            job_uid = s(labels(wl).get(JOB_UID_LABEL))
+            job_uid = s(m(md.get("labels")).get(JOB_UID_LABEL))
             if job_uid:
                 by_uid.setdefault(job_uid, key)
-            by_lq[ns, s(spec(wl).get("queueName")) or ""].append(key)
-            wl_cq = state.cluster_queue_of(wl)
+            queue = s(spec(wl).get("queueName")) or ""
+            by_lq[ns, queue].append(key)
+            # `cluster_queue_of`, with the namespace and queue name at hand
+            wl_cq = s(m(m(wl.get("status")).get("admission")).get("clusterQueue"))
+            if not wl_cq:
+                lq = state.local_queues.get((ns, queue))
+                wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
             if wl_cq:
                 by_cq[wl_cq].append(key)
         cqs_by_cohort: dict[str, list[str]] = defaultdict(list)

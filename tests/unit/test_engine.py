@@ -293,6 +293,26 @@ def test_flavor_node_labels_matching_no_node_are_named() -> None:
     assert "pool=gpu-a100: 0 of 2 nodes match" in st["message"]
 
 
+def test_a_node_labelled_later_is_counted_by_the_next_pass_on_the_same_state() -> None:
+    """The node hint is kept per index, and Node changes do not rebuild it: the operator's next pass must
+    still count a Node that was labelled meanwhile."""
+    from kueue_doctor.engine.diagnose import diagnose
+    from kueue_doctor.state import ClusterState
+
+    j, wl = admitted_job(1)
+    msg = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    p = trainer_pod("trainer-a", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj()
+    state = ClusterState.from_objects([
+        ResourceFlavor("default-flavor").node_labels({"pool": "gpu-a100"}).obj(), team_a_cq().obj(),
+        LocalQueue("user-queue", NS, "team-a-cq").obj(), Node("n1").label("pool", "cpu").obj(),
+        Node("n2").label("pool", "cpu").obj(), j.obj(), wl.obj(), p])
+    assert "0 of 2 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+    state.upsert(Node("n2").label("pool", "gpu-a100").obj())
+    assert "1 of 2 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+    state.remove(Node("n2").obj())
+    assert "0 of 1 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+
+
 def test_image_pull_back_off_is_containers_not_starting_for_the_owner() -> None:
     j, wl = admitted_job(1)
     p = trainer_pod("trainer-a", j).node("n1").condition(pod_condition("PodScheduled", "True", "2026-11-30T09:00:07Z")

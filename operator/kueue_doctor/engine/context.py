@@ -19,13 +19,10 @@ from ..kube.objects import (
     format_time,
     is_true,
     m,
-    name,
-    namespace,
     parse_time,
     s,
     spec,
     status,
-    uid,
 )
 from ..state import ClusterState
 from . import messages, quota
@@ -56,9 +53,10 @@ class Context:
         self.wl = workload
         self.state = state
         self.now = now
-        self.ns = namespace(workload) or ""
-        self.name = name(workload) or ""
-        self.uid = uid(workload) or ""
+        md = m(workload.get("metadata"))  # once for the three names (`namespace`/`name`/`uid` each read it)
+        self.ns = s(md.get("namespace")) or ""
+        self.name = s(md.get("name")) or ""
+        self.uid = s(md.get("uid")) or ""
         self.spec = spec(workload)
         self.status = status(workload)
         self.conds = conditions(workload)
@@ -167,11 +165,13 @@ class Context:
     # ----- evidence helpers -----
     def condition_evidence(self, ctype: str) -> dict[str, Any]:
         c = m(self.conds.get(ctype))
-        return _drop_none({
-            "kind": "Workload", "name": self.name, "namespace": self.ns, "field": f"condition/{ctype}",
-            "reason": s(c.get("reason")), "message": clip(c.get("message"), MAX_TEXT),
-            "time": format_time(parse_time(c.get("lastTransitionTime"))),
-        })
+        out: dict[str, Any] = {"kind": "Workload", "name": self.name, "namespace": self.ns,
+                               "field": f"condition/{ctype}"}
+        for key, value in (("reason", s(c.get("reason"))), ("message", clip(c.get("message"), MAX_TEXT)),
+                           ("time", format_time(parse_time(c.get("lastTransitionTime"))))):
+            if value is not None:
+                out[key] = value
+        return out
 
     def object_evidence(self, kind: str, obj_name: str | None, field_: str, reason: str | None = None,
                         message: str | None = None, time: datetime | None = None,

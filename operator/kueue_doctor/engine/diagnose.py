@@ -27,7 +27,7 @@ from ..api import (
 from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
-from ..vocabulary import REASONS, Cause, Reason
+from ..vocabulary import REASONS, ActionBy, Cause, Reason
 from .admission.eviction import last_eviction
 from .context import Context
 from .no_workload import GRACE, stand_in, stand_ins
@@ -107,12 +107,21 @@ def decide(ctx: Context) -> tuple[Rule | None, Finding]:
 
 @lru_cache(maxsize=4096)
 def _label(value: str | None) -> str | None:
-    if value and len(value) <= 63 and _LABEL_VALUE.match(value):
+    if not value or len(value) > 63:
+        return None
+    # most values (owner names are unique per Workload, so the memo rarely hits) pass this C-speed check,
+    # which accepts only what the regex accepts; the regex decides the rest
+    if value.isascii() and value[0].isalnum() and value[-1].isalnum() and not value.strip(_LABEL_CHARS):
         return value
-    return None
+    return value if _LABEL_VALUE.match(value) else None
+
+
+_LABEL_CHARS = "-_.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
 _STAGE_OF = {reason: info.stage.value for reason, info in REASONS.items()}  # render reads it per Workload
+# the plain values of the words, read per Workload (an enum's `.value` is a Python-level descriptor call)
+_VALUE: dict[Reason | Cause | ActionBy, str] = {w: w.value for e in (Reason, Cause, ActionBy) for w in e}
 
 
 def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
@@ -120,7 +129,7 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     what is read from the Workload beyond the finding, for the verdict of a failed diagnosis)."""
     stage = _STAGE_OF[f.reason]
     ref = ctx.owner_ref
-    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(f.reason.value), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name),
+    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(_VALUE[f.reason]), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name),
               LABEL_OWNER_KIND: _label(s(ref.get("kind"))) if ref else None,
               LABEL_OWNER_NAME: _label(s(ref.get("name"))) if ref else None}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
@@ -143,10 +152,10 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                                "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()
                             if v is not None}
-    status: dict[str, Any] = {"stage": stage, "reason": f.reason.value}
+    status: dict[str, Any] = {"stage": stage, "reason": _VALUE[f.reason]}
     if f.cause is not None:
-        status["cause"] = f.cause.value
-    status["actionBy"] = f.actor.value
+        status["cause"] = _VALUE[f.cause]
+    status["actionBy"] = _VALUE[f.actor]
     status["message"] = clip(f.message, MAX_TEXT) or ""
     for key, value in (("since", format_time(f.since or ctx.created)), ("clusterQueue", ctx.cq_name),
                        ("localQueue", ctx.lq_name), ("cohort", ctx.cohort)):

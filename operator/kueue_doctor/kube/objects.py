@@ -186,16 +186,19 @@ def is_false(cond: Mapping[str, Any] | None) -> bool:
 
 def owner_refs(obj: Obj) -> Iterator[Mapping[str, Any]]:
     for ref in lst(meta(obj).get("ownerReferences")):
-        if isinstance(ref, Mapping):
+        if type(ref) is dict or isinstance(ref, Mapping):  # the common case first: the ABC check is slow
             yield ref
 
 
 def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
-    refs = list(owner_refs(obj))
-    for ref in refs:
+    refs = lst(meta(obj).get("ownerReferences"))
+    if len(refs) == 1 and type(refs[0]) is dict:  # the common case: one owner, no generator
+        return refs[0]
+    found = list(owner_refs(obj))
+    for ref in found:
         if ref.get("controller") is True:
             return ref
-    return refs[0] if len(refs) == 1 else None
+    return found[0] if len(found) == 1 else None
 
 
 def clip(text: object, limit: int = 1024) -> str | None:

@@ -86,9 +86,8 @@ RESOURCE_GROUPS: Derived[dict[tuple[str, str | None, str | None], Any]] = Derive
     "resource group of a resource or flavor in a ClusterQueue", lambda _: {})
 
 
-@handles(Template.FLAVOR_ASSIGNMENT, emits=VERDICTS)
-def classify(ctx: Context, p: ParsedMessage) -> Finding:
-    failures = list(p.failures)
+def _decisive_severity(ctx: Context, failures: list[FlavorFailure]) -> Severity:
+    """Kueue's resolveNoFitReason: per pod set and resource group the least severe flavor, the worst group."""
     groups: dict[tuple[str, Any], dict[str | None, Severity]] = {}
     for f in failures:
         sev = SEVERITY.get(f.kind)
@@ -96,14 +95,25 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
             continue
         flavors = groups.setdefault((f.podset, _group_of(ctx, f)), {})
         flavors[f.flavor] = max(flavors.get(f.flavor, Severity.NONE), sev)
-    severity = max((min(fl.values()) for fl in groups.values()), default=Severity.NONE)
+    return max((min(fl.values()) for fl in groups.values()), default=Severity.NONE)
+
+
+@handles(Template.FLAVOR_ASSIGNMENT, emits=VERDICTS)
+def classify(ctx: Context, p: ParsedMessage) -> Finding:
+    failures = list(p.failures)
     granular = ctx.cond_reason("QuotaReserved")
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
-    stated = GRANULAR_SEVERITY.get(granular)
-    if stated is not None and any(SEVERITY.get(f.kind) == stated for f in failures):
-        severity = stated
-    decisive = [f for f in failures if SEVERITY.get(f.kind) == severity] or failures
+    severities = {SEVERITY.get(f.kind) for f in failures}
+    if len(severities) == 1:  # one rank for all (most messages): it decides, whatever the groups are
+        severity = next(iter(severities)) or Severity.NONE
+        decisive = failures
+    else:
+        severity = _decisive_severity(ctx, failures)
+        stated = GRANULAR_SEVERITY.get(granular)
+        if stated is not None and stated in severities:
+            severity = stated
+        decisive = [f for f in failures if SEVERITY.get(f.kind) == severity] or failures
     verdict = _BY_SEVERITY.get(severity)
     if verdict is not None:
         return verdict(ctx, decisive, granular)
@@ -148,13 +158,18 @@ QUEUE_NUMBERS: Derived[dict[tuple[str, str, str], dict[str, Any]]] = Derived("qu
                                                                              lambda _: {})
 
 
-def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
+def quota_line(ctx: Context, f: FlavorFailure,
+               numbers: dict[tuple[str, str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One status.quota entry; `numbers`: the QUEUE_NUMBERS memo, when the caller has it at hand."""
     res, flavor = f.resource or "", f.flavor or ""
     requested = f.requested or quota.fmt(res, ctx.requests.get(f.podset, {}).get(res))
-    line: dict[str, Any] = {"flavor": flavor, "resource": res}
-    if requested is not None:
-        line["requested"] = requested
-    line.update(_queue_numbers(ctx, flavor, res))
+    queue = (numbers if numbers is not None else ctx.state.derived(QUEUE_NUMBERS)).get((ctx.cq_name or "", flavor, res))
+    if queue is None:
+        queue = _queue_numbers(ctx, flavor, res)
+    # one dict display in the field order of the object (the queue numbers never repeat these keys)
+    line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": requested, **queue}
+    if requested is None:
+        del line["requested"]
     if f.maximum:
         line["maximum"] = f.maximum
     if f.missing:
@@ -166,7 +181,8 @@ def quota_line(ctx: Context, f: FlavorFailure) -> dict[str, Any]:
 
 
 def _lines(ctx: Context, failures: list[FlavorFailure]) -> list[dict[str, Any]]:
-    return [quota_line(ctx, x) for x in failures if x.resource and x.flavor]
+    numbers = ctx.state.derived(QUEUE_NUMBERS)
+    return [quota_line(ctx, x, numbers) for x in failures if x.resource and x.flavor]
 
 
 def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:

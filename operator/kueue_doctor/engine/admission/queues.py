@@ -17,6 +17,7 @@ from typing import Any
 
 from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
+from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import messages
 from ..context import Context
@@ -108,10 +109,23 @@ INACTIVE_VERDICTS = [*pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INAC
 
 @rule(Phase.PENDING, INACTIVE_VERDICTS)
 def cluster_queue_inactive(ctx: Context) -> Finding | None:
-    active = conditions(ctx.cq).get("Active") if _queues_known(ctx) and ctx.cq else None
+    active = _active_condition(ctx) if _queues_known(ctx) and ctx.cq else None
     if active is None or is_true(active):
         return None
     return inactive(ctx, m(active), _since(ctx))
+
+
+def _active_condition(ctx: Context) -> Mapping[str, Any] | None:
+    """The ClusterQueue's Active condition, read once per index (every Workload of the queue asks)."""
+    memo = ctx.state.derived(ACTIVE_CONDITIONS)
+    cq_name = ctx.cq_name or ""
+    if cq_name not in memo:
+        memo[cq_name] = conditions(ctx.cq).get("Active") if ctx.cq else None
+    return memo[cq_name]
+
+
+ACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived("Active condition per ClusterQueue",
+                                                                         lambda _: {})
 
 
 def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:
@@ -157,7 +171,24 @@ def namespace_not_selected(ctx: Context) -> Finding | None:
 
 
 def namespace_selected(ctx: Context) -> bool:
-    """Evaluate the ClusterQueue's namespaceSelector; True when we cannot tell (no Namespace object)."""
+    """Evaluate the ClusterQueue's namespaceSelector; True when we cannot tell (no Namespace object).
+
+    The same for every Workload of a namespace in the ClusterQueue: kept per index, with the Namespace
+    object it was read from (a Namespace change does not rebuild the index)."""
+    memo = ctx.state.derived(NAMESPACE_SELECTED)
+    key = (ctx.cq_name or "", ctx.ns)
+    ns_obj = ctx.state.namespaces.get(ctx.ns)
+    found = memo.get(key)
+    if found is None or found[0] is not ns_obj:
+        found = memo[key] = (ns_obj, _namespace_selected(ctx))
+    return found[1]
+
+
+NAMESPACE_SELECTED: Derived[dict[tuple[str, str], tuple[Mapping[str, Any] | None, bool]]] = Derived(
+    "namespace selected by a ClusterQueue", lambda _: {})
+
+
+def _namespace_selected(ctx: Context) -> bool:
     sp = spec(ctx.cq) if ctx.cq is not None else {}
     if "namespaceSelector" not in sp:
         return True  # the API defaults it; an absent field in a dump is most likely {} stripped

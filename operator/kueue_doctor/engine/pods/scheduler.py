@@ -61,15 +61,21 @@ class SchedulingFailure:
     post_filter: tuple[str, ...] = ()
     prefilter: bool = False
 
-    @property
+    @functools.cached_property
     def top_reason(self) -> NodeFitReason | None:
-        """The reason that rejected the most nodes; on a tie, the more actionable one."""
+        """The reason that rejected the most nodes; on a tie, the more actionable one. Kept on the parsed
+        message, which the parse memo shares among all Pods with that text."""
         if not self.reasons:
             return None
         return min(self.reasons, key=lambda r: (-r.count, _reason_rank(r.text)))
 
     def short(self) -> str:
         """``"0/3 nodes: 2 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint(s)"``."""
+        return self._short
+
+    @functools.cached_property
+    def _short(self) -> str:
+        """`short`, once per parsed message (the parse memo shares it among the Pods with that text)."""
         if self.total == 0 and not self.reasons:
             return NO_NODES_MESSAGE
         if not self.reasons:

@@ -13,6 +13,7 @@ fill in what the Pod object does not say: a ``FailedScheduling`` message, ``Fail
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,11 @@ class PodSummary:
         """One line for an SRE, e.g.
         ``"1/8 scheduled, 0 running, 0 ready: 7 Unschedulable (0/3 nodes: 3 Insufficient nvidia.com/gpu);
         1 ImagePullBackOff"``."""
+        return self._description
+
+    @functools.cached_property
+    def _description(self) -> str:
+        """`describe`, once per summary (immutable): the verdict's text and status.pods both print it."""
         of = self.expected if self.expected > 0 else self.created
         if self.all_ready and not self.blockers:
             head = f"{self.ready}/{of} ready"
@@ -203,7 +209,8 @@ def _unbound_blocker(spec: Mapping[str, Any], sched: Mapping[str, Any], created_
                      evs: Mapping[str, EventInfo]) -> _Blocked:
     """Why a Pod without a node waits: scheduling gates, the scheduler's verdict, or no attempt yet."""
     sched_since = as_time(sched.get("lastTransitionTime"))
-    gates = sorted({s(m(g).get("name")) or "" for g in lst(spec.get("schedulingGates"))} - {""})
+    raw_gates = lst(spec.get("schedulingGates"))
+    gates = sorted({s(m(g).get("name")) or "" for g in raw_gates} - {""}) if raw_gates else []
     if gates:
         message = s(sched.get("message")) or DEFAULT_SCHEDULING_GATED_MESSAGE
         return "SchedulingGated", ", ".join(gates), message, sched_since or created_at, ""
@@ -291,8 +298,9 @@ def summarize_pods(
             group = groups[category, reason] = _Group(category, reason)
         group.add(pod, message, since, detail)
 
-    for pod in pods if isinstance(pods, Iterable) and not isinstance(pods, str | bytes) else ():
-        if not isinstance(pod, Mapping):
+    for pod in pods if type(pods) is list or (isinstance(pods, Iterable) and not isinstance(pods, str | bytes)) \
+            else ():
+        if type(pod) is not dict and not isinstance(pod, Mapping):  # the ABC check only for the rare non-dict
             continue
         created += 1
         md = m(pod.get("metadata"))

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...kube.objects import conditions, is_true, lst, m, s, spec
 from ...kube.selectors import label_selector_matches
+from ...state import Derived
 from ..context import Context
 
 
@@ -17,7 +18,23 @@ def flavor_selector(ctx: Context, flavor: str) -> str:
 
 
 def flavor_node_hint(ctx: Context, flavor: str) -> str | None:
-    """How many known nodes carry the flavor's nodeLabels (only when Nodes are in the input)."""
+    """How many known nodes carry the flavor's nodeLabels (only when Nodes are in the input).
+
+    The same for every unschedulable Workload of the flavor and a walk over all Nodes: kept per index
+    with the Node count it was computed at (Node changes do not rebuild the index)."""
+    memo = ctx.state.derived(NODE_HINTS)
+    version = (ctx.state.nodes_version, ctx.state.knows("Node"))
+    found = memo.get(flavor)
+    if found is None or found[0] != version:
+        found = memo[flavor] = (version, _flavor_node_hint(ctx, flavor))
+    return found[1]
+
+
+NODE_HINTS: Derived[dict[str, tuple[tuple[int, bool], str | None]]] = Derived("node hint per ResourceFlavor",
+                                                                              lambda _: {})
+
+
+def _flavor_node_hint(ctx: Context, flavor: str) -> str | None:
     rf = ctx.state.flavors.get(flavor)
     if rf is None:
         return None
