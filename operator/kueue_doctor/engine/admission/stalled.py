@@ -273,14 +273,13 @@ def kueue_stalled(ctx: Context) -> Finding | None:
     if reason is None:
         return None
     since = ctx.cond_time("QuotaReserved") or ctx.created
-    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx) \
-            or not might_fit(ctx):
+    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx):
         return None
-    if queue_order(ctx.wl, ctx.state, ctx.now) is None:
-        return None  # held, gated, in back-off: Kueue waits on purpose
-    quiet = _quiet_since(ctx)  # cheap, kept per ClusterQueue: asked before the arithmetic
+    quiet = _quiet_since(ctx)  # the cheapest test, kept per ClusterQueue: a busy queue is no stall
     if quiet is not None and ctx.now - quiet < STALL_AFTER:
         return None
+    if not might_fit(ctx) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
+        return None  # does not fit anywhere; or held, gated, in back-off: Kueue waits on purpose
     fits = fits_unused_quota(ctx)
     if not fits or queue_head(ctx) is not None:
         return None  # does not fit, or waits behind a StrictFIFO head on purpose
