@@ -97,7 +97,8 @@ def exported_metrics() -> dict[str, set[str]]:
     rt = Runtime(api=None, options=Options(max_workload_series=1))
     now = time.time()
     verdicts = [Verdict("team-a", "wl-1", "main", "cq-a", "Admission", "ExceedsMaxQuota", "QueueAdmin", now - 60),
-                Verdict("team-a", "wl-2", "main", "cq-a", "Admission", "WaitingForQuota", "Nobody", now - 30),
+                Verdict("team-a", "wl-2", "main", "cq-a", "Admission", "WaitingForQuota", "Nobody", now - 30,
+                        "InsufficientUnusedQuota", limit_exceeded=True),
                 Verdict("team-a", "wl-3", "main", "cq-a", "Running", "Running", "Nobody", now - 10)]
     rt.verdicts.update({(v.namespace, v.name): v for v in verdicts})
     st = rt.stats

@@ -151,6 +151,24 @@ class Eviction(_Model):
     count: int | None = Field(default=None, description="Evictions so far (status.schedulingStats).")
 
 
+class PendingLimit(_Model):
+    """How long is too long, as declared by the owner, the LocalQueue or the ClusterQueue (the nearest wins)."""
+
+    limit: str = Field(description="The value of the annotation kueue-doctor.dev/max-pending as written, e.g. 2h.")
+    seconds: int | None = Field(default=None, description="The limit in seconds; absent when the value cannot be "
+                                "read (see problem).")
+    sourceKind: str = Field(description="Where the limit is declared: the owner's kind (Job, ...), LocalQueue or "
+                            "ClusterQueue.")
+    sourceName: str = Field(description="The name of that object.")
+    sourceNamespace: str | None = Field(default=None, description="Its namespace (none for a ClusterQueue).")
+    waitingSince: str | None = Field(default=None, description="When this wait began: the Workload's (or owner's) "
+                                     "creation, or its latest eviction.")
+    exceeded: bool = Field(default=False, description="True once the wait is longer than the limit.")
+    exceededSince: str | None = Field(default=None, description="When the limit was passed (waitingSince + limit).")
+    problem: str | None = Field(default=None, description="Why the declared value cannot be used, e.g. not a "
+                                "duration like 90m or 2h30m.")
+
+
 class Evidence(_Model):
     kind: str = Field(description="Kind of the object the fact comes from.")
     name: str = Field(description="Its name.")
@@ -192,6 +210,9 @@ class Status(_Model):
                                        description="Other Workloads this one waits for or was preempted by.")
     lastEviction: Eviction | None = Field(default=None, description="The latest eviction, kept after Kueue "
                                           "retries.")
+    pendingLimit: PendingLimit | None = Field(default=None, description="The declared pending limit "
+                                              "(kueue-doctor.dev/max-pending) and whether this wait passed it; "
+                                              "absent when none is declared or the Workload runs or finished.")
     evidence: list[Evidence] = Field(default_factory=list, description=f"Facts the verdict rests on (at most "
                                      f"{MAX_EVIDENCE}, messages cut at {MAX_TEXT} characters).")
     hints: list[str] = Field(default_factory=list, description="What to look at or change next.")

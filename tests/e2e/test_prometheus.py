@@ -209,3 +209,39 @@ def test_prometheus_sees_the_verdicts_the_dashboard_shows_them_and_an_alert_goes
     assert alert["annotations"]["runbook_url"].endswith("#kueuedoctorexceedsmaxquota")
     firing = {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
     assert "KueueDoctorDown" not in firing
+
+
+def test_a_pending_limit_declared_on_the_local_queue_fires_its_alert(
+        cluster: ClusterHandle, stack: tuple[Operator, Prometheus], resources: kube.Resources,
+        namespace: str) -> None:
+    """The team declares 5s on its LocalQueue; a Job that can never be admitted passes it. The operator wakes by
+    itself (no change happens), writes status.pendingLimit, exports it, and the shipped alert fires (its real
+    `for: 1m`), in a real Prometheus."""
+    op, prom = stack
+    api = cluster.api_client
+    cq = setup_queue(resources, namespace, 1)
+    kube.patch(api, "LocalQueue", "main", {"metadata": {"annotations": {"kueue-doctor.dev/max-pending": "5s"}}},
+               namespace)
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
+    name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
+
+    def limit() -> dict[str, Any]:
+        d = adiag(api, namespace, name)
+        return dict((d or {}).get("status", {}).get("pendingLimit") or {})
+    got = kube.wait_for(lambda: (lim := limit()).get("exceeded") and lim, timeout=60,
+                        message=lambda: f"the pending limit to pass, got {limit()}\n{op.tail()}")
+    assert (got["limit"], got["seconds"], got["sourceKind"], got["sourceName"]) == ("5s", 5, "LocalQueue", "main")
+    assert adiag(api, namespace, name)["status"]["reason"] == "ExceedsMaxQuota"  # type: ignore[index]
+    kube.wait_for(lambda: by_labels(prom.query(
+        f'kueue_doctor_pending_limit_exceeded_workloads{{cluster_queue="{cq}"}}'), "local_queue") == {("main",): 1.0},
+        timeout=20, message=lambda: f"Prometheus to scrape the limit:\n{prom.tail()}")
+
+    def alert() -> dict[str, Any] | None:
+        for a in prom.api("alerts")["alerts"]:
+            if a["labels"]["alertname"] == "KueueDoctorPendingLimitExceeded" and a["labels"].get("cluster_queue") == cq:
+                return dict(a)
+        return None
+    fired = kube.wait_for(lambda: (a := alert()) is not None and a["state"] == "firing" and a, timeout=100,
+                          message=lambda: f"the alert to fire, got {alert()}")
+    assert fired["labels"]["workload_namespace"] == namespace and fired["labels"]["severity"] == "warning"
+    assert fired["annotations"]["runbook_url"].endswith("#kueuedoctorpendinglimitexceeded")

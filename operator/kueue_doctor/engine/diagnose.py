@@ -31,6 +31,7 @@ from ..vocabulary import REASONS, ActionBy, Cause, Reason
 from .admission.eviction import last_eviction
 from .context import Context
 from .no_workload import GRACE, stand_in, stand_ins
+from .pending_limit import limit_hint, pending_limit
 from .registry import BY_PHASE
 from .rules import Finding, Phase, Rule
 
@@ -172,14 +173,22 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["pods"] = f.pods
     if f.blocked_by:
         status["blockedBy"] = f.blocked_by
+    hints = list(f.hints)
     if stage != "Finished" and sections:
         eviction = last_eviction(ctx)
         if eviction:
             status["lastEviction"] = eviction
+        if stage != "Running":
+            limit = pending_limit(ctx, eviction)
+            if limit is not None:
+                status["pendingLimit"] = limit
+                passed = limit_hint(limit, ctx.now)
+                if passed:
+                    hints.insert(0, passed)
     if f.evidence:
         status["evidence"] = _dedupe(f.evidence)[:MAX_EVIDENCE]
-    if f.hints:
-        status["hints"] = list(dict.fromkeys(f.hints))[:MAX_HINTS]
+    if hints:
+        status["hints"] = list(dict.fromkeys(hints))[:MAX_HINTS]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -14,7 +14,7 @@ from .objects import lst, m
 
 _KEEP_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "ownerReferences",
               "resourceVersion")
-_KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/")
+_KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/", "kueue-doctor.dev/")
 # Where owners keep suspend (spec.suspend; Kubeflow's spec.runPolicy.suspend): the engine reads who wrote it last.
 _SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"))
 

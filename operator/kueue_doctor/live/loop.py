@@ -15,11 +15,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..engine.diagnose import diagnose
 from ..engine.no_workload import grace_ends, should_have_workload
+from ..kube.objects import parse_time
 from ..state import ClusterState, Key
 from .inbox import Inbox
 from .metrics import Stats, Verdict
@@ -44,8 +45,7 @@ class DiagnosisLoop:
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._retry_at: float | None = None
-        self._grace_due: float | None = None  # an owner's grace period ends: diagnose it then
-        self._grace_keys: set[Key] = set()
+        self._wake: dict[Key, float] = {}  # monotonic times when time alone changes a verdict (grace, limits)
 
     def synced(self) -> None:
         """The state was just listed whole: the next resync is one interval away."""
@@ -77,9 +77,10 @@ class DiagnosisLoop:
         due = self.publisher.next_due()
         if due is not None and due <= mono:
             self.inbox.mark(k for k in self.publisher.deferred if k in self.state.workloads)
-        if self._grace_due is not None and self._grace_due <= mono:
-            self.inbox.mark(self._grace_keys)
-            self._grace_due, self._grace_keys = None, set()
+        ripe = [k for k, at in self._wake.items() if at <= mono]
+        for k in ripe:
+            del self._wake[k]
+        self.inbox.mark(ripe)
         keys = self.inbox.take()
         try:
             return await self._pass(keys)
@@ -104,7 +105,7 @@ class DiagnosisLoop:
         elapsed = time.perf_counter() - t0
         failed = await self.publisher.publish(diagnoses, now)
         for d in diagnoses:  # after publish: `since` is the one written (kept across reason-stable passes)
-            self._remember(d)
+            self._remember(d, now)
         if failed:
             self.inbox.mark(failed)
             self._retry_at = time.monotonic() + RETRY_AFTER
@@ -125,17 +126,24 @@ class DiagnosisLoop:
             owner = self.state.owner_for_workload_name(key)
             ends = grace_ends(owner) if owner is not None and should_have_workload(self.state, owner) else None
             if ends is not None and ends > now:
-                due = time.monotonic() + (ends - now).total_seconds() + 0.1
-                self._grace_due = min(self._grace_due or due, due)
-                self._grace_keys.add(key)
+                self._wake_at(key, ends, now)
             elif key in self.publisher.records:
                 await self.publisher.delete(key)
                 self.verdicts.pop(key, None)
         return out
 
-    def _remember(self, d: Mapping[str, Any]) -> None:
+    def _wake_at(self, key: Key, when: datetime, now: datetime) -> None:
+        due = time.monotonic() + (when - now).total_seconds() + 0.1
+        self._wake[key] = min(self._wake.get(key, due), due)
+
+    def _remember(self, d: Mapping[str, Any], now: datetime) -> None:
         verdict = Verdict.of(d)
-        self.verdicts[verdict.namespace, verdict.name] = verdict
+        key = (verdict.namespace, verdict.name)
+        self.verdicts[key] = verdict
+        limit = d["status"].get("pendingLimit") or {}
+        since, seconds = parse_time(limit.get("waitingSince")), limit.get("seconds")
+        if since is not None and isinstance(seconds, int) and not limit.get("exceeded"):
+            self._wake_at(key, since + timedelta(seconds=seconds), now)  # the limit passes by time alone
 
     async def _collect_burst(self) -> None:
         """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`)."""
@@ -155,6 +163,6 @@ class DiagnosisLoop:
             candidates.append(due - mono)
         if self._retry_at is not None:
             candidates.append(self._retry_at - mono)
-        if self._grace_due is not None:
-            candidates.append(self._grace_due - mono)
+        if self._wake:
+            candidates.append(min(self._wake.values()) - mono)
         return max(0.05, min(candidates))

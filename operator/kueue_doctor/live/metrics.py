@@ -38,6 +38,7 @@ class Verdict:
     action_by: str
     since: float | None  # unix seconds
     cause: str = ""
+    limit_exceeded: bool = False  # status.pendingLimit.exceeded
 
     @classmethod
     def of(cls, diagnosis: Mapping[str, Any]) -> Verdict:
@@ -47,7 +48,7 @@ class Verdict:
         md = diagnosis["metadata"]
         return cls(md["namespace"], md["name"], st.get("localQueue") or "", st.get("clusterQueue") or "",
                    st["stage"], st["reason"], st["actionBy"], since.timestamp() if since else None,
-                   st.get("cause") or "")
+                   st.get("cause") or "", bool((st.get("pendingLimit") or {}).get("exceeded")))
 
 
 class Stats:
@@ -102,6 +103,17 @@ class DiagnosisCollector(Collector):
                 if v.stage in WAITING_STAGES).items()):
             blocked.add_metric([cq, reason, cause, who], n)
         yield blocked
+
+        over = GaugeMetricFamily(
+            "kueue_doctor_pending_limit_exceeded_workloads",
+            "Workloads waiting longer than the pending limit their owner, LocalQueue or ClusterQueue declares "
+            "(annotation kueue-doctor.dev/max-pending), per namespace and queue. Complete. kubectl get adiag -n "
+            "<namespace> -o yaml shows status.pendingLimit.",
+            labels=["workload_namespace", "local_queue", "cluster_queue"])
+        for (ns, lq, cq), n in sorted(Counter((v.namespace, v.local_queue, v.cluster_queue) for v in verdicts
+                                              if v.limit_exceeded and v.stage in WAITING_STAGES).items()):
+            over.add_metric([ns, lq, cq], n)
+        yield over
 
         oldest = GaugeMetricFamily(
             "kueue_doctor_oldest_waiting_since_timestamp_seconds",

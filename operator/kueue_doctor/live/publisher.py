@@ -54,8 +54,11 @@ def digest(obj: Mapping[str, Any]) -> str:
 
 
 def verdict_of(obj: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """What is written at once when it changes (the rest waits for the refresh interval): the words, and
+    whether the pending limit is passed (users alert on it)."""
     st = m(obj.get("status"))
-    return s(st.get("stage")), s(st.get("reason")), s(st.get("cause")), s(st.get("actionBy"))
+    passed = "exceeded" if m(st.get("pendingLimit")).get("exceeded") else None
+    return s(st.get("stage")), s(st.get("reason")), s(st.get("cause")), s(st.get("actionBy")), passed
 
 
 @dataclass
