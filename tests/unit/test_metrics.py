@@ -54,3 +54,28 @@ def test_one_cause_is_counted_once_per_cluster_queue_with_the_workloads_it_block
         'reason="QueueMisconfigured"} 37.0',
         'kueue_doctor_queue_blocked_workloads{action_by="ClusterAdmin",cause="FlavorNotFound",cluster_queue="gpu",'
         'reason="QueueMisconfigured"} 1.0']  # a running Workload blocks nothing
+
+
+def test_time_in_reason_is_observed_when_a_workload_leaves_its_reason() -> None:
+    import asyncio
+
+    from tests.builders import condition
+
+    from .scenario import objects, started, waiting
+
+    rt, _api = started(objects())
+    asyncio.run(rt.loop.run_once())  # first sight: nothing left yet
+    assert rt.stats.time_in_reason.series == {}
+    admitted = waiting().conditions(
+        condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a"),
+        condition("Admitted", "True", "Admitted", "The workload is admitted"),
+        condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is running")
+    ).resource_version("101").obj()
+    rt.inbox.observe("MODIFIED", admitted)
+    asyncio.run(rt.loop.run_once())
+    ((labels, (counts, total)),) = rt.stats.time_in_reason.series.items()
+    assert labels == ("cq-a", "Admission", "WaitingForQuota") and sum(counts) == 1 and total > 0
+    text = generate_latest(registry_for(rt)).decode()
+    assert ('kueue_doctor_time_in_reason_seconds_count{cluster_queue="cq-a",reason="WaitingForQuota",'
+            'stage="Admission"} 1.0') in text
+    assert 'kueue_doctor_time_in_reason_seconds_bucket{cluster_queue="cq-a",le="+Inf"' in text

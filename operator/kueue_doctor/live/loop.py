@@ -139,6 +139,10 @@ class DiagnosisLoop:
     def _remember(self, d: Mapping[str, Any], now: datetime) -> None:
         verdict = Verdict.of(d)
         key = (verdict.namespace, verdict.name)
+        prev = self.verdicts.get(key)
+        if prev is not None and prev.reason != verdict.reason and prev.since is not None:
+            self.stats.time_in_reason.observe((prev.cluster_queue, prev.stage, prev.reason),
+                                              max(0.0, now.timestamp() - prev.since))
         self.verdicts[key] = verdict
         limit = d["status"].get("pendingLimit") or {}
         since, seconds = parse_time(limit.get("waitingSince")), limit.get("seconds")

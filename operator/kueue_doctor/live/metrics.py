@@ -14,7 +14,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..kube.objects import parse_time
@@ -51,6 +57,26 @@ class Verdict:
                    st.get("cause") or "", bool((st.get("pendingLimit") or {}).get("exceeded")))
 
 
+# Time in a reason runs from seconds (a Workload admitted at once) to days (a queue nobody fixes).
+TIME_IN_REASON_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
+                          28800.0, 86400.0, 172800.0, 604800.0)
+
+
+class TimeInReason:
+    """A histogram per (ClusterQueue, stage, reason) of how long Workloads stayed in a reason, observed when they
+    leave it. Bounded labels: no Workload names."""
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str, str], tuple[list[int], float]] = {}
+
+    def observe(self, labels: tuple[str, str, str], seconds: float) -> None:
+        counts, total = self.series.get(labels, ([0] * (len(TIME_IN_REASON_BUCKETS) + 1), 0.0))
+        index = next((n for n, bound in enumerate(TIME_IN_REASON_BUCKETS) if seconds <= bound),
+                     len(TIME_IN_REASON_BUCKETS))
+        counts[index] += 1
+        self.series[labels] = (counts, total + seconds)
+
+
 class Stats:
     """Operational counters the metrics collector reads."""
 
@@ -66,6 +92,7 @@ class Stats:
         self.last_pass: float | None = None  # unix time of the last successful pass
         self.kueue_installed = False
         self.access: dict[str, bool] = {}
+        self.time_in_reason = TimeInReason()
 
     def count(self, table: dict[str, int], key: str) -> None:
         table[key] = table.get(key, 0) + 1
@@ -103,6 +130,21 @@ class DiagnosisCollector(Collector):
                 if v.stage in WAITING_STAGES).items()):
             blocked.add_metric([cq, reason, cause, who], n)
         yield blocked
+
+        spent = HistogramMetricFamily(
+            "kueue_doctor_time_in_reason_seconds",
+            "How long Workloads stayed in a reason before leaving it (admitted, scheduled, running, finished), per "
+            "ClusterQueue, stage and reason: where the waiting time goes. Observed by this operator process when "
+            "the verdict changes (a restart starts it anew). p95: histogram_quantile(0.95, sum by (le, reason) "
+            "(rate(kueue_doctor_time_in_reason_seconds_bucket[1h]))).",
+            labels=["cluster_queue", "stage", "reason"])
+        for labels, (counts, total) in sorted(rt.stats.time_in_reason.series.items()):
+            running, buckets = 0, []
+            for bound, n in zip((*TIME_IN_REASON_BUCKETS, float("inf")), counts, strict=True):
+                running += n
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            spent.add_metric(list(labels), buckets, total)
+        yield spent
 
         over = GaugeMetricFamily(
             "kueue_doctor_pending_limit_exceeded_workloads",
