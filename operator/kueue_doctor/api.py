@@ -151,6 +151,20 @@ class Eviction(_Model):
     count: int | None = Field(default=None, description="Evictions so far (status.schedulingStats).")
 
 
+class Remedy(_Model):
+    """One change that would let the Workload in: who, which object and field, the value now and the value enough."""
+
+    actionBy: str = Field(description="Who can make this change (QueueAdmin, ClusterAdmin, WorkloadOwner).")
+    kind: str = Field(description="Kind of the object to change.")
+    name: str = Field(description="Its name.")
+    namespace: str | None = Field(default=None, description="Its namespace, if namespaced.")
+    field: str = Field(description="The field to change, as a path (e.g. spec.parallelism).")
+    now: str = Field(description="Its value now.")
+    enough: str = Field(description="The value that would be enough.")
+    exact: bool = Field(description="True when Kueue's own numbers say the change is enough; False for an estimate.")
+    message: str = Field(description="The change in one sentence.")
+
+
 class PendingLimit(_Model):
     """How long is too long, as declared by the owner, the LocalQueue or the ClusterQueue (the nearest wins)."""
 
@@ -210,6 +224,8 @@ class Status(_Model):
                                        description="Other Workloads this one waits for or was preempted by.")
     lastEviction: Eviction | None = Field(default=None, description="The latest eviction, kept after Kueue "
                                           "retries.")
+    remedies: list[Remedy] = Field(default_factory=list, description="The smallest changes that would let the "
+                                   "Workload in, each with who can make it; exact when Kueue's numbers say so.")
     pendingLimit: PendingLimit | None = Field(default=None, description="The declared pending limit "
                                               "(kueue-doctor.dev/max-pending) and whether this wait passed it; "
                                               "absent when none is declared or the Workload runs or finished.")

@@ -262,7 +262,13 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
             row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-"]
         row.append(st["message"])
         rows.append(row)
-    return _columns(head, rows, wide)
+    text = _columns(head, rows, wide)
+    if wide:  # the way out, one line per change, under the table
+        fixes = [f"  {d['metadata']['namespace']}/{d['metadata']['name']}: {r['actionBy']}: {r['message']}"
+                 for d in diagnoses for r in d["status"].get("remedies") or []]
+        if fixes:
+            text += "\nWays out (status.remedies):\n" + "\n".join(fixes) + "\n"
+    return text
 
 
 def _columns(head: list[str], rows: list[list[str]], wide: bool) -> str:

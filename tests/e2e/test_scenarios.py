@@ -168,6 +168,12 @@ def test_job_larger_than_nominal_quota_exceeds_max_quota(
     assert "Needs 3 cpu" in st["message"] and "no cohort" in st["message"], st["message"]
     assert "pods" not in st or st["pods"]["created"] == 0
     assert "blockedBy" not in st and "lastEviction" not in st
+    # the way out, exactly: nominalQuota 2 -> 3 (cpu, and pods where Kueue counts them), or parallelism 3 -> 2
+    ways = [(r["actionBy"], r["kind"], r["field"].rsplit(".", 1)[-1], r["now"], r["enough"], r["exact"])
+            for r in st["remedies"]]
+    short = 2 if "pods" in condition(wl, "QuotaReserved")["message"] else 1  # type: ignore[index]
+    assert ways == [("QueueAdmin", "ClusterQueue", "nominalQuota", "2", "3", True)] * short + [
+        ("WorkloadOwner", "Job", "parallelism", "3", "2", True)], st["remedies"]
 
 
 def test_job_waits_for_quota_used_by_a_running_job(

@@ -33,6 +33,7 @@ from .context import Context
 from .no_workload import GRACE, stand_in, stand_ins
 from .pending_limit import limit_hint, pending_limit
 from .registry import BY_PHASE
+from .remedies import remedies
 from .rules import Finding, Phase, Rule
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -173,6 +174,10 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["pods"] = f.pods
     if f.blocked_by:
         status["blockedBy"] = f.blocked_by
+    if sections and f.quota:
+        ways_out = remedies(ctx, f)
+        if ways_out:
+            status["remedies"] = ways_out
     hints = list(f.hints)
     if stage != "Finished" and sections:
         eviction = last_eviction(ctx)
