@@ -1,5 +1,6 @@
 """The way out (status.remedies) on the objects the real control plane recorded: the Headlamp case gives exactly
-nominalQuota 2 -> 3 (cpu and pods) or parallelism 3 -> 2; a cohort makes a quota change an estimate."""
+nominalQuota 2 -> 3 (cpu and pods) or parallelism 3 -> 2; a cohort makes a quota change an estimate; waiting for
+quota says what must be freed (Kueue's "N more needed")."""
 
 from __future__ import annotations
 
@@ -38,5 +39,12 @@ def test_a_borrowing_limit_is_raised_by_the_platform_and_only_estimated() -> Non
     assert "an estimate" in r["message"]
 
 
-def test_verdicts_that_are_not_about_the_maximum_have_no_remedies_yet() -> None:
-    assert _remedies("scenario-waiting-for-unused-quota", "blog") == []
+def test_waiting_for_quota_says_what_must_be_freed_from_kueues_more_needed() -> None:
+    (r,) = _remedies("scenario-waiting-for-unused-quota", "blog")  # 3 cpu asked, 2 of 4 used: "1 more needed"
+    assert (r["actionBy"], r["field"].rsplit(".", 1)[-1], r["now"], r["enough"], r["exact"]) == (
+        "QueueAdmin", "nominalQuota", "4", "5", True)
+    assert r["message"].startswith("1 cpu in flavor ") and "must be freed by Workloads of ClusterQueue" in r["message"]
+
+
+def test_a_running_workload_has_no_remedies() -> None:
+    assert _remedies("scenario-waiting-for-unused-quota", "hog") == []

@@ -2,8 +2,9 @@
 
 For ExceedsMaxQuota, from the finding's quota lines (Kueue's own numbers when its message gave them):
 the ClusterQueue's quota that would be enough for each short resource, and the parallelism that would fit
-the maximum. A remedy is `exact` only when Kueue's numbers say the change is enough on its own (no cohort
-involved, one pod set); otherwise it is an estimate and says so.
+the maximum. For WaitingForQuota, Kueue's "N more needed": what must be freed, or added. A remedy is
+`exact` only when Kueue's numbers say the change is enough on its own (no cohort involved, one pod set);
+otherwise it is an estimate and says so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _QUOTA_FIELD = {Cause.BORROWING_LIMIT_REACHED: "borrowingLimit"}
 
 
 def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
+    if f.reason == Reason.WAITING_FOR_QUOTA:
+        return [r for q in f.quota if (r := _freed_remedy(ctx, q)) is not None]
     if f.reason != Reason.EXCEEDS_MAX_QUOTA or not f.quota:
         return []
     short = [q for q in f.quota if _dec(q.get("requested")) is not None and _dec(q.get("maximum")) is not None
@@ -57,6 +60,25 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
             "message": (f"Raise {field_name} of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
                         f"{now_text} to {enough_text}" + ("." if exact else
                                                           " (an estimate: the cohort's lending may change it)."))}
+
+
+def _freed_remedy(ctx: Context, line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """WaitingForQuota with Kueue's "N more needed": N must be freed by running Workloads, or added to the
+    nominal quota (exact only without a cohort, where nothing else can lend or reclaim)."""
+    flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
+    missing, nominal = _dec(line.get("missing")), _dec(line.get("nominal"))
+    path = _quota_path(ctx, flavor, resource, "nominalQuota")
+    if missing is None or missing <= 0 or nominal is None or path is None or not ctx.cq_name:
+        return None
+    exact = ctx.cohort is None and line.get("source") == "Kueue"
+    need, now_text = quota.fmt(resource, missing) or str(missing), quota.fmt(resource, nominal) or str(nominal)
+    enough = quota.fmt(resource, nominal + missing) or str(nominal + missing)
+    return {"actionBy": ActionBy.QUEUE_ADMIN.value if ctx.cohort is None else ActionBy.CLUSTER_ADMIN.value,
+            "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text, "enough": enough,
+            "exact": exact,
+            "message": (f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
+                        f"{ctx.cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
+                        + ("." if exact else " (an estimate: the cohort's lending and reclaim may change it)."))}
 
 
 def _quota_path(ctx: Context, flavor: str, resource: str, field_name: str) -> str | None:
