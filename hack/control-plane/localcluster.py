@@ -867,6 +867,25 @@ class KueueSettings:
         return cfg
 
 
+def _create_flavor_and_cluster_queue(api: Any, name: str, nominal_cpu: str,
+                                     namespace_selector: dict[str, Any] | None = None) -> None:
+    """A ResourceFlavor and a ClusterQueue of that name with `nominal_cpu` cpu (through Kueue's webhooks)."""
+    k = "/apis/kueue.x-k8s.io/v1beta2"
+    kv = {"apiVersion": "kueue.x-k8s.io/v1beta2"}
+    request_json(api, "POST", f"{k}/resourceflavors", {**kv, "kind": "ResourceFlavor", "metadata": {"name": name}})
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": name, "resources": [{"name": "cpu", "nominalQuota": nominal_cpu}]}]}]}
+    if namespace_selector is not None:
+        spec = {"namespaceSelector": namespace_selector, **spec}
+    request_json(api, "POST", f"{k}/clusterqueues", {**kv, "kind": "ClusterQueue", "metadata": {"name": name},
+                                                      "spec": spec})
+
+
+def _cluster_queue_active(api: Any, name: str) -> bool:
+    cq = request_json(api, "GET", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{name}")
+    return any(c["type"] == "Active" and c["status"] == "True" for c in cq.get("status", {}).get("conditions", []))
+
+
 class LocalCluster:
     """A local control plane: etcd, kube-apiserver, KCM, kube-scheduler, Kueue, fake kubelet.
 
@@ -1405,35 +1424,10 @@ class LocalCluster:
     def _wait_kueue_reconciles(self, api: Any, watch: list[Component], timeout: float) -> None:
         """A ResourceFlavor and a ClusterQueue (through the webhooks); wait for Active=True; delete."""
         k = "/apis/kueue.x-k8s.io/v1beta2"
-        kv = {"apiVersion": "kueue.x-k8s.io/v1beta2"}
         name = f"kueue-doctor-restart-{os.getpid()}-{int(time.time() * 1000) % 100000}"
-        request_json(api, "POST", f"{k}/resourceflavors", {**kv, "kind": "ResourceFlavor", "metadata": {"name": name}})
-        request_json(
-            api,
-            "POST",
-            f"{k}/clusterqueues",
-            {
-                **kv,
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu"],
-                            "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": "0"}]}],
-                        }
-                    ]
-                },
-            },
-        )
-
-        def active() -> bool:
-            cq = request_json(api, "GET", f"{k}/clusterqueues/{name}")
-            return any(
-                c["type"] == "Active" and c["status"] == "True" for c in cq.get("status", {}).get("conditions", [])
-            )
-
-        self._wait("the restarted Kueue to activate a ClusterQueue", active, timeout, watch)
+        _create_flavor_and_cluster_queue(api, name, nominal_cpu="0")
+        self._wait("the restarted Kueue to activate a ClusterQueue", lambda: _cluster_queue_active(api, name),
+                   timeout, watch)
         request_json(api, "DELETE", f"{k}/clusterqueues/{name}")
         request_json(api, "DELETE", f"{k}/resourceflavors/{name}")
 
@@ -1629,28 +1623,8 @@ class LocalCluster:
         k = "/apis/kueue.x-k8s.io/v1beta2"
         request_json(api, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
         kv = {"apiVersion": "kueue.x-k8s.io/v1beta2"}
-        request_json(
-            api, "POST", f"{k}/resourceflavors", {**kv, "kind": "ResourceFlavor", "metadata": {"name": name}}
-        )
-        request_json(
-            api,
-            "POST",
-            f"{k}/clusterqueues",
-            {
-                **kv,
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu"],
-                            "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": "1"}]}],
-                        }
-                    ],
-                },
-            },
-        )
+        _create_flavor_and_cluster_queue(api, name, nominal_cpu="1",
+                                         namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": ns}})
         request_json(
             api,
             "POST",
@@ -1658,14 +1632,7 @@ class LocalCluster:
             {**kv, "kind": "LocalQueue", "metadata": {"name": "canary"}, "spec": {"clusterQueue": name}},
         )
 
-        def cq_active() -> bool:
-            cq = request_json(api, "GET", f"{k}/clusterqueues/{name}")
-            return any(
-                c["type"] == "Active" and c["status"] == "True"
-                for c in cq.get("status", {}).get("conditions", [])
-            )
-
-        self._wait("canary ClusterQueue Active=True", cq_active, 60, watch)
+        self._wait("canary ClusterQueue Active=True", lambda: _cluster_queue_active(api, name), 60, watch)
         job = request_json(
             api,
             "POST",

@@ -195,6 +195,8 @@ class ClusterState:
             return ns, kind, nm
         if kind in ("Workload", "LocalQueue", "Pod"):
             return ns, nm
+        if kind == "ConfigMap":  # only Kueue's own is kept, one per namespace
+            return ns
         return nm
 
     def upsert(self, obj: Mapping[str, Any]) -> bool:

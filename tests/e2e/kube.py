@@ -451,6 +451,17 @@ class Resources:
 # ---- freezing a Job's status (hold a moment that is otherwise too short to observe) -----------
 
 
+def denying_policy(resources: Resources, prefix: str, spec: dict[str, Any]) -> str:
+    """A ValidatingAdmissionPolicy with `spec` and its Deny binding, both named `prefix`-<unique>, both deleted by
+    ``cleanup``; its name."""
+    name = unique_name(prefix)
+    resources.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                      "metadata": {"name": name}, "spec": spec})
+    resources.create({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                      "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}})
+    return name
+
+
 def freeze_job_status(resources: Resources, namespace: str, job_name: str) -> Callable[[], None]:
     """Deny every write to ``jobs/status`` of one Job (a ValidatingAdmissionPolicy) until unfrozen.
 
@@ -461,38 +472,17 @@ def freeze_job_status(resources: Resources, namespace: str, job_name: str) -> Ca
     once (instead of after its error back-off). Both objects are also deleted by ``cleanup``.
     """
     api = resources.api
-    name = unique_name(f"freeze-{job_name}")
-    resources.create(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["batch"],
-                            "apiVersions": ["v1"],
-                            "operations": ["UPDATE"],
-                            "resources": ["jobs/status"],
-                        }
-                    ],
-                },
-                "matchConditions": [{"name": "this-job", "expression": f"object.metadata.name == '{job_name}'"}],
-                "validations": [{"expression": "false", "message": "kueue-doctor e2e: Job status frozen"}],
-            },
-        }
-    )
-    resources.create(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"]},
-        }
-    )
+    name = denying_policy(resources, f"freeze-{job_name}", {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceRules": [
+                {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["jobs/status"]}
+            ],
+        },
+        "matchConditions": [{"name": "this-job", "expression": f"object.metadata.name == '{job_name}'"}],
+        "validations": [{"expression": "false", "message": "kueue-doctor e2e: Job status frozen"}],
+    })
     status_path = KINDS["Job"].item(job_name, namespace) + "/status"
 
     def frozen() -> bool:

@@ -251,32 +251,20 @@ POLICY_PROBE = "kueue-doctor.test/policy-probe"
 def _hold_suspend_policy(resources: Resources, namespace: str) -> tuple[str, Callable[[], None]]:
     """A ValidatingAdmissionPolicy denying spec.suspend true -> false on labelled Jobs of a namespace."""
     api = resources.api
-    name = kube.unique_name("hold-suspend")
-    resources.create({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "objectSelector": {"matchLabels": {POLICY_LABEL: "hold"}},
-                "resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                                   "resources": ["jobs"]}],
-            },
-            "validations": [
-                {"expression": f"!has(object.metadata.annotations) || !('{POLICY_PROBE}' in object.metadata.annotations)",
-                 "message": "policy probe"},
-                {"expression": "!(oldObject.spec.suspend == true && object.spec.suspend == false)",
-                 "message": "policy-controller: this Job stays suspended"},
-            ],
+    name = kube.denying_policy(resources, "hold-suspend", {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchLabels": {POLICY_LABEL: "hold"}},
+            "resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                               "resources": ["jobs"]}],
         },
-    })
-    resources.create({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
+        "validations": [
+            {"expression": f"!has(object.metadata.annotations) || !('{POLICY_PROBE}' in object.metadata.annotations)",
+             "message": "policy probe"},
+            {"expression": "!(oldObject.spec.suspend == true && object.spec.suspend == false)",
+             "message": "policy-controller: this Job stays suspended"},
+        ],
     })
 
     def remove() -> None:

@@ -159,7 +159,7 @@ def _waiting(ctx: Context) -> str:
     """The symptom: how long without a Workload, and whether the owner waits suspended or runs outside Kueue."""
     created = ctx.created
     age = f" after {format_duration(ctx.now - created)}" if created else ""
-    suspended = _suspended(_owner(ctx))
+    suspended = owner_suspended(_owner(ctx))
     if suspended is True:
         state = " (it is suspended: no Pod starts until Kueue admits it)"
     elif suspended is False:
@@ -167,11 +167,6 @@ def _waiting(ctx: Context) -> str:
     else:
         state = ""
     return f"{_what(ctx)} has no Workload{age}{state}"
-
-
-def _suspended(owner: Mapping[str, Any]) -> bool | None:
-    """Absent means not suspended (the field defaults to false); None for a kind without the field."""
-    return owner_suspended(owner)
 
 
 def _evidence(ctx: Context, *extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -225,7 +220,7 @@ def namespace_not_managed(ctx: Context) -> Finding | None:
         return None
     text = (f"{_waiting(ctx)}. Namespace {ctx.ns} does not match managedJobsNamespaceSelector of Kueue's "
             f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
-            + (" although its webhook suspended the Job" if _suspended(_owner(ctx)) else "")
+            + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "")
             + ". A cluster admin must label the namespace to match the selector (or widen the selector), or run "
             "the Job in a managed namespace.")
     ns_labels = ", ".join(f"{k}={v}" for k, v in sorted(labels(ns_obj).items())) or "(none)"

@@ -28,8 +28,7 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
         return [r for q in f.quota if (r := _freed_remedy(ctx, q)) is not None]
     if f.reason != Reason.EXCEEDS_MAX_QUOTA or not f.quota:
         return []
-    short = [q for q in f.quota if _dec(q.get("requested")) is not None and _dec(q.get("maximum")) is not None
-             and _dec(q["requested"]) > _dec(q["maximum"])]  # type: ignore[operator]
+    short = [q for q in f.quota if _over(_dec(q.get("requested")), _dec(q.get("maximum")))]
     if not short:
         return []
     exact = ctx.cohort is None and len(ctx.requests) <= 1 and all(q.get("source") == "Kueue" for q in short)
@@ -42,6 +41,10 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
 
 def _dec(value: Any) -> Decimal | None:
     return parse(value) if isinstance(value, str) else None
+
+
+def _over(requested: Decimal | None, maximum: Decimal | None) -> bool:
+    return requested is not None and maximum is not None and requested > maximum
 
 
 def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool) -> dict[str, Any] | None:
