@@ -406,8 +406,12 @@ def test_lower_priority_workload_is_preempted(
     assert "due to prioritization in the ClusterQueue" in evicted["message"]
     preempted = condition(victim, "Preempted")
     assert preempted is not None and preempted["reason"] == "InClusterQueue"
-    assert all(
-        p["metadata"].get("deletionTimestamp") is None for p in kube.pods_of_job(api, namespace, "victim")
+    # The Job controller deletes the victim's Pods once Kueue suspends it; the fake kubelet ends them.
+    kube.wait_for(
+        lambda: not any(p["metadata"].get("deletionTimestamp") for p in kube.pods_of_job(api, namespace, "victim"))
+        or None,
+        timeout=30,
+        message="the victim's Pods to finish terminating",
     )
     events = kube.events_for(api, namespace, victim["metadata"]["name"]) + kube.events_for(
         api, namespace, preemptor["metadata"]["name"]
