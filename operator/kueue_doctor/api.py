@@ -183,6 +183,43 @@ class PendingLimit(_Model):
                                 "duration like 90m or 2h30m.")
 
 
+class HistoryEntry(_Model):
+    """One verdict the Workload went through."""
+
+    stage: str = Field(description="The stage then (Admission, Scheduling, Running, Finished; Unknown when Kueue's "
+                       "timestamps do not tell it).")
+    reason: str | None = Field(default=None, description="The reason then; absent for a rebuilt wait whose reason "
+                               "Kueue's timestamps do not tell.")
+    cause: str | None = Field(default=None, description="The cause then (the latest one, if it changed within the "
+                              "reason).")
+    since: str | None = Field(default=None, description="When it began (RFC 3339).")
+    until: str | None = Field(default=None, description="When it ended; absent for the current verdict.")
+    rebuilt: bool = Field(default=False, description="True when rebuilt from Kueue's condition timestamps (offline, or "
+                          "before the operator saw the Workload), not observed.")
+
+
+class HistoryTotal(_Model):
+    """Older history entries of one reason, folded into a total to keep the object small."""
+
+    stage: str = Field(description="Their stage.")
+    reason: str | None = Field(default=None, description="Their reason.")
+    entries: int = Field(description="How many entries were folded.")
+    seconds: int = Field(description="The time they took together, in seconds.")
+
+
+class QueuePosition(_Model):
+    """Where a pending Workload stands in its ClusterQueue, in Kueue's order."""
+
+    position: int = Field(description="1 for the next Workload Kueue considers in this ClusterQueue.")
+    pending: int = Field(description="Pending Workloads in the ClusterQueue.")
+    higherPriority: int = Field(description="Pending Workloads ahead of it by priority.")
+    samePriorityEarlier: int = Field(description="Pending Workloads of the same priority queued earlier.")
+    source: str = Field(description="Computed (from the Workloads, by priority then queue time), or Visibility "
+                        "(Kueue's visibility API).")
+    visibility: int | None = Field(default=None, description="The position Kueue's visibility API gave, when it "
+                                   "was read, for comparison.")
+
+
 class Evidence(_Model):
     kind: str = Field(description="Kind of the object the fact comes from.")
     name: str = Field(description="Its name.")
@@ -229,6 +266,14 @@ class Status(_Model):
     pendingLimit: PendingLimit | None = Field(default=None, description="The declared pending limit "
                                               "(kueue-doctor.dev/max-pending) and whether this wait passed it; "
                                               "absent when none is declared or the Workload runs or finished.")
+    queuePosition: QueuePosition | None = Field(default=None, description="Its place among the pending Workloads "
+                                                "of its ClusterQueue; only while it waits for quota.")
+    history: list[HistoryEntry] = Field(default_factory=list, description="The verdicts it went through, oldest "
+                                        "first (at most 20 entries and 4 KiB; older ones fold into historyFolded).")
+    historyFolded: list[HistoryTotal] = Field(default_factory=list, description="Older history, a total per "
+                                              "reason.")
+    postMortem: str | None = Field(default=None, description="For a Finished Workload: where the time went, from "
+                                   "its history (also at the end of message).")
     evidence: list[Evidence] = Field(default_factory=list, description=f"Facts the verdict rests on (at most "
                                      f"{MAX_EVIDENCE}, messages cut at {MAX_TEXT} characters).")
     hints: list[str] = Field(default_factory=list, description="What to look at or change next.")

@@ -28,6 +28,7 @@ from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
 from ..vocabulary import REASONS, ActionBy, Cause, Reason
+from . import history
 from .admission.eviction import last_eviction
 from .context import Context
 from .no_workload import GRACE, stand_in, stand_ins
@@ -194,6 +195,10 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["evidence"] = _dedupe(f.evidence)[:MAX_EVIDENCE]
     if hints:
         status["hints"] = list(dict.fromkeys(hints))[:MAX_HINTS]
+    if sections:
+        status["history"] = history.rebuild(ctx, status)
+        history.conclude(status)
+        status["message"] = clip(status["message"], MAX_TEXT) or ""
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,8 @@ from ..api import (
     PLURAL,
     VERSION,
 )
-from ..kube.objects import format_time, m, parse_time, s
+from ..engine import history
+from ..kube.objects import format_time, lst, m, parse_time, s
 from . import rest
 
 log = logging.getLogger("kueue_doctor.publisher")
@@ -69,10 +70,20 @@ class Record:
     verdict: tuple[str | None, ...]
     since: str | None
     written_at: float | None  # monotonic time of our last write; None: found at start-up
+    history: list[Any] = field(default_factory=list)  # status.history as stored: continued by the next verdict
+    folded: list[Any] = field(default_factory=list)
 
 
 def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
-    return Record(digest(obj), verdict_of(obj), s(m(obj.get("status")).get("since")), written_at)
+    status = m(obj.get("status"))
+    return Record(digest(obj), verdict_of(obj), s(status.get("since")), written_at,
+                  lst(status.get("history")), lst(status.get("historyFolded")))
+
+
+def unsure(prev: Record) -> Record:
+    """What we know when the stored object is not what we wrote (a failed write, an edit): its content is
+    rewritten on the next pass, its since and history are kept."""
+    return Record("", prev.verdict, prev.since, None, prev.history, prev.folded)
 
 
 def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> dict[str, Any]:
@@ -87,6 +98,14 @@ def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> 
     engine_since, prev_since = parse_time(status.get("since")), parse_time(prev.since)
     if engine_since is None or (prev_since is not None and engine_since <= prev_since):
         status["since"] = format_time(observed)
+    return new
+
+
+def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
+    """Continue the stored history (the engine's is rebuilt from Kueue's timestamps, for a first sight)."""
+    if prev is not None and prev.history and "history" in new["status"]:
+        history.carry(prev.history, prev.folded, new["status"])
+        history.conclude(new["status"])
     return new
 
 
@@ -137,7 +156,7 @@ class Publisher:
         for new in diagnoses:
             key = (new["metadata"]["namespace"], new["metadata"]["name"])
             prev = self.records.get(key)
-            new = with_since(new, prev, observed)
+            new = with_history(with_since(new, prev, observed), prev)
             decision = decide(prev, new, now, self.refresh)
             if decision.write:
                 self.deferred.pop(key, None)
@@ -179,7 +198,9 @@ class Publisher:
                 await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
             except rest.ApiError as exc:
                 self._on_write("error")
-                self.records.pop(key, None)  # unknown state: written again on retry
+                prev = self.records.get(key)
+                if prev is not None:  # unknown state: written again on retry, with the history kept
+                    self.records[key] = unsure(prev)
                 self._failed.add(key)
                 if exc.status == 404 and not self.paused:
                     self.paused = True
@@ -202,7 +223,7 @@ class Publisher:
             self.records[key] = record_of(obj, None)
             return False
         if prev.digest != digest(obj):
-            self.records.pop(key, None)  # forget it: the next pass re-applies our version
+            self.records[key] = unsure(prev)  # the next pass re-applies our version
             return True
         return False
 

@@ -1,0 +1,191 @@
+"""The verdicts a Workload went through (`status.history`), and where the time went once it finished.
+
+Two sources, one shape. The operator saw each verdict change and keeps the list in the object
+(`carry`, called by the publisher when it writes); offline, and the first time a Workload is seen, the
+list is rebuilt from the timestamps Kueue leaves on the Workload (`rebuild`): creation, QuotaReserved,
+Admitted, Evicted, PodsReady, Finished. Kueue keeps only the latest transition of each condition, so a
+rebuilt list is coarser (the reason of a past wait is often not told) and each of its entries says
+`rebuilt: true`. Bounded: at most MAX_ENTRIES entries and MAX_BYTES of JSON; older entries fold into a
+total per reason (`historyFolded`). Pure: no I/O, the time comes in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..kube.objects import format_duration, format_time, lst, m, parse_time, s
+from .context import Context
+
+MAX_ENTRIES = 20
+MAX_BYTES = 4096
+SETTLING = 60  # seconds: a rebuilt wait this short before a verdict of the same stage is Kueue's first look
+
+Entry = dict[str, Any]
+
+
+def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
+    """The history as far as Kueue's own timestamps tell it, ending with the current verdict."""
+    since = parse_time(status.get("since"))
+    points: list[tuple[datetime, str, str | None]] = []
+    if ctx.created is not None:
+        points.append((ctx.created, "Admission", None))
+    reserved, admitted = ctx.cond_time("QuotaReserved"), ctx.cond_time("Admitted")
+    if ctx.true("QuotaReserved") and reserved is not None and (admitted is None or admitted > reserved):
+        points.append((reserved, "Admission", "WaitingForAdmissionChecks"))
+    if ctx.true("Admitted") and admitted is not None:
+        points.append((admitted, "Scheduling", None))
+    if ctx.true("PodsReady") and (ready := ctx.cond_time("PodsReady")) is not None:
+        points.append((ready, "Running", "Running"))
+    if ctx.true("Evicted") and (evicted := ctx.cond_time("Evicted")) is not None:
+        points.append((evicted, "Admission", "Preempted" if ctx.cond_reason("Evicted") == "Preempted" else "Evicted"))
+    points.sort(key=lambda p: p[0])
+    if any(reason in ("Preempted", "Evicted") for _, _, reason in points[1:]) and points[0][2] is None:
+        points[0] = (points[0][0], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
+    entries: list[Entry] = []
+    for at, stage, reason in points:
+        if since is not None and at >= since:
+            break
+        if entries and entries[-1]["stage"] == stage and entries[-1].get("reason") == reason:
+            continue
+        _close(entries, format_time(at))
+        entries.append(_entry(stage, reason, None, format_time(at), rebuilt=True))
+    _close(entries, status.get("since"))
+    if entries:
+        last, start = entries[-1], parse_time(entries[-1].get("since"))
+        if last.get("reason") is None and last["stage"] == status.get("stage") and start is not None \
+                and since is not None and (since - start).total_seconds() < SETTLING:
+            entries.pop()  # Kueue's first attempt, seconds after creation: the current verdict tells it
+    entries.append(_current(status))
+    return _bounded(entries, [])[0]
+
+
+def _close(entries: list[Entry], until: str | None) -> None:
+    """End the last rebuilt entry; one that took no time (two timestamps in the same second) is dropped."""
+    if entries:
+        if entries[-1].get("since") == until:
+            entries.pop()
+        else:
+            entries[-1]["until"] = until
+
+
+def carry(previous: Sequence[Mapping[str, Any]], folded: Sequence[Mapping[str, Any]],
+          status: dict[str, Any]) -> None:
+    """Continue the kept history with this verdict: the same reason updates the open entry, a new one
+    closes it at the new `since` and opens another. Sets status.history (and historyFolded)."""
+    entries = [dict(e) for e in previous]
+    current = entries[-1] if entries else None
+    if current is not None and current.get("until") is None and current.get("reason") == status.get("reason"):
+        current.update(_current(status))
+        current["since"] = current.get("since") or status.get("since")
+    else:
+        if current is not None and current.get("until") is None:
+            current["until"] = status.get("since")
+        entries.append(_current(status))
+    kept, totals = _bounded(entries, [dict(t) for t in folded])
+    status["history"] = kept
+    if totals:
+        status["historyFolded"] = totals
+    else:
+        status.pop("historyFolded", None)
+
+
+def conclude(status: dict[str, Any]) -> None:
+    """A Finished Workload's message says where the time went (status.postMortem), from its history."""
+    old = s(status.get("postMortem"))
+    message = s(status.get("message")) or ""
+    for sep in (". ", " "):
+        if old and message.endswith(sep + old):
+            message = message[: -len(old) - len(sep)]
+            break
+    status.pop("postMortem", None)
+    if status.get("stage") == "Finished":
+        text = post_mortem(lst(status.get("history")), lst(status.get("historyFolded")), s(status.get("clusterQueue")))
+        if text:
+            status["postMortem"] = text
+            message = f"{message}{' ' if message.endswith('.') else '. '}{text}"
+    status["message"] = message
+
+
+def post_mortem(history: Sequence[Any], folded: Sequence[Any], cluster_queue: str | None) -> str | None:
+    """'Where the time went: waited 2h40m for quota in ClusterQueue x, 22m for admission checks; ran 1h12m.'"""
+    spent: dict[tuple[str, str | None], float] = {}
+    rebuilt = False
+    for total in folded:
+        total = m(total)
+        key = (s(total.get("stage")) or "Unknown", s(total.get("reason")))
+        spent[key] = spent.get(key, 0.0) + float(total.get("seconds") or 0)
+    for entry in history:
+        entry = m(entry)
+        start, end = parse_time(entry.get("since")), parse_time(entry.get("until"))
+        stage = s(entry.get("stage")) or "Unknown"
+        if stage == "Finished" or start is None or end is None:
+            continue
+        rebuilt = rebuilt or bool(entry.get("rebuilt"))
+        key = (stage, s(entry.get("reason")))
+        spent[key] = spent.get(key, 0.0) + max(0.0, (end - start).total_seconds())
+    waits = [_phrase(stage, reason, seconds, cluster_queue) for (stage, reason), seconds in spent.items()
+             if stage != "Running"]
+    ran = sum(seconds for (stage, _), seconds in spent.items() if stage == "Running")
+    parts = []
+    if waits:
+        parts.append("waited " + ", ".join(waits))
+    if ("Running", "Running") in spent:
+        parts.append(f"ran {format_duration(int(ran), precise=True)}")
+    if not parts:
+        return None
+    source = " (rebuilt from Kueue's timestamps, which keep only each condition's latest change)" if rebuilt else ""
+    return f"Where the time went{source}: " + "; ".join(parts) + "."
+
+
+_WAITS = {
+    "WaitingForQuota": "for quota",
+    "WaitingForPreemption": "for preemption to free quota",
+    "WaitingForAdmissionChecks": "for admission checks",
+    "PodsNotCreated": "for the owner to create Pods",
+    "PodsUnschedulable": "for kube-scheduler to place Pods",
+    "ContainersNotStarting": "for containers to start",
+    "PodsNotReady": "for Pods to become ready",
+    "JobSuspended": "for the owner to unsuspend",
+}
+_STAGE_WAITS = {"Admission": "for admission", "Scheduling": "for Pods to start", "Unknown": "admitted or waiting"}
+
+
+def _phrase(stage: str, reason: str | None, seconds: float, cluster_queue: str | None) -> str:
+    what = _WAITS.get(reason or "") or (f"in {reason}" if reason else _STAGE_WAITS.get(stage, f"in {stage}"))
+    where = f" in ClusterQueue {cluster_queue}" if stage == "Admission" and cluster_queue else ""
+    return f"{format_duration(int(seconds), precise=True)} {what}{where}"
+
+
+def _current(status: Mapping[str, Any]) -> Entry:
+    return _entry(s(status.get("stage")) or "Unknown", s(status.get("reason")), s(status.get("cause")),
+                  s(status.get("since")))
+
+
+def _entry(stage: str, reason: str | None, cause: str | None, since: str | None, rebuilt: bool = False) -> Entry:
+    entry: Entry = {"stage": stage}
+    for key, value in (("reason", reason), ("cause", cause), ("since", since)):
+        if value is not None:
+            entry[key] = value
+    if rebuilt:
+        entry["rebuilt"] = True
+    return entry
+
+
+def _bounded(entries: list[Entry], folded: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """At most MAX_ENTRIES entries and MAX_BYTES of JSON: the oldest fold into a total per reason."""
+    while len(entries) > 1 and (len(entries) > MAX_ENTRIES or len(json.dumps(entries)) > MAX_BYTES):
+        old = entries.pop(0)
+        start, end = parse_time(old.get("since")), parse_time(old.get("until"))
+        seconds = int((end - start).total_seconds()) if start is not None and end is not None else 0
+        key = (old.get("stage"), old.get("reason"))
+        total = next((t for t in folded if (t.get("stage"), t.get("reason")) == key), None)
+        if total is None:
+            total = {k: v for k, v in (("stage", old.get("stage")), ("reason", old.get("reason"))) if v is not None}
+            total.update(entries=0, seconds=0)
+            folded.append(total)
+        total["entries"] += 1
+        total["seconds"] += max(0, seconds)
+    return entries, folded

@@ -1,0 +1,174 @@
+"""status.history and the post-mortem: rebuilt from Kueue's timestamps offline, continued by the operator,
+bounded, and kept across restarts and failed writes."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from kueue_doctor import diagnose_objects
+from kueue_doctor.api import AdmissionDiagnosis
+from kueue_doctor.engine import history
+from kueue_doctor.live.publisher import record_of, with_history, with_since
+from tests.builders import Admission, Workload, condition
+
+from .apiserver import cluster
+from .scenario import DIAGNOSES, objects, running, started
+
+QUEUED, RESERVED, ADMITTED, READY, DONE = ("2026-11-30T09:00:00Z", "2026-11-30T11:40:00Z", "2026-11-30T12:02:00Z",
+                                           "2026-11-30T12:05:00Z", "2026-11-30T13:17:00Z")
+
+
+def finished_workload() -> dict[str, Any]:
+    """Queued 09:00, quota 11:40, admission check passed 12:02, Pods ready 12:05, finished 13:17."""
+    return (Workload("job-train-1a2b3", "team-a").queue("user-queue").request("cpu", "2").created(QUEUED)
+            .admission(Admission("cq-a").assignment(flavors={"cpu": "default-flavor"}, usage={"cpu": "2"}))
+            .admission_check("capacity", "Ready", "Provisioned", at=ADMITTED)
+            .conditions(condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a",
+                                  RESERVED),
+                        condition("Admitted", "True", "Admitted", "The workload is admitted", ADMITTED),
+                        condition("PodsReady", "True", "Started", "All pods reached readiness", READY),
+                        condition("Finished", "True", "Succeeded", "Job finished successfully", DONE))).obj()
+
+
+def verdict(objs: list[dict[str, Any]], now: str = "2026-11-30T14:00:00Z") -> dict[str, Any]:
+    out = diagnose_objects(objs, now=datetime.fromisoformat(now.replace("Z", "+00:00")))
+    assert len(out) == 1
+    AdmissionDiagnosis.model_validate(out[0])
+    return out[0]["status"]
+
+
+def test_offline_history_is_rebuilt_from_kueues_timestamps_and_the_post_mortem_adds_them_up() -> None:
+    status = verdict([finished_workload()])
+    steps = [(e["stage"], e.get("reason"), e.get("since"), e.get("until"), e.get("rebuilt", False))
+             for e in status["history"]]
+    assert steps == [
+        ("Admission", None, QUEUED, RESERVED, True),
+        ("Admission", "WaitingForAdmissionChecks", RESERVED, ADMITTED, True),
+        ("Scheduling", None, ADMITTED, READY, True),
+        ("Running", "Running", READY, DONE, True),
+        ("Finished", "Finished", DONE, None, False),
+    ]
+    assert status["postMortem"] == (
+        "Where the time went (rebuilt from Kueue's timestamps, which keep only each condition's latest change): "
+        "waited 2h40m for admission in ClusterQueue cq-a, 22m for admission checks in ClusterQueue cq-a, 3m for "
+        "Pods to start; ran 72m.")
+    assert status["message"].endswith(". " + status["postMortem"])
+
+
+def test_a_waiting_workload_has_one_open_entry_and_no_post_mortem() -> None:
+    waiting = (Workload("job-wait-1", "team-a").queue("user-queue").request("cpu", "1").created(QUEUED)
+               .condition(condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: "
+                                    "insufficient unused quota for cpu in flavor default-flavor, 1 more needed",
+                                    "2026-11-30T09:00:01Z"))).obj()
+    status = verdict([waiting])
+    assert [(e["stage"], e.get("reason"), "until" in e) for e in status["history"]] == [
+        ("Admission", status["reason"], False)]
+    assert "postMortem" not in status
+
+
+def entry_of(reason: str, stage: str, since: str) -> dict[str, Any]:
+    return {"stage": stage, "reason": reason, "actionBy": "Nobody", "message": f"{reason}.", "since": since,
+            "clusterQueue": "cq-a"}
+
+
+def test_carried_history_closes_each_verdict_at_the_next_ones_since_and_reads_as_a_post_mortem() -> None:
+    kept: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
+    for reason, stage, since in (("WaitingForQuota", "Admission", "2026-11-30T09:00:00Z"),
+                                 ("WaitingForQuota", "Admission", "2026-11-30T09:00:00Z"),  # same: no new entry
+                                 ("WaitingForAdmissionChecks", "Admission", "2026-11-30T11:40:00Z"),
+                                 ("ContainersNotStarting", "Scheduling", "2026-11-30T12:02:00Z"),
+                                 ("Running", "Running", "2026-11-30T12:05:00Z"),
+                                 ("Finished", "Finished", "2026-11-30T13:17:00Z")):
+        status = entry_of(reason, stage, since)
+        history.carry(kept, folded, status)
+        history.conclude(status)
+        kept, folded = status["history"], status.get("historyFolded", [])
+    assert [(e["reason"], e["since"], e.get("until")) for e in kept] == [
+        ("WaitingForQuota", "2026-11-30T09:00:00Z", "2026-11-30T11:40:00Z"),
+        ("WaitingForAdmissionChecks", "2026-11-30T11:40:00Z", "2026-11-30T12:02:00Z"),
+        ("ContainersNotStarting", "2026-11-30T12:02:00Z", "2026-11-30T12:05:00Z"),
+        ("Running", "2026-11-30T12:05:00Z", "2026-11-30T13:17:00Z"),
+        ("Finished", "2026-11-30T13:17:00Z", None),
+    ]
+    assert status["postMortem"] == ("Where the time went: waited 2h40m for quota in ClusterQueue cq-a, 22m for "
+                                    "admission checks in ClusterQueue cq-a, 3m for containers to start; ran 72m.")
+    again = copy.deepcopy(status)
+    history.conclude(again)  # the message is the same however often it is concluded: no needless writes
+    assert again["message"] == status["message"] == f"Finished. {status['postMortem']}"
+
+
+def test_history_is_bounded_and_older_entries_fold_into_totals_per_reason() -> None:
+    kept: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
+    for n in range(60):  # an eviction loop: Preempted <-> WaitingForQuota every 10 minutes
+        reason, stage = (("Preempted", "Admission"), ("Running", "Running"))[n % 2]
+        status = entry_of(reason, stage, f"2026-11-30T{n // 6:02d}:{(n % 6) * 10:02d}:00Z")
+        history.carry(kept, folded, status)
+        kept, folded = status["history"], status.get("historyFolded", [])
+    assert len(kept) <= history.MAX_ENTRIES and len(json.dumps(kept)) <= history.MAX_BYTES
+    assert sum(t["entries"] for t in folded) + len(kept) == 60
+    assert {t["reason"]: t["seconds"] for t in folded} == {r: sum(t["entries"] for t in folded if t["reason"] == r)
+                                                             * 600 for r in ("Preempted", "Running")}
+    assert kept[-1]["since"] == "2026-11-30T09:50:00Z" and "until" not in kept[-1]
+
+
+def test_the_operator_keeps_history_across_a_restart_and_a_failed_write() -> None:
+    """A Workload seen waiting, then running: the stored object carries both; a restart continues it."""
+    objs = [o for o in objects() if o["metadata"]["name"] != "job-wait-00002"]
+    queued = copy.deepcopy(objs)
+    for o in queued:  # the same Workload before Kueue reserved quota
+        if o["kind"] == "Workload":
+            o["status"] = {"conditions": [condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to "
+                                                    "pod set main: insufficient unused quota for cpu in flavor "
+                                                    "default-flavor, 1 more needed", "2026-11-30T09:00:01Z")]}
+    rt, api = started(queued)
+    asyncio.run(rt.loop.run_once())
+    first = api.applies()[-1].body["status"]
+    assert [e["reason"] for e in first["history"]] == ["WaitingForQuota"]
+    rt.inbox.observe("MODIFIED", running().resource_version("101").obj())
+    asyncio.run(rt.loop.run_once())
+    second = api.applies()[-1].body
+    assert [(e["reason"], "until" in e) for e in second["status"]["history"]] == [
+        ("WaitingForQuota", True), (second["status"]["reason"], False)]
+    # restart over what was written: nothing rewritten, and the next change continues the same history
+    stored = copy.deepcopy(second)
+    stored["metadata"].update(uid="ad-1", resourceVersion="300")
+    api = cluster(objs)
+    api.serve_list("/apis/kueue-doctor.dev/v1alpha1/admissiondiagnoses", "kueue-doctor.dev/v1alpha1",
+                   "AdmissionDiagnosis", [stored])
+    rt, api = started(objs, api)
+    asyncio.run(rt.loop.run_once())
+    assert api.writes == []
+    api.answer("PATCH", f"{DIAGNOSES}/job-run-00001", {"kind": "Status", "code": 500}, 500)
+    done = running().condition(condition("Finished", "True", "Succeeded", "Job finished successfully",
+                                         "2026-11-30T09:40:00Z")).resource_version("102")
+    rt.inbox.observe("MODIFIED", done.obj())
+    asyncio.run(rt.loop.run_once())  # the write fails: what is stored is unknown, the history is not lost
+    api.forget("PATCH", f"{DIAGNOSES}/job-run-00001")
+    rt.inbox.mark([("team-a", "job-run-00001")])
+    asyncio.run(rt.loop.run_once())
+    final = api.applies()[-1].body["status"]
+    assert [e["reason"] for e in final["history"]] == ["WaitingForQuota", second["status"]["reason"], "Finished"]
+    assert not any(e.get("rebuilt") for e in final["history"])
+    assert final["postMortem"].startswith("Where the time went: waited ")
+
+
+def test_publisher_keeps_the_engines_rebuilt_history_for_a_first_sight() -> None:
+    new = {"metadata": {"name": "w", "namespace": "ns"},
+           "status": {**entry_of("Running", "Running", "2026-11-30T10:00:00Z"),
+                      "history": [{"stage": "Admission", "since": "2026-11-30T09:00:00Z",
+                                   "until": "2026-11-30T10:00:00Z", "rebuilt": True},
+                                  {"stage": "Running", "reason": "Running", "since": "2026-11-30T10:00:00Z"}]}}
+    observed = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
+    out = with_history(with_since(copy.deepcopy(new), None, observed), None)
+    assert out["status"]["history"] == new["status"]["history"]
+    prev = record_of(out, written_at=0.0)
+    later = with_history(with_since({"metadata": new["metadata"],
+                                     "status": {**entry_of("Finished", "Finished", "2026-11-30T11:00:00Z"),
+                                                "history": []}}, prev, observed), prev)
+    assert [e.get("reason") for e in later["status"]["history"]] == [None, "Running", "Finished"]
