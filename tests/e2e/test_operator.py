@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kueue_doctor.kube.objects import parse_time
 from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor
 
 from . import kube
@@ -331,3 +332,62 @@ def test_owners_kueue_never_took_get_their_own_diagnosis_from_the_operator_and_f
     kube.delete(api, "jobset.x-k8s.io/JobSet", "trainer", namespace)  # the garbage collector takes it along
     kube.wait_for(lambda: adiag(api, namespace, expected_workload_name(jobset)) is None, timeout=60,
                   message="the JobSet's diagnosis to go with it")
+
+
+def test_a_job_that_waits_for_quota_then_for_pods_then_runs_gets_a_history_and_a_post_mortem(
+        cluster: ClusterHandle, operator: Operator, resources: kube.Resources, namespace: str) -> None:
+    """Issue 11: the history the operator observed agrees with the apiserver's timestamps within a second,
+    the Finished message says where the time went, and the histogram has the wait for quota."""
+    api = cluster.api_client
+    cq = setup_queue(resources, namespace, 1)
+    blocker = (Job("blocker", namespace).queue("main").request("cpu", "100m")
+               .pod_annotation(kube.FAKE_RUN_SECONDS_ANNOTATION, "6"))
+    resources.create(blocker.manifest())
+    kube.wait_for_workload(api, namespace, "blocker", lambda w: kube.condition_is(w, "PodsReady"), what="PodsReady")
+    train = (Job("train", namespace).queue("main").request("cpu", "100m")
+             .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").pod_annotation(kube.FAKE_RUN_SECONDS_ANNOTATION, "3"))
+    resources.create(train.manifest())
+    wl_name = kube.wait_for_workload(api, namespace, "train")["metadata"]["name"]
+    kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "WaitingForQuota", timeout=30,
+                  message=lambda: f"WaitingForQuota, got {adiag(api, namespace, wl_name)}")
+    # the blocker ends; Kueue admits train; its Pod is held Pending by the fake kubelet (waiting for Pods)
+    kube.wait_for(lambda: (adiag(api, namespace, wl_name) or {}).get("status", {}).get("stage") == "Scheduling",
+                  timeout=60, message=lambda: f"the Scheduling stage, got {adiag(api, namespace, wl_name)}")
+    time.sleep(3)
+    for pod in kube.pods_of_job(api, namespace, "train"):
+        kube.patch(api, "Pod", pod["metadata"]["name"],
+                   {"metadata": {"annotations": {kube.FAKE_HOLD_ANNOTATION: "false"}}}, namespace)
+    wl = kube.wait_for_workload(api, namespace, "train", lambda w: kube.condition_is(w, "Finished"), timeout=60,
+                                what="Finished=True")
+    d = kube.wait_for(lambda: adiag(api, namespace, wl_name) if reason_of(api, namespace, wl_name) == "Finished"
+                      else None, timeout=30, message=lambda: f"Finished diagnosis:\n{operator.tail()}")
+    st = d["status"]
+    steps = st["history"]
+    assert not any(e.get("rebuilt") for e in steps), steps  # observed from the first sight on
+    assert steps[0]["since"] == wl["metadata"]["creationTimestamp"] and steps[-1]["reason"] == "Finished", steps
+    assert [e.get("until") for e in steps[:-1]] == [e["since"] for e in steps[1:]], steps  # no gaps, no overlaps
+    quota = next(e for e in steps if e["reason"] == "WaitingForQuota")
+    running = next(e for e in steps if e["reason"] == "Running")
+    assert any(e["stage"] == "Scheduling" for e in steps[steps.index(quota):steps.index(running)]), steps
+
+    def near(stamp: str | None, ctype: str) -> bool:
+        cond = kube.condition(wl, ctype)
+        assert cond is not None and stamp is not None
+        start, end = parse_time(stamp), parse_time(cond["lastTransitionTime"])
+        return start is not None and end is not None and abs((start - end).total_seconds()) <= 1
+
+    assert near(quota["until"], "QuotaReserved"), (steps, wl["status"]["conditions"])
+    assert near(running["since"], "PodsReady"), (steps, wl["status"]["conditions"])
+    assert near(running["until"], "Finished") and near(st["since"], "Finished"), (steps, wl["status"]["conditions"])
+    assert st["postMortem"].startswith("Where the time went: waited ") and f"for quota in ClusterQueue {cq}" in \
+        st["postMortem"] and "; ran " in st["postMortem"], st["postMortem"]
+    assert st["message"].endswith(st["postMortem"])
+
+    def observed() -> float:
+        for line in operator.metrics().splitlines():
+            if line.startswith("kueue_doctor_time_in_reason_seconds_count{") and f'cluster_queue="{cq}"' in line \
+                    and 'reason="WaitingForQuota"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    kube.wait_for(lambda: observed() >= 1, timeout=10, message="the time-in-reason histogram to observe the wait")

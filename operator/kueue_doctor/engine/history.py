@@ -141,6 +141,7 @@ def post_mortem(history: Sequence[Any], folded: Sequence[Any], cluster_queue: st
 
 
 _WAITS = {
+    "NotYetEvaluated": "for Kueue's first look",
     "WaitingForQuota": "for quota",
     "WaitingForPreemption": "for preemption to free quota",
     "WaitingForAdmissionChecks": "for admission checks",
