@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     from .engine.diagnose import diagnose
     from .engine.no_workload import GRACE, stand_ins, unmanaged_reason
+    from .engine.queue_position import with_positions
     from .engine.queue_summary import by_queue
     from .state import ClusterState
 
@@ -142,7 +143,7 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     candidates = {**stand_ins(state, now, grace), **state.workloads}  # owners Kueue made no Workload for, too
     keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
-    diagnoses = diagnose(state, now, keys, grace)
+    diagnoses = with_positions(state, diagnose(state, now, keys, grace))
     if target is not None and not diagnoses:
         owners = [o for (ns, kind, nm), o in state.owners.items()
                   if nm == target.name and (namespace is None or ns == namespace)
@@ -251,7 +252,7 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
     head = ["NAMESPACE", "WORKLOAD", "STAGE", "REASON", "CAUSE", "ACTION", "FOR"]
     if wide:
         head[4:4] = []
-        head += ["CLUSTERQUEUE", "LOCALQUEUE", "FLAVORS"]
+        head += ["CLUSTERQUEUE", "LOCALQUEUE", "FLAVORS", "POSITION"]
     head.append("MESSAGE")
     rows = []
     for d in diagnoses:
@@ -259,7 +260,9 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
         row = [d["metadata"]["namespace"], d["metadata"]["name"], st["stage"], st["reason"], st.get("cause") or "-",
                st["actionBy"], _age(now, st.get("since"))]
         if wide:
-            row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-"]
+            pos = st.get("queuePosition")
+            row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-",
+                    f"{pos['position']}/{pos['pending']}" if pos else "-"]
         row.append(st["message"])
         rows.append(row)
     text = _columns(head, rows, wide)

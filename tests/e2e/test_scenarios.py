@@ -12,8 +12,14 @@ lastEviction). Every diagnosis must validate against the AdmissionDiagnosis mode
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +35,7 @@ from .kube import Resources, condition, condition_is, wait_for, wait_for_workloa
 pytestmark = pytest.mark.e2e
 
 POOL_LABEL = "kueue-doctor.local/pool"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- set-up helpers --------------------------------------------------------------------------
@@ -503,3 +510,39 @@ def test_finished_job_is_finished(cluster: ClusterHandle, resources: Resources, 
     st, _ = _diagnosis(api, namespace, "done", record="finished", note="pod exited 0")
     assert _verdict(st) == ("Finished", "Finished", "Succeeded", "Nobody"), st
     assert st["clusterQueue"] == cq
+
+
+def test_queue_positions_follow_kueues_own_order(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+    """Issue 11: the computed position is the order in which the real Kueue then admits (priority, then age)."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _, cq, lq = _queue(resources, namespace, {"cpu": "100m"}, pool)
+    resources.create(Job("hog", namespace).queue(lq).request("cpu", "100m")
+                     .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").manifest())
+    wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    low, high = kube.unique_name("low"), kube.unique_name("high")
+    for name, value in ((low, 10), (high, 1000)):
+        resources.create(WorkloadPriorityClass(name, value).manifest())
+    for job, prio in (("old-low", low), ("new-low", low), ("urgent", high)):  # created in this order
+        resources.create(Job(job, namespace).queue(lq).request("cpu", "100m").workload_priority_class(prio).manifest())
+        wait_for_workload(api, namespace, job)  # Kueue need not have tried it yet: its place is known already
+        time.sleep(1.1)  # creationTimestamp has whole seconds; a tie is broken by UID, as Kueue does
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
+    out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "json"],
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    diagnoses = json.loads(out.stdout)
+    positions = {job: _of(diagnoses, namespace, job)["status"].get("queuePosition")
+                 for job in ("urgent", "old-low", "new-low")}
+    assert all(positions.values()), [(d["metadata"]["name"], d["status"]["reason"]) for d in diagnoses]
+    assert {job: (p["position"], p["pending"], p["higherPriority"], p["samePriorityEarlier"])
+            for job, p in positions.items()} == {"urgent": (1, 3, 0, 0), "old-low": (2, 3, 1, 0),
+                                                 "new-low": (3, 3, 1, 1)}
+    for d in diagnoses:
+        AdmissionDiagnosis.model_validate(d)
+        assert d["status"]["clusterQueue"] == cq
+    # the hog goes: Kueue admits the Workload computed first, and only it (the quota fits one)
+    kube.delete(api, "Job", "hog", namespace)
+    wait_for_workload(api, namespace, "urgent", lambda w: condition_is(w, "QuotaReserved"), timeout=60,
+                      what="the first in line to be admitted")
+    assert not condition_is(kube.workload_for(api, namespace, "old-low"), "QuotaReserved")
+    assert not condition_is(kube.workload_for(api, namespace, "new-low"), "QuotaReserved")
