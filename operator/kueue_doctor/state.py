@@ -214,17 +214,30 @@ class ClusterState:
         md = m(obj.get("metadata"))
         nm, ns = s(md.get("name")), s(md.get("namespace"))
         if group == KUEUE and kind in KUEUE_KINDS:
-            self._index = None  # queue structure changed: derived indices are rebuilt on next use
             if nm is None:
                 self.ignored += 1
                 return False
+            idx = self._index
+            if idx is not None:
+                idx.derived.clear()  # the engine's facts are lazy per key: dropped, rebuilt for what is asked
             if kind == "Workload" or kind == "LocalQueue":
                 if ns is None:
                     self.ignored += 1
                     return False
-                (self.workloads if kind == "Workload" else self.local_queues)[ns, nm] = obj
+                if kind == "Workload":
+                    self.workloads[ns, nm] = obj
+                    if idx is not None:
+                        idx.link_workload(self, (ns, nm), obj)
+                else:
+                    old_lq = self.local_queues.get((ns, nm)) or {}
+                    self.local_queues[ns, nm] = obj
+                    if idx is not None and s(spec(old_lq).get("clusterQueue")) != s(spec(obj).get("clusterQueue")):
+                        idx.relink_local_queue(self, (ns, nm))
             elif kind == "ClusterQueue":
+                old_cq = self.cluster_queues.get(nm)
                 self.cluster_queues[nm] = obj
+                if idx is not None and (old_cq is None or _queue_structure(old_cq) != _queue_structure(obj)):
+                    idx.link_cluster_queues(self)
             elif kind == "ResourceFlavor":
                 self.flavors[nm] = obj
             elif kind == "Cohort":
@@ -316,11 +329,17 @@ class ClusterState:
             return
         group, kind = key
         nm, ns = name(obj) or "", namespace(obj) or ""
-        if group == KUEUE:
-            self._index = None
+        idx = self._index if group == KUEUE else None
+        if idx is not None:
+            idx.derived.clear()
         coll: dict[Any, Any] | None = {"Workload": self.workloads, "LocalQueue": self.local_queues}.get(kind)
         if coll is not None:
-            coll.pop((ns, nm), None)
+            gone = coll.pop((ns, nm), None)
+            if idx is not None and gone is not None:
+                if kind == "Workload":
+                    idx.unlink_workload((ns, nm))
+                else:
+                    idx.relink_local_queue(self, (ns, nm))
         elif kind == "Pod":
             self.pods.pop((ns, nm), None)
             self._unlink_pod((ns, nm))
@@ -349,6 +368,8 @@ class ClusterState:
                 cluster.pop(nm, None)
                 if kind == "Node":
                     self.nodes_version += 1
+                elif kind == "ClusterQueue" and idx is not None:
+                    idx.link_cluster_queues(self)
 
     # ----- derived indices, rebuilt lazily after a change -----
     @property
@@ -511,46 +532,132 @@ def _read_kueue_config(state: ClusterState) -> kueue_config.KueueConfig:
     return kueue_config.UNREAD
 
 
+def _queue_structure(cq: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a ClusterQueue the index reads: its cohort, flavors and admission checks (not its status)."""
+    sp = spec(cq)
+    flavors = tuple(s(m(f).get("name")) for g in lst(sp.get("resourceGroups")) for f in lst(m(g).get("flavors")))
+    checks = tuple(s(m(c).get("name")) for c in lst(m(sp.get("admissionChecksStrategy")).get("admissionChecks")))
+    return s(sp.get("cohortName")), flavors, checks
+
+
+@dataclass(frozen=True)
+class _Links:
+    """What one Workload puts into the index, kept so that a change takes exactly that back out."""
+
+    uid_links: tuple[str, ...]
+    owners: tuple[tuple[str, str, str], ...]
+    local_queue: Key
+    cluster_queue: str | None
+    uid: str | None
+    preempted: bool
+
+
 @dataclass
 class _Index:
-    workloads_by_uid_link: dict[str, Key]
-    workloads_by_owner: dict[tuple[str, str, str], list[Key]]
-    workloads_by_lq: dict[Key, list[Key]]
-    workloads_by_cq: dict[str, list[Key]]
-    cqs_by_cohort: dict[str, list[str]]
-    cqs_referencing: dict[tuple[str, str], list[str]]
-    # the engine's Derived facts, dropped with the index
+    """The Workload/queue index, kept up to date object by object: a Workload change costs its own links,
+    a ClusterQueue status change nothing (only its cohort, flavors or checks relink the queues)."""
+
+    workloads_by_uid_link: dict[str, Key] = field(default_factory=dict)
+    workloads_by_owner: dict[tuple[str, str, str], list[Key]] = field(default_factory=dict)
+    workloads_by_lq: dict[Key, list[Key]] = field(default_factory=dict)
+    workloads_by_cq: dict[str, list[Key]] = field(default_factory=dict)
+    cqs_by_cohort: dict[str, list[str]] = field(default_factory=dict)
+    cqs_referencing: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Workloads evicted by preemption now: the few the engine reads victims from
+    preempted: set[Key] = field(default_factory=set)
+    # the engine's Derived facts, dropped on every change of a Kueue object (they are lazy per key)
     derived: dict[Derived[Any], Any] = field(default_factory=dict)
+    _links: dict[Key, _Links] = field(default_factory=dict)
+    _uid_claims: dict[str, list[Key]] = field(default_factory=dict)  # every Workload linking a UID, first first
     _workloads_by_uid: dict[str, list[Key]] | None = None
 
     @classmethod
     def build(cls, state: ClusterState) -> _Index:
-        by_uid: dict[str, Key] = {}
-        by_owner: dict[tuple[str, str, str], list[Key]] = defaultdict(list)
-        by_lq: dict[Key, list[Key]] = defaultdict(list)
-        by_cq: dict[str, list[Key]] = defaultdict(list)
+        idx = cls()
         for key, wl in state.workloads.items():
-            ns = key[0]
-            md = m(wl.get("metadata"))  # `owner_refs` and `labels`, from one metadata read
-            for ref in lst(md.get("ownerReferences")):
-                if type(ref) is not dict and not isinstance(ref, Mapping):
-                    continue
-                ref_uid = s(ref.get("uid"))
-                if ref_uid:
-                    by_uid.setdefault(ref_uid, key)
-                by_owner[ns, s(ref.get("kind")) or "", s(ref.get("name")) or ""].append(key)
-            job_uid = s(m(md.get("labels")).get(JOB_UID_LABEL))
-            if job_uid:
-                by_uid.setdefault(job_uid, key)
-            queue = s(spec(wl).get("queueName")) or ""
-            by_lq[ns, queue].append(key)
-            # `cluster_queue_of`, with the namespace and queue name at hand
-            wl_cq = s(m(m(wl.get("status")).get("admission")).get("clusterQueue"))
-            if not wl_cq:
-                lq = state.local_queues.get((ns, queue))
-                wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
-            if wl_cq:
-                by_cq[wl_cq].append(key)
+            idx.link_workload(state, key, wl)
+        idx.link_cluster_queues(state)
+        return idx
+
+    @staticmethod
+    def links_of(state: ClusterState, key: Key, wl: Mapping[str, Any]) -> _Links:
+        ns = key[0]
+        md = m(wl.get("metadata"))  # `owner_refs` and `labels`, from one metadata read
+        uid_links: list[str] = []
+        owners: list[tuple[str, str, str]] = []
+        for ref in lst(md.get("ownerReferences")):
+            if type(ref) is not dict and not isinstance(ref, Mapping):
+                continue
+            ref_uid = s(ref.get("uid"))
+            if ref_uid:
+                uid_links.append(ref_uid)
+            owners.append((ns, s(ref.get("kind")) or "", s(ref.get("name")) or ""))
+        job_uid = s(m(md.get("labels")).get(JOB_UID_LABEL))
+        if job_uid:
+            uid_links.append(job_uid)
+        queue = s(spec(wl).get("queueName")) or ""
+        status = m(wl.get("status"))
+        wl_cq = s(m(status.get("admission")).get("clusterQueue"))  # `cluster_queue_of`, with the queue at hand
+        if not wl_cq:
+            lq = state.local_queues.get((ns, queue))
+            wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
+        preempted = False
+        for cond in lst(status.get("conditions")):
+            cond = m(cond)
+            if cond.get("type") == "Evicted":
+                preempted = cond.get("status") == "True" and cond.get("reason") == "Preempted"
+                break
+        return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted)
+
+    def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
+        links = self.links_of(state, key, wl)
+        if self._links.get(key) == links:
+            return  # a status change that moves nothing (the common case): the index stays as it is
+        self.unlink_workload(key)
+        self._links[key] = links
+        for u in links.uid_links:
+            self.workloads_by_uid_link.setdefault(u, key)
+            self._uid_claims.setdefault(u, []).append(key)
+        for owner in links.owners:
+            self.workloads_by_owner.setdefault(owner, []).append(key)
+        self.workloads_by_lq.setdefault(links.local_queue, []).append(key)
+        if links.cluster_queue:
+            self.workloads_by_cq.setdefault(links.cluster_queue, []).append(key)
+        if links.preempted:
+            self.preempted.add(key)
+        if self._workloads_by_uid is not None and links.uid:
+            self._workloads_by_uid.setdefault(links.uid, []).append(key)
+
+    def unlink_workload(self, key: Key) -> None:
+        links = self._links.pop(key, None)
+        if links is None:
+            return
+        for u in links.uid_links:
+            _discard(self._uid_claims, u, key)
+            if self.workloads_by_uid_link.get(u) == key:  # two Workloads of one owner: the other one now
+                others = self._uid_claims.get(u)
+                if others:
+                    self.workloads_by_uid_link[u] = others[0]
+                else:
+                    del self.workloads_by_uid_link[u]
+        for owner in links.owners:
+            _discard(self.workloads_by_owner, owner, key)
+        _discard(self.workloads_by_lq, links.local_queue, key)
+        if links.cluster_queue:
+            _discard(self.workloads_by_cq, links.cluster_queue, key)
+        self.preempted.discard(key)
+        if self._workloads_by_uid is not None and links.uid:
+            _discard(self._workloads_by_uid, links.uid, key)
+
+    def relink_local_queue(self, state: ClusterState, lq: Key) -> None:
+        """The LocalQueue points at another ClusterQueue (or is gone): its waiting Workloads move."""
+        for key in list(self.workloads_by_lq.get(lq, ())):
+            wl = state.workloads.get(key)
+            if wl is not None:
+                self.link_workload(state, key, wl)
+
+    def link_cluster_queues(self, state: ClusterState) -> None:
+        """Cohort membership and the flavors/checks each ClusterQueue names (a few hundred queues at most)."""
         cqs_by_cohort: dict[str, list[str]] = defaultdict(list)
         refs: dict[tuple[str, str], list[str]] = defaultdict(list)
         for cq_name, cq in state.cluster_queues.items():
@@ -566,7 +673,7 @@ class _Index:
                 cname = s(m(check).get("name"))
                 if cname:
                     refs["AdmissionCheck", cname].append(cq_name)
-        return cls(by_uid, dict(by_owner), dict(by_lq), dict(by_cq), dict(cqs_by_cohort), dict(refs))
+        self.cqs_by_cohort, self.cqs_referencing = dict(cqs_by_cohort), dict(refs)
 
     def workload_of_pod(self, state: ClusterState, pod: Mapping[str, Any]) -> Key | None:
         ns = namespace(pod) or ""
@@ -595,6 +702,7 @@ class _Index:
         return None
 
     def workloads_by_uid(self, state: ClusterState) -> dict[str, list[Key]]:
+        """Workloads by their own UID; built on first use (only preemption asks), then kept up to date."""
         if self._workloads_by_uid is None:
             found: dict[str, list[Key]] = {}
             for key, wl in state.workloads.items():
@@ -608,3 +716,14 @@ class _Index:
         cohort = s(spec(state.cluster_queues.get(cq_name, {})).get("cohortName"))
         members = self.cqs_by_cohort.get(cohort, [cq_name]) if cohort else [cq_name]
         return {wl for cq in members for wl in self.workloads_by_cq.get(cq, ())}
+
+
+def _discard(index: dict[Any, list[Key]], at: Any, key: Key) -> None:
+    keys = index.get(at)
+    if keys is not None:
+        try:
+            keys.remove(key)
+        except ValueError:
+            return
+        if not keys:
+            del index[at]

@@ -96,3 +96,25 @@ def test_a_burst_of_watch_events_is_diagnosed_once_in_its_final_state() -> None:
     later = api.applies()[2:]
     assert [r.path for r in later] == [f"{DIAGNOSES}/job-wait-00002"]
     assert later[0].body["status"]["reason"] == "ExceedsMaxQuota"
+
+
+def test_metrics_show_every_verdict_of_a_pass_before_its_writes_are_done() -> None:
+    """The first pass at 10,000 Workloads writes for a while (paced): metrics must not wait for it."""
+    from kueue_doctor.live.runtime import Options, Runtime
+
+    from .scenario import start
+
+    api = cluster(objects())
+    rt = Runtime(api, Options(writes_per_second=2, debounce=0.5))
+
+    async def scenario() -> tuple[int, int]:
+        await start(rt)
+        task = asyncio.create_task(rt.loop.run_once())
+        await asyncio.sleep(0.2)  # the first write is out; the second waits for its slot (0.5 s)
+        seen = (len(rt.loop.verdicts), len(api.applies()))
+        await task
+        return seen
+
+    verdicts, written = asyncio.run(scenario())
+    assert verdicts == 2 and written < 2
+    assert len(api.applies()) == 2

@@ -42,23 +42,25 @@ def _pending(wl: Mapping[str, Any]) -> bool:
     return True
 
 
-def _queues(state: ClusterState) -> dict[str, list[tuple[tuple[int, datetime, str], Key]]]:
-    out = {}
-    workloads = state.workloads
-    for cq, keys in state.index.workloads_by_cq.items():
-        out[cq] = sorted((_order(workloads[k]), k) for k in keys if k in workloads and _pending(workloads[k]))
-    return out
-
-
 QUEUES: Derived[dict[str, list[tuple[tuple[int, datetime, str], Key]]]] = Derived("pending order per ClusterQueue",
-                                                                                 _queues)
+                                                                                 lambda _: {})
+
+
+def _queue(state: ClusterState, cluster_queue: str) -> list[tuple[tuple[int, datetime, str], Key]]:
+    """The pending Workloads of one ClusterQueue in Kueue's order, sorted once per state change."""
+    queues = state.derived(QUEUES)
+    if cluster_queue not in queues:
+        workloads = state.workloads
+        queues[cluster_queue] = sorted((_order(workloads[k]), k) for k in state.index.workloads_by_cq.get(
+            cluster_queue, ()) if k in workloads and _pending(workloads[k]))
+    return queues[cluster_queue]
 
 
 def queue_position(state: ClusterState, key: Key, cluster_queue: str | None) -> dict[str, Any] | None:
     """status.queuePosition for a pending Workload, or None when it is not pending in a known ClusterQueue."""
     if not cluster_queue:
         return None
-    queue = state.derived(QUEUES).get(cluster_queue, [])
+    queue = _queue(state, cluster_queue)
     mine = next((n for n, (_, k) in enumerate(queue) if k == key), None)
     if mine is None:
         return None

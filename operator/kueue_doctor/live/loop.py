@@ -103,9 +103,10 @@ class DiagnosisLoop:
         if owners:
             diagnoses.extend(await self._owners_without_workload(owners, now))
         elapsed = time.perf_counter() - t0
-        failed = await self.publisher.publish(diagnoses, now)
-        for d in diagnoses:  # after publish: `since` is the one written (kept across reason-stable passes)
-            self._remember(d, now)
+        writes = self.publisher.prepare(diagnoses, now)
+        for d in diagnoses:  # `since` is the one written (kept across reason-stable passes); metrics are
+            self._remember(d, now)  # current before the writes go out (10,000 first writes take a while)
+        failed = await self.publisher.write(writes)
         if failed:
             self.inbox.mark(failed)
             self._retry_at = time.monotonic() + RETRY_AFTER

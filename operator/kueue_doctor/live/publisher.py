@@ -151,6 +151,11 @@ class Publisher:
     # ----- the pass -----
     async def publish(self, diagnoses: list[dict[str, Any]], observed: datetime) -> set[Key]:
         """Write what needs writing; the keys whose write failed (to retry)."""
+        return await self.write(self.prepare(diagnoses, observed))
+
+    def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[tuple[Key, dict[str, Any]]]:
+        """Give each diagnosis its kept `since` and history (in place) and decide what to write: what the
+        metrics then show is final before the first write is sent."""
         now = time.monotonic()
         writes = []
         for new in diagnoses:
@@ -173,7 +178,11 @@ class Publisher:
             for new in diagnoses:  # keep since across the pause; nothing is written
                 key = (new["metadata"]["namespace"], new["metadata"]["name"])
                 self.deferred.pop(key, None)
-            return set()
+            return []
+        return writes
+
+    async def write(self, writes: list[tuple[Key, dict[str, Any]]]) -> set[Key]:
+        """Apply the prepared writes (paced, bounded concurrency); the keys whose write failed."""
         self._failed = set()
         if writes:
             await asyncio.gather(*(self._write(key, obj) for key, obj in writes))

@@ -43,7 +43,8 @@ _EVICTION_REASON = {
 def _victims(state: ClusterState) -> dict[str, list[tuple[str, str, str | None]]]:
     """Workloads evicted by preemption, by their preemptor's UID (from the victims' Evicted messages)."""
     victims: dict[str, list[tuple[str, str, str | None]]] = {}
-    for (ns, nm), wl in state.workloads.items():
+    for ns, nm in sorted(state.index.preempted):  # the index keeps who is evicted by preemption now
+        wl = state.workloads[ns, nm]
         cond = conditions(wl).get("Evicted")
         if not is_true(cond) or m(cond).get("reason") != "Preempted":
             continue

@@ -1,0 +1,116 @@
+"""What one admission costs the operator: the kept index against rebuilding it, side by side in one run.
+
+Each admission makes Kueue write the Workload's status and its ClusterQueue's status (reservation, usage,
+pending counts). The operator then re-diagnoses the Workload and the Workloads of that ClusterQueue's cohort
+still waiting for quota (`ClusterState.affected_workloads`). Three timings of exactly that work, best of N
+rounds, on the `quota` mix of bench/engine.py (the heaviest: 60% waiting, cohorts, multi-flavor groups):
+
+* ``ideal``   : diagnose those Workloads on a state that did not change (the floor: work proportional to them);
+* ``kept``    : upsert the two objects, find the affected Workloads, diagnose them (the index kept up to date);
+* ``rebuild`` : the same with the Workload/queue index dropped on the change, as before the index was kept.
+
+Shapes like Kueue's own scalability tests (kubernetes-sigs/kueue test/performance/scheduler): 15,000
+Workloads on 30 ClusterQueues (cohorts of 6) and 50,000 on 1,000 ClusterQueues (cohorts of 10 in the mix).
+Target: kept / ideal close to 1, independent of the cluster's size.
+
+    python bench/index.py [--shape 15k|50k|all] [--rounds 5] [--admissions 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
+
+from engine import NOW, quota_mix  # noqa: E402  (bench/engine.py: the mixes)
+from kueue_doctor.engine.diagnose import diagnose  # noqa: E402
+from kueue_doctor.state import ClusterState, Key  # noqa: E402
+
+SHAPES = {"15k": (15_000, 30), "50k": (50_000, 1_000)}
+
+
+def admissions(state: ClusterState, n: int, seed: int = 3) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """n (Workload, ClusterQueue) pairs as Kueue writes them on an admission: new resourceVersions, the
+    ClusterQueue's pending count one lower (the content the engine reads changes, so nothing is cached)."""
+    rnd = random.Random(seed)
+    out = []
+    for key in rnd.sample(sorted(state.workloads), n):
+        wl = copy.deepcopy(dict(state.workloads[key]))
+        cq_name = state.cluster_queue_of(wl)
+        if not cq_name or cq_name not in state.cluster_queues:
+            continue
+        cq = copy.deepcopy(dict(state.cluster_queues[cq_name]))
+        wl["metadata"]["resourceVersion"] = str(rnd.randrange(10**9))
+        cq["metadata"]["resourceVersion"] = str(rnd.randrange(10**9))
+        cq.setdefault("status", {})["pendingWorkloads"] = rnd.randrange(1000)
+        out.append((wl, cq))
+    return out
+
+
+def one(state: ClusterState, wl: dict[str, Any], cq: dict[str, Any], *, drop_index: bool) -> int:
+    state.upsert(wl)
+    state.upsert(cq)
+    if drop_index:
+        state._index = None  # the behaviour before the index was kept
+    keys: set[Key] = state.affected_workloads(wl) | state.affected_workloads(cq, status_only=True)
+    return len(diagnose(state, NOW, keys))
+
+
+def ideal(state: ClusterState, wl: dict[str, Any], cq: dict[str, Any]) -> int:
+    keys: set[Key] = state.affected_workloads(wl) | state.affected_workloads(cq, status_only=True)
+    state.index.derived.clear()  # the facts are recomputed for what is asked, as after a change
+    return len(diagnose(state, NOW, keys))
+
+
+def best(fn: Any, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def run(shape: str, rounds: int, n: int) -> None:
+    workloads, queues = SHAPES[shape]
+    t0 = time.perf_counter()
+    state = ClusterState.from_objects(quota_mix(workloads, queues))
+    diagnose(state, NOW)  # warm: the parse caches hold Kueue's texts, as in a running operator
+    changes = admissions(state, n)
+    built = time.perf_counter() - t0
+    diagnosed = sum(ideal(state, wl, cq) for wl, cq in changes)
+    t_ideal = best(lambda: [ideal(state, wl, cq) for wl, cq in changes], rounds)
+    t_kept = best(lambda: [one(state, wl, cq, drop_index=False) for wl, cq in changes], rounds)
+    t_rebuild = best(lambda: [one(state, wl, cq, drop_index=True) for wl, cq in changes], rounds)
+    per = len(changes)
+    print(f"== {shape}: {len(state.workloads)} Workloads, {len(state.cluster_queues)} ClusterQueues, "
+          f"{per} admissions re-diagnosing {diagnosed / per:.0f} Workloads each on average "
+          f"(set-up {built:.0f} s), best of {rounds} rounds")
+    for label, t in (("ideal (no change)", t_ideal), ("kept index", t_kept), ("rebuilt index", t_rebuild)):
+        print(f"{label:<18}: {t / per * 1e3:8.2f} ms per admission   {t / t_ideal:6.2f}x ideal")
+    print(flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--admissions", type=int, default=20)
+    args = ap.parse_args()
+    for shape in SHAPES if args.shape == "all" else [args.shape]:
+        run(shape, args.rounds, args.admissions)
+
+
+if __name__ == "__main__":
+    main()
