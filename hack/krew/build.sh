@@ -14,18 +14,9 @@
 #   bash hack/krew/build.sh                  build if needed, print the directory
 #   bash hack/krew/build.sh --print-if-built print the directory and exit 0 if it is built, else exit 3
 set -euo pipefail
-
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+[[ $# == 0 || "$1" == --print-if-built ]] || { sed -n '2,15p' "$0" >&2; exit 2; }
 # shellcheck source=version.env
-source "$HERE/version.env"
-
-MODE=build
-case "${1:-}" in
-  "") ;;
-  --print-if-built) MODE=if-built ;;
-  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-  *) echo "hack/krew/build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/version.env"
 
 log() { printf '[krew/build.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 built() { [[ -f "$DIR/.complete" && -x "$DIR/kubectl-krew" && -x "$DIR/validate-krew-manifest" ]]; }
@@ -41,7 +32,7 @@ KEY="$(printf '%s\n' "$KREW_VERSION" "$KREW_RECIPE_REV" "$GOVERSION" | sha256sum
 DIR="$CACHE/krew-$KEY"
 
 if built; then echo "$DIR"; exit 0; fi
-if [[ "$MODE" == if-built ]]; then
+if [[ $# == 1 ]]; then  # --print-if-built
   echo "hack/krew/build.sh: krew not built yet (expected $DIR/.complete); run: bash hack/krew/build.sh" >&2
   exit 3
 fi

@@ -22,11 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.builders import Job
-
 from . import kube
-from .conftest import ClusterHandle, _cluster_required
-from .test_operator import setup_queue
+from .conftest import ClusterHandle, _cluster_required, built_tool
+from .test_operator import job_too_big_for_its_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "plugins" / "kueue-doctor.yaml"
@@ -36,14 +34,7 @@ import archive  # noqa: E402  (hack/plugin/archive.py: the archive the manifest'
 
 
 def krew_dir() -> Path:
-    proc = subprocess.run(["bash", str(ROOT / "hack" / "krew" / "build.sh"), "--print-if-built"],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        msg = f"no krew: {proc.stderr.strip()}\nBuild it first (about 2 minutes cold): bash hack/krew/build.sh"
-        if _cluster_required():
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return Path(proc.stdout.strip().splitlines()[-1])
+    return Path(built_tool(ROOT / "hack" / "krew" / "build.sh", "krew", "about 2 minutes cold"))
 
 
 def kubectl_binary() -> Path:
@@ -160,12 +151,7 @@ def _kubeconfigs(cluster: ClusterHandle, directory: Path, namespace: str) -> Map
 
 def test_kubectl_kueue_doctor_explains_a_real_job_with_kubectls_global_flags(
         cluster: ClusterHandle, resources: kube.Resources, namespace: str, plugin: Plugin, tmp_path: Path) -> None:
-    api = cluster.api_client
-    setup_queue(resources, namespace, 1)
-    resources.create(Job("trainer", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
-    wl_name = kube.wait_for_workload(api, namespace, "trainer")["metadata"]["name"]
-    kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
-                  timeout=30, message="Kueue's verdict")
+    wl_name = job_too_big_for_its_queue(resources, namespace, "trainer")
     k = _kubeconfigs(cluster, tmp_path, namespace)
 
     def verdict(text: str) -> list[str]:
@@ -197,21 +183,22 @@ def test_kubectl_kueue_doctor_explains_a_real_job_with_kubectls_global_flags(
 
 def test_kubectl_kueue_doctor_describe_reads_top_to_bottom_on_the_real_cluster(
         cluster: ClusterHandle, resources: kube.Resources, namespace: str, plugin: Plugin) -> None:
-    api = cluster.api_client
-    setup_queue(resources, namespace, 1)
-    resources.create(Job("trainer", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
-    wl_name = kube.wait_for_workload(api, namespace, "trainer")["metadata"]["name"]
-    kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
-                  timeout=30, message="Kueue's verdict")
-    env = {**plugin.env, "KUBECONFIG": str(cluster.kubeconfig)}  # kubectl passes the environment through
-    proc = subprocess.run(["kubectl", "kueue-doctor", "describe", "job/trainer", "-n", namespace],
-                          env={**env, "PATH": plugin.path}, capture_output=True, text=True, timeout=180, check=True)
-    text = proc.stdout
+    wl_name = job_too_big_for_its_queue(resources, namespace, "trainer")
+    env = {**plugin.env, "KUBECONFIG": str(cluster.kubeconfig), "PATH": plugin.path}  # kubectl passes it through
+
+    def describe() -> str:
+        return subprocess.run(["kubectl", "kueue-doctor", "describe", "job/trainer", "-n", namespace], env=env,
+                              capture_output=True, text=True, timeout=180, check=True).stdout
+
+    def pending_event(text: str) -> list[str] | None:  # Kueue's scheduler records a Warning Pending event
+        rows = [ln.split() for ln in text[text.index("Events:"):].splitlines()[3:]]
+        return next((r for r in rows if r[:2] == ["Warning", "Pending"] and f"Workload/{wl_name}" in r), None)
+
+    text = kube.wait_for(lambda: (t := describe()) and pending_event(t) and t, timeout=60,
+                         message=lambda: f"Kueue's Pending event in describe:\n{describe()}")
     assert text.startswith(f"Name:         {wl_name}\nNamespace:    {namespace}\nOwner:        Job/trainer\n"), text
     assert "  Reason:    ExceedsMaxQuota" in text and "Remedies:\n  QueueAdmin: ClusterQueue" in text
     assert text.index("Verdict:") < text.index("Quota:") < text.index("Remedies:") < text.index("Pending Limit:") \
         < text.index("Evidence:") < text.index("Events:")
-    events = text[text.index("Events:"):].splitlines()[1:]
-    assert events and events[0].split()[:2] == ["TYPE", "REASON"], text  # the Warning events Kueue wrote, if any
-    if len(events) > 2:
-        assert all(ln.split()[0] == "Warning" for ln in events[2:]), events
+    row = pending_event(text)
+    assert row is not None and "couldn't" in row and "kueue-admission" in row, row

@@ -12,23 +12,15 @@ from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, ResourceFla
 
 from . import kube
 from .conftest import ClusterHandle
-from .test_operator import Operator, install_crd_and_rbac, reason_of, start_operator, token_kubeconfig
+from .test_operator import Operator, reason_of, run_operator
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def labelled_operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    if cluster.local is None:
-        pytest.skip("the operator tests need the local control plane (token minting)")
-    install_crd_and_rbac(cluster)
-    workdir = tmp_path_factory.mktemp("labelled-operator")
-    op = start_operator(token_kubeconfig(cluster, workdir), workdir, "--metric-label-from", "team",
-                        "--metric-label-from", "cost_center=example.com/cost-center", "--metric-label-values", "2")
-    try:
-        yield op
-    finally:
-        op.stop()
+    yield from run_operator(cluster, tmp_path_factory, "labelled-operator", "--metric-label-from", "team",
+                            "--metric-label-from", "cost_center=example.com/cost-center", "--metric-label-values", "2")
 
 
 def _waiting(op: Operator, cluster_queue: str) -> dict[str, tuple[str, str]]:

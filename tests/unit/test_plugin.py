@@ -125,3 +125,16 @@ def test_describe_names_what_it_could_not_read_and_a_missing_target_exits_1() ->
     assert "Pending Limit:\n  <none>" in out
     code, out, err = run("describe", "-f", str(EXAMPLE), "job/nope")
     assert code == 1 and out == "" and "no Workload of Job nope" in err
+
+
+def test_the_krew_manifest_names_this_checkouts_archive_and_version() -> None:
+    """plugins/kueue-doctor.yaml's sha256 is of hack/plugin/archive.py's archive (the launcher and LICENSE), and
+    its version, the launcher's and pyproject's agree: a changed launcher without a new sha256 fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("archive", ROOT / "hack" / "plugin" / "archive.py")
+    assert spec is not None and spec.loader is not None
+    archive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(archive)
+    assert archive.problems() == [], "run python hack/plugin/archive.py --update-manifest"
+    assert archive.archive_bytes() == archive.archive_bytes()  # byte for byte, every time
