@@ -138,3 +138,25 @@ def test_the_krew_manifest_names_this_checkouts_archive_and_version() -> None:
     spec.loader.exec_module(archive)
     assert archive.problems() == [], "run python hack/plugin/archive.py --update-manifest"
     assert archive.archive_bytes() == archive.archive_bytes()  # byte for byte, every time
+
+
+def test_which_namespace_is_read_plugin_or_not_file_or_live(tmp_path: Path) -> None:
+    """kubectl's rule for the plugin on a live cluster (the context's namespace; -A all; -n that one); files and
+    `kueue-doctor` read every namespace unless -n says otherwise."""
+    import argparse
+
+    from kueue_doctor.cli import _namespace
+
+    k = str(_kubeconfig(tmp_path))
+
+    def ns(plugin: bool, **kw: Any) -> tuple[str | None, bool]:
+        args = argparse.Namespace(**{"all_namespaces": False, "namespace": None, "filename": [], "kubeconfig": k,
+                                     "context": None, **kw})
+        return _namespace(args, plugin)
+
+    assert ns(True) == ("team-a", True)
+    assert ns(True, context="bare") == ("default", True)
+    assert ns(True, namespace="x") == ("x", False)
+    assert ns(True, all_namespaces=True, namespace="x") == (None, False)
+    assert ns(True, filename=["dump.yaml"]) == (None, False)
+    assert ns(False) == (None, False)

@@ -96,3 +96,16 @@ def test_distinct_values_are_capped_and_the_rest_counted_under_kueues_untracked_
                                           100.0)
     by_team = {s["custom_team"]: s["value"] for s in _samples(rt, "kueue_doctor_workloads")}
     assert by_team == {"from-lq": "1.0", "ml": "1.0", UNTRACKED: "1.0"}  # values in use keep their place
+
+
+def test_an_owner_kueue_made_no_workload_for_gives_its_own_label_first() -> None:
+    from kueue_doctor.kube.kueue_names import expected_workload_name
+    from tests.builders import Job
+
+    rt = _runtime(["team"])
+    job = Job("lonely", "ns-b").queue("main").label("team", "owner-team").obj()
+    rt.state.upsert(job)
+    name = expected_workload_name(job)
+    rt.verdicts["ns-b", name] = Verdict("ns-b", name, "main", "cq-a", "Admission", "NoWorkload", "ClusterAdmin", 50.0)
+    per = {s["workload"]: s["custom_team"] for s in _samples(rt, "kueue_doctor_workload_waiting_since_timestamp_seconds")}
+    assert per[name] == "owner-team" and per["wl-3"] == "from-cq"
