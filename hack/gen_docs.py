@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate docs/verdicts.md and docs/coverage.md from the vocabulary and the verdict catalog.
+"""Generate docs/verdicts.md, docs/coverage.md (and docs/schema/explain.schema.json) from the vocabulary and the
+verdict catalog.
 
     python hack/gen_docs.py            # rewrite both files
     python hack/gen_docs.py --check    # exit 1 if a committed file differs from what would be generated
@@ -554,9 +555,16 @@ def coverage_md(catalog: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def explain_schema() -> dict[Path, str]:
+    """docs/schema/explain.schema.json: its descriptions carry the vocabulary, so it is regenerated with the docs."""
+    from kueue_doctor.api import EXPLAIN_SCHEMA_PATH, explain_schema_json
+
+    return {ROOT / EXPLAIN_SCHEMA_PATH: explain_schema_json()}
+
+
 def main(argv: list[str]) -> int:
     catalog = load_catalog()
-    outputs = {VERDICTS_MD: verdicts_md(catalog), COVERAGE_MD: coverage_md(catalog)}
+    outputs = {VERDICTS_MD: verdicts_md(catalog), COVERAGE_MD: coverage_md(catalog), **explain_schema()}
     if "--check" in argv:
         stale = [str(p.relative_to(ROOT)) for p, text in outputs.items()
                  if not p.exists() or p.read_text() != text]

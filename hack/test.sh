@@ -14,6 +14,8 @@ if [[ -x hack/control-plane/build.sh && "${KUEUE_DOCTOR_SKIP_E2E:-0}" != 1 ]]; t
   bash hack/control-plane/build.sh >/dev/null
   step "build helm for the chart tests (hack/helm/version.env)"
   bash hack/helm/build.sh >/dev/null
+  step "build krew and its manifest validator for the kubectl plugin tests (hack/krew/version.env)"
+  bash hack/krew/build.sh >/dev/null
 fi
 
 step "promtool and prometheus (Debian package prometheus, unpacked, no service)"

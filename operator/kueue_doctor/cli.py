@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from . import __version__
 from .kube.load import InputError, load_files, newest_timestamp
 from .kube.objects import format_duration, owner_refs, parse_time, s
+from .live.team_labels import DEFAULT_LABEL_VALUES, OTHER_VALUE
 
 if TYPE_CHECKING:
     from .engine.queue_summary import Group
@@ -22,42 +23,67 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("explain", "describe", "crd", "schema", "run")
+PLUGIN_PROG = "kubectl kueue-doctor"  # the same CLI as a kubectl plugin: the executable kubectl-kueue_doctor
+
+
+def _input_flags() -> argparse.ArgumentParser:
+    """What explain and describe read: files or the live cluster, with kubectl's global flags."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("workload", nargs="?", metavar="NAME|KIND/NAME",
+                   help="only this Workload, or the Workload(s) of this owner: a bare name matches a Workload or "
+                   "its owner (Job, JobSet, RayJob, Pod, ...); KIND/NAME names the owner kubectl-style (job/trainer, "
+                   "jobsets.jobset.x-k8s.io/x, rayjob/x, pod/x; workload/x for the Workload itself)")
+    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
+                   help="YAML or JSON file (multi-document, kind: List, or a JSON array); '-' for stdin; repeatable."
+                   " Without -f, reads the live cluster of the current kubeconfig.")
+    p.add_argument("-n", "--namespace", help="only Workloads in this namespace (as `kubectl kueue-doctor` on a live "
+                   "cluster: default the kubeconfig context's namespace, as kubectl does)")
+    p.add_argument("-A", "--all-namespaces", action="store_true",
+                   help="every namespace (the default of `kueue-doctor` without -n; as in kubectl, -A wins over -n)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="live: kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", help="live: the kubeconfig context to use (default: its current-context)")
+    p.add_argument("--now", metavar="TIME",
+                   help="evaluate as of this RFC 3339 time (default: for files, the newest timestamp in them; "
+                   "live: the current time)")
+    p.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
+                   help="live: where Kueue runs; its ConfigMap kueue-manager-config says which owners it manages "
+                   "(default kueue-system)")
+    return p
+
+
+def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kueue-doctor",
+        prog=prog,
         description="Explain why Kueue Workloads are not running: stuck at Kueue admission (queues, quota, "
-        "flavors, admission checks, preemption) or at Pod scheduling (kube-scheduler, kubelet).",
+        "flavors, admission checks, preemption) or at Pod scheduling (kube-scheduler, kubelet). kubectl's global "
+        "flags (--kubeconfig, --context, -n, -A, -o) may stand before or after the command.",
     )
     parser.add_argument("--version", action="version", version=f"kueue-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    inputs = _input_flags()
 
-    ex = sub.add_parser("explain", help="diagnose Workloads from YAML/JSON dumps (-f) or the live cluster",
+    ex = sub.add_parser("explain", parents=[inputs],
+                        help="diagnose Workloads from YAML/JSON dumps (-f) or the live cluster",
                         description="Diagnose every Workload found in the input. Feed it `kubectl get workloads,"
                         "localqueues,clusterqueues,resourceflavors,cohorts,admissionchecks,jobs,pods,events -A "
                         "-o yaml` (more kinds give more detail; missing kinds are never guessed).")
-    ex.add_argument("workload", nargs="?", metavar="NAME|KIND/NAME",
-                    help="only this Workload, or the Workload(s) of this owner: a bare name matches a Workload or "
-                    "its owner (Job, JobSet, RayJob, Pod, ...); KIND/NAME names the owner kubectl-style (job/trainer, "
-                    "jobsets.jobset.x-k8s.io/x, rayjob/x, pod/x; workload/x for the Workload itself)")
-    ex.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
-                    help="YAML or JSON file (multi-document, kind: List, or a JSON array); '-' for stdin; repeatable."
-                    " Without -f, reads the live cluster of the current kubeconfig.")
-    ex.add_argument("-n", "--namespace", help="only Workloads in this namespace")
-    ex.add_argument("-A", "--all-namespaces", action="store_true",
-                    help="every namespace (the default without -n; as in kubectl, -A wins over -n)")
     ex.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
-                    help="table (default), wide (more columns, full messages), json (an array), yaml")
+                    help="table (default), wide (more columns, full messages), json (an array; its JSON Schema: "
+                    "`kueue-doctor schema`), yaml")
     ex.add_argument("--by-queue", action="store_true",
                     help="one line per ClusterQueue and verdict: how many Workloads it blocks, the longest wait, "
                     "and the message of the Workload waiting longest (Running and Finished left out)")
-    ex.add_argument("--now", metavar="TIME",
-                    help="evaluate as of this RFC 3339 time (default: for files, the newest timestamp in them; "
-                    "live: the current time)")
-    ex.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
-                    help="live: where Kueue runs; its ConfigMap kueue-manager-config says which owners it manages "
-                    "(default kueue-system)")
+
+    sub.add_parser("describe", parents=[inputs],
+                   help="one Workload or owner top to bottom, like kubectl describe: verdict, numbers, remedies, "
+                   "pending limit, evidence, events",
+                   description="Describe the verdict of each matching Workload (name one: job/trainer) in the "
+                   "order an SRE reads it: verdict, quota numbers, Pods, the ways out, the pending limit, the "
+                   "evidence, and the Warning events of the Workload, its owner and its Pods.")
 
     sub.add_parser("crd", help="print the AdmissionDiagnosis CustomResourceDefinition YAML")
+    sub.add_parser("schema", help="print the JSON Schema of `explain -o json` (docs/schema/explain.schema.json)")
 
     rn = sub.add_parser("run", help="run the operator: AdmissionDiagnosis objects and Prometheus metrics",
                         description="Watch Kueue, Jobs, Pods and Events; keep one AdmissionDiagnosis per Workload "
@@ -71,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--log-format", choices=("text", "json"), default="text", help="log format (default text)")
     rn.add_argument("--max-workload-series", type=int, default=2000, metavar="N",
                     help="cap on per-Workload metric series, oldest first (default 2000)")
+    rn.add_argument("--metric-label-from", action="append", default=[], metavar="LABEL", dest="metric_labels",
+                    help="copy this label of the Workload (else of its LocalQueue, else of its ClusterQueue) into "
+                    "the per-queue metrics as custom_<label>, named and sanitized as Kueue does (repeatable); at "
+                    f"most --metric-label-values distinct values per label, the rest counted as \"{OTHER_VALUE}\"")
+    rn.add_argument("--metric-label-values", type=int, default=DEFAULT_LABEL_VALUES, metavar="N",
+                    help=f"cap on distinct values per --metric-label-from label (default {DEFAULT_LABEL_VALUES})")
     rn.add_argument("--refresh-interval", type=float, default=60.0, metavar="SECONDS",
                     help="at most one write per diagnosis per interval when only numbers change (default 60)")
     rn.add_argument("--resync-interval", type=float, default=300.0, metavar="SECONDS",
@@ -84,28 +116,70 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# kubectl's global flags that take a value; written before the command they are moved after it
+_VALUE_FLAGS = frozenset({"--kubeconfig", "--context", "-n", "--namespace", "-o", "--output"})
+
+
+def command_first(argv: Sequence[str]) -> list[str]:
+    """kubectl takes its global flags anywhere (`kubectl kueue-doctor -n a explain job/x`): put the command first,
+    so each command's parser sees every flag. Anything else before the command is left for argparse to refuse."""
+    before: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in COMMANDS:
+            return [arg, *before, *argv[i + 1:]]
+        if not arg.startswith("-"):
+            break
+        takes_value = arg in _VALUE_FLAGS and i + 1 < len(argv)
+        before.extend(argv[i:i + 2] if takes_value else [arg])
+        i += 2 if takes_value else 1
+    return list(argv)
+
+
+def kubectl_main() -> int:
+    """The console script `kubectl-kueue_doctor`: kubectl runs it for `kubectl kueue-doctor ...`."""
+    return main(sys.argv[1:], plugin=True)
+
+
 def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
-         stderr: IO[str] | None = None) -> int:
+         stderr: IO[str] | None = None, plugin: bool = False) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    args = build_parser().parse_args(argv)
+    args = build_parser(PLUGIN_PROG if plugin else "kueue-doctor").parse_args(
+        command_first(sys.argv[1:] if argv is None else argv))
     if args.command == "crd":
         from .api import crd_yaml
 
         out.write(crd_yaml())
         return EXIT_OK
+    if args.command == "schema":
+        from .api import explain_schema_json
+
+        out.write(explain_schema_json())
+        return EXIT_OK
     if args.command == "run":
         from .live.runtime import Options
         from .live.service import run
+        from .live.team_labels import parse_specs
+
+        try:
+            parse_specs(args.metric_labels)
+        except ValueError as exc:
+            err.write(f"kueue-doctor: {exc}\n")
+            return EXIT_BAD_INPUT
 
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
                           resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
-                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace)
+                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace,
+                          metric_labels=args.metric_labels, metric_label_values=args.metric_label_values)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose)
-    return explain(args, stdin, out, err)
+    return explain(args, stdin, out, err, plugin)
 
 
-def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str], plugin: bool = False
+            ) -> int:
+    """`explain` and `describe`: read the input, diagnose the Workloads asked for, print them."""
     from .engine.diagnose import diagnose
     from .engine.no_workload import GRACE, stand_ins, unmanaged_reason
     from .engine.queue_position import with_positions
@@ -119,6 +193,7 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         if now is None:
             err.write(f"kueue-doctor: --now {args.now!r} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)\n")
             return EXIT_BAD_INPUT
+    namespace, from_context = _namespace(args, plugin)
     if args.filename:
         try:
             objects = load_files(args.filename, stdin)
@@ -132,13 +207,12 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         from .live.snapshot import LiveError, snapshot
 
         try:
-            state = snapshot(namespace=None if args.all_namespaces else args.namespace,
+            state = snapshot(namespace=namespace, kubeconfig=args.kubeconfig, context=args.context,
                              kueue_namespace=args.kueue_namespace)
         except LiveError as exc:
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
         now = now or datetime.now(UTC)
-    namespace = None if args.all_namespaces else args.namespace
     target = Target.parse(args.workload)
     candidates = {**stand_ins(state, now, grace), **state.workloads}  # owners Kueue made no Workload for, too
     keys = [k for k, wl in candidates.items()
@@ -149,16 +223,42 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
                   if nm == target.name and (namespace is None or ns == namespace)
                   and target.kind in (None, kind)]
         why = [unmanaged_reason(state, o, now, grace) for o in owners]
-        err.write((" ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads))) + "\n")
+        text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads))
+        if from_context:
+            text += f" (namespace {namespace} is the kubeconfig context's; -A looks in every namespace)"
+        err.write(text + "\n")
         return EXIT_NOT_FOUND
     if not candidates:
         err.write("kueue-doctor: the input has no Workload (kind Workload, apiVersion kueue.x-k8s.io/v1beta2 or "
                   "v1beta1); include `kubectl get workloads -A -o yaml`.\n")
-    if args.by_queue:
+    elif not diagnoses and from_context:
+        err.write(f"kueue-doctor: no Workload in namespace {namespace} (the kubeconfig context's namespace); "
+                  "-A looks in every namespace.\n")
+    if args.command == "describe":
+        from .describe import describe
+
+        out.write(describe(diagnoses, state, now))
+    elif args.by_queue:
         write_groups(by_queue(diagnoses), args.output, now, out)
     else:
         write(diagnoses, args.output, now, out)
     return EXIT_OK
+
+
+def _namespace(args: argparse.Namespace, plugin: bool) -> tuple[str | None, bool]:
+    """The namespace to read (None: all) and whether it is the kubeconfig context's.
+
+    As kubectl does, the plugin reads the context's namespace of a live cluster unless -n or -A says otherwise;
+    `kueue-doctor` and any file input read every namespace unless -n says otherwise. -A wins over -n."""
+    if args.all_namespaces:
+        return None, False
+    if args.namespace:
+        return args.namespace, False
+    if plugin and not args.filename:
+        from .live.rest import context_namespace
+
+        return context_namespace(args.kubeconfig, args.context), True
+    return None, False
 
 
 # kubectl's names for the owner kinds Kueue manages (singular, plural, short) -> the kind

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,18 @@ def _cluster_required() -> bool:
     if flag is not None:
         return flag == "1"
     return os.environ.get("CI", "").lower() == "true"
+
+
+def built_tool(script: Path, what: str, cold: str) -> str:
+    """The last line `bash <script> --print-if-built` prints (a tool built into the cache outside the tree); when it
+    is not built: fail if a cluster is required (CI builds it first), else skip saying how to build it."""
+    proc = subprocess.run(["bash", str(script), "--print-if-built"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        msg = f"no {what}: {proc.stderr.strip()}\nBuild it first ({cold}): bash {script}"
+        if _cluster_required():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -38,7 +38,7 @@ from tests.unit.test_manifests import (
 )
 
 from . import kube
-from .conftest import ClusterHandle, _cluster_required
+from .conftest import ClusterHandle, built_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kueue-doctor"
@@ -141,14 +141,7 @@ KIND_PATHS: dict[str, tuple[str, str, bool]] = {
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    proc = subprocess.run(["bash", str(ROOT / "hack" / "helm" / "build.sh"), "--print-if-built"],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        msg = f"no helm: {proc.stderr.strip()}\nBuild it first (a few minutes cold): cd {ROOT} && bash hack/helm/build.sh"
-        if _cluster_required():
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return proc.stdout.strip().splitlines()[-1]
+    return built_tool(ROOT / "hack" / "helm" / "build.sh", "helm", "a few minutes cold")
 
 
 @pytest.fixture(scope="module")
@@ -325,12 +318,21 @@ def test_switches_turn_objects_off(helm: str, tmp_path: Path) -> None:
     assert c["image"] == f"ghcr.io/kueue-doctor/kueue-doctor@{digest}"
 
 
+def test_team_labels_reach_the_operators_flags(helm: str, tmp_path: Path) -> None:
+    c = container_of(template(helm, tmp_path, values={"metrics": {
+        "labelsFrom": ["team", "cost_center=example.com/cost-center"], "labelValues": 20}}))
+    assert c["args"][-3:] == ["--metric-label-from=team", "--metric-label-from=cost_center=example.com/cost-center",
+                              "--metric-label-values=20"]
+    assert not any(a.startswith("--metric-label") for a in container_of(template(helm, tmp_path))["args"])
+
+
 @pytest.mark.parametrize(("values", "needle"), [
     ({"logFormat": "xml"}, "logFormat"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
     ({"replicaCount": 2}, "replicaCount"),
     ({"metrics": {"port": 0}}, "port"),
     ({"serviceMonitor": {"interval": "often"}}, "interval"),
+    ({"metrics": {"labelsFrom": ["not a label"]}}, "labelsFrom"),
 ])
 def test_schema_rejects_bad_values(helm: str, tmp_path: Path, values: dict[str, Any], needle: str) -> None:
     proc = run_helm(helm, "template", "kd", str(CHART), values=values, tmp=tmp_path, check=False)

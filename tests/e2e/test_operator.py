@@ -111,17 +111,23 @@ def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
     return op
 
 
-@pytest.fixture(scope="module")
-def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+def run_operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str
+                 ) -> Iterator[Operator]:
+    """The operator with the manifests' ServiceAccount and `extra` flags, for a module's tests (a fixture body)."""
     if cluster.local is None:
         pytest.skip("the operator tests need the local control plane (token minting, audit log)")
     install_crd_and_rbac(cluster)
-    workdir = tmp_path_factory.mktemp("operator")
-    op = start_operator(token_kubeconfig(cluster, workdir), workdir)
+    workdir = tmp_path_factory.mktemp(name)
+    op = start_operator(token_kubeconfig(cluster, workdir), workdir, *extra)
     try:
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    yield from run_operator(cluster, tmp_path_factory, "operator")
 
 
 def adiag(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
@@ -251,14 +257,20 @@ def test_nothing_is_written_while_nothing_changes_and_never_to_watched_objects(
     assert touched == {("kueue-doctor.dev", "admissiondiagnoses")}, touched
 
 
-def test_explain_without_files_reads_the_live_cluster_once(
-        cluster: ClusterHandle, resources: kube.Resources, namespace: str) -> None:
-    api = cluster.api_client
+def job_too_big_for_its_queue(resources: kube.Resources, namespace: str, job: str = "big") -> str:
+    """A Job of 2 Pods in a ClusterQueue for 1, once Kueue has said so (QuotaReserved): its Workload's name."""
+    api = resources.api
     setup_queue(resources, namespace, 1)
-    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
-    wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
+    resources.create(Job(job, namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
+    wl_name: str = kube.wait_for_workload(api, namespace, job)["metadata"]["name"]
     kube.wait_for(lambda: kube.condition(kube.get(api, "Workload", wl_name, namespace), "QuotaReserved"),
                   timeout=30, message="Kueue's verdict")
+    return wl_name
+
+
+def test_explain_without_files_reads_the_live_cluster_once(
+        cluster: ClusterHandle, resources: kube.Resources, namespace: str) -> None:
+    wl_name = job_too_big_for_its_queue(resources, namespace)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
     out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "yaml"],
                          env=env, capture_output=True, text=True, timeout=120, check=True)

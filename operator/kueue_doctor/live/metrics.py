@@ -24,6 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..kube.objects import parse_time
+from .team_labels import BoundedValues, parse_specs, raw_values
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -106,17 +107,41 @@ class Stats:
 class DiagnosisCollector(Collector):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.specs = parse_specs(runtime.options.metric_labels)  # --metric-label-from: custom_<label> per queue
+        self.custom = [s.metric_label for s in self.specs]
+        self.bounded = BoundedValues(self.specs, runtime.options.metric_label_values)
+
+    def team_values(self, verdicts: list[Verdict]) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Each Workload's custom label values, read now from the Workload (or owner), LocalQueue, ClusterQueue
+        the state holds, bounded to the capped set of values."""
+        if not self.specs:
+            return {}
+        state = self.runtime.state
+        raw = {}
+        for v in verdicts:
+            key = (v.namespace, v.name)
+            first = state.workloads.get(key) or state.owner_for_workload_name(key)
+            raw[key] = raw_values(self.specs, [first, state.local_queues.get((v.namespace, v.local_queue)),
+                                               state.cluster_queues.get(v.cluster_queue)])
+        self.bounded.refresh(raw.values())
+        return {k: self.bounded.bounded(vals) for k, vals in raw.items()}
 
     def collect(self) -> Iterator[Metric]:
         rt = self.runtime
         verdicts = list(rt.verdicts.values())
+        team = self.team_values(verdicts)
+        none: tuple[str, ...] = ()
+
+        def custom(v: Verdict) -> tuple[str, ...]:
+            return team.get((v.namespace, v.name), none)
+
         by_verdict = GaugeMetricFamily(
             "kueue_doctor_workloads",
             "Workloads per verdict: stage (Admission = Kueue has not admitted it; Scheduling = admitted, Pods not "
             "running), reason (see docs/verdicts.md) and ClusterQueue. Complete: every Workload is counted.",
-            labels=["cluster_queue", "stage", "reason"])
-        for (cq, stage, reason), n in sorted(Counter((v.cluster_queue, v.stage, v.reason) for v in verdicts).items()):
-            by_verdict.add_metric([cq, stage, reason], n)
+            labels=["cluster_queue", "stage", "reason", *self.custom])
+        for labels, n in sorted(Counter((v.cluster_queue, v.stage, v.reason, *custom(v)) for v in verdicts).items()):
+            by_verdict.add_metric(list(labels), n)
         yield by_verdict
 
         blocked = GaugeMetricFamily(
@@ -124,11 +149,11 @@ class DiagnosisCollector(Collector):
             "One cause, named once: Workloads not Running or Finished per ClusterQueue, reason, cause and who must "
             "act, e.g. 37 Workloads of ClusterQueue ci QueueMisconfigured/ResourceNotCovered. `kueue-doctor explain "
             "--by-queue` names the object to fix. Complete, never capped.",
-            labels=["cluster_queue", "reason", "cause", "action_by"])
-        for (cq, reason, cause, who), n in sorted(Counter(
-                (v.cluster_queue, v.reason, v.cause, v.action_by) for v in verdicts
+            labels=["cluster_queue", "reason", "cause", "action_by", *self.custom])
+        for labels, n in sorted(Counter(
+                (v.cluster_queue, v.reason, v.cause, v.action_by, *custom(v)) for v in verdicts
                 if v.stage in WAITING_STAGES).items()):
-            blocked.add_metric([cq, reason, cause, who], n)
+            blocked.add_metric(list(labels), n)
         yield blocked
 
         spent = HistogramMetricFamily(
@@ -151,10 +176,10 @@ class DiagnosisCollector(Collector):
             "Workloads waiting longer than the pending limit their owner, LocalQueue or ClusterQueue declares "
             "(annotation kueue-doctor.dev/max-pending), per namespace and queue. Complete. kubectl get adiag -n "
             "<namespace> -o yaml shows status.pendingLimit.",
-            labels=["workload_namespace", "local_queue", "cluster_queue"])
-        for (ns, lq, cq), n in sorted(Counter((v.namespace, v.local_queue, v.cluster_queue) for v in verdicts
-                                              if v.limit_exceeded and v.stage in WAITING_STAGES).items()):
-            over.add_metric([ns, lq, cq], n)
+            labels=["workload_namespace", "local_queue", "cluster_queue", *self.custom])
+        for labels, n in sorted(Counter((v.namespace, v.local_queue, v.cluster_queue, *custom(v)) for v in verdicts
+                                        if v.limit_exceeded and v.stage in WAITING_STAGES).items()):
+            over.add_metric(list(labels), n)
         yield over
 
         oldest = GaugeMetricFamily(
@@ -162,11 +187,11 @@ class DiagnosisCollector(Collector):
             "Unix time since when the longest-waiting Workload of this LocalQueue, ClusterQueue and reason has been "
             "in that reason (Workloads not Running or Finished); action_by says who must act (ClusterAdmin, "
             "QueueAdmin, WorkloadOwner, Nobody). Alert on time() - this. Complete, never capped.",
-            labels=["workload_namespace", "local_queue", "cluster_queue", "reason", "action_by"])
+            labels=["workload_namespace", "local_queue", "cluster_queue", "reason", "action_by", *self.custom])
         waiting = [v for v in verdicts if v.stage in WAITING_STAGES and v.since is not None]
-        first: dict[tuple[str, str, str, str, str], float] = {}
+        first: dict[tuple[str, ...], float] = {}
         for v in waiting:
-            k = (v.namespace, v.local_queue, v.cluster_queue, v.reason, v.action_by)
+            k = (v.namespace, v.local_queue, v.cluster_queue, v.reason, v.action_by, *custom(v))
             if v.since is not None and (k not in first or v.since < first[k]):
                 first[k] = v.since
         for k, ts in sorted(first.items()):
@@ -177,12 +202,13 @@ class DiagnosisCollector(Collector):
             "kueue_doctor_workload_waiting_since_timestamp_seconds",
             "Unix time since when this Workload has been in its current reason, for drill-down. Only the oldest "
             "--max-workload-series Workloads are exported; kueue_doctor_workload_series_dropped counts the rest.",
-            labels=["workload_namespace", "workload", "local_queue", "cluster_queue", "reason", "action_by"])
+            labels=["workload_namespace", "workload", "local_queue", "cluster_queue", "reason", "action_by",
+                    *self.custom])
         waiting.sort(key=lambda v: (v.since or 0.0, v.namespace, v.name))
         cap = max(rt.options.max_workload_series, 0)
         for v in waiting[:cap]:
-            per_wl.add_metric([v.namespace, v.name, v.local_queue, v.cluster_queue, v.reason, v.action_by],
-                              v.since or 0.0)
+            per_wl.add_metric([v.namespace, v.name, v.local_queue, v.cluster_queue, v.reason, v.action_by,
+                               *custom(v)], v.since or 0.0)
         yield per_wl
         yield GaugeMetricFamily(
             "kueue_doctor_workload_series_dropped",

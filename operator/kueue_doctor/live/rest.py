@@ -39,6 +39,22 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> An
     return client.ApiClient()
 
 
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace of the kubeconfig context (the current one unless named), "default" when it sets none, as
+    kubectl reads it; "default" too when no kubeconfig can be read (the LIST then says what is wrong)."""
+    import os
+
+    from kubernetes.config import kube_config
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+    except Exception:  # no file, bad YAML, no contexts
+        return "default"
+    chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else current
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 

@@ -23,6 +23,7 @@ from .metrics import Stats, Verdict
 from .orphans import Orphans, list_diagnoses
 from .publisher import Publisher
 from .snapshot import list_all
+from .team_labels import DEFAULT_LABEL_VALUES
 
 log = logging.getLogger("kueue_doctor.runtime")
 
@@ -36,6 +37,8 @@ class Options:
     max_workload_series: int = 2000
     writes_per_second: float = 100.0
     kueue_namespace: str = "kueue-system"  # where Kueue's ConfigMap and Deployment are read
+    metric_labels: list[str] = field(default_factory=list)  # --metric-label-from (team_labels.py)
+    metric_label_values: int = DEFAULT_LABEL_VALUES  # distinct values per custom_ label (team_labels.py)
 
 
 class Runtime:
