@@ -104,6 +104,26 @@ def _pending_limit(st: Mapping[str, Any], now: datetime) -> list[str]:
     return _fields(pairs, INDENT)
 
 
+def _position(st: Mapping[str, Any]) -> list[str]:
+    pos = st.get("queuePosition")
+    if not pos:
+        return []
+    return [f"{INDENT}{pos.get('position')} of {pos.get('pending')} pending in ClusterQueue {st.get('clusterQueue')}: "
+            f"{pos.get('higherPriority')} ahead by priority, {pos.get('samePriorityEarlier')} of the same priority "
+            f"queued earlier ({str(pos.get('source') or 'Computed').lower()}, in Kueue's order)"]
+
+
+def _history(st: Mapping[str, Any]) -> list[str]:
+    rows = [[t.get("stage"), t.get("reason") or "-", "-", f"{t.get('entries')} earlier, folded",
+             format_duration(int(t.get("seconds") or 0), precise=True)] for t in st.get("historyFolded") or []]
+    for e in st.get("history") or []:
+        start, end = parse_time(e.get("since")), parse_time(e.get("until"))
+        took = format_duration(end - start, precise=True) if start is not None and end is not None else "-"
+        rows.append([e.get("stage"), e.get("reason") or "-", e.get("cause") or "-",
+                     f"{e.get('since')}{' (rebuilt)' if e.get('rebuilt') else ''}", took])
+    return _table(["STAGE", "REASON", "CAUSE", "SINCE", "TOOK"], rows) if rows else []
+
+
 def _events(diagnosis: Mapping[str, Any], state: ClusterState, now: datetime) -> list[str]:
     if not state.knows("Event"):
         return [f"{INDENT}<not read: the input has no Events (kubectl get events -A -o yaml)>"]
@@ -169,6 +189,8 @@ def describe_one(d: Mapping[str, Any], state: ClusterState, now: datetime) -> st
         ("Last Eviction", lambda: _eviction(st)),
         ("Remedies", lambda: _remedies(st)),
         ("Pending Limit", lambda: _pending_limit(st, now)),
+        ("Queue Position", lambda: _position(st)),
+        ("History", lambda: _history(st)),
         ("Evidence", lambda: _table(["OBJECT", "FIELD", "REASON", "TIME", "MESSAGE"], (
             [f"{e.get('kind')}/{e.get('name')}", e.get("field"), e.get("reason"), e.get("time"),
              " ".join(str(e.get("message") or "").split())] for e in st.get("evidence") or []))),

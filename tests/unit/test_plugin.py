@@ -108,7 +108,7 @@ def test_describe_reads_top_to_bottom_verdict_numbers_remedies_evidence_events()
     text = out.getvalue()
     titles = [ln.rstrip(":") for ln in text.splitlines() if ln and not ln.startswith(" ") and ln.endswith(":")]
     assert titles == ["Verdict", "Quota", "Admission Checks", "Pods", "Blocked By", "Last Eviction", "Remedies",
-                      "Pending Limit", "Evidence", "Hints", "Events"]
+                      "Pending Limit", "Queue Position", "History", "Evidence", "Hints", "Events"]
     assert "Owner:        Job/trainer" in text and "ClusterQueue: cq" in text
     assert "  Reason:    ExceedsMaxQuota" in text and "  Action by: QueueAdmin" in text
     assert "  For:       60m (since 2026-11-30T09:00:00Z)" in text
