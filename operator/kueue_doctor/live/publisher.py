@@ -103,7 +103,7 @@ def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> 
 
 def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
     """Continue the stored history (the engine's is rebuilt from Kueue's timestamps, for a first sight)."""
-    if prev is not None and prev.history and "history" in new["status"]:
+    if prev is not None and prev.history:
         history.carry(prev.history, prev.folded, new["status"])
         history.conclude(new["status"])
     return new
