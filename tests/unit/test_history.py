@@ -172,3 +172,22 @@ def test_publisher_keeps_the_engines_rebuilt_history_for_a_first_sight() -> None
                                      "status": {**entry_of("Finished", "Finished", "2026-11-30T11:00:00Z"),
                                                 "history": []}}, prev, observed), prev)
     assert [e.get("reason") for e in later["status"]["history"]] == [None, "Running", "Finished"]
+
+
+def test_a_deleted_diagnosis_is_restored_with_its_since_and_history() -> None:
+    objs = [o for o in objects() if o["metadata"]["name"] != "job-wait-00002"]
+    rt, api = started(objs)
+    asyncio.run(rt.loop.run_once())
+    first = copy.deepcopy(api.applies()[-1].body)
+    rt.inbox.observe("MODIFIED", running().condition(condition(
+        "Finished", "True", "Succeeded", "Job finished successfully", "2026-11-30T09:40:00Z")).resource_version(
+        "102").obj())
+    asyncio.run(rt.loop.run_once())
+    written = copy.deepcopy(api.applies()[-1].body)
+    assert [e.get("reason") for e in written["status"]["history"]][-2:] == [first["status"]["reason"], "Finished"]
+    rt.inbox.observe("DELETED", {**written, "metadata": {**written["metadata"], "resourceVersion": "400"}})
+    asyncio.run(rt.loop.run_once())
+    restored = api.applies()[-1].body
+    assert len(api.applies()) == 3
+    assert restored["status"]["history"] == written["status"]["history"]
+    assert restored["status"]["since"] == written["status"]["since"]

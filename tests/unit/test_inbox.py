@@ -133,4 +133,4 @@ def test_a_deleted_or_edited_diagnosis_marks_its_workload_for_restoring_our_echo
     assert box.take() == {WAITING}
     box.observe("DELETED", copy.deepcopy(ours))
     box.drain()
-    assert box.take() == {WAITING} and WAITING not in box.publisher.records
+    assert box.take() == {WAITING} and box.publisher.absent(WAITING)  # to restore, with its since and history

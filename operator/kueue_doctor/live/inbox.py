@@ -127,7 +127,7 @@ class Inbox:
         key = (namespace(obj) or "", name(obj) or "")
         if etype == "DELETED":
             if self.state.diagnosable(key):
-                self.publisher.forget(key)
+                self.publisher.lost(key)  # since and history are kept for the restore
                 self._dirty.add(key)  # restored on the next pass, after the Workload is checked to exist
             return
         if self.publisher.observed(obj) and self.state.diagnosable(key):

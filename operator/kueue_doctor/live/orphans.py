@@ -135,7 +135,7 @@ class Orphans:
         GET shows its Workload exists and is not being deleted; the others are dropped and returned.
         """
         dropped: set[Key] = set()
-        for key in [k for k in keys if k in self.state.workloads and k not in self.publisher.records]:
+        for key in [k for k in keys if k in self.state.workloads and self.publisher.absent(k)]:
             if key in self.verdicts:  # seen alive by us; only a restore after deletion needs the check
                 wl = await self._get_workload(key)
                 if wl is None or deleting(wl):

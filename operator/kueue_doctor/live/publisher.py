@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +72,7 @@ class Record:
     written_at: float | None  # monotonic time of our last write; None: found at start-up
     history: list[Any] = field(default_factory=list)  # status.history as stored: continued by the next verdict
     folded: list[Any] = field(default_factory=list)
+    absent: bool = False  # someone deleted it: restored (with since and history) once its Workload is confirmed
 
 
 def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
@@ -235,6 +236,18 @@ class Publisher:
             self.records[key] = unsure(prev)  # the next pass re-applies our version
             return True
         return False
+
+    def lost(self, key: Key) -> None:
+        """Our diagnosis was deleted by someone else: what it said is kept for its restore."""
+        prev = self.records.get(key)
+        if prev is not None:
+            self.records[key] = replace(unsure(prev), absent=True)
+        self.deferred.pop(key, None)
+
+    def absent(self, key: Key) -> bool:
+        """Not in the cluster as far as we know: never written, or deleted by someone else."""
+        prev = self.records.get(key)
+        return prev is None or prev.absent
 
     def forget(self, key: Key) -> None:
         self.records.pop(key, None)
