@@ -109,6 +109,10 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
                     help="re-list Workloads and diagnoses to repair watch gaps (default 300)")
     rn.add_argument("--max-writes-per-second", type=float, default=100.0, metavar="N",
                     help="cap on AdmissionDiagnosis writes, to spare the apiserver on a first install (default 100)")
+    rn.add_argument("--max-refresh-writes-per-second", type=float, default=10.0, metavar="N",
+                    help="budget, across all diagnoses, for rewrites that only refresh numbers of an unchanged verdict "
+                    "(every admission changes the usage numbers of every waiting Workload); verdict changes are "
+                    "never held back by it; 0: no budget (default 10)")
     rn.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
                     help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
                     "are read there (default kueue-system)")
@@ -170,7 +174,9 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
                           resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
-                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace,
+                          writes_per_second=args.max_writes_per_second,
+                          refresh_writes_per_second=args.max_refresh_writes_per_second,
+                          kueue_namespace=args.kueue_namespace,
                           metric_labels=args.metric_labels, metric_label_values=args.metric_label_values)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose)

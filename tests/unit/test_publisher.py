@@ -50,3 +50,25 @@ def test_since_is_kept_while_the_reason_holds_and_moves_when_it_changes() -> Non
     # a new reason with a newer Kueue timestamp (e.g. Evicted just now): Kueue's time is more exact
     evicted = with_since(diag(reason="Preempted", since="2026-11-30T09:59:30Z"), prev, observed)
     assert evicted["status"]["since"] == "2026-11-30T09:59:30Z"
+
+
+def test_numbers_only_refreshes_share_a_budget_and_never_hold_back_a_verdict_change() -> None:
+    """Each admission changes the usage numbers of every waiting Workload: 100 refreshes due at once go out
+    at the budget's pace, while a verdict change among them is written at once."""
+    from kueue_doctor.live.publisher import Publisher
+
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+    def named(n: int, **kw: Any) -> dict[str, Any]:
+        d = diag(**kw)
+        d["metadata"]["name"] = f"w{n}"
+        return d
+
+    pub = Publisher(api=None, refresh_interval=60, refresh_writes_per_second=10)
+    pub.seed([named(n) for n in range(100)])  # found at start-up: written_at unknown, due for a refresh
+    changed = [named(n, message="Needs 2 more cpu") for n in range(99)] + [named(99, reason="ExceedsMaxQuota")]
+    first = pub.prepare(changed, observed)
+    names = [k[1] for k, _ in first]
+    assert "w99" in names and len(first) <= 11  # the verdict change, and one second's budget of refreshes
+    assert len(pub.deferred) == 100 - len(first)
+    assert pub.next_due() is not None

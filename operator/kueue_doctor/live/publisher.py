@@ -110,6 +110,11 @@ def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
     return new
 
 
+def _refresh_only(prev: Record | None, new: Mapping[str, Any]) -> bool:
+    """A write that only refreshes numbers or evidence of a verdict the cluster already shows."""
+    return prev is not None and bool(prev.digest) and prev.verdict == verdict_of(new)
+
+
 @dataclass(frozen=True)
 class Decision:
     write: bool
@@ -129,7 +134,8 @@ def decide(prev: Record | None, new: Mapping[str, Any], now: float, refresh: flo
 
 class Publisher:
     def __init__(self, api: Any, refresh_interval: float = 60.0, concurrency: int = 8,
-                 writes_per_second: float = 50.0, on_write: Callable[[str], None] | None = None) -> None:
+                 writes_per_second: float = 50.0, on_write: Callable[[str], None] | None = None,
+                 refresh_writes_per_second: float = 0.0) -> None:
         self.api = api
         self.refresh = refresh_interval
         self.records: dict[Key, Record] = {}
@@ -140,6 +146,24 @@ class Publisher:
         self._on_write = on_write or (lambda result: None)
         self.paused = False  # the CRD is missing: compute, do not write
         self._failed: set[Key] = set()
+        # numbers-only refreshes share a budget (a token bucket): when every admission changes the usage
+        # numbers of every waiting Workload, they are rewritten in turn, not all at each refresh interval
+        self._refresh_rate = refresh_writes_per_second
+        self._tokens = max(1.0, refresh_writes_per_second)
+        self._tokens_at = time.monotonic()
+
+    def _refresh_token(self, now: float) -> bool:
+        if self._refresh_rate <= 0:
+            return True
+        self._tokens = min(max(1.0, self._refresh_rate), self._tokens + (now - self._tokens_at) * self._refresh_rate)
+        self._tokens_at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def _refresh_wait(self) -> float:
+        return (1.0 - self._tokens) / self._refresh_rate
 
     # ----- start-up -----
     def seed(self, existing: list[dict[str, Any]]) -> None:
@@ -164,15 +188,21 @@ class Publisher:
             prev = self.records.get(key)
             new = with_history(with_since(new, prev, observed), prev)
             decision = decide(prev, new, now, self.refresh)
-            if decision.write:
+            if decision.write and _refresh_only(prev, new) and not self._refresh_token(now):
+                self.deferred[key] = (now + self._refresh_wait(), new)  # its turn comes within the budget
+            elif decision.write:
                 self.deferred.pop(key, None)
                 writes.append((key, new))
             elif decision.due is not None:
                 self.deferred[key] = (decision.due, new)
             else:
                 self.deferred.pop(key, None)
+        written = {k for k, _ in writes}
         for key, (due, obj) in list(self.deferred.items()):
-            if due <= now and all(k != key for k, _ in writes):
+            if due <= now and key not in written:
+                if not self._refresh_token(now):
+                    self.deferred[key] = (now + self._refresh_wait(), obj)
+                    continue
                 del self.deferred[key]
                 writes.append((key, obj))
         if self.paused:
