@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 from enum import IntEnum
+from functools import lru_cache
 from itertools import product
 from typing import Any
 
@@ -124,17 +125,27 @@ def _fitting_placement(ctx: Context, failures: list[FlavorFailure], resource: st
             top = parse(f.maximum)
             if top is not None:
                 maxima[f.flavor] = top
-    needs = [(ps, v) for ps, v in ((ps, r.get(resource)) for ps, r in ctx.requests.items()) if v is not None and v > 0]
+    needs = tuple((ps, v) for ps, v in ((ps, r.get(resource)) for ps, r in ctx.requests.items())
+                  if v is not None and v > 0)
+    found = _placement_search(tuple(flavors), tuple(sorted(maxima.items())), needs)
+    return dict(found) if found is not None else None
+
+
+@lru_cache(maxsize=1024)
+def _placement_search(flavors: tuple[str, ...], maxima: tuple[tuple[str, Decimal], ...],
+                      needs: tuple[tuple[str, Decimal], ...]) -> tuple[tuple[str, str], ...] | None:
+    """The search of `_fitting_placement`, once per shape: Workloads of a queue repeat the same few."""
     if len(flavors) < 2 or not needs:
         return None
     if len(flavors) ** len(needs) > 4096:
-        return {}  # too many to try: not provably never
+        return ()  # too many to try: not provably never
+    limit = dict(maxima)
     for choice in product(flavors, repeat=len(needs)):
         used: dict[str, Decimal] = {}
         for flavor, (_, need) in zip(choice, needs, strict=True):
             used[flavor] = used.get(flavor, Decimal(0)) + need
-        if all(total <= maxima.get(fl, total) for fl, total in used.items()):
-            return {ps: flavor for flavor, (ps, _) in zip(choice, needs, strict=True)}
+        if all(total <= limit.get(fl, total) for fl, total in used.items()):
+            return tuple((ps, flavor) for flavor, (ps, _) in zip(choice, needs, strict=True))
     return None
 
 

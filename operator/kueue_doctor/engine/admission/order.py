@@ -15,7 +15,7 @@ from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, 
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from ..context import Context
-from ..messages import Template
+from ..messages import FailureKind, Template
 from ..rules import Finding, Phase, pairs, rule
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
@@ -128,6 +128,8 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
 # Workload heads the queue, since Kueue evaluates nothing behind the head. A "never" (ExceedsMaxQuota, a flavor
 # that does not match) stays true whoever heads the queue, and keeps its own verdict.
 _STALE_BEHIND_HEAD = frozenset({Reason.WAITING_FOR_QUOTA, Reason.WAITING_FOR_PREEMPTION})
+_NOT_NOW = frozenset({Template.NO_LONGER_FITS, Template.OVERLAPPING_PREEMPTION_TARGETS,
+                      Template.OVERLAPPING_PREEMPTION_WILL_FIT})
 
 
 @rule(Phase.PENDING, pairs(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD))
@@ -137,14 +139,20 @@ def behind_queue_head(ctx: Context) -> Finding | None:
     if ctx.cond("QuotaReserved") is None or ctx.cq is None or \
             s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
         return None
+    p = ctx.qr_parsed
+    not_now = p.template in _NOT_NOW or (p.template == Template.FLAVOR_ASSIGNMENT and (
+        p.pending_preemptions or all(f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA for f in p.failures)))
+    if not not_now and p.template != Template.FLAVOR_ASSIGNMENT:
+        return None  # a queue, a check, an error: its own verdict stays
     head = queue_head(ctx)
     if head is None:
         return None
-    from .kueue_message import from_kueue_message  # the message's own verdict, to tell "not now" from "never"
+    if not not_now:  # mixed flavor reasons: the message's own verdict tells "not now" from "never"
+        from .kueue_message import from_kueue_message
 
-    own = from_kueue_message.check(ctx)
-    if own is None or own.reason not in _STALE_BEHIND_HEAD:
-        return None
+        own = from_kueue_message.check(ctx)
+        if own is None or own.reason not in _STALE_BEHIND_HEAD:
+            return None
     hns, hname, huid = head
     since = ctx.cond_time("QuotaReserved")
     head_wl = ctx.state.workloads.get((hns, hname))

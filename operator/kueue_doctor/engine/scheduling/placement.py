@@ -199,17 +199,45 @@ def _fmt(resource: str, value: Decimal) -> str:
     return quota.fmt(resource, value) or str(value)
 
 
+@dataclass
+class _Funnels:
+    """Funnels by Pod shape, for one Node version and clock: the Pods of a Job (and most Jobs of a queue) share
+    their selector, tolerations and requests, so one walk over the Nodes serves them all."""
+
+    version: Any = None
+    nodes: list[Node] = field(default_factory=list)
+    by_shape: dict[str, Funnel] = field(default_factory=dict)
+
+
+FUNNELS: Derived[_Funnels] = Derived("node funnel per Pod shape", lambda _: _Funnels())
+
+
 def funnel(ctx: Context, pc: PodConstraints) -> Funnel | None:
     """The node funnel for one Pod's constraints; None without Nodes in the input."""
     if not ctx.state.knows("Node") or not ctx.state.nodes:
         return None
-    nodes = sorted(ctx.state.nodes.values(), key=lambda n: name(n) or "")
+    memo = ctx.state.derived(FUNNELS)
+    version = (ctx.state.nodes_version, len(ctx.state.nodes), ctx.now)
+    if memo.version != version:
+        memo.version, memo.by_shape = version, {}
+        memo.nodes = sorted(ctx.state.nodes.values(), key=lambda n: name(n) or "")
+    shape = repr((sorted(pc.node_selector.items()), pc.terms, pc.tolerations, sorted(pc.requests.items())))
+    found = memo.by_shape.get(shape)
+    if found is None:
+        found = memo.by_shape[shape] = _funnel(ctx, pc, memo.nodes)
+    return found
+
+
+def _funnel(ctx: Context, pc: PodConstraints, nodes: list[Node]) -> Funnel:
     selected = [n for n in nodes if pc.selects(n)]
     counts: dict[str, int] = {}
+    tolerated = []
     for n in selected:
-        for t in pc.untolerated(n):
+        taints = pc.untolerated(n) if lst(spec(n).get("taints")) else []
+        for t in taints:
             counts[t] = counts.get(t, 0) + 1
-    tolerated = [n for n in selected if not pc.untolerated(n)]
+        if not taints:
+            tolerated.append(n)
     schedulable = [n for n in tolerated if not spec(n).get("unschedulable")]
     wanted = {r: v for r, v in pc.requests.items() if v > 0}
     largest: dict[str, tuple[Decimal, str]] = {}
