@@ -113,3 +113,55 @@ def test_job_node_selector_matches_no_node(cluster: ClusterHandle, resources: Re
     assert _steps(st) == {"Nodes": len(nodes), "NodeSelector": 0}, st["nodeMatches"]
     assert [(r["actionBy"], r["field"]) for r in st["remedies"]] == [
         ("WorkloadOwner", f"spec.template.spec.nodeSelector[{key}]")], st["remedies"]
+
+
+HOLD_FINALIZER = "kueue-doctor.test/hold"  # keeps the drained Pod readable: the Job controller drops its own at once
+
+
+def _release(api: Any, namespace: str, pod: str) -> None:
+    current = kube.get(api, "Pod", pod, namespace)
+    if current is not None:
+        kept = [f for f in current["metadata"].get("finalizers") or [] if f != HOLD_FINALIZER]
+        kube.patch(api, "Pod", pod, {"metadata": {"finalizers": kept}}, namespace)
+
+
+def test_drained_pod_is_history_while_its_replacement_is_unschedulable(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """kubectl drain: the node is cordoned and the running Pod evicted (DisruptionTarget, killed: Error 137); the
+    Job's replacement finds no node. The verdict is about the replacement; the old Error is history."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    node = _in_pool(_nodes(api), pool)[0]["metadata"]["name"]
+    _rf, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
+    resources.create(Job("drained", namespace).queue(lq).request("cpu", "1").manifest())
+    wait_for_workload(api, namespace, "drained", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    (old,) = kube.pods_of_job(api, namespace, "drained")
+    name = old["metadata"]["name"]
+    finalizers = [*(old["metadata"].get("finalizers") or []), HOLD_FINALIZER]
+    kube.patch(api, "Pod", name, {"metadata": {"finalizers": finalizers}}, namespace)
+    try:
+        kube.patch(api, "Node", node, {"spec": {"unschedulable": True}})  # the drain: cordon, then evict
+        kube.request_json(api, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                             {"apiVersion": "policy/v1", "kind": "Eviction",
+                              "metadata": {"name": name, "namespace": namespace}})
+        wait_for(lambda: _unschedulable_pod(api, namespace, "drained"), message="the replacement Unschedulable")
+        st = _wait_diagnosis(api, namespace, "drained", lambda s: s["reason"] == "PodsUnschedulable" and
+                             s.get("pods", {}).get("history"), what="PodsUnschedulable with the drained Pod as history")
+        drained = kube.get(api, "Pod", name, namespace)
+        assert drained is not None and drained["status"]["phase"] == "Failed", drained
+        assert any(c["type"] == "DisruptionTarget" and c["status"] == "True"
+                   for c in drained["status"]["conditions"]), drained["status"]
+        st, _ = _diagnosis(api, namespace, "drained", record="drained-pod-replaced",
+                           note="drain: old Pod Failed (DisruptionTarget), replacement on a cordoned pool")
+    finally:
+        _release(api, namespace, name)
+    assert _verdict(st)[:2] == ("Scheduling", "PodsUnschedulable"), st  # not ContainersNotStarting/PodsFailed
+    pods = st["pods"]
+    assert (pods["created"], pods["failed"]) == (1, 0), pods
+    assert pods["waiting"][0]["pod"] != name and pods["waiting"][0]["category"] == "Unschedulable", pods
+    (history,) = pods["history"]
+    assert (history["pod"], history["category"], history["reason"]) == (name, "Replaced", "Error"), history
+    assert any(e["kind"] == "Pod" and e["name"] == name and e["field"] == "status (replaced)"
+               for e in st["evidence"]), st["evidence"]
+    assert "replaced Pod(s) failed earlier" in st["message"], st["message"]

@@ -52,6 +52,9 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-unschedulable-insufficient-cpu": {
         "late": ("Scheduling", "PodsUnschedulable", "InsufficientResources", "ClusterAdmin"),
         "hog": ("Running", "Running", "PodsReady", "Nobody")},
+    # a drain: the evicted Pod's Error is history (status.pods.history), the verdict is its replacement's
+    "scenario-drained-pod-replaced": {
+        "drained": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
     "scenario-unschedulable-job-node-selector": {
         "picky": ("Scheduling", "PodsUnschedulable", "NodeSelectorMismatch", "WorkloadOwner")},
     "scenario-flavor-taint": {"picky": ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner")},
@@ -188,5 +191,8 @@ def test_recorded_scheduling_causes_keep_their_blocker_and_node_counts() -> None
     assert (late["blocker"]["kind"], late["blocker"]["name"], late["blocker"]["source"]) == (
         "Resource", "cpu", "Estimate"), late["blocker"]
     assert {s["constraint"]: s["nodes"] for s in late["nodeMatches"]}["Free"] == 0, late["nodeMatches"]
+    drained = _by_job(_load("scenario-drained-pod-replaced"))["drained"]
+    assert [h["category"] for h in drained["pods"]["history"]] == ["Replaced"], drained["pods"]
+    assert "DisruptionTarget EvictionByEvictionAPI" in drained["message"], drained["message"]
     picky = _by_job(_load("scenario-unschedulable-job-node-selector"))["picky"]
     assert picky["blocker"]["kind"] == "NodeSelector" and picky["remedies"][0]["actionBy"] == "WorkloadOwner", picky

@@ -348,7 +348,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                     name=blocker.reason[:200])
     constraint, reasons = decisive(failure)
     count = sum(r.count for r in reasons) if not failure.prefilter else failure.total
-    if nodes is not None and constraint in (Constraint.TAINT, Constraint.NODE_SELECTOR, Constraint.NODE_STATE):
+    if nodes is not None and constraint in (Constraint.TAINT, Constraint.NODE_SELECTOR):
         if not nodes.selected and (pc is not None and (pc.node_selector or pc.terms)):
             constraint = Constraint.NODE_SELECTOR
         elif not nodes.tolerated and nodes.selected:
@@ -372,7 +372,8 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         named = ", ".join(taints[:3]) or "a taint (kube-scheduler 1.34+ does not name it; see the nodes)"
         return make(Cause.UNTOLERATED_TAINT, action, "Taint",
                     f"{count} node(s) carry {named}, which the Pods do not tolerate"
-                    + (" (node health: not ready, unreachable or under pressure)" if health else ""),
+                    + (" (set by Kubernetes for the node's state: cordoned, not ready, unreachable or under "
+                       "pressure)" if health else ""),
                     name=", ".join(taints[:3]) or None, nodes=count,
                     source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=taints)
     if constraint == Constraint.RESOURCE:
@@ -391,7 +392,11 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                     + (": no PersistentVolume is bound or can be provisioned for it (StorageClass, provisioner)"
                        if storage else ": create the claim or fix its name in the Job"),
                     name=", ".join(claims) or None, nodes=count, short=claims)
-    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", failure.short(),
+    why = failure.short()
+    if constraint == Constraint.NODE_STATE:
+        why = (f"{count} node(s) the Pods could use are cordoned (spec.unschedulable: a drain?) or in an unknown "
+               f"state ({why}): uncordon them or add nodes")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", why,
                 name=reasons[0].text[:200], nodes=count)
 
 
