@@ -372,6 +372,23 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "FailedScheduling": {"who": CA, "do": "status.pods carries kube-scheduler's reasons with counts; add "
                              "nodes/capacity or fix the flavor's nodeLabels/taints (`kubectl get nodes -l "
                              "<labels>`)."},
+        "InsufficientResources": {"who": CA, "do": "status.blocker names the resource, the per-Pod request and "
+                                  "the most free on a usable node; status.nodeMatches counts the nodes per "
+                                  "constraint. Add or free nodes, or lower the request."},
+        "PodTooLarge": {"who": WO, "do": "Shrink the Pod below the largest usable node's allocatable "
+                        "(status.blocker.available), or ask for larger nodes: waiting never helps."},
+        "NodeSelectorMismatch": {"who": f"{CA} (flavor nodeLabels) / {WO} (the Job's own selector)",
+                                 "do": "status.blocker names the selector; label the nodes or fix the flavor's "
+                                 "nodeLabels or the Job's nodeSelector/affinity (`kubectl get nodes -L <key>`)."},
+        "UntoleratedTaint": {"who": f"{CA} / {WO}", "do": "status.blocker names the taint; add the toleration to the "
+                             "ResourceFlavor (spec.tolerations) or the Job, or remove the taint "
+                             "(`kubectl describe node`)."},
+        "VolumeNotBound": {"who": f"{WO} / {CA} (storage)", "do": "`kubectl get pvc -n <ns>`: create the claim "
+                           "named in status.blocker, or fix its StorageClass/provisioner."},
+        "VolumeNodeConflict": {"who": WO, "do": "The claim's volume lives in a zone or on nodes the Pods cannot "
+                               "use: recreate the claim where the flavor's nodes are, or pick another flavor."},
+        "PodPreemptionInProgress": {"who": NB, "do": "Nothing: kube-scheduler preempted Pods on the nominated node "
+                                    "and places this one when they are gone."},
         "NoSchedulingAttempt": {"who": CA, "do": "Check spec.schedulerName of the Pods and that this scheduler "
                                 "runs (`kubectl -n kube-system get pods`)."},
         "PodsFailed": {"who": WO, "do": "`kubectl logs <pod> -n <ns> --previous`; OOMKilled means raise memory."},
@@ -384,6 +401,8 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "CreateContainerError": {"who": WO, "do": "Read the runtime error in status.pods; often a bad command "
                                  "or mount."},
         "CrashLoopBackOff": {"who": WO, "do": "`kubectl logs <pod> -n <ns> --previous`."},
+        "OOMKilled": {"who": WO, "do": "Raise the container's memory limit (the message names it) or lower its "
+                      "memory use; `kubectl describe pod` shows Last State: OOMKilled."},
         "RunContainerError": {"who": WO, "do": "The command/entrypoint cannot start: fix the image or command."},
         "FailedMount": {"who": WO, "do": "Create the ConfigMap, Secret or PVC the volume names (`kubectl describe "
                         "pod <pod> -n <ns>` shows the FailedMount event); a CSI mount error is the ClusterAdmin's."},

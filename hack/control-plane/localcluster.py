@@ -781,7 +781,9 @@ class FakeKubelet(threading.Thread):
         status = {
             "phase": "Succeeded" if exit_code == 0 else "Failed",
             "startTime": started,
-            "conditions": self._conditions(False, now, reason="PodCompleted"),
+            # the kubelet keeps conditions it does not own (DisruptionTarget, set by an eviction or preemption)
+            "conditions": self._conditions(False, now, reason="PodCompleted") + [
+                c for c in pod.get("status", {}).get("conditions") or [] if c.get("type") == "DisruptionTarget"],
             "containerStatuses": [
                 {
                     "name": c["name"],

@@ -97,6 +97,8 @@ class QuotaLine(_Model):
         description="Where the amounts come from: Kueue (its message), Objects (queue specs and status), "
         "or Estimate (computed by kueue-doctor).",
     )
+    podSet: str | None = Field(default=None, description="The pod set this line is about, when Kueue named one "
+                               "(Workloads with several pod sets: a master and workers, a head and worker groups).")
 
 
 class AdmissionCheckState(_Model):
@@ -130,6 +132,9 @@ class Pods(_Model):
     summary: str = Field(description="One line, e.g. '7/8 Unschedulable: Insufficient nvidia.com/gpu; 1 "
                          "ImagePullBackOff'.")
     waiting: list[PodGroup] = Field(default_factory=list, description="Groups of blocked Pods, largest first.")
+    history: list[PodGroup] = Field(default_factory=list, description="Pods that failed and were replaced (evicted"
+                                    " by a drain: DisruptionTarget, or a newer Pod took their place): kept as "
+                                    "history, never the verdict.")
 
 
 class BlockedBy(_Model):
@@ -163,6 +168,46 @@ class Remedy(_Model):
     enough: str = Field(description="The value that would be enough.")
     exact: bool = Field(description="True when Kueue's own numbers say the change is enough; False for an estimate.")
     message: str = Field(description="The change in one sentence.")
+
+
+class Blocker(_Model):
+    """The one thing that blocks the Workload now, structured for scripts, the CLI and alerts."""
+
+    kind: str = Field(description="What blocks, one of: Resource (nodes lack free capacity), PodTooLarge (a Pod "
+                      "is larger than any usable node's allocatable), NodeSelector (node selector or required "
+                      "affinity matches no node), Taint (untolerated taint), Volume (claim missing or unbound), "
+                      "VolumeNodeAffinity (volume bound where no usable node is), Preemption (kube-scheduler "
+                      "waits for preempted Pods), Scheduler (another kube-scheduler reason), Quota (flavor quota), "
+                      "Flavor (no flavor matches the Pods), Topology (TAS placement or a delayed topology request), "
+                      "AdmissionCheck (a check, e.g. a ProvisioningRequest, not Ready for the flavor held), "
+                      "QueueHead (StrictFIFO).")
+    name: str | None = Field(default=None, description="The blocking resource (nvidia.com/gpu), selector "
+                             "(pool=spot), taint (key=value:Effect), claim, queue head (namespace/name) or reason.")
+    flavor: str | None = Field(default=None, description="The ResourceFlavor involved (assigned, or the one "
+                               "that fails).")
+    podSet: str | None = Field(default=None, description="The pod set blocked.")
+    requested: str | None = Field(default=None, description="What is asked: per Pod for node resources, per pod "
+                                  "set for quota.")
+    available: str | None = Field(default=None, description="The most a usable node offers (allocatable for "
+                                  "PodTooLarge, free otherwise), or the quota Kueue states.")
+    nodes: int | None = Field(default=None, description="Nodes rejected for this reason, by kube-scheduler's "
+                              "count.")
+    totalNodes: int | None = Field(default=None, description="Nodes kube-scheduler considered.")
+    source: str = Field(default="Scheduler", description="Where the numbers come from: Scheduler or Kueue (their "
+                        "messages), Nodes (the Node objects, exact), Estimate (free capacity from the Pods "
+                        "kueue-doctor sees).")
+
+
+class NodeMatch(_Model):
+    """One step of the node funnel: how many nodes pass each constraint of the Pods, in turn."""
+
+    constraint: str = Field(description="Nodes (all), NodeSelector, Taints, Schedulable (Ready, not cordoned), "
+                            "Allocatable (<resource>), Free (<resource>).")
+    value: str | None = Field(default=None, description="The constraint itself: the selector, the taints not "
+                              "tolerated, the per-Pod request.")
+    nodes: int = Field(description="Nodes that pass this step and every step before it.")
+    exact: bool = Field(description="True when computed from the Node objects alone; False for free capacity "
+                        "(Pods kueue-doctor does not see also use the nodes).")
 
 
 class PendingLimit(_Model):
@@ -261,6 +306,11 @@ class Status(_Model):
                                        description="Other Workloads this one waits for or was preempted by.")
     lastEviction: Eviction | None = Field(default=None, description="The latest eviction, kept after Kueue "
                                           "retries.")
+    blocker: Blocker | None = Field(default=None, description="The blocking resource or constraint, "
+                                    "structured (kind, name, flavor, numbers).")
+    nodeMatches: list[NodeMatch] = Field(default_factory=list, description="Pods kube-scheduler cannot place: "
+                                         "how many nodes pass each of their constraints, in turn (only when "
+                                         "Nodes are in the input).")
     remedies: list[Remedy] = Field(default_factory=list, description="The smallest changes that would let the "
                                    "Workload in, each with who can make it; exact when Kueue's numbers say so.")
     pendingLimit: PendingLimit | None = Field(default=None, description="The declared pending limit "

@@ -114,6 +114,13 @@ class Cause(StrEnum):
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
     FAILED_SCHEDULING = "FailedScheduling"
+    INSUFFICIENT_RESOURCES = "InsufficientResources"
+    POD_TOO_LARGE = "PodTooLarge"
+    NODE_SELECTOR_MISMATCH = "NodeSelectorMismatch"
+    UNTOLERATED_TAINT = "UntoleratedTaint"
+    VOLUME_NOT_BOUND = "VolumeNotBound"
+    VOLUME_NODE_CONFLICT = "VolumeNodeConflict"
+    POD_PREEMPTION_IN_PROGRESS = "PodPreemptionInProgress"
     NO_SCHEDULING_ATTEMPT = "NoSchedulingAttempt"
     PODS_FAILED = "PodsFailed"
     PODS_NOT_VISIBLE = "PodsNotVisible"
@@ -123,6 +130,7 @@ class Cause(StrEnum):
     CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
     CREATE_CONTAINER_ERROR = "CreateContainerError"
     CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+    OOM_KILLED = "OOMKilled"
     RUN_CONTAINER_ERROR = "RunContainerError"
     FAILED_MOUNT = "FailedMount"
     FAILED_ATTACH_VOLUME = "FailedAttachVolume"
@@ -368,7 +376,29 @@ CAUSES: dict[Cause, CauseInfo] = {
         "Pods carry scheduling gates (status.pods lists them); Kueue's own gates are removed by Kueue after "
         "admission, others by their controllers."),
     Cause.FAILED_SCHEDULING: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
-        "kube-scheduler cannot place the Pods; status.pods carries its reasons with counts."),
+        "kube-scheduler cannot place the Pods for a reason not split out above (pod affinity, topology spread, "
+        "ports, cordoned nodes, volume limits, DRA); status.pods carries its reasons with counts."),
+    Cause.INSUFFICIENT_RESOURCES: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
+        "The nodes the Pods may use (selector, affinity, taints passed) lack free capacity of a resource "
+        "(status.blocker names it with the numbers): Kueue's quota is larger than what the nodes have free."),
+    Cause.POD_TOO_LARGE: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.WORKLOAD_OWNER,
+        "One Pod requests more of a resource than any node it may use can allocate at all: waiting never "
+        "helps, the owner must shrink the Pod (or the admin add larger nodes)."),
+    Cause.NODE_SELECTOR_MISMATCH: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
+        "No node carries the labels the Pods' node selector or required node affinity ask for (the flavor's "
+        "nodeLabels included); status.blocker names the selector."),
+    Cause.UNTOLERATED_TAINT: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
+        "The nodes the Pods select carry a taint the Pods do not tolerate (status.blocker names it): add the "
+        "toleration to the ResourceFlavor or the Job, or remove the taint."),
+    Cause.VOLUME_NOT_BOUND: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.WORKLOAD_OWNER,
+        "A PersistentVolumeClaim of the Pods is missing, being deleted or unbound, or no PersistentVolume can "
+        "be found or provisioned for it (status.blocker names the claim)."),
+    Cause.VOLUME_NODE_CONFLICT: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.WORKLOAD_OWNER,
+        "The Pods' volumes are bound to PersistentVolumes whose node affinity or zone no usable node matches "
+        "(the volume lives where the flavor's nodes are not)."),
+    Cause.POD_PREEMPTION_IN_PROGRESS: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.NOBODY,
+        "kube-scheduler preempted lower-priority Pods on a node (status.nominatedNodeName) and waits for them "
+        "to terminate: transient, the Pod is placed once they are gone."),
     Cause.NO_SCHEDULING_ATTEMPT: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
         "No scheduler has evaluated the Pods (check spec.schedulerName and that scheduler)."),
     Cause.PODS_FAILED: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
@@ -387,6 +417,9 @@ CAUSES: dict[Cause, CauseInfo] = {
         "The container runtime cannot create a container."),
     Cause.CRASH_LOOP_BACKOFF: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
         "A container keeps crashing."),
+    Cause.OOM_KILLED: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
+        "A container used more memory than its limit and was killed (OOMKilled), then restarted or failed: "
+        "raise its memory limit or lower its use."),
     Cause.RUN_CONTAINER_ERROR: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
         "The container runtime cannot start a container."),
     Cause.FAILED_MOUNT: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,

@@ -348,7 +348,8 @@ def _unschedulable_pod(api: Any, namespace: str, job: str) -> dict[str, Any] | N
     return None
 
 
-def _assert_unschedulable(api: Any, namespace: str, job: str, rf: str, text: str, record: str) -> dict[str, Any]:
+def _assert_unschedulable(api: Any, namespace: str, job: str, rf: str, text: str, record: str,
+                          cause: str) -> dict[str, Any]:
     wait_for_workload(api, namespace, job, lambda w: condition_is(w, "Admitted"), what="Admitted=True")
     wait_for(lambda: _unschedulable_pod(api, namespace, job), message="PodScheduled=False/Unschedulable")
     st = _wait_diagnosis(
@@ -358,7 +359,7 @@ def _assert_unschedulable(api: Any, namespace: str, job: str, rf: str, text: str
         what=f"PodsUnschedulable with {text!r} in status.pods.waiting",
     )
     _diagnosis(api, namespace, job, record=record, note=f"admitted, kube-scheduler: {text}")
-    assert _verdict(st) == ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin"), st
+    assert _verdict(st) == ("Scheduling", "PodsUnschedulable", cause, "ClusterAdmin"), st
     assert st["flavors"] == [rf]
     waiting = st["pods"]["waiting"][0]
     assert re.match(r"0/\d+ nodes are available: ", waiting["message"]), waiting
@@ -374,8 +375,18 @@ def test_admitted_but_no_node_has_the_flavor_labels(
     rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, kube.unique_name("nowhere"))
     resources.create(Job("stranded", namespace).queue(lq).request("cpu", "1").manifest())
     st = _assert_unschedulable(api, namespace, "stranded", rf, "didn't match Pod's node affinity/selector",
-                               "unschedulable-node-labels")
-    assert "0 of" in st["message"] and "nodes match" in st["message"], st["message"]
+                               "unschedulable-node-labels", "NodeSelectorMismatch")
+    nodes = kube.list_objects(api, "Node")
+    labels = kube.get(api, "ResourceFlavor", rf)["spec"]["nodeLabels"]  # type: ignore[index]
+    selector = ",".join(f"{k}={v}" for k, v in labels.items())
+    # the flavor's nodeLabels match no node: the admin's to fix; kube-scheduler rejected every node for it
+    assert st["blocker"] == {"kind": "NodeSelector", "name": selector, "flavor": rf, "podSet": "main",
+                             "nodes": len(nodes), "totalNodes": len(nodes), "source": "Nodes"}, st["blocker"]
+    assert [(s["constraint"], s["nodes"]) for s in st["nodeMatches"]] == [("Nodes", len(nodes)),
+                                                                          ("NodeSelector", 0)], st["nodeMatches"]
+    assert f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}; 0 carry {selector}" in st["message"], st["message"]
+    assert [(r["actionBy"], r["kind"], r["name"]) for r in st["remedies"]] == [
+        ("ClusterAdmin", "ResourceFlavor", rf)], st["remedies"]
 
 
 def test_admitted_but_the_flavor_nodes_are_tainted(
@@ -386,10 +397,24 @@ def test_admitted_but_the_flavor_nodes_are_tainted(
     pool = _pool(resources, cpu="4", taints=[{"key": taint_key, "value": "gpu", "effect": "NoSchedule"}])
     rf, _, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
     resources.create(Job("untolerated", namespace).queue(lq).request("cpu", "1").manifest())
-    st = _assert_unschedulable(api, namespace, "untolerated", rf, "untolerated taint", "unschedulable-node-taint")
-    # kube-scheduler 1.36 no longer names the taint: "1 node(s) had untolerated taint(s)"
+    st = _assert_unschedulable(api, namespace, "untolerated", rf, "untolerated taint", "unschedulable-node-taint",
+                               "UntoleratedTaint")
+    # kube-scheduler 1.36 no longer names the taint: "1 node(s) had untolerated taint(s)"; the Nodes do
     assert "node(s) had untolerated taint" in st["pods"]["waiting"][0]["message"], st["pods"]
-    assert "1 of" in st["message"] and f"tainted {taint_key}=gpu:NoSchedule" in st["message"], st["message"]
+    taint = f"{taint_key}=gpu:NoSchedule"
+    nodes = kube.list_objects(api, "Node")
+    in_pool = [n for n in nodes if (n["metadata"].get("labels") or {}).get(POOL_LABEL) == pool]
+    assert len(in_pool) == 1 and in_pool[0]["spec"]["taints"][0]["key"] == taint_key, in_pool
+    assert st["blocker"] == {"kind": "Taint", "name": taint, "flavor": rf, "podSet": "main", "nodes": 1,
+                             "totalNodes": len(nodes), "source": "Nodes"}, st["blocker"]
+    assert [(s["constraint"], s["nodes"]) for s in st["nodeMatches"]] == [
+        ("Nodes", len(nodes)), ("NodeSelector", 1), ("Taints", 0)], st["nodeMatches"]
+    funnel = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}; 1 carry {POOL_LABEL}={pool}; 0 of those tolerate"
+    assert f"{funnel} {taint}" in st["message"], st["message"]
+    # the flavor steers the Pods there: its toleration first (the admin), then the Job's (the owner)
+    assert [(r["actionBy"], r["kind"], r["field"], r["enough"], r["exact"]) for r in st["remedies"]] == [
+        ("ClusterAdmin", "ResourceFlavor", "spec.tolerations", f"+ {taint}", False),
+        ("WorkloadOwner", "Job", "spec.template.spec.tolerations", f"+ {taint}", False)], st["remedies"]
 
 
 def test_flavor_taint_not_tolerated_is_refused_by_kueue(

@@ -97,7 +97,8 @@ def problems(scenario: dict[str, Any], status: dict[str, Any]) -> list[str]:
     for text in exp.get("message_contains", []):
         if text not in status["message"]:
             out.append(f"message lacks {text!r}: {status['message']!r}")
-    for key in ("quota", "blockedBy", "pods", "lastEviction", "admissionChecks"):
+    for key in ("quota", "blockedBy", "pods", "lastEviction", "admissionChecks", "blocker", "nodeMatches",
+                "remedies"):
         if key in exp:
             out += _partial(status.get(key), exp[key], key)
     return out

@@ -274,7 +274,9 @@ def test_unschedulable_pods_after_admission_are_a_scheduling_problem_with_schedu
     msg = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     pods = [trainer_pod(f"trainer-{n}", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj() for n in "ab"]
     st = verdict([*queue_setup(), j.obj(), wl.obj(), *pods], "job-trainer-5d4c3")
-    assert (st["stage"], st["reason"], st["cause"]) == ("Scheduling", "PodsUnschedulable", "FailedScheduling")
+    assert (st["stage"], st["reason"], st["cause"]) == ("Scheduling", "PodsUnschedulable", "InsufficientResources")
+    assert st["blocker"] == {"kind": "Resource", "name": "cpu", "flavor": "default-flavor", "podSet": "main",
+                             "nodes": 3, "totalNodes": 3}
     assert st["pods"]["expected"] == 2 and st["pods"]["scheduled"] == 0
     assert "Insufficient cpu" in st["pods"]["summary"]
     assert "evicts it at about 2026-11-30T09:30:05Z" not in st["message"]  # the deadline has passed at 10:00
@@ -289,8 +291,8 @@ def test_flavor_node_labels_matching_no_node_are_named() -> None:
             LocalQueue("user-queue", NS, "team-a-cq").obj(), Node("n1").label("pool", "cpu").obj(),
             Node("n2").label("pool", "cpu").obj(), j.obj(), wl.obj(), p]
     st = verdict(objs, "job-trainer-5d4c3")
-    assert st["reason"] == "PodsUnschedulable"
-    assert "pool=gpu-a100: 0 of 2 nodes match" in st["message"]
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("PodsUnschedulable", "NodeSelectorMismatch", "ClusterAdmin")
+    assert "Nodes: 2 nodes; 0 carry pool=gpu-a100." in st["message"]
 
 
 def test_a_node_labelled_later_is_counted_by_the_next_pass_on_the_same_state() -> None:
@@ -306,11 +308,11 @@ def test_a_node_labelled_later_is_counted_by_the_next_pass_on_the_same_state() -
         ResourceFlavor("default-flavor").node_labels({"pool": "gpu-a100"}).obj(), team_a_cq().obj(),
         LocalQueue("user-queue", NS, "team-a-cq").obj(), Node("n1").label("pool", "cpu").obj(),
         Node("n2").label("pool", "cpu").obj(), j.obj(), wl.obj(), p])
-    assert "0 of 2 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+    assert "2 nodes; 0 carry pool=gpu-a100." in diagnose(state, NOW)[0]["status"]["message"]
     state.upsert(Node("n2").label("pool", "gpu-a100").obj())
-    assert "1 of 2 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+    assert "2 nodes; 1 carry pool=gpu-a100;" in diagnose(state, NOW)[0]["status"]["message"]
     state.remove(Node("n2").obj())
-    assert "0 of 1 nodes match" in diagnose(state, NOW)[0]["status"]["message"]
+    assert "1 node; 0 carry pool=gpu-a100." in diagnose(state, NOW)[0]["status"]["message"]
 
 
 def test_image_pull_back_off_is_containers_not_starting_for_the_owner() -> None:

@@ -44,9 +44,19 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-borrowing-limit": {
         "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin")},
     "scenario-unschedulable-node-labels": {
-        "stranded": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
+        "stranded": ("Scheduling", "PodsUnschedulable", "NodeSelectorMismatch", "ClusterAdmin")},
     "scenario-unschedulable-node-taint": {
-        "untolerated": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
+        "untolerated": ("Scheduling", "PodsUnschedulable", "UntoleratedTaint", "ClusterAdmin")},
+    "scenario-unschedulable-pod-too-large": {
+        "whale": ("Scheduling", "PodsUnschedulable", "PodTooLarge", "WorkloadOwner")},
+    "scenario-unschedulable-insufficient-cpu": {
+        "late": ("Scheduling", "PodsUnschedulable", "InsufficientResources", "ClusterAdmin"),
+        "hog": ("Running", "Running", "PodsReady", "Nobody")},
+    # a drain: the evicted Pod's Error is history (status.pods.history), the verdict is its replacement's
+    "scenario-drained-pod-replaced": {
+        "drained": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
+    "scenario-unschedulable-job-node-selector": {
+        "picky": ("Scheduling", "PodsUnschedulable", "NodeSelectorMismatch", "WorkloadOwner")},
     "scenario-flavor-taint": {"picky": ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner")},
     # regression: a bound Pod the kubelet has not reported yet was PodsNotReady / WorkloadOwner
     "scenario-bound-not-started": {
@@ -166,4 +176,23 @@ def test_preemption_links_preemptor_and_victim() -> None:
 def test_kube_scheduler_136_taint_text_names_the_node_taint_from_the_nodes() -> None:
     st = _by_job(_load("scenario-unschedulable-node-taint"))["untolerated"]
     assert "node(s) had untolerated taint(s)" in st["pods"]["waiting"][0]["message"]
-    assert "tainted kueue-doctor.local/dedicated=gpu:NoSchedule" in st["message"], st["message"]
+    # kube-scheduler 1.36 does not name the taint; the Nodes in the snapshot do
+    assert "0 of those tolerate kueue-doctor.local/dedicated=gpu:NoSchedule" in st["message"], st["message"]
+    assert st["blocker"]["name"] == "kueue-doctor.local/dedicated=gpu:NoSchedule", st["blocker"]
+
+
+def test_recorded_scheduling_causes_keep_their_blocker_and_node_counts() -> None:
+    """The real kube-scheduler texts and Nodes, offline: what blocks, with the numbers, and the node funnel."""
+    whale = _by_job(_load("scenario-unschedulable-pod-too-large"))["whale"]
+    assert (whale["blocker"]["kind"], whale["blocker"]["requested"], whale["blocker"]["available"]) == (
+        "PodTooLarge", "3", "2"), whale["blocker"]
+    assert [s["constraint"] for s in whale["nodeMatches"]][-1] == "Allocatable", whale["nodeMatches"]
+    late = _by_job(_load("scenario-unschedulable-insufficient-cpu"))["late"]
+    assert (late["blocker"]["kind"], late["blocker"]["name"], late["blocker"]["source"]) == (
+        "Resource", "cpu", "Estimate"), late["blocker"]
+    assert {s["constraint"]: s["nodes"] for s in late["nodeMatches"]}["Free"] == 0, late["nodeMatches"]
+    drained = _by_job(_load("scenario-drained-pod-replaced"))["drained"]
+    assert [h["category"] for h in drained["pods"]["history"]] == ["Replaced"], drained["pods"]
+    assert "DisruptionTarget EvictionByEvictionAPI" in drained["message"], drained["message"]
+    picky = _by_job(_load("scenario-unschedulable-job-node-selector"))["picky"]
+    assert picky["blocker"]["kind"] == "NodeSelector" and picky["remedies"][0]["actionBy"] == "WorkloadOwner", picky

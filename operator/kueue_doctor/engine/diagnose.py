@@ -175,7 +175,14 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["pods"] = f.pods
     if f.blocked_by:
         status["blockedBy"] = f.blocked_by
-    if sections and f.quota:
+    blocker = f.blocker or (_check_blocker(ctx) if f.reason == Reason.WAITING_FOR_ADMISSION_CHECKS else None)
+    if blocker:
+        status["blocker"] = blocker
+        if "flavors" not in status and blocker.get("flavor"):
+            status["flavors"] = [blocker["flavor"]]
+    if f.node_matches:
+        status["nodeMatches"] = f.node_matches
+    if sections and (f.quota or f.blocker):
         ways_out = remedies(ctx, f)
         if ways_out:
             status["remedies"] = ways_out
@@ -206,6 +213,21 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         "spec": spec,
         "status": status,
     }
+
+
+def _check_blocker(ctx: Context) -> dict[str, Any] | None:
+    """Quota reserved, checks (a ProvisioningRequest) or a delayed topology pending: the flavor it holds."""
+    for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")):
+        psa = m(psa)
+        flavor = next((v for v in m(psa.get("flavors")).values() if isinstance(v, str)), None)
+        if psa.get("delayedTopologyRequest") == "Pending":
+            return {k: v for k, v in {"kind": "Topology", "flavor": flavor, "podSet": s(psa.get("name")),
+                                      "source": "Kueue"}.items() if v}
+        check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("state") != "Ready"), None)
+        if check is not None:
+            return {k: v for k, v in {"kind": "AdmissionCheck", "name": s(check.get("name")), "flavor": flavor,
+                                      "podSet": s(psa.get("name")), "source": "Kueue"}.items() if v}
+    return None
 
 
 def _admission_checks(ctx: Context) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ ORDER: tuple[Rule, ...] = (
     eviction.requeue_loop,
     eviction.recent_eviction,
     stalled.kueue_stalled,
+    order.behind_queue_head,
     kueue_message.from_kueue_message,
     order.not_yet_evaluated,
     kueue_message.unrecognized,

@@ -18,12 +18,20 @@ from ..kube.quantity import parse
 from ..vocabulary import ActionBy, Cause, Reason
 from . import quota
 from .context import Context
+from .messages import FailureKind
 from .rules import Finding
+from .scheduling.placement import Placement, taint_text
+from .scheduling.workload_pods import unschedulable_placement
 
 _QUOTA_FIELD = {Cause.BORROWING_LIMIT_REACHED: "borrowingLimit"}
 
 
 def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
+    if f.reason == Reason.PODS_UNSCHEDULABLE:
+        place = ctx.lazy(unschedulable_placement)
+        return placement_remedies(ctx, place) if place is not None else []
+    if f.cause == Cause.NO_MATCHING_FLAVOR:
+        return flavor_match_remedies(ctx, f)
     if f.reason == Reason.WAITING_FOR_QUOTA:
         return [r for q in f.quota if (r := _freed_remedy(ctx, q)) is not None]
     if f.reason != Reason.EXCEEDS_MAX_QUOTA or not f.quota:
@@ -128,3 +136,177 @@ def _counts(ctx: Context) -> dict[str, int]:
         count = m(ps).get("count")
         out[s(m(ps).get("name")) or "main"] = count if isinstance(count, int) else 1
     return out
+
+
+# ---- PodsUnschedulable: the node funnel, and what would let more nodes through ------------------------------
+
+
+def _template(ctx: Context) -> tuple[str, str, str, str | None]:
+    """(kind, name, path of the Pod spec, namespace) of the object whose Pod template the owner changes."""
+    owner = ctx.owner
+    if owner is not None and s(owner.get("kind")) == "Job":
+        return "Job", name(owner) or "", "spec.template.spec", ctx.ns
+    ref = ctx.owner_ref
+    kind = s(ref.get("kind")) if ref else None
+    path = "spec.template.spec" if kind == "Job" else "the Pod template's spec"
+    return kind or "Workload", (s(ref.get("name")) if ref else None) or ctx.name, path, ctx.ns
+
+
+def _remedy(who: ActionBy, kind: str, obj: str, ns: str | None, path: str, now: str, enough: str, message: str,
+            exact: bool = False) -> dict[str, Any]:
+    out = {"actionBy": who.value, "kind": kind, "name": obj, "field": path, "now": now, "enough": enough,
+           "exact": exact, "message": message}
+    if ns:
+        out["namespace"] = ns
+    return out
+
+
+def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
+    """The changes that let more nodes pass, each with the node counts behind it. Never exact: kube-scheduler's
+    own numbers stop at the first constraint a node fails, so nothing says the next ones pass."""
+    kind, obj, pod_path, ns = _template(ctx)
+    funnel = f" Nodes now: {p.funnel.line()}." if p.funnel is not None else ""
+    not_sure = " Not a promise that the Pods then fit: the later constraints are checked only then."
+    out: list[dict[str, Any]] = []
+    if p.cause == Cause.UNTOLERATED_TAINT and p.short:
+        for taint in p.short[:2]:
+            tol = _toleration(taint)
+            passing = _nodes_tolerating(p, taint)
+            then = f" then {passing} node(s) pass the taints" if passing is not None else ""
+            if p.flavor and p.flavor_steers and not taint.startswith("node.kubernetes.io/"):
+                out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", p.flavor, None, "spec.tolerations",
+                                   _tolerations_now(ctx.state.flavors.get(p.flavor)), f"+ {tol}",
+                                   f"Add the toleration {tol} to ResourceFlavor {p.flavor} (Kueue adds it to the "
+                                   f"Pods it admits in that flavor):{then}.{funnel}{not_sure}"))
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.tolerations",
+                               _tolerations_now(p.pod), f"+ {tol}",
+                               f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj}:{then}.{funnel}{not_sure}"))
+    elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.constraints is not None:
+        out.extend(_selector_remedies(ctx, p, kind, obj, pod_path, ns, funnel, not_sure))
+    elif p.cause in (Cause.POD_TOO_LARGE, Cause.INSUFFICIENT_RESOURCES) and p.resource and p.constraints is not None:
+        r = p.resource
+        need = p.constraints.requests.get(r)
+        most = (p.funnel.largest if p.cause == Cause.POD_TOO_LARGE else p.funnel.most_free).get(r) \
+            if p.funnel is not None else None
+        if need is not None and most is not None and most[0] > 0 and r != "pods":
+            cap, node = most
+            what = "allocatable" if p.cause == Cause.POD_TOO_LARGE else "free now (an estimate)"
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.containers[*].resources.requests"
+                               f"[{r}]", quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
+                               f"Lower the per-Pod request of {r} from {quota.fmt(r, need)} to at most "
+                               f"{quota.fmt(r, cap)}, the most any usable node has {what} ({node}).{funnel}"
+                               + (" The node must also have it free when the Pod is scheduled." if
+                                  p.cause == Cause.POD_TOO_LARGE else not_sure)))
+        if need is not None:
+            where = f"nodes selected by {p.constraints.selector_text()}" if p.constraints.selector_text() else "nodes"
+            out.append(_remedy(ActionBy.CLUSTER_ADMIN, "Node", p.constraints.selector_text() or "*", None,
+                               f"status.allocatable[{r}]",
+                               (quota.fmt(r, most[0]) or "?") if most is not None else "?",
+                               f">= {quota.fmt(r, need)} free on one node",
+                               f"Add or free {where} with at least {quota.fmt(r, need)} {r} for one Pod"
+                               + (" (larger nodes: no node today is big enough)" if p.cause == Cause.POD_TOO_LARGE
+                                  else "") + f".{funnel}{not_sure}"))
+    order = {ActionBy.CLUSTER_ADMIN.value: 1, ActionBy.QUEUE_ADMIN.value: 1, ActionBy.WORKLOAD_OWNER.value: 0}
+    if p.flavor_steers:
+        order[ActionBy.CLUSTER_ADMIN.value] = -1
+    return sorted(out, key=lambda r: order.get(r["actionBy"], 2))
+
+
+def _toleration(taint: str) -> str:
+    key_value, _, effect = taint.rpartition(":") if ":" in taint else (taint, "", "")
+    return f"{key_value}:{effect}" if effect else key_value
+
+
+def _tolerations_now(obj: Mapping[str, Any] | None) -> str:
+    tols = [m(t) for t in lst(spec(obj or {}).get("tolerations"))]
+    if not tols:
+        return "none"
+    return ", ".join(taint_text({"key": t.get("key") or "*", "value": t.get("value"), "effect": t.get("effect") or "*"})
+                     for t in tols[:4])
+
+
+def _nodes_tolerating(p: Placement, taint: str) -> int | None:
+    if p.funnel is None or p.constraints is None:
+        return None
+    key_value, _, effect = taint.rpartition(":")
+    key, _, value = key_value.partition("=")
+    extra = {"key": key, "operator": "Equal" if value else "Exists", "value": value or None, "effect": effect}
+    tolerations = (*p.constraints.tolerations, extra)
+    from .scheduling.placement import PodConstraints
+    more = PodConstraints(p.constraints.node_selector, p.constraints.terms, tolerations, p.constraints.requests)
+    return sum(1 for n in p.funnel.selected if not more.untolerated(n))
+
+
+def _selector_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path: str, ns: str | None,
+                       funnel: str, not_sure: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    flavor_labels = dict(m(spec(ctx.state.flavors.get(p.flavor or "") or {}).get("nodeLabels")))
+    nodes = list(ctx.state.nodes.values()) if ctx.state.knows("Node") else []
+    for key, want in list((p.constraints.node_selector if p.constraints else {}).items())[:3]:
+        seen: dict[str, int] = {}
+        for n in nodes:
+            value = m(m(n.get("metadata")).get("labels")).get(key)
+            if value is not None:
+                seen[str(value)] = seen.get(str(value), 0) + 1
+        if nodes:
+            offered = ", ".join(f"{key}={v} on {c}" for v, c in sorted(seen.items(), key=lambda x: -x[1])[:3])
+            have = f" Nodes carry {offered}." if offered else f" No node carries the label {key} at all."
+        else:
+            have = ""
+        if key in flavor_labels and p.flavor:
+            path = "spec.nodeLabels"
+            out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", p.flavor, None, f"{path}[{key}]",
+                               f"{key}={want}", f"a value nodes carry, or label nodes {key}={want}",
+                               f"ResourceFlavor {p.flavor} sends the Pods to {key}={want}: label the nodes meant for "
+                               f"it, or fix the flavor's nodeLabels.{have}{funnel}{not_sure}"))
+        else:
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.nodeSelector[{key}]",
+                               f"{key}={want}", "a value nodes carry",
+                               f"The Pods of {kind} {ns}/{obj} select {key}={want}: fix or drop it.{have}{funnel}"
+                               f"{not_sure}"))
+    return out
+
+
+# ---- NoMatchingFlavor: the toleration or selector that would let a flavor match -------------------------------
+
+
+def flavor_match_remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
+    """From Kueue's per-flavor reasons: the toleration a flavor's nodeTaints need, or the selector values a
+    flavor's nodeLabels offer. Exact only about that check: Kueue then still checks quota."""
+    parsed = ctx.qr_parsed
+    kind, obj, kind_path, ns = _template(ctx)
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for failure in parsed.failures:
+        flavor = failure.flavor or ""
+        if failure.taint and (flavor, failure.taint) not in seen:
+            seen.add((flavor, failure.taint))
+            tol = failure.taint
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{kind_path}.tolerations", "none", f"+ {tol}",
+                               f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj} so that flavor {flavor} "
+                               "can be used (Kueue then checks its node labels and quota)."))
+            rf = ctx.state.flavors.get(flavor)
+            out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", flavor, None, "spec.tolerations",
+                               _tolerations_now(rf), f"+ {tol}",
+                               f"Or add the toleration {tol} to ResourceFlavor {flavor} (every Workload using it "
+                               "then tolerates the taint)."))
+        elif failure.kind == FailureKind.NODE_AFFINITY_MISMATCH and ("affinity", flavor) not in seen:
+            seen.add(("affinity", flavor))
+            labels = dict(m(spec(ctx.state.flavors.get(flavor) or {}).get("nodeLabels")))
+            wanted = _podset_selector(ctx, failure.podset)
+            clash = {k: v for k, v in wanted.items() if k in labels and str(labels[k]) != str(v)}
+            if not clash:
+                continue
+            now = ",".join(f"{k}={v}" for k, v in clash.items())
+            enough = ",".join(f"{k}={labels[k]}" for k in clash)
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{kind_path}.nodeSelector", now, enough,
+                               f"The Pods select {now} but flavor {flavor} offers {enough}: select {enough} (or drop "
+                               "the selector) to use that flavor; Kueue then checks its taints and quota."))
+    return out
+
+
+def _podset_selector(ctx: Context, podset: str) -> dict[str, Any]:
+    for ps in lst(ctx.spec.get("podSets")):
+        if (s(m(ps).get("name")) or "main") == podset:
+            return dict(m(m(m(m(ps).get("template")).get("spec")).get("nodeSelector")))
+    return {}

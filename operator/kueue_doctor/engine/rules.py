@@ -47,6 +47,8 @@ class Finding:
     hints: list[str] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     pods: dict[str, Any] | None = None
+    blocker: dict[str, Any] | None = None  # status.blocker: what blocks, structured
+    node_matches: list[dict[str, Any]] = field(default_factory=list)  # status.nodeMatches
     actor: ActionBy = field(init=False)
 
     def __post_init__(self, action: ActionBy | None) -> None:

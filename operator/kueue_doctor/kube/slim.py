@@ -58,9 +58,28 @@ def _container(c: Any) -> dict[str, Any]:
     return out
 
 
+_REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What kube-scheduler matches against nodes (the node funnel reads it): required node affinity and the
+    Pod's claims (their names only)."""
+    out: dict[str, Any] = {}
+    required = m(m(spec.get("affinity")).get("nodeAffinity")).get(_REQUIRED_AFFINITY)
+    if required:
+        out["affinity"] = {"nodeAffinity": {_REQUIRED_AFFINITY: required}}
+    claims = [{k: v for k, v in m(vol).items() if k in ("name", "persistentVolumeClaim")}
+              | ({"ephemeral": {}} if "ephemeral" in m(vol) else {})
+              for vol in lst(spec.get("volumes")) if "persistentVolumeClaim" in m(vol) or "ephemeral" in m(vol)]
+    if claims:
+        out["volumes"] = claims
+    return out
+
+
 def _pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: spec[k] for k in ("nodeName", "schedulingGates", "nodeSelector", "overhead",
-                                                "schedulerName", "priorityClassName") if k in spec}
+                                                "schedulerName", "priorityClassName", "tolerations") if k in spec}
+    out.update(_placement(spec))
     out["containers"] = [_container(c) for c in lst(spec.get("containers"))]
     if "initContainers" in spec:
         out["initContainers"] = [_container(c) for c in lst(spec.get("initContainers"))]
@@ -97,7 +116,8 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec, status = m(obj.get("spec")), m(obj.get("status"))
     if kind == "Pod":
         out["spec"] = _pod_spec(spec)
-        st = {k: status[k] for k in ("phase", "conditions", "reason", "message", "startTime") if k in status}
+        st = {k: status[k] for k in ("phase", "conditions", "reason", "message", "startTime", "nominatedNodeName")
+              if k in status}
         for key in ("containerStatuses", "initContainerStatuses"):
             if key in status:
                 st[key] = [_container_status(c) for c in lst(status.get(key))]

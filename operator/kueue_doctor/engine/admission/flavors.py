@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 from enum import IntEnum
+from functools import lru_cache
+from itertools import product
 from typing import Any
 
-from ...kube.objects import i, status
+from ...kube.objects import i, lst, m, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -86,11 +88,104 @@ RESOURCE_GROUPS: Derived[dict[tuple[str, str | None, str | None], Any]] = Derive
     "resource group of a resource or flavor in a ClusterQueue", lambda _: {})
 
 
-def _decisive_severity(ctx: Context, failures: list[FlavorFailure]) -> Severity:
+def _severity(f: FlavorFailure, placed: frozenset[FlavorFailure]) -> Severity | None:
+    """A maximum exceeded only because of another pod set's tentative placement, where the others could go
+    elsewhere, is no "never": quota freeing (or the next attempt's placement) can let it in."""
+    return Severity.UNUSED_QUOTA if f in placed else SEVERITY.get(f.kind)
+
+
+def _placed_elsewhere(ctx: Context, failures: list[FlavorFailure]) -> frozenset[FlavorFailure]:
+    """The "previously considered podsets requests (P) + current podset request (C) > maximum capacity (M)"
+    failures with C <= M (so P, the pod sets placed before, made it too much) for which some placement of all
+    pod sets in the resource group's flavors stays within every flavor's maximum Kueue stated."""
+    soft = [f for f in failures if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY and f.previous and f.resource
+            and (parse(f.previous) or 0) > 0 and _le(parse(f.requested), parse(f.maximum))]
+    return frozenset(f for f in soft if _fitting_placement(ctx, failures, f.resource or "") is not None)
+
+
+def _le(a: Decimal | None, b: Decimal | None) -> bool:
+    return a is not None and b is not None and a <= b
+
+
+def _fitting_placement(ctx: Context, failures: list[FlavorFailure], resource: str) -> dict[str, str] | None:
+    """An assignment (pod set -> flavor) of every pod set requesting `resource` to one flavor of its resource
+    group with each flavor's total within the maximum Kueue stated for it (unknown maxima: no limit); {} when
+    there are too many to try (not provably never), None when there is none."""
+    flavors: list[str] = []
+    n = quota.resource_group_of(ctx.cq, resource)
+    if ctx.cq is not None and n >= 0:
+        group = m(lst(spec(ctx.cq).get("resourceGroups"))[n])
+        flavors = [s(m(fl).get("name")) or "" for fl in lst(group.get("flavors"))]
+    for f in failures:
+        if f.resource == resource and f.flavor and f.flavor not in flavors:
+            flavors.append(f.flavor)
+    maxima: dict[str, Decimal] = {}
+    for f in failures:
+        if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY and f.resource == resource and f.flavor:
+            top = parse(f.maximum)
+            if top is not None:
+                maxima[f.flavor] = top
+    needs = tuple((ps, v) for ps, v in ((ps, r.get(resource)) for ps, r in ctx.requests.items())
+                  if v is not None and v > 0)
+    found = _placement_search(tuple(flavors), tuple(sorted(maxima.items())), needs)
+    return dict(found) if found is not None else None
+
+
+@lru_cache(maxsize=1024)
+def _placement_search(flavors: tuple[str, ...], maxima: tuple[tuple[str, Decimal], ...],
+                      needs: tuple[tuple[str, Decimal], ...]) -> tuple[tuple[str, str], ...] | None:
+    """The search of `_fitting_placement`, once per shape: Workloads of a queue repeat the same few."""
+    if len(flavors) < 2 or not needs:
+        return None
+    if len(flavors) ** len(needs) > 4096:
+        return ()  # too many to try: not provably never
+    limit = dict(maxima)
+    for choice in product(flavors, repeat=len(needs)):
+        used: dict[str, Decimal] = {}
+        for flavor, (_, need) in zip(choice, needs, strict=True):
+            used[flavor] = used.get(flavor, Decimal(0)) + need
+        if all(total <= limit.get(fl, total) for fl, total in used.items()):
+            return tuple((ps, flavor) for flavor, (ps, _) in zip(choice, needs, strict=True))
+    return None
+
+
+def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[FlavorFailure]) -> str:
+    """"Per pod set: worker: flavor a over its maximum only with 8 cpu of earlier pod sets there (...); flavor b
+    lacks 4 cpu of unused quota. master: fits (tentatively placed)." """
+    by: dict[str, list[str]] = {}
+    for f in failures:
+        where = f"flavor {f.flavor}" if f.flavor else "?"
+        if f in placed:
+            why = (f"{where} is over its maximum {f.maximum} {f.resource} only with the {f.previous} of the pod sets "
+                   f"placed before it there ({f.previous} + {f.requested} > {f.maximum}); another placement fits")
+        elif f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY:
+            why = f"{where} can never give {f.requested} {f.resource}" + (
+                f" on top of {f.previous}" if f.previous and (parse(f.previous) or 0) > 0 else "") + \
+                f" (maximum {f.maximum})"
+        elif f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA:
+            why = f"{where} lacks {f.missing} {f.resource} of unused quota now"
+        else:
+            why = f"{where}: {f.text}"
+        by.setdefault(f.podset, []).append(why)
+    parts = [f"{ps}: {'; '.join(whys[:4])}" for ps, whys in by.items()]
+    parts += [f"{ps}: fits (placed tentatively)" for ps in ctx.requests if ps not in by]
+    text = "Per pod set: " + ". ".join(parts) + "."
+    for resource in dict.fromkeys(f.resource for f in placed if f.resource):
+        found = _fitting_placement(ctx, failures, resource)
+        if found:
+            shown = ", ".join(f"{ps} in {fl}" for ps, fl in found.items())
+            text += (f" A placement within every flavor's maximum of {resource} exists ({shown}): Kueue places pod "
+                     "sets in order, so this is not a \"never\"; it can be admitted once quota frees up or a later "
+                     "attempt places them so.")
+    return text
+
+
+def _decisive_severity(ctx: Context, failures: list[FlavorFailure],
+                       placed: frozenset[FlavorFailure] = frozenset()) -> Severity:
     """Kueue's resolveNoFitReason: per pod set and resource group the least severe flavor, the worst group."""
     groups: dict[tuple[str, Any], dict[str | None, Severity]] = {}
     for f in failures:
-        sev = SEVERITY.get(f.kind)
+        sev = _severity(f, placed)
         if sev is None:
             continue
         flavors = groups.setdefault((f.podset, _group_of(ctx, f)), {})
@@ -104,19 +199,24 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
     granular = ctx.cond_reason("QuotaReserved")
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
-    severities = {SEVERITY.get(f.kind) for f in failures}
+    placed = _placed_elsewhere(ctx, failures)
+    severities = {_severity(f, placed) for f in failures}
     if len(severities) == 1:  # one rank for all (most messages): it decides, whatever the groups are
         severity = next(iter(severities)) or Severity.NONE
         decisive = failures
     else:
-        severity = _decisive_severity(ctx, failures)
+        severity = _decisive_severity(ctx, failures, placed)
         stated = GRANULAR_SEVERITY.get(granular)
-        if stated is not None and stated in severities:
+        if stated is not None and stated in severities and not placed:
             severity = stated
-        decisive = [f for f in failures if SEVERITY.get(f.kind) == severity] or failures
+        decisive = [f for f in failures if _severity(f, placed) == severity] or failures
+    decisive = sorted(decisive, key=lambda f: f in placed)  # a stated shortfall ("N more needed") first
     verdict = _BY_SEVERITY.get(severity)
     if verdict is not None:
-        return verdict(ctx, decisive, granular)
+        found = verdict(ctx, decisive, granular)
+        if len({f.podset for f in failures}) > 1 or placed or len(ctx.requests) > 1:
+            found.message += " " + _per_podset(ctx, failures, placed)
+        return found
     text = f"Kueue could not fit it and wrote: {ctx.cond_message('QuotaReserved')[:600]}"
     return finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)
 
@@ -174,6 +274,8 @@ def quota_line(ctx: Context, f: FlavorFailure,
         line["maximum"] = f.maximum
     if f.missing:
         line["missing"] = f.missing
+    if f.podset and len(ctx.requests) > 1:  # several pod sets: which one this line is about
+        line["podSet"] = f.podset
     # the amounts Kueue stated win; a request read from Pod templates is our own estimate
     line["source"] = "Kueue" if (f.maximum or f.missing) else "Estimate" if ctx.requests_source == "Estimate" \
         else "Objects"
@@ -221,7 +323,8 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         text += f" Also short: {shown}{more}."
     action = ActionBy.QUEUE_ADMIN if cause == Cause.EXCEEDS_NOMINAL_QUOTA else ActionBy.CLUSTER_ADMIN
     return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
-                    flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)])
+                    flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
+                    blocker=flavor_blocker("Quota", f, res, requested=need, available=f.maximum, source="Kueue"))
 
 
 def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
@@ -230,6 +333,13 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     line = lines[0] if lines else {}
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = Cause.INSUFFICIENT_UNUSED_QUOTA
+    if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY:  # over a maximum only with other pod sets placed there
+        text = (f"Pod set {f.podset} fits the maximum of flavor {flavor} ({f.requested} {res} of {f.maximum}) only "
+                f"if the pod sets placed before it ({f.previous} {res}) go to another flavor of {ctx.cq_text}.")
+        return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
+                       flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
+                       blocker=flavor_blocker("Quota", f, res, requested=f.requested, available=f.maximum,
+                                              source="Kueue"))
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     if fq is not None and fq.borrowing_limit is not None and ctx.cohort:
         used = parse(line.get("used")) or Decimal(0)
@@ -243,8 +353,13 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + ". To go faster, add quota or lower the request.")
+    requested, missing = parse(line.get("requested")), parse(f.missing)
+    unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
+        requested >= missing else None
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
-                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)])
+                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
+                    blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
+                                           source="Kueue" if f.missing else "Objects"))
 
 
 def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> str:
@@ -296,18 +411,29 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
     reasons = "; ".join(x.text for x in failures[:4])
     text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
             "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
+    what = f.taint or ("node affinity" if f.kind == FailureKind.NODE_AFFINITY_MISMATCH else f.text[:120])
     return finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
-                    flavors=_flavors_of(failures))
+                    flavors=_flavors_of(failures), blocker=flavor_blocker("Flavor", f, what, source="Kueue"))
 
 
 def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
-    text = f"Topology Aware Scheduling cannot place the Pods: {failures[0].text}."
+    f = failures[0]
+    text = f"Topology Aware Scheduling cannot place the Pods: {f.text}."
+    blocker = flavor_blocker("Topology", f, f.topology, source="Kueue",
+                             requested=str(f.requested_count) if f.requested_count is not None else None,
+                             available=str(f.fit) if f.fit is not None else None)
     if granular == "TopologyPlacementFailed":
         text += " Even an empty topology cannot fit them: lower the pod count or relax the topology request."
         return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures))
+                        flavors=_flavors_of(failures), blocker=blocker)
     return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
-                    flavors=_flavors_of(failures))
+                    flavors=_flavors_of(failures), blocker=blocker)
+
+
+def flavor_blocker(kind: str, f: FlavorFailure, what: str | None, **numbers: str | None) -> dict[str, Any]:
+    """status.blocker for a verdict read from Kueue's per-flavor reasons: the flavor and pod set named."""
+    found = {"kind": kind, "name": what, "flavor": f.flavor, "podSet": f.podset, **numbers}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 _BY_SEVERITY: dict[Severity, Callable[[Context, list[FlavorFailure], str], Finding]] = {

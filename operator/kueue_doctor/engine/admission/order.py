@@ -15,7 +15,7 @@ from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, 
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from ..context import Context
-from ..messages import Template
+from ..messages import FailureKind, Template
 from ..rules import Finding, Phase, pairs, rule
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
@@ -122,3 +122,48 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
             "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
                    evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])
+
+
+# Kueue's verdicts from an earlier attempt that only say "not now": under StrictFIFO they are stale once another
+# Workload heads the queue, since Kueue evaluates nothing behind the head. A "never" (ExceedsMaxQuota, a flavor
+# that does not match) stays true whoever heads the queue, and keeps its own verdict.
+_STALE_BEHIND_HEAD = frozenset({Reason.WAITING_FOR_QUOTA, Reason.WAITING_FOR_PREEMPTION})
+_NOT_NOW = frozenset({Template.NO_LONGER_FITS, Template.OVERLAPPING_PREEMPTION_TARGETS,
+                      Template.OVERLAPPING_PREEMPTION_WILL_FIT})
+
+
+@rule(Phase.PENDING, pairs(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD))
+def behind_queue_head(ctx: Context) -> Finding | None:
+    """StrictFIFO: a Workload's own "N more needed" (or pending preemption) from an earlier attempt, while
+    another Workload now heads the queue. Asked just before Kueue's message is read."""
+    if ctx.cond("QuotaReserved") is None or ctx.cq is None or \
+            s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
+        return None
+    p = ctx.qr_parsed
+    not_now = p.template in _NOT_NOW or (p.template == Template.FLAVOR_ASSIGNMENT and (
+        p.pending_preemptions or all(f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA for f in p.failures)))
+    if not not_now and p.template != Template.FLAVOR_ASSIGNMENT:
+        return None  # a queue, a check, an error: its own verdict stays
+    head = queue_head(ctx)
+    if head is None:
+        return None
+    if not not_now:  # mixed flavor reasons: the message's own verdict tells "not now" from "never"
+        from .kueue_message import from_kueue_message
+
+        own = from_kueue_message.check(ctx)
+        if own is None or own.reason not in _STALE_BEHIND_HEAD:
+            return None
+    hns, hname, huid = head
+    since = ctx.cond_time("QuotaReserved")
+    head_wl = ctx.state.workloads.get((hns, hname))
+    head_prio = spec(head_wl).get("priority") if head_wl is not None else None
+    ahead = f" (priority {head_prio} against {ctx.priority})" if isinstance(head_prio, int) else ""
+    text = (f"Waits behind {hns}/{hname}, the head of StrictFIFO {ctx.cq_text}{ahead}: Kueue evaluates nothing "
+            f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
+            f"{format_time(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
+            "no longer what blocks it; it is kept in the evidence.")
+    return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
+                   blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
+                   evidence=[ctx.condition_evidence("QuotaReserved")],
+                   blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
+                   hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])

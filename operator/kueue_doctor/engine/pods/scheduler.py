@@ -196,3 +196,108 @@ def _parse_histogram(s: str) -> tuple[tuple[NodeFitReason, ...], str]:
         pos = min(n, end + 2)
         break
     return tuple(reasons), s[pos:]
+
+
+# ---- what each node-fit reason is about ---------------------------------------------------------------
+
+class Constraint:
+    """The kind of constraint a node-fit reason reports, named as `status.blocker.kind` names it."""
+
+    RESOURCE = "Resource"
+    NODE_SELECTOR = "NodeSelector"
+    TAINT = "Taint"
+    NODE_STATE = "NodeState"  # cordoned, unknown conditions: the nodes' state, not the Pod's constraints
+    VOLUME = "Volume"
+    VOLUME_NODE_AFFINITY = "VolumeNodeAffinity"
+    OTHER = "Scheduler"
+
+
+# kube-scheduler's default Filter order (v1.36 default_plugins): a node is rejected by the first plugin that
+# fails, so a node reported for a later plugin passed every earlier one (a node that lacks cpu matched the
+# selector and tolerated the taints). The stage of a constraint is its place in that order.
+STAGE = {Constraint.NODE_STATE: 0, Constraint.TAINT: 1, Constraint.NODE_SELECTOR: 2, Constraint.RESOURCE: 3,
+         Constraint.VOLUME: 4, Constraint.VOLUME_NODE_AFFINITY: 5, Constraint.OTHER: 6}
+
+# Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
+_EXACT = {
+    "node(s) didn't match Pod's node affinity/selector": Constraint.NODE_SELECTOR,  # nodeaffinity:64
+    "node(s) didn't match the requested node name": Constraint.NODE_SELECTOR,  # nodename:43
+    "node(s) didn't satisfy plugin(s) [NodeAffinity]": Constraint.NODE_SELECTOR,  # schedule_one.go:687
+    "node(s) had untolerated taint(s)": Constraint.TAINT,  # tainttoleration:131
+    "node(s) had taints that the pod didn't tolerate": Constraint.TAINT,  # tainttoleration:53
+    "node(s) were unschedulable": Constraint.NODE_STATE,  # nodeunschedulable:51
+    "node(s) had unknown conditions": Constraint.NODE_STATE,  # nodeunschedulable:49
+    "Too many pods": Constraint.RESOURCE,  # noderesources/fit.go:685
+    "pod has unbound immediate PersistentVolumeClaims": Constraint.VOLUME,  # volumebinding:378
+    "node(s) didn't find available persistent volumes to bind": Constraint.VOLUME,  # binder.go:64
+    "node(s) did not have enough free storage": Constraint.VOLUME,  # binder.go:68
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)": Constraint.VOLUME,  # binder.go:70
+    "node(s) didn't match PersistentVolume's node affinity": Constraint.VOLUME_NODE_AFFINITY,  # binder.go:66
+    "node(s) had no available volume zone": Constraint.VOLUME_NODE_AFFINITY,  # volumezone:61
+}
+
+
+def constraint_of(text: str) -> str:
+    """The constraint a node-fit reason (or PreFilter text) reports; `Constraint.OTHER` when not one we split."""
+    found = _EXACT.get(text)
+    if found is not None:
+        return found
+    if text.startswith("Insufficient "):
+        return Constraint.RESOURCE
+    if text.startswith("node(s) had untolerated taint"):  # v1.33 and older name it: "{key: value}"
+        return Constraint.TAINT
+    if text.startswith("persistentvolumeclaim ") or text.startswith("waiting for ephemeral volume controller"):
+        return Constraint.VOLUME  # volumebinding:331-346 (not found, lost, being deleted)
+    return Constraint.OTHER
+
+
+def resource_of(text: str) -> str | None:
+    """``"Insufficient nvidia.com/gpu"`` -> ``"nvidia.com/gpu"``; ``"Too many pods"`` -> ``"pods"``."""
+    if text.startswith("Insufficient "):
+        return text[len("Insufficient "):].strip() or None
+    return "pods" if text == "Too many pods" else None
+
+
+def claim_of(text: str) -> str | None:
+    """The claim a volumebinding PreFilter text names: ``persistentvolumeclaim "data" not found`` -> ``data``."""
+    for prefix in ("persistentvolumeclaim \"", "waiting for ephemeral volume controller to create the "
+                   "persistentvolumeclaim \""):
+        if text.startswith(prefix):
+            end = text.find('"', len(prefix))
+            return text[len(prefix):end] if end > len(prefix) else None
+    return None
+
+
+def named_taint(text: str) -> str | None:
+    """v1.33 and older: ``node(s) had untolerated taint {dedicated: gpu}`` -> ``dedicated=gpu``."""
+    start, end = text.find("{"), text.rfind("}")
+    if not text.startswith("node(s) had untolerated taint {") or end < start:
+        return None
+    key, _, value = text[start + 1:end].partition(":")
+    value = value.strip()
+    return f"{key.strip()}={value}" if value else key.strip()
+
+
+# DefaultPreemption (K .../defaultpreemption/default_preemption.go:183,381): the Pod already preempted victims
+# on its nominated node and waits for them to terminate.
+PREEMPTION_WAITING = ("not eligible due to a terminating pod on the nominated node",
+                      "waiting for the preemption for this pod to be finished")
+
+
+def decisive(failure: SchedulingFailure) -> tuple[str, tuple[NodeFitReason, ...]]:
+    """The constraint that blocks the nodes that got furthest through kube-scheduler's filters, and its
+    reasons. Taints and selectors come before the others in the filter order, so a node reported for
+    "Insufficient cpu" matched the selector and tolerated the taints: that resource is what blocks."""
+    by: dict[str, list[NodeFitReason]] = {}
+    for r in failure.reasons:
+        by.setdefault(constraint_of(r.text), []).append(r)
+    if not by:
+        return Constraint.OTHER, ()
+    best = max(by, key=lambda c: (STAGE[c], sum(r.count for r in by[c])))
+    if best in (Constraint.TAINT, Constraint.NODE_SELECTOR, Constraint.NODE_STATE) and len(by) > 1:
+        # only these early stages: a node rejected for a taint was never checked against the selector;
+        # the larger count decides here (the callers refine it from the Nodes when they have them)
+        early = {c: v for c, v in by.items()
+                 if c in (Constraint.TAINT, Constraint.NODE_SELECTOR, Constraint.NODE_STATE)}
+        best = max(early, key=lambda c: (sum(r.count for r in early[c]), -STAGE[c]))
+    return best, tuple(by[best])

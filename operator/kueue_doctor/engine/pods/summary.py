@@ -122,6 +122,7 @@ class PodSummary:
     first_ready: datetime | None = None  # earliest Ready=True transition among ready Pods
     last_ready: datetime | None = None  # latest one: when the last of the ready Pods became ready
     observed_at: datetime | None = None  # `now` as given to summarize_pods
+    history: tuple[PodBlocker, ...] = ()  # failed Pods that were replaced (drained, or a newer Pod took over)
 
     @property
     def active(self) -> int:
@@ -151,8 +152,9 @@ class PodSummary:
             head = f"{self.scheduled}/{of} scheduled, {self.running} running, {self.ready} ready"
             if self.created < self.expected:
                 head = f"{self.created}/{self.expected} created, {head}"
+        replaced = sum(b.count for b in self.history)
         extra = [f"{n} {word}" for n, word in ((self.succeeded, "succeeded"), (self.failed, "failed"),
-                                                (self.terminating, "terminating")) if n]
+                                                (self.terminating, "terminating"), (replaced, "replaced")) if n]
         if extra:
             head = f"{head}, {', '.join(extra)}"
         if not self.blockers:
@@ -271,6 +273,53 @@ def _bound_blocker(spec: Mapping[str, Any], status: Mapping[str, Any], phase: st
     return "NotReady", "NotReady", s(ready_cond.get("message")) or "", not_ready_since or started_since, ""
 
 
+# A Pod evicted by a drain, preempted by kube-scheduler or deleted by the taint manager (K pkg/apis/core
+# DisruptionTarget): it failed for the node's or the cluster's sake, and its controller replaces it.
+DISRUPTION_TARGET = "DisruptionTarget"
+_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _index_of(md: Mapping[str, Any]) -> str | None:
+    return s(m(md.get("annotations")).get(_COMPLETION_INDEX)) or s(m(md.get("labels")).get(_COMPLETION_INDEX))
+
+
+def replaced_pods(pods: Sequence[Mapping[str, Any]], expected: int) -> dict[str, str]:
+    """Failed Pods that are history, by name -> why: disrupted (DisruptionTarget=True), or a newer Pod of
+    the same completion index exists, or (no index) enough newer Pods fill the expected count."""
+    out: dict[str, str] = {}
+    failed: list[tuple[str, str, Mapping[str, Any]]] = []  # (creation, name, metadata)
+    newest_by_index: dict[str, str] = {}
+    filled = 0
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        md = m(pod.get("metadata"))
+        created = s(md.get("creationTimestamp")) or ""
+        index = _index_of(md)
+        if index is not None and created > newest_by_index.get(index, ""):
+            newest_by_index[index] = created
+        if s(m(pod.get("status")).get("phase")) != "Failed":
+            filled += 1
+            continue
+        nm = s(md.get("name")) or ""
+        disrupted = conditions(pod).get(DISRUPTION_TARGET)
+        if s(m(disrupted).get("status")) == "True":
+            out[nm] = f"{DISRUPTION_TARGET} {s(m(disrupted).get('reason')) or ''}".strip()
+            continue
+        failed.append((created, nm, md))
+    slots = expected - filled
+    for created, nm, md in sorted(failed, reverse=True):
+        index = _index_of(md)
+        if index is not None:
+            if newest_by_index.get(index, "") > created:
+                out[nm] = f"replaced by a newer Pod of index {index}"
+        elif expected > 0 and slots <= 0:
+            out[nm] = "replaced by a newer Pod"
+        else:
+            slots -= 1
+    return out
+
+
 def summarize_pods(
     pods: Sequence[Mapping[str, Any]],
     expected: int,
@@ -289,20 +338,23 @@ def summarize_pods(
     first_ready: datetime | None = None
     last_ready: datetime | None = None
     groups: dict[tuple[str, str], _Group] = {}
+    past: dict[tuple[str, str], _Group] = {}
     unschedulable_messages: Counter[str] = Counter()
 
     def block(category: str, reason: str, pod: str, message: str, since: datetime | None,
-              detail: str = "") -> None:
-        group = groups.get((category, reason))
+              detail: str = "", into: dict[tuple[str, str], _Group] = groups) -> None:
+        group = into.get((category, reason))
         if group is None:
-            group = groups[category, reason] = _Group(category, reason)
+            group = into[category, reason] = _Group(category, reason)
         group.add(pod, message, since, detail)
 
-    for pod in pods if type(pods) is list or (isinstance(pods, Iterable) and not isinstance(pods, str | bytes)) \
-            else ():
+    listed = pods if type(pods) is list or (isinstance(pods, Iterable) and not isinstance(pods, str | bytes)) \
+        else ()
+    history = replaced_pods(listed, expected_n) if any(
+        s(m(m(p).get("status")).get("phase")) == "Failed" for p in listed) else {}
+    for pod in listed:
         if type(pod) is not dict and not isinstance(pod, Mapping):  # the ABC check only for the rare non-dict
             continue
-        created += 1
         md = m(pod.get("metadata"))
         spec = m(pod.get("spec"))
         status = m(pod.get("status"))
@@ -310,6 +362,13 @@ def summarize_pods(
         phase = s(status.get("phase")) or ""
         created_at = as_time(md.get("creationTimestamp"))
 
+        if phase == "Failed" and name in history:  # history: kept apart, never the verdict
+            reason, message, detail = failed_pod(status)
+            finished = as_time(m(conditions(pod).get("Ready")).get("lastTransitionTime"))
+            block("Replaced", reason, name, message, finished,
+                  ", ".join(p for p in (detail, history[name]) if p), into=past)
+            continue
+        created += 1
         if phase == "Succeeded":
             succeeded += 1
             continue
@@ -362,4 +421,5 @@ def summarize_pods(
         succeeded=succeeded, failed=failed, terminating=terminating, blockers=blockers, failure=failure,
         first_ready=first_ready, last_ready=last_ready,
         observed_at=as_time(now) if now is not None else None,
+        history=tuple(sorted((g.freeze() for g in past.values()), key=lambda b: (-b.count, b.reason))),
     )

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_time, is_true, name, s
+from ...kube.objects import format_time, is_true, lst, m, name, s
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .nodes import flavor_node_hint, flavor_selector
 from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
+from .placement import Placement, placement
 
 PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
@@ -59,15 +60,21 @@ class PodView:
         return self.summary.blockers[0] if self.summary.blockers else None
 
 
+def _groups(blockers: tuple[podlib.PodBlocker, ...]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in {"category": b.category, "reason": b.reason, "count": b.count,
+                               "message": (b.message or "")[:512] or None, "pod": b.pod}.items()
+             if v is not None} for b in blockers[:8]]
+
+
 def _pods_status(summary: podlib.PodSummary) -> dict[str, Any]:
-    return {
+    out = {
         "expected": summary.expected, "created": summary.created, "scheduled": summary.scheduled,
         "running": summary.running, "ready": summary.ready, "succeeded": summary.succeeded, "failed": summary.failed,
-        "summary": summary.describe(),
-        "waiting": [{k: v for k, v in {"category": b.category, "reason": b.reason, "count": b.count,
-                                        "message": (b.message or "")[:512] or None, "pod": b.pod}.items()
-                     if v is not None} for b in summary.blockers[:8]],
+        "summary": summary.describe(), "waiting": _groups(summary.blockers),
     }
+    if summary.history:
+        out["history"] = _groups(summary.history)
+    return out
 
 
 def _events(ctx: Context) -> list[Mapping[str, Any]]:
@@ -188,6 +195,18 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                    pods=pods_status, flavors=assigned_flavors(ctx))
 
 
+def history_note(summary: podlib.PodSummary) -> str:
+    """" 1 earlier Pod failed and was replaced (Error, exit code 143, DisruptionTarget ...): history, ..." """
+    if not summary.history:
+        return ""
+    n = sum(b.count for b in summary.history)
+    first = summary.history[0]
+    how = first.detail if first.detail.startswith(first.reason) else ", ".join(
+        p for p in (first.reason, first.detail) if p)
+    return (f" {n} replaced Pod(s) failed earlier ({how}; pod {first.pod}): history, not what blocks now "
+            "(status.pods.history).")
+
+
 def _blocked(ctx: Context, category: str) -> tuple[PodView, podlib.PodBlocker, list[dict[str, Any]]] | None:
     """The Pod view, its first blocker and the evidence, when that blocker is of this category."""
     view = ctx.lazy(pod_view)
@@ -198,37 +217,62 @@ def _blocked(ctx: Context, category: str) -> tuple[PodView, podlib.PodBlocker, l
 
 
 def _blocker_evidence(ctx: Context, blocker: podlib.PodBlocker) -> list[dict[str, Any]]:
+    history = [ctx.object_evidence("Pod", b.pod, "status (replaced)", b.reason,
+                                   "; ".join(p for p in (b.detail, b.message) if p), b.since, ctx.ns)
+               for b in ctx.lazy(pod_view).summary.history[:3]]
     return [*base_evidence(ctx), ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason,
-                                                     blocker.message, blocker.since, ctx.ns)]
+                                                     blocker.message, blocker.since, ctx.ns), *history]
 
 
-@rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.FAILED_SCHEDULING))
+UNSCHEDULABLE_CAUSES = (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES, Cause.POD_TOO_LARGE,
+                        Cause.NODE_SELECTOR_MISMATCH, Cause.UNTOLERATED_TAINT, Cause.VOLUME_NOT_BOUND,
+                        Cause.VOLUME_NODE_CONFLICT, Cause.POD_PREEMPTION_IN_PROGRESS)
+
+
+def unschedulable_placement(ctx: Context) -> Placement | None:
+    """The placement verdict of the first Unschedulable group, once per Workload (the remedies read it too)."""
+    blocker = ctx.lazy(pod_view).blocker
+    if blocker is None or blocker.category != "Unschedulable":
+        return None
+    return placement(ctx, blocker)
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES))
 def pods_unschedulable(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Unschedulable")
-    if found is None:
+    place = ctx.lazy(unschedulable_placement)
+    if found is None or place is None:
         return None
     view, blocker, evidence = found
     flavors = assigned_flavors(ctx)
     fit = view.summary.failure
     nodes = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
     text = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
-            f"{blocker.count}/{view.summary.expected} "
-            f"Pods (since {format_time(blocker.since)}): {blocker.reason}{nodes}.")
+            f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): "
+            f"{place.why}{nodes}.")
+    if place.funnel is not None:
+        text += f" Nodes: {place.funnel.line()}."
+    text += history_note(view.summary)
     hints = []
     for fname in flavors:
         hint = flavor_node_hint(ctx, fname)
         if hint:
-            text += " " + hint
+            if place.funnel is None:
+                text += " " + hint
             selector = flavor_selector(ctx, fname)
             hints.append(f"kubectl get nodes -l {selector}" if selector else "kubectl get nodes")
             break
-    if not hints:
+    if not hints and place.funnel is None and place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
-    text += timeout_note(ctx)
-    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.FAILED_SCHEDULING, text, ActionBy.CLUSTER_ADMIN,
+    if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS:
+        text += " Nothing to do: this is transient."
+    else:
+        text += timeout_note(ctx)
+    return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, text, place.action,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status, flavors=flavors,
-                   hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
+                   hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"], blocker=place.blocker,
+                   node_matches=place.funnel.steps if place.funnel is not None else [])
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED))
@@ -273,7 +317,18 @@ def pods_terminating(ctx: Context) -> Finding | None:
                    flavors=assigned_flavors(ctx))
 
 
+def _memory_limits(ctx: Context, pod_name: str) -> str:
+    """" (main: 512Mi)": the memory limits of the Pod's containers, as the kubelet enforces them."""
+    pod = next((p for p in ctx.pods if name(p) == pod_name), None)
+    limits = [f"{s(m(c).get('name'))}: {s(m(m(m(c).get('resources')).get('limits')).get('memory'))}"
+              for c in lst(m(pod.get("spec") if pod else {}).get("containers"))
+              if s(m(m(m(c).get("resources")).get("limits")).get("memory"))]
+    return f" ({', '.join(limits[:3])})" if limits else " (no memory limit set: the node's memory ran out)"
+
+
 def _container_cause(blocker: podlib.PodBlocker) -> Cause:
+    if blocker.reason == "OOMKilled" or (blocker.category == "Failing" and blocker.detail.startswith("OOMKilled")):
+        return Cause.OOM_KILLED  # killed at its memory limit, restarting (CrashLoopBackOff) or failed
     found = CONTAINER_CAUSES.get(blocker.reason)
     if found is not None:
         return found
@@ -283,7 +338,7 @@ def _container_cause(blocker: podlib.PodBlocker) -> Cause:
 
 
 @rule(Phase.ADMITTED, pairs(Reason.CONTAINERS_NOT_STARTING, *CONTAINER_CAUSES.values(), Cause.PODS_FAILED,
-                            Cause.PODS_NOT_READY))
+                            Cause.PODS_NOT_READY, Cause.OOM_KILLED))
 def containers_not_starting(ctx: Context) -> Finding | None:
     view = ctx.lazy(pod_view)
     blocker = view.blocker
@@ -300,13 +355,23 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     if silent_kubelet and not fresh:
         action = ActionBy.CLUSTER_ADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
-    if silent_kubelet:
+    if cause == Cause.OOM_KILLED:
+        limit = _memory_limits(ctx, blocker.pod)
+        looping = blocker.reason == "CrashLoopBackOff"
+        text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods were OOMKilled: a "
+                f"container used more memory than its limit{limit} and was killed"
+                + (", and restarts in a loop (CrashLoopBackOff)" if looping else "; the Pod failed")
+                + f" (pod {blocker.pod}). Raise the memory limit in the Job or lower the program's memory use."
+                + timeout_note(ctx))
+    elif silent_kubelet:
         text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
                 f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
                 + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
     else:
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
-                f"start: {blocker.reason}{msg} (pod {blocker.pod}).{timeout_note(ctx)}")
+                f"start: {blocker.reason}{detail}{msg} (pod {blocker.pod}).{history_note(view.summary)}"
+                f"{timeout_note(ctx)}")
     return Finding(Reason.CONTAINERS_NOT_STARTING, cause, text, action, since=since, evidence=evidence,
                    pods=view.status, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])

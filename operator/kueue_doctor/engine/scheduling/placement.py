@@ -1,0 +1,431 @@
+"""Why kube-scheduler cannot place the admitted Pods: the constraint that blocks, named, counted, structured.
+
+kube-scheduler says how many nodes each filter rejected (`engine/pods/scheduler.py`); the Nodes, when in
+the input, say how many pass each of the Pod's constraints in turn (`funnel`): its node selector and
+required affinity, then its tolerations, then cordons, then allocatable, then free capacity. Together they
+give the cause, `status.blocker` and `status.nodeMatches`, which the remedies quote. The node counts are
+exact (the Node objects); free capacity is an estimate (Pods kueue-doctor does not see use the nodes too).
+
+Neighbours: `workload_pods.py` (the rule and the Pod summary), `nodes.py` (the flavor's nodes, for the
+message), `engine/remedies.py` (the way out, from the `Placement` computed here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ...kube.objects import lst, m, name, s, spec, status
+from ...kube.quantity import parse
+from ...state import Derived
+from ...vocabulary import ActionBy, Cause
+from .. import pods as podlib
+from .. import quota
+from ..context import Context
+from ..pods.scheduler import PREEMPTION_WAITING, Constraint, claim_of, decisive, named_taint, resource_of
+from .owners import assigned_flavors
+
+Node = Mapping[str, Any]
+_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+_NODE_STATE_TAINT = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure: node health
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
+# ---- the Pod's constraints, evaluated on one node, as kube-scheduler does -------------------------------------
+
+
+def taint_text(t: Mapping[str, Any]) -> str:
+    value = s(t.get("value"))
+    return f"{s(t.get('key')) or ''}{'=' + value if value else ''}:{s(t.get('effect')) or ''}"
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint: effect (empty = all), key (empty with Exists = all), value."""
+    for tol in tolerations:
+        effect = s(tol.get("effect"))
+        if effect and effect != taint.get("effect"):
+            continue
+        key, op = s(tol.get("key")) or "", s(tol.get("operator")) or "Equal"
+        if key and key != taint.get("key"):
+            continue
+        if op == "Exists" or (key and (s(tol.get("value")) or "") == (s(taint.get("value")) or "")):
+            return True
+    return False
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    key, op, values = s(expr.get("key")) or "", s(expr.get("operator")), [str(v) for v in lst(expr.get("values"))]
+    present = key in labels
+    value = str(labels.get(key)) if present else ""
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values and value.lstrip("-").isdigit() and values[0].lstrip("-").isdigit():
+        return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+    return False
+
+
+def _term_matches(term: Mapping[str, Any], node: Node) -> bool:
+    labels = m(m(node.get("metadata")).get("labels"))
+    exprs, fields = lst(term.get("matchExpressions")), lst(term.get("matchFields"))
+    if not exprs and not fields:
+        return False  # an empty term matches nothing (nodeaffinity semantics)
+    if not all(_expression_matches(m(e), labels) for e in exprs):
+        return False
+    for f in fields:
+        f = m(f)
+        if s(f.get("key")) == "metadata.name" and not _expression_matches(
+                {**f, "key": "n"}, {"n": name(node) or ""}):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class PodConstraints:
+    """What one Pod asks of a node."""
+
+    node_selector: Mapping[str, Any]
+    terms: tuple[Mapping[str, Any], ...]  # required node affinity: OR of terms
+    tolerations: tuple[Mapping[str, Any], ...]
+    requests: Mapping[str, Decimal]  # per Pod, "pods": 1 included
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any], flavor_labels: Mapping[str, Any]) -> PodConstraints:
+        """The Pod's constraints; the flavor's nodeLabels count as part of its selector (Kueue injects them at
+        start, so only Pods created before that lack them)."""
+        sp = spec(pod)
+        required = m(m(m(sp.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution"))
+        requests = dict(quota.pod_requests(sp))
+        requests["pods"] = Decimal(1)
+        selector = {**flavor_labels, **m(sp.get("nodeSelector"))}
+        return cls(selector, tuple(m(t) for t in lst(required.get("nodeSelectorTerms"))),
+                   tuple(m(t) for t in lst(sp.get("tolerations"))), requests)
+
+    def selector_text(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.node_selector.items()]
+        for term in self.terms[:1]:  # the first term: enough to name it
+            for e in lst(term.get("matchExpressions"))[:3]:
+                e = m(e)
+                values = ",".join(str(v) for v in lst(e.get("values")))
+                op = s(e.get("operator")) or ""
+                parts.append(f"{s(e.get('key'))} {op}" + (f" ({values})" if values else ""))
+        if len(self.terms) > 1:
+            parts.append(f"or {len(self.terms) - 1} more affinity term(s)")
+        return ",".join(parts)
+
+    def selects(self, node: Node) -> bool:
+        labels = m(m(node.get("metadata")).get("labels"))
+        if any(str(labels.get(k)) != str(v) if k in labels else True for k, v in self.node_selector.items()):
+            return False
+        return not self.terms or any(_term_matches(t, node) for t in self.terms)
+
+    def untolerated(self, node: Node) -> list[str]:
+        return [taint_text(m(t)) for t in lst(spec(node).get("taints"))
+                if m(t).get("effect") in _SCHEDULE_EFFECTS and not tolerates(self.tolerations, m(t))]
+
+
+# ---- the funnel -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Funnel:
+    """The nodes that pass each of the Pod's constraints in turn."""
+
+    total: int
+    selected: list[Node]
+    tolerated: list[Node]
+    schedulable: list[Node]
+    allocatable: list[Node]
+    free: list[Node]
+    untolerated: list[str]  # taints of the selected nodes the Pod does not tolerate, most common first
+    largest: dict[str, tuple[Decimal, str]] = field(default_factory=dict)  # resource -> most allocatable, node
+    most_free: dict[str, tuple[Decimal, str]] = field(default_factory=dict)  # resource -> most free, node
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def line(self) -> str:
+        """"12 nodes; 3 carry pool=spot; 0 of those tolerate gpu=true:NoSchedule"."""
+        return "; ".join(_step_text(st, n == 0) for n, st in enumerate(self.steps))
+
+
+def _step_text(step: Mapping[str, Any], first: bool) -> str:
+    n, value, kind = step["nodes"], step.get("value") or "", step["constraint"]
+    if first:
+        return f"{n} node{'s' if n != 1 else ''}"
+    text = {"NodeSelector": f"{n} carry {value}", "Taints": f"{n} of those tolerate {value}",
+            "Schedulable": f"{n} of those are not cordoned",
+            "Allocatable": f"{n} of those can allocate {value}",
+            "Free": f"{n} of those have {value} free (estimate)"}
+    return text.get(kind, f"{n} pass {kind}")
+
+
+@dataclass
+class _Usage:
+    """Requests of the Pods in the input bound to each node, for one clock value (one pass)."""
+
+    now: Any = None
+    by_node: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+
+
+NODE_USAGE: Derived[_Usage] = Derived("requests of the known Pods per node", lambda _: _Usage())
+
+
+def _used_on(ctx: Context, node_name: str) -> dict[str, Decimal]:
+    usage = ctx.state.derived(NODE_USAGE)
+    if usage.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
+        usage.now, usage.by_node = ctx.now, {}
+        for pod in ctx.state.pods.values():
+            node = s(spec(pod).get("nodeName"))
+            if not node or s(status(pod).get("phase")) in ("Succeeded", "Failed"):
+                continue
+            used = usage.by_node.setdefault(node, {"pods": Decimal(0)})
+            for r, v in quota.pod_requests(spec(pod)).items():
+                used[r] = used.get(r, Decimal(0)) + v
+            used["pods"] += 1
+    return usage.by_node.get(node_name, {"pods": Decimal(0)})
+
+
+def _resource_order(resource: str) -> tuple[int, str]:
+    return {"cpu": 0, "memory": 1}.get(resource, 2), resource
+
+
+def _fmt(resource: str, value: Decimal) -> str:
+    return quota.fmt(resource, value) or str(value)
+
+
+@dataclass
+class _Funnels:
+    """Funnels by Pod shape, for one Node version and clock: the Pods of a Job (and most Jobs of a queue) share
+    their selector, tolerations and requests, so one walk over the Nodes serves them all."""
+
+    version: Any = None
+    nodes: list[Node] = field(default_factory=list)
+    by_shape: dict[str, Funnel] = field(default_factory=dict)
+
+
+FUNNELS: Derived[_Funnels] = Derived("node funnel per Pod shape", lambda _: _Funnels())
+
+
+def funnel(ctx: Context, pc: PodConstraints) -> Funnel | None:
+    """The node funnel for one Pod's constraints; None without Nodes in the input."""
+    if not ctx.state.knows("Node") or not ctx.state.nodes:
+        return None
+    memo = ctx.state.derived(FUNNELS)
+    version = (ctx.state.nodes_version, len(ctx.state.nodes), ctx.now)
+    if memo.version != version:
+        memo.version, memo.by_shape = version, {}
+        memo.nodes = sorted(ctx.state.nodes.values(), key=lambda n: name(n) or "")
+    shape = repr((sorted(pc.node_selector.items()), pc.terms, pc.tolerations, sorted(pc.requests.items())))
+    found = memo.by_shape.get(shape)
+    if found is None:
+        found = memo.by_shape[shape] = _funnel(ctx, pc, memo.nodes)
+    return found
+
+
+def _funnel(ctx: Context, pc: PodConstraints, nodes: list[Node]) -> Funnel:
+    selected = [n for n in nodes if pc.selects(n)]
+    counts: dict[str, int] = {}
+    tolerated = []
+    for n in selected:
+        taints = pc.untolerated(n) if lst(spec(n).get("taints")) else []
+        for t in taints:
+            counts[t] = counts.get(t, 0) + 1
+        if not taints:
+            tolerated.append(n)
+    schedulable = [n for n in tolerated if not spec(n).get("unschedulable")]
+    wanted = {r: v for r, v in pc.requests.items() if v > 0}
+    largest: dict[str, tuple[Decimal, str]] = {}
+    most_free: dict[str, tuple[Decimal, str]] = {}
+    allocatable, free = [], []
+    for n in schedulable:
+        alloc = {r: parse(v) for r, v in m(status(n).get("allocatable")).items()}
+        used = _used_on(ctx, name(n) or "")
+        fits_alloc = fits_free = True
+        for r, need in wanted.items():
+            have = alloc.get(r) or Decimal(0)
+            left = have - used.get(r, Decimal(0))
+            if have > largest.get(r, (Decimal(-1), ""))[0]:
+                largest[r] = (have, name(n) or "")
+            if left > most_free.get(r, (Decimal(-1), ""))[0]:
+                most_free[r] = (left, name(n) or "")
+            fits_alloc = fits_alloc and have >= need
+            fits_free = fits_free and left >= need
+        if fits_alloc:
+            allocatable.append(n)
+            if fits_free:
+                free.append(n)
+    f = Funnel(len(nodes), selected, tolerated, schedulable, allocatable, free,
+               sorted(counts, key=lambda t: (-counts[t], t)), largest, most_free)
+    f.steps.append({"constraint": "Nodes", "nodes": len(nodes), "exact": True})
+    if pc.node_selector or pc.terms:
+        f.steps.append({"constraint": "NodeSelector", "value": pc.selector_text(), "nodes": len(selected),
+                        "exact": True})
+    if len(tolerated) != len(selected):
+        f.steps.append({"constraint": "Taints", "value": ", ".join(f.untolerated[:3]), "nodes": len(tolerated),
+                        "exact": True})
+    if len(schedulable) != len(tolerated):
+        f.steps.append({"constraint": "Schedulable", "nodes": len(schedulable), "exact": True})
+    shown = ", ".join(f"{_fmt(r, wanted[r])} {r}" for r in sorted(wanted, key=_resource_order) if r != "pods") \
+        or "1 pod"
+    if schedulable:  # past a step no node passes, the later ones say nothing
+        f.steps.append({"constraint": "Allocatable", "value": shown, "nodes": len(allocatable), "exact": True})
+    if allocatable:
+        f.steps.append({"constraint": "Free", "value": shown, "nodes": len(free), "exact": False})
+    return f
+
+
+# ---- the verdict ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Placement:
+    """What blocks the representative unschedulable Pod, and why, with the numbers."""
+
+    cause: Cause
+    action: ActionBy
+    blocker: dict[str, Any]
+    why: str  # one clause for the message
+    pod: Mapping[str, Any] | None
+    constraints: PodConstraints | None
+    funnel: Funnel | None
+    flavor: str | None
+    flavor_steers: bool  # the flavor's nodeLabels decide where the Pods go
+    resource: str | None = None
+    short: list[str] = field(default_factory=list)  # untolerated taints, or claim names
+
+
+def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
+    rf = ctx.state.flavors.get(flavor or "")
+    return dict(m(spec(rf).get("nodeLabels"))) if rf else {}
+
+
+def _claims(pod: Mapping[str, Any] | None) -> list[str]:
+    out = []
+    for v in lst(spec(pod or {}).get("volumes")):
+        claim = s(m(m(v).get("persistentVolumeClaim")).get("claimName"))
+        if claim is None and m(v).get("ephemeral") is not None:
+            claim = f"{name(pod or {}) or ''}-{s(m(v).get('name')) or ''}"
+        if claim:
+            out.append(claim)
+    return out
+
+
+def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
+    """The cause behind one Unschedulable group of Pods."""
+    pod = next((p for p in ctx.pods if name(p) == blocker.pod), None)
+    flavors = assigned_flavors(ctx)
+    flavor = flavors[0] if flavors else None
+    pc = PodConstraints.of(pod, _flavor_labels(ctx, flavor)) if pod is not None else None
+    nodes = funnel(ctx, pc) if pc is not None else None
+    steers = bool(_flavor_labels(ctx, flavor))
+    failure = blocker.failure
+    base: dict[str, Any] = {"flavor": flavor, "podSet": s(m(m(m(pod or {}).get("metadata")).get("labels")).get(
+        PODSET_LABEL))}
+    if failure is not None:
+        base["totalNodes"] = failure.total
+
+    def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
+        extra = {k: v for k, v in kw.items() if k in ("resource", "short")}
+        fields = {k: v for k, v in kw.items() if k not in extra}
+        found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
+        return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
+
+    nominated = s(status(pod or {}).get("nominatedNodeName"))
+    preemption = (failure.preemption or "") if failure is not None else ""
+    if nominated or any(w in preemption for w in PREEMPTION_WAITING):
+        where = f"node {nominated}" if nominated else "its nominated node"
+        return make(Cause.POD_PREEMPTION_IN_PROGRESS, ActionBy.NOBODY, "Preemption",
+                    f"kube-scheduler preempted lower-priority Pods on {where} and waits for them to terminate",
+                    name=nominated, source="Scheduler")
+    if failure is None or not failure.reasons:
+        return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", blocker.reason,
+                    name=blocker.reason[:200])
+    constraint, reasons = decisive(failure)
+    count = sum(r.count for r in reasons) if not failure.prefilter else failure.total
+    if nodes is not None and constraint in (Constraint.TAINT, Constraint.NODE_SELECTOR):
+        if not nodes.selected and (pc is not None and (pc.node_selector or pc.terms)):
+            constraint = Constraint.NODE_SELECTOR
+        elif not nodes.tolerated and nodes.selected:
+            constraint = Constraint.TAINT
+    if constraint == Constraint.NODE_SELECTOR:
+        selector = pc.selector_text() if pc is not None else ""
+        flavor_sel = _flavor_labels(ctx, flavor)
+        flavor_blind = bool(flavor_sel) and (nodes is None or not any(
+            all(str(m(m(n.get("metadata")).get("labels")).get(k)) == str(v) for k, v in flavor_sel.items())
+            for n in ctx.state.nodes.values()))
+        action = ActionBy.CLUSTER_ADMIN if flavor_blind else ActionBy.WORKLOAD_OWNER
+        whose = (f"ResourceFlavor {flavor}'s nodeLabels" if flavor_blind else "the Pods' own node selector/affinity")
+        return make(Cause.NODE_SELECTOR_MISMATCH, action, "NodeSelector",
+                    f"no node matches {selector or 'the node selector'} ({whose})", name=selector or None,
+                    nodes=count, source="Nodes" if nodes is not None else "Scheduler")
+    if constraint == Constraint.TAINT:
+        taints = list(nodes.untolerated) if nodes is not None and nodes.untolerated else [
+            t for t in (named_taint(r.text) for r in reasons) if t]
+        health = bool(taints) and all(t.startswith(_NODE_STATE_TAINT) for t in taints)
+        action = ActionBy.CLUSTER_ADMIN if (health or steers) else ActionBy.WORKLOAD_OWNER
+        named = ", ".join(taints[:3]) or "a taint (kube-scheduler 1.34+ does not name it; see the nodes)"
+        return make(Cause.UNTOLERATED_TAINT, action, "Taint",
+                    f"{count} node(s) carry {named}, which the Pods do not tolerate"
+                    + (" (set by Kubernetes for the node's state: cordoned, not ready, unreachable or under "
+                       "pressure)" if health else ""),
+                    name=", ".join(taints[:3]) or None, nodes=count,
+                    source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=taints)
+    if constraint == Constraint.RESOURCE:
+        return _resources(ctx, make, reasons, pc, nodes)
+    if constraint in (Constraint.VOLUME, Constraint.VOLUME_NODE_AFFINITY):
+        claims = [c for c in (claim_of(r.text) for r in reasons) if c] or _claims(pod)
+        text = reasons[0].text
+        if constraint == Constraint.VOLUME_NODE_AFFINITY:
+            return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.WORKLOAD_OWNER, "VolumeNodeAffinity",
+                        f"{count} node(s): {text}: the claim {', '.join(claims) or '?'} is bound to a volume no "
+                        "usable node can reach (another zone or node)", name=", ".join(claims) or None,
+                        nodes=count, short=claims)
+        storage = text.startswith("node(s)") or "unbound immediate" in text
+        return make(Cause.VOLUME_NOT_BOUND, ActionBy.CLUSTER_ADMIN if storage else ActionBy.WORKLOAD_OWNER, "Volume",
+                    f"{text} (claim {', '.join(claims) or '?'})"
+                    + (": no PersistentVolume is bound or can be provisioned for it (StorageClass, provisioner)"
+                       if storage else ": create the claim or fix its name in the Job"),
+                    name=", ".join(claims) or None, nodes=count, short=claims)
+    why = failure.short()
+    if constraint == Constraint.NODE_STATE:
+        why = (f"{count} node(s) the Pods could use are cordoned (spec.unschedulable: a drain?) or in an unknown "
+               f"state ({why}): uncordon them or add nodes")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", why,
+                name=reasons[0].text[:200], nodes=count)
+
+
+def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
+               pc: PodConstraints | None, nodes: Funnel | None) -> Placement:
+    resources = [r for r in (resource_of(x.text) for x in reasons) if r]
+    resource = resources[0] if resources else "?"
+    count = max((x.count for x in reasons), default=0)
+    need = pc.requests.get(resource) if pc is not None else None
+    requested = _fmt(resource, need) if need is not None else None
+    if nodes is not None and nodes.schedulable and need is not None:
+        too_large = [r for r in resources if pc is not None and r in pc.requests
+                     and nodes.largest.get(r, (Decimal(0), ""))[0] < pc.requests[r]]
+        if too_large:
+            r = too_large[0]
+            most, where = nodes.largest.get(r, (Decimal(0), ""))
+            req = pc.requests[r] if pc is not None else Decimal(0)
+            return make(Cause.POD_TOO_LARGE, ActionBy.WORKLOAD_OWNER, "PodTooLarge",
+                        f"one Pod requests {_fmt(r, req)} {r}, more than any of the {len(nodes.schedulable)} usable "
+                        f"node(s) can allocate (at most {_fmt(r, most)} on {where}): waiting never helps",
+                        name=r, requested=_fmt(r, req), available=_fmt(r, most), nodes=count, source="Nodes",
+                        resource=r)
+        free, where = nodes.most_free.get(resource, (Decimal(0), ""))
+        return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
+                    f"{count} node(s) lack free {resource}: one Pod requests {requested}, the most free on a usable "
+                    f"node is about {_fmt(resource, max(free, Decimal(0)))} ({where}, an estimate)",
+                    name=resource, requested=requested, available=_fmt(resource, max(free, Decimal(0))),
+                    nodes=count, source="Estimate", resource=resource)
+    return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
+                f"{count} node(s) lack free {', '.join(resources) or resource}"
+                + (f" (one Pod requests {requested})" if requested else ""),
+                name=resource, requested=requested, nodes=count, resource=resource)
