@@ -249,6 +249,7 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     dep = one(objs, "Deployment")
     assert_hardened_deployment(dep)
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "kueue-doctor"
+    assert one(objs, "ServiceAccount")["automountServiceAccountToken"] is False  # only the operator's Pod mounts it
     c = container_of(objs)
     assert c["image"] == "ghcr.io/kueue-doctor/kueue-doctor:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--health-port=8081", "--log-format=json",

@@ -212,6 +212,7 @@ def test_base_deployment_is_hardened_and_uses_the_service_account() -> None:
     objs = kustomize(BASE)
     dep = one(objs, "Deployment")
     assert_hardened_deployment(dep)
+    assert one(objs, "ServiceAccount")["automountServiceAccountToken"] is False, "only the operator's Pod mounts it"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
 
 

@@ -98,7 +98,7 @@ class LeaderElector:
         self.holder: str | None = None  # the holder last seen
         self._observed: tuple[Any, ...] | None = None  # the Lease record last seen, and when (monotonic)
         self._observed_at = 0.0
-        self._renewed_at = 0.0  # monotonic time of our last successful renewal
+        self._renewed_at = 0.0  # monotonic start of our last successful renewal (the deadline counts from there)
         self._became_standby_at = time.monotonic()
         self._last_problem: str | None = None  # logged once until it changes
         self._previous: str | None = None  # the holder we took the Lease from ("": it was free or new)
@@ -196,6 +196,7 @@ class LeaderElector:
         self._observed = (self.identity, spec["renewTime"], spec["acquireTime"], spec["leaseDurationSeconds"],
                           spec["leaseTransitions"])
         self._observed_at = mono
+        self._renewed_at = mono  # when this attempt began: the server accepted the renewal no earlier
         self.holder = self.identity
 
     def _duration_seconds(self) -> int:
@@ -204,7 +205,6 @@ class LeaderElector:
     def _settle(self, outcome: str) -> None:
         mono = time.monotonic()
         if outcome == "mine":
-            self._renewed_at = mono
             self._last_problem = None
             if not self.leading:
                 self._lead()
