@@ -45,8 +45,9 @@ ELECTION = ("--leader-elect", f"--leader-elect-resource-namespace={SA_NAMESPACE}
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-def replica_account(cluster: ClusterHandle, name: str) -> None:
-    """A ServiceAccount with exactly the shipped operator's rights (ClusterRoles and the Lease Role)."""
+def replica_account(cluster: ClusterHandle, name: str, lease: bool = True) -> None:
+    """A ServiceAccount with exactly the shipped operator's rights (ClusterRoles and, unless `lease` is False, the
+    Lease Role)."""
     api = cluster.api_client
     kube.request_json(api, "PATCH", f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{name}",
                       {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
@@ -58,6 +59,8 @@ def replica_account(cluster: ClusterHandle, name: str) -> None:
             "metadata": {"name": f"{name}-{role}"}, "subjects": subject,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}},
             query={"fieldManager": "e2e", "force": "true"}, content_type="application/apply-patch+yaml")
+    if not lease:
+        return
     kube.request_json(api, "PATCH", f"{RBAC}/namespaces/{SA_NAMESPACE}/rolebindings/{name}-lease", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": f"{name}-lease", "namespace": SA_NAMESPACE}, "subjects": subject,
@@ -164,9 +167,9 @@ def replicas(cluster: ClusterHandle, tmp_path: Path) -> Iterator[list[Operator]]
         kube.request_json(cluster.api_client, "DELETE", LEASE_PATH)
 
 
-def start_replica(cluster: ClusterHandle, tmp_path: Path, name: str, namespace: str, started: list[Operator]
-                  ) -> Operator:
-    replica_account(cluster, name)
+def start_replica(cluster: ClusterHandle, tmp_path: Path, name: str, namespace: str, started: list[Operator],
+                  lease: bool = True) -> Operator:
+    replica_account(cluster, name, lease)
     op = start_operator(token_kubeconfig(cluster, tmp_path, name), tmp_path, "-n", namespace, "--log-format=json",
                         *ELECTION)
     started.append(op)
@@ -291,3 +294,21 @@ def test_a_graceful_stop_releases_the_lease_and_the_standby_takes_over_at_once(
     assert took <= RETRY * 1.2 + 2.0, f"{took:.1f}s: was the Lease released?"
     assert "Released Lease" in leader.log.read_text()
     assert leader.proc.returncode == 0
+
+
+def test_without_rights_on_the_lease_a_replica_says_so_once_and_writes_nothing(
+        cluster: ClusterHandle, resources: kube.Resources, namespace: str, tmp_path: Path,
+        replicas: list[Operator]) -> None:
+    api = cluster.api_client
+    op = start_replica(cluster, tmp_path, "kd-no-lease", namespace, replicas, lease=False)
+    kube.wait_for(lambda: ready_role(op) == "standby", timeout=30, message="ready, standing by")
+    setup_queue(resources, namespace, 1)
+    resources.create(Job("big", namespace).queue("main").parallelism(2).request("cpu", "100m").manifest())
+    kube.wait_for_workload(api, namespace, "big")
+    kube.wait_for(lambda: (gauge(op, "kueue_doctor_diagnosis_passes_total") or 0) >= 2, timeout=30,
+                  message="a pass over the new Workload")
+    time.sleep(3 * RETRY)  # several attempts at the Lease
+    assert cluster.writes_by_user(user("kd-no-lease")) == []
+    assert gauge(op, "kueue_doctor_leader") == 0.0 and op.proc.poll() is None
+    said = [ln for ln in op.log.read_text().splitlines() if "Cannot read or update Lease" in ln]
+    assert len(said) == 1 and "grant get, create and update on leases" in said[0], said

@@ -77,6 +77,7 @@ def test_an_apiserver_outage_logs_one_warning_and_one_info_and_the_verdicts_catc
         caught_up = time.time() - t_back
         time.sleep(3)
         after = records(op.log, offset)
+        assert ready_role(op) == "leader"  # it stepped down during the outage (no renewal) and leads again
     finally:
         op.stop()
         proxy.stop()
@@ -96,4 +97,5 @@ def test_an_apiserver_outage_logs_one_warning_and_one_info_and_the_verdicts_catc
     assert "does not answer since" in warnings[0]["message"] and "Retrying" in warnings[0]["message"]
     infos = [r for r in after if "answers again after" in str(r.get("message"))]
     assert len(infos) == 1 and str(infos[0].get("severity")).upper() == "INFO", infos
+    assert [str(r.get("severity")).upper() for r in after if "No longer leading" in str(r.get("message"))] == ["INFO"]
     assert caught_up < 30.0
