@@ -142,14 +142,22 @@ class VersionWatch(threading.Thread):
         custom = client.CustomObjectsApi(self.api)
         while not self.stopped.is_set():
             w = watch.Watch()
-            for event in w.stream(custom.list_namespaced_custom_object, "kueue-doctor.dev", "v1alpha1",
-                                  self.namespace, "admissiondiagnoses", timeout_seconds=5):
-                md = event["object"]["metadata"]
-                seen = self.versions.setdefault(md["name"], [])
-                if event["type"] in ("ADDED", "MODIFIED") and md["resourceVersion"] not in seen:
-                    seen.append(md["resourceVersion"])
-                if self.stopped.is_set():
-                    w.stop()
+            try:
+                for event in w.stream(custom.list_namespaced_custom_object, "kueue-doctor.dev", "v1alpha1",
+                                      self.namespace, "admissiondiagnoses", timeout_seconds=5):
+                    md = event["object"]["metadata"]
+                    seen = self.versions.setdefault(md["name"], [])
+                    if event["type"] in ("ADDED", "MODIFIED") and md["resourceVersion"] not in seen:
+                        seen.append(md["resourceVersion"])
+                    if self.stopped.is_set():
+                        w.stop()
+            except Exception:  # the namespace or the cluster going away at the end of the test
+                if self.stopped.wait(1):
+                    return
+
+    def since(self, name: str, mark: int) -> list[str]:
+        """The versions `name` took after `mark` (a length of its list taken earlier)."""
+        return self.versions.get(name, [])[mark:]
 
 
 @pytest.fixture
@@ -187,6 +195,15 @@ def test_two_replicas_one_writer_every_write_a_change_and_a_warm_standby(
     api = cluster.api_client
     watcher = VersionWatch(api, namespace)
     watcher.start()
+    try:
+        one_writer_every_write_a_change(cluster, resources, namespace, tmp_path, replicas, watcher)
+    finally:
+        watcher.stopped.set()
+
+
+def one_writer_every_write_a_change(cluster: ClusterHandle, resources: kube.Resources, namespace: str,
+                                    tmp_path: Path, replicas: list[Operator], watcher: VersionWatch) -> None:
+    api = cluster.api_client
     first = start_replica(cluster, tmp_path, "kd-replica-a", namespace, replicas)
     kube.wait_for(lambda: ready_role(first) == "leader", timeout=30,
                   message=lambda: f"the first replica to lead:\n{first.tail()}")
@@ -195,10 +212,11 @@ def test_two_replicas_one_writer_every_write_a_change_and_a_warm_standby(
     t0 = time.time()
 
     cq = setup_queue(resources, namespace, 2)
+    # a longer story: ExceedsMaxQuota, then admitted, Pods created and started, Running
     resources.create(Job("big", namespace).queue("main").parallelism(3).request("cpu", "100m").manifest())
     wl_name = kube.wait_for_workload(api, namespace, "big")["metadata"]["name"]
     kube.wait_for(lambda: reason_of(api, namespace, wl_name) == "ExceedsMaxQuota", timeout=60,
-                  message=lambda: f"ExceedsMaxQuota:\n{first.tail()}")
+                  message=lambda: f"ExceedsMaxQuota, got {reason_of(api, namespace, wl_name)}:\n{first.tail()}")
     # the verdict changes: the platform admin raises the quota
     kube.patch(api, "ClusterQueue", cq, {"spec": {"resourceGroups": [{"coveredResources": ["cpu", "pods"], "flavors": [
         {"name": f"rf-{cq.removeprefix('cq-')}", "resources": [{"name": "cpu", "nominalQuota": "400m"},
@@ -207,16 +225,32 @@ def test_two_replicas_one_writer_every_write_a_change_and_a_warm_standby(
                   message=lambda: f"Running, got {reason_of(api, namespace, wl_name)}")
     time.sleep(2 * RETRY + 1)  # a refresh interval (2 s) for any number-only change, and Lease renewals
 
+    # one verdict change, one step (ExceedsMaxQuota -> QueueMisconfigured, no Pods involved): only the leader writes,
+    # and every write is a new version (Kueue may update the Workload twice: the verdict, then its message)
+    resources.create(Job("moved", namespace).queue("main").parallelism(5).request("cpu", "100m").manifest())
+    moved = kube.wait_for_workload(api, namespace, "moved")["metadata"]["name"]
+    kube.wait_for(lambda: reason_of(api, namespace, moved) == "ExceedsMaxQuota", timeout=60,
+                  message=lambda: f"ExceedsMaxQuota, got {reason_of(api, namespace, moved)}:\n{first.tail()}")
+    time.sleep(3)  # the refresh interval: nothing pending for `moved`
+    t_moved, mark = time.time(), len(watcher.versions.get(moved, []))
+    kube.patch(api, "Job", "moved", {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "nowhere"}}}, namespace)
+    kube.wait_for(lambda: reason_of(api, namespace, moved) == "QueueMisconfigured", timeout=30,
+                  message="QueueMisconfigured")
+    time.sleep(2 * RETRY + 1)
+    single_change = [w for u in ("kd-replica-a", "kd-replica-b")
+                     for w in diagnosis_writes(cluster, user(u), namespace, t_moved, moved)]
+    assert {w["user"]["username"] for w in single_change} == {user("kd-replica-a")}, single_change
+    assert len(single_change) == len(watcher.since(moved, mark)) >= 1, (single_change, watcher.since(moved, mark))
+
     # the standby wrote nothing at all: no diagnosis, no Lease (it only reads it while the leader renews)
     assert cluster.writes_by_user(user("kd-replica-b")) == []
     writes = diagnosis_writes(cluster, user("kd-replica-a"), namespace, t0, wl_name)
     versions = watcher.versions.get(wl_name, [])
-    watcher.stopped.set()
     # every write changed the object: as many writes as resourceVersions (a second writer of the same verdict,
     # the symptom of two replicas without election, adds writes but no versions)
     assert len(writes) == len(versions) >= 2, (len(writes), versions)
-    print(f"\nverdict ExceedsMaxQuota -> Running: {len(writes)} writes, {len(versions)} resourceVersions, "
-          f"standby writes 0")
+    print(f"\nExceedsMaxQuota -> QueueMisconfigured: {len(single_change)} writes, {len(watcher.since(moved, mark))} "
+          f"versions; ExceedsMaxQuota -> Running: {len(writes)} writes, {len(versions)} versions; standby writes 0")
 
     # the standby is warm: it watched and diagnosed the same Workload, says it stands by, exports no verdicts
     assert gauge(second, "kueue_doctor_leader") == 0.0 and gauge(first, "kueue_doctor_leader") == 1.0

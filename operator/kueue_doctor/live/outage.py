@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,13 +112,19 @@ class OutageFilter(logging.Filter):
     def __init__(self, outage: Outage, verbose: bool) -> None:
         super().__init__()
         self.outage, self.verbose = outage, verbose
+        # one record, several handlers: judged (and counted) once. Not an attribute of the record: JSON logs
+        # print every attribute.
+        self._judged: weakref.WeakKeyDictionary[logging.LogRecord, bool] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        judged = getattr(record, "kueue_doctor_outage", None)  # one record, several handlers: judged once
+        with self._lock:
+            judged = self._judged.get(record)
         if judged is not None:
-            return bool(judged)
+            return judged
         keep = self._judge(record)
-        record.kueue_doctor_outage = keep
+        with self._lock:
+            self._judged[record] = keep
         return keep
 
     def _judge(self, record: logging.LogRecord) -> bool:
