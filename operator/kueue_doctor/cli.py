@@ -18,6 +18,7 @@ from .live.team_labels import DEFAULT_LABEL_VALUES, OTHER_VALUE
 
 if TYPE_CHECKING:
     from .engine.queue_summary import Group
+    from .live.leader import ElectionConfig
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
@@ -117,6 +118,7 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
                     help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
                     "are read there (default kueue-system)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_leader_election_flags(rn)
     return parser
 
 
@@ -146,6 +148,42 @@ def kubectl_main() -> int:
     return main(sys.argv[1:], plugin=True)
 
 
+def add_leader_election_flags(rn: argparse.ArgumentParser) -> None:
+    """The same names as kube-controller-manager's and kube-scheduler's leader-election flags."""
+    le = rn.add_argument_group("leader election (for two or more replicas; docs/reliability.md)")
+    le.add_argument("--leader-elect", action="store_true",
+                    help="elect a leader on a coordination.k8s.io Lease: only the leader writes, the other replicas "
+                    "keep their state warm and take over when its lease expires (default: off, a single writer)")
+    le.add_argument("--leader-elect-resource-name", default="kueue-doctor", metavar="NAME",
+                    help="name of the Lease (one per namespace shard; default kueue-doctor)")
+    le.add_argument("--leader-elect-resource-namespace", default="", metavar="NAMESPACE",
+                    help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's namespace)")
+    for name, default, meaning in (
+            ("lease-duration", 10.0, "how long a standby waits after the leader's last renewal before taking over"),
+            ("renew-deadline", 7.0, "how long a leader retries renewing before it stops writing"),
+            ("retry-period", 2.0, "time between two renewals or reads of the Lease")):
+        le.add_argument(f"--leader-elect-{name}", type=float, default=default, metavar="SECONDS",
+                        help=f"{meaning} (default {default:g})")
+
+
+def election_config(args: argparse.Namespace, err: IO[str]) -> ElectionConfig | int | None:
+    """The election asked for, None without --leader-elect, or EXIT_BAD_INPUT after saying what is wrong."""
+    from .live.leader import ElectionConfig, default_namespace
+
+    if not args.leader_elect:
+        return None
+    config = ElectionConfig(namespace=args.leader_elect_resource_namespace or default_namespace(),
+                            lease_name=args.leader_elect_resource_name,
+                            lease_duration=args.leader_elect_lease_duration,
+                            renew_deadline=args.leader_elect_renew_deadline,
+                            retry_period=args.leader_elect_retry_period)
+    problems = config.problems()
+    if problems:
+        err.write("kueue-doctor run: leader election: " + "; ".join(problems) + "\n")
+        return EXIT_BAD_INPUT
+    return config
+
+
 def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
          stderr: IO[str] | None = None, plugin: bool = False) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
@@ -172,6 +210,9 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
 
+        election = election_config(args, err)
+        if isinstance(election, int):
+            return election
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
                           resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
                           writes_per_second=args.max_writes_per_second,
@@ -179,7 +220,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
                           kueue_namespace=args.kueue_namespace,
                           metric_labels=args.metric_labels, metric_label_values=args.metric_label_values)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
-                   args.verbose)
+                   args.verbose, election)
     return explain(args, stdin, out, err, plugin)
 
 

@@ -31,6 +31,7 @@ import yaml
 from tests.builders import Namespace
 from tests.unit.test_manifests import (
     assert_hardened_deployment,
+    assert_lease_role,
     assert_least_privilege,
     assert_operator_can_read_what_it_watches,
     kustomize,
@@ -89,6 +90,10 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "refreshInterval": 30,
     "resyncInterval": 600,
     "verbose": True,
+    "replicaCount": 3,
+    "leaderElection": {"leaseName": "doctor-lease", "leaseDuration": 20, "renewDeadline": 15, "retryPeriod": 4},
+    "podDisruptionBudget": {"maxUnavailable": 2},
+    "networkPolicy": {"enabled": True, "healthFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]},
     "metrics": {"port": 9090},
     "health": {"port": 9091},
     "service": {"port": 9090, "annotations": {"example.com/scrape": "true"}},
@@ -127,6 +132,8 @@ KIND_PATHS: dict[str, tuple[str, str, bool]] = {
     "ConfigMap": ("/api/v1", "configmaps", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
@@ -207,7 +214,8 @@ def test_helm_lint_strict_default_and_non_default(helm: str, stand_in_chart: Pat
 def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> None:
     objs = template(helm, tmp_path)
     assert kinds(objs) == sorted(["CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole",
-                                  "ClusterRoleBinding", "Deployment", "Service", "Role", "RoleBinding"])
+                                  "ClusterRoleBinding", "Deployment", "Service", "Role", "RoleBinding", "Role",
+                                  "RoleBinding", "PodDisruptionBudget"])
     base = kustomize(BASE)
     role = one(objs, "ClusterRole", "kueue-doctor")
     assert role["rules"] == one(base, "ClusterRole", "kueue-doctor")["rules"], "chart RBAC == manifests/base RBAC"
@@ -217,23 +225,39 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     assert view["rules"] == one(base, "ClusterRole", "kueue-doctor-view")["rules"]
     for aggregate in ("view", "edit", "admin"):
         assert view["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{aggregate}"] == "true"
-    kueue_config = one(objs, "Role")  # the chart can use a Role in Kueue's namespace; Kustomize a ClusterRole
+    # the chart can use a Role in Kueue's namespace; Kustomize a ClusterRole
+    kueue_config = one(objs, "Role", "kueue-doctor-kueue-config")
     assert kueue_config["metadata"]["namespace"] == "kueue-system"
     assert kueue_config["rules"] == one(base, "ClusterRole", "kueue-doctor-kueue-config")["rules"]
-    assert one(objs, "RoleBinding")["roleRef"]["name"] == kueue_config["metadata"]["name"]
+    assert one(objs, "RoleBinding", "kueue-doctor-kueue-config")["roleRef"]["name"] == kueue_config["metadata"]["name"]
+    lease_role = one(objs, "Role", "kueue-doctor-leader-election")
+    assert lease_role["rules"] == one(base, "Role", "kueue-doctor-leader-election")["rules"]
+    assert_lease_role(lease_role, "kueue-doctor")
+    assert lease_role["metadata"]["namespace"] == "kueue-doctor"
+    assert one(objs, "PodDisruptionBudget")["spec"] == one(base, "PodDisruptionBudget")["spec"] | {
+        "selector": one(objs, "PodDisruptionBudget")["spec"]["selector"]}
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "kueue-doctor"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "kueue-doctor"}]
     dep = one(objs, "Deployment")
     assert_hardened_deployment(dep)
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "kueue-doctor"
+    assert one(objs, "ServiceAccount")["automountServiceAccountToken"] is False  # only the operator's Pod mounts it
     c = container_of(objs)
     assert c["image"] == "ghcr.io/kueue-doctor/kueue-doctor:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--health-port=8081", "--log-format=json",
                          "--max-workload-series=2000", "--refresh-interval=60", "--resync-interval=300",
-                         "--max-writes-per-second=100", "--kueue-namespace=kueue-system"]
-    base_c = one(base, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+                         "--max-writes-per-second=100", "--kueue-namespace=kueue-system", "--leader-elect",
+                         "--leader-elect-resource-name=kueue-doctor", "--leader-elect-resource-namespace=kueue-doctor",
+                         "--leader-elect-lease-duration=10", "--leader-elect-renew-deadline=7",
+                         "--leader-elect-retry-period=2"]
+    base_dep = one(base, "Deployment")
+    base_c = base_dep["spec"]["template"]["spec"]["containers"][0]
     assert c["livenessProbe"] == {**base_c["livenessProbe"]}
+    assert c["readinessProbe"]["httpGet"] == base_c["readinessProbe"]["httpGet"]
+    assert c["securityContext"] == base_c["securityContext"]
+    assert (dep["spec"]["replicas"], dep["spec"]["strategy"]) == (base_dep["spec"]["replicas"],
+                                                                  base_dep["spec"]["strategy"])
     svc = one(objs, "Service")
     assert svc["metadata"]["name"] == "kueue-doctor-metrics"
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
@@ -241,6 +265,35 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     for o in objs:
         if o["kind"] in ("ServiceAccount", "Deployment", "Service"):
             assert o["metadata"]["namespace"] == "kueue-doctor"
+
+
+def test_one_replica_without_leader_election_and_the_optional_network_policy(helm: str, tmp_path: Path) -> None:
+    objs = template(helm, tmp_path, values={"replicaCount": 1, "leaderElection": {"enabled": False}})
+    dep = one(objs, "Deployment")
+    assert_hardened_deployment(dep)
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert not any(a.startswith("--leader-elect") for a in container_of(objs)["args"])
+    assert "PodDisruptionBudget" not in kinds(objs), "a budget of one replica would block every drain"
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Role"] == ["kueue-doctor-kueue-config"]
+    assert "NetworkPolicy" not in kinds(objs)
+    proc = run_helm(helm, "template", "kd", str(CHART), values={"leaderElection": {"enabled": False}}, tmp=tmp_path,
+                    check=False)
+    assert proc.returncode != 0 and "replicaCount > 1 needs leaderElection.enabled" in proc.stderr
+
+    # a namespace shard: its own Lease, named by the release
+    objs = template(helm, tmp_path, release="shard-a", values={
+        "leaderElection": {"leaseName": "kueue-doctor-shard-a"}, "watchNamespaces": ["team-a"],
+        "networkPolicy": {"enabled": True, "metricsFrom": [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": "monitoring"}}}]}})
+    assert "--leader-elect-resource-name=kueue-doctor-shard-a" in container_of(objs)["args"]
+    assert_lease_role(one(objs, "Role", "shard-a-kueue-doctor-leader-election"), "kueue-doctor-shard-a")
+    policy = one(objs, "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"] == one(objs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    metrics_rule, health_rule = policy["spec"]["ingress"]
+    assert metrics_rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert metrics_rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert health_rule == {"ports": [{"port": "health", "protocol": "TCP"}]}
 
 
 def test_rendered_crd_is_the_committed_crd_and_is_kept_on_uninstall(helm: str, tmp_path: Path) -> None:
@@ -258,7 +311,8 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     objs = template(helm, tmp_path, values=NON_DEFAULT_VALUES, release="prod", namespace="ops")
     # the real chart renders the PrometheusRule / dashboard only once files/ exists
     expected = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment",
-                "Service", "ServiceAccount", "ServiceMonitor", "Role", "RoleBinding"]
+                "Service", "ServiceAccount", "ServiceMonitor", "Role", "RoleBinding", "Role", "RoleBinding",
+                "PodDisruptionBudget", "NetworkPolicy"]
     if (CHART / "files" / "alerts.rules.yaml").exists():
         expected.append("PrometheusRule")
     if (CHART / "files" / "dashboard.json").exists():
@@ -275,10 +329,18 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     assert c["image"] == "registry.example.com/kd:1.2.3" and c["imagePullPolicy"] == "Always"
     assert c["args"] == ["run", "--metrics-port=9090", "--health-port=9091", "--log-format=text",
                          "--max-workload-series=500", "--refresh-interval=30", "--resync-interval=600",
-                         "--max-writes-per-second=100", "--kueue-namespace=default",
-                         "--namespace=team-a", "--namespace=team-b", "--verbose"]
-    assert one(objs, "Role")["metadata"]["namespace"] == "default"  # Kueue's two objects are read where it runs
-    assert one(objs, "RoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": "doctor-sa", "namespace": "ops"}]
+                         "--max-writes-per-second=100", "--kueue-namespace=default", "--leader-elect",
+                         "--leader-elect-resource-name=doctor-lease", "--leader-elect-resource-namespace=ops",
+                         "--leader-elect-lease-duration=20", "--leader-elect-renew-deadline=15",
+                         "--leader-elect-retry-period=4", "--namespace=team-a", "--namespace=team-b", "--verbose"]
+    # Kueue's two objects are read where it runs
+    assert one(objs, "Role", "doctor-kueue-config")["metadata"]["namespace"] == "default"
+    for binding in ("doctor-kueue-config", "doctor-leader-election"):
+        assert one(objs, "RoleBinding", binding)["subjects"] == [
+            {"kind": "ServiceAccount", "name": "doctor-sa", "namespace": "ops"}]
+    assert_lease_role(one(objs, "Role", "doctor-leader-election"), "doctor-lease")
+    assert dep["spec"]["replicas"] == 3 and one(objs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 2
+    assert one(objs, "NetworkPolicy")["spec"]["ingress"][1]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
     assert c["resources"] == NON_DEFAULT_VALUES["resources"]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 9090, "health": 9091}
     assert pod["tolerations"] == NON_DEFAULT_VALUES["tolerations"]
@@ -309,7 +371,7 @@ def test_switches_turn_objects_off(helm: str, tmp_path: Path) -> None:
     objs = template(helm, tmp_path, values={"rbac": {"create": False}, "serviceAccount": {"create": False,
                                                                                          "name": "mine"},
                                             "crds": {"install": False}})
-    assert kinds(objs) == ["Deployment", "Service"]
+    assert kinds(objs) == ["Deployment", "PodDisruptionBudget", "Service"]
     assert one(objs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
     objs = template(helm, tmp_path, values={"rbac": {"aggregateToDefaultRoles": False}})
     assert [o["metadata"]["name"] for o in objs if o["kind"] == "ClusterRole"] == ["kueue-doctor"]
@@ -329,7 +391,8 @@ def test_team_labels_reach_the_operators_flags(helm: str, tmp_path: Path) -> Non
 @pytest.mark.parametrize(("values", "needle"), [
     ({"logFormat": "xml"}, "logFormat"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
-    ({"replicaCount": 2}, "replicaCount"),
+    ({"replicaCount": -1}, "replicaCount"),
+    ({"leaderElection": {"leaseDuration": 0}}, "leaseDuration"),
     ({"metrics": {"port": 0}}, "port"),
     ({"serviceMonitor": {"interval": "often"}}, "interval"),
     ({"metrics": {"labelsFrom": ["not a label"]}}, "labelsFrom"),

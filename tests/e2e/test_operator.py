@@ -44,7 +44,8 @@ def apply_manifest(api: Any, path: Path) -> None:
         group_version = doc["apiVersion"]
         plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
                   "ClusterRoleBinding": "clusterrolebindings", "CustomResourceDefinition":
-                  "customresourcedefinitions", "Namespace": "namespaces"}[doc["kind"]]
+                  "customresourcedefinitions", "Namespace": "namespaces", "Role": "roles",
+                  "RoleBinding": "rolebindings"}[doc["kind"]]
         ns = doc["metadata"].get("namespace")
         base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         path_ = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"

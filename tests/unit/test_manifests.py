@@ -110,11 +110,31 @@ def assert_operator_can_read_what_it_watches(rules: list[dict[str, Any]]) -> Non
         assert (OWN_GROUP, "admissiondiagnoses", verb) in granted, f"missing {verb} on admissiondiagnoses"
 
 
+LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+               {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}]
+
+
+def assert_lease_role(role: dict[str, Any], lease: str) -> None:
+    """Leader election needs create on leases, and get/update on its one Lease: nothing more, nowhere else."""
+    assert role["kind"] == "Role", "leases only in the operator's own namespace"
+    create, renew = role["rules"]
+    assert create == LEASE_RULES[0]
+    assert renew == {**LEASE_RULES[1], "resourceNames": [lease]}
+
+
 def assert_hardened_deployment(dep: dict[str, Any]) -> None:
     spec = dep["spec"]
-    assert spec["replicas"] == 1, "one replica: Kopf runs standalone"
-    assert spec["strategy"]["type"] == "Recreate"
+    args = spec["template"]["spec"]["containers"][0]["args"]
+    if spec["replicas"] > 1 or "--leader-elect" in args:  # one writer: the Lease's holder
+        assert "--leader-elect" in args, "two replicas without leader election would both write"
+        assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+        env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+               for e in spec["template"]["spec"]["containers"][0]["env"]}
+        assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
+    else:
+        assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
     pod = spec["template"]["spec"]
+    assert pod.get("automountServiceAccountToken") is True, "explicit: the token is what the operator talks with"
     psc = pod.get("securityContext", {})
     assert psc.get("runAsNonRoot") is True
     assert psc.get("runAsUser", 65532) != 0
@@ -127,12 +147,14 @@ def assert_hardened_deployment(dep: dict[str, Any]) -> None:
     assert csc["capabilities"]["drop"] == ["ALL"]
     assert not csc.get("capabilities", {}).get("add")
     assert not csc.get("privileged")
+    assert csc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True
+    assert csc.get("seccompProfile", psc.get("seccompProfile", {})).get("type") == "RuntimeDefault"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     args = container["args"]
     assert args[0] == "run"
     assert f"--metrics-port={ports['metrics']}" in args and f"--health-port={ports['health']}" in args
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"]["port"] in ("metrics", ports["metrics"])
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert "memory" in container["resources"]["limits"] and container["resources"]["requests"]
     mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
     assert "/tmp" in mounts, "a writable /tmp next to the read-only root filesystem"
@@ -150,9 +172,11 @@ def test_base_renders_the_expected_objects() -> None:
         ("ServiceAccount", "kueue-doctor"), ("ClusterRole", "kueue-doctor"), ("ClusterRole", "kueue-doctor-view"),
         ("ClusterRoleBinding", "kueue-doctor"), ("Deployment", "kueue-doctor"), ("Service", "kueue-doctor-metrics"),
         ("ClusterRole", "kueue-doctor-kueue-config"), ("ClusterRoleBinding", "kueue-doctor-kueue-config"),
+        ("Role", "kueue-doctor-leader-election"), ("RoleBinding", "kueue-doctor-leader-election"),
+        ("PodDisruptionBudget", "kueue-doctor"),
     ])
     for o in objs:
-        if o["kind"] in ("ServiceAccount", "Deployment", "Service"):
+        if o["kind"] in ("ServiceAccount", "Deployment", "Service", "Role", "RoleBinding", "PodDisruptionBudget"):
             assert o["metadata"]["namespace"] == "kueue-doctor", o["metadata"]
         assert o["metadata"]["labels"]["app.kubernetes.io/name"] == "kueue-doctor"
 
@@ -188,7 +212,22 @@ def test_base_deployment_is_hardened_and_uses_the_service_account() -> None:
     objs = kustomize(BASE)
     dep = one(objs, "Deployment")
     assert_hardened_deployment(dep)
+    assert one(objs, "ServiceAccount")["automountServiceAccountToken"] is False, "only the operator's Pod mounts it"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
+
+
+def test_base_runs_two_replicas_one_lease_and_a_disruption_budget() -> None:
+    objs = kustomize(BASE)
+    dep = one(objs, "Deployment")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert dep["spec"]["replicas"] == 2 and "--leader-elect-resource-name=kueue-doctor" in args
+    assert_lease_role(one(objs, "Role", "kueue-doctor-leader-election"), "kueue-doctor")
+    binding = one(objs, "RoleBinding", "kueue-doctor-leader-election")
+    assert binding["roleRef"]["name"] == "kueue-doctor-leader-election"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "kueue-doctor"}]
+    pdb = one(objs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_base_service_selects_the_pods_and_names_the_metrics_port() -> None:

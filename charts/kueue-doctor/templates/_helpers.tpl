@@ -58,3 +58,8 @@ app.kubernetes.io/part-of: kueue-doctor
 {{- define "kueue-doctor.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "kueue-doctor.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* The leader-election Lease (one per namespace shard: set leaderElection.leaseName per release). */}}
+{{- define "kueue-doctor.leaseName" -}}
+{{- default (include "kueue-doctor.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}

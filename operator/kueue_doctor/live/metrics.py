@@ -94,6 +94,7 @@ class Stats:
         self.kueue_installed = False
         self.access: dict[str, bool] = {}
         self.time_in_reason = TimeInReason()
+        self.leader = True  # False on a standby replica (leader.py); True without leader election
 
     def count(self, table: dict[str, int], key: str) -> None:
         table[key] = table.get(key, 0) + 1
@@ -272,7 +273,36 @@ class DiagnosisCollector(Collector):
         yield access
 
 
+# The families computed from the verdicts. A standby exports them without samples, so that sums and alerts over
+# two replicas count every Workload once (the leader's); its own health families it exports as usual.
+VERDICT_FAMILIES = frozenset({
+    "kueue_doctor_workloads", "kueue_doctor_queue_blocked_workloads", "kueue_doctor_time_in_reason_seconds",
+    "kueue_doctor_pending_limit_exceeded_workloads", "kueue_doctor_oldest_waiting_since_timestamp_seconds",
+    "kueue_doctor_workload_waiting_since_timestamp_seconds", "kueue_doctor_workload_series_dropped"})
+
+
+class LeaderOnly(Collector):
+    """The verdict families from the leader only, and `kueue_doctor_leader` saying which replica that is."""
+
+    def __init__(self, inner: Collector, runtime: Runtime) -> None:
+        self.inner, self.runtime = inner, runtime
+
+    def collect(self) -> Iterator[Metric]:
+        leader = self.runtime.stats.leader
+        for family in self.inner.collect():
+            if not leader and family.name in VERDICT_FAMILIES:
+                family.samples = []
+            yield family
+        yield GaugeMetricFamily(
+            "kueue_doctor_leader",
+            "1 when this replica leads: it writes AdmissionDiagnosis objects and exports the verdict metrics. 0: a "
+            "warm standby (watches and diagnoses in memory, writes nothing, exports no verdicts) that takes over "
+            "when the leader's Lease expires. Exactly one replica should say 1: alert on sum(kueue_doctor_leader) "
+            "!= 1 (none: nothing is written; read the replicas' logs for the Lease).",
+            value=1 if leader else 0)
+
+
 def registry_for(runtime: Runtime) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DiagnosisCollector(runtime))
+    registry.register(LeaderOnly(DiagnosisCollector(runtime), runtime))
     return registry

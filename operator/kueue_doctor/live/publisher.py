@@ -145,6 +145,7 @@ class Publisher:
         self._next_slot = 0.0
         self._on_write = on_write or (lambda result: None)
         self.paused = False  # the CRD is missing: compute, do not write
+        self.leading = True  # False on a standby replica (leader.py): compute, write nothing, adopt what is stored
         self._failed: set[Key] = set()
         # numbers-only refreshes share a budget (a token bucket): when every admission changes the usage
         # numbers of every waiting Workload, they are rewritten in turn, not all at each refresh interval
@@ -205,7 +206,7 @@ class Publisher:
                     continue
                 del self.deferred[key]
                 writes.append((key, obj))
-        if self.paused:
+        if self.paused or not self.leading:
             for new in diagnoses:  # keep since across the pause; nothing is written
                 key = (new["metadata"]["namespace"], new["metadata"]["name"])
                 self.deferred.pop(key, None)
@@ -234,6 +235,8 @@ class Publisher:
     async def _write(self, key: Key, obj: dict[str, Any]) -> None:
         async with self._sem:
             await self._slot()
+            if not self.leading:  # stepped down while this write waited for its slot
+                return
             try:
                 await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
             except rest.ApiError as exc:
@@ -259,6 +262,9 @@ class Publisher:
         md = m(obj.get("metadata"))
         key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
         prev = self.records.get(key)
+        if not self.leading:  # a standby adopts what the leader stored: a takeover rewrites nothing unchanged
+            self.records[key] = record_of(obj, time.monotonic())
+            return False
         if prev is None:
             self.records[key] = record_of(obj, None)
             return False
@@ -284,6 +290,8 @@ class Publisher:
         self.deferred.pop(key, None)
 
     async def delete(self, key: Key) -> None:
+        if not self.leading:  # the leader deletes it; its watch event then makes us forget it
+            return
         try:
             await asyncio.to_thread(rest.request, self.api, "DELETE", diagnosis_path(*key))
             self._on_write("deleted")

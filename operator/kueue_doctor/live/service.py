@@ -7,8 +7,11 @@ standalone (no peering), no Kopf event posting, no finalizers, annotations or st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import signal
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +22,9 @@ from prometheus_client import start_http_server
 
 from . import rest
 from .discovery import Discovery
+from .leader import ElectionConfig, LeaderElector
 from .metrics import registry_for
+from .outage import Outage
 from .runtime import Options, Runtime
 from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES
 
@@ -60,8 +65,15 @@ def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
+def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
+
+    if elector is not None:
+        @kopf.on.cleanup(registry=registry)
+        async def release_lease(**_: Any) -> None:
+            """First thing on SIGTERM: stop writing and give the Lease up, so a standby leads within a retry
+            period (Kopf's own shutdown takes seconds more)."""
+            await elector.release()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -93,21 +105,44 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     return registry
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A probe that hangs up before reading its answer is no error: no traceback for it in the log."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            log.debug("A health probe from %s closed the connection before reading the answer.", client_address)
+            return
+        super().handle_error(request, client_address)
+
+
 class Health:
     """`/healthz` from the first second: starting, waiting for Kueue and long passes are all alive.
 
     Unhealthy only when the diagnosis loop has shown no sign of life (a pass chunk, a write, a wake-up)
-    for `stale_after` seconds: a stuck loop, which a restart fixes.
+    for `stale_after` seconds: a stuck loop, which a restart fixes. A standby is as healthy as a leader.
+
+    `/readyz`: 503 only while the start-up LIST fills the state; then 200, for a leader and a standby alike
+    (a standby's state is warm, it can take over at once; a NotReady standby would stall rolling updates and
+    make the PodDisruptionBudget forbid evicting the leader). Waiting for Kueue to be installed is ready too.
     """
 
     def __init__(self, runtime: Runtime, stale_after: float) -> None:
         self.runtime, self.stale_after = runtime, stale_after
+        self.waiting_for_kueue = False
+
+    def ready(self) -> tuple[int, dict[str, Any]]:
+        if self.runtime.ready.is_set() or self.waiting_for_kueue:
+            return 200, {"ready": True, "leader": self.runtime.stats.leader}
+        return 503, {"ready": False, "reason": "the start-up LIST of the cluster is still filling the state"}
 
     def check(self) -> tuple[int, dict[str, Any]]:
         st = self.runtime.stats
         quiet = time.monotonic() - st.heartbeat
         body = {"phase": "running" if self.runtime.ready.is_set() else "starting",
-                "kueueInstalled": st.kueue_installed, "crdInstalled": st.crd_installed,
+                "role": "leader" if st.leader else "standby", "kueueInstalled": st.kueue_installed,
+                "crdInstalled": st.crd_installed,
                 "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes}
         if self.runtime.ready.is_set() and quiet > self.stale_after:
             body["error"] = (f"the diagnosis loop has shown no activity for {quiet:.0f}s (limit "
@@ -115,12 +150,17 @@ class Health:
             return 500, body
         return 200, body
 
-    def serve(self, port: int) -> None:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         health = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                code, body = health.check() if self.path.startswith("/healthz") else (404, {"error": "not found"})
+                if self.path.startswith("/healthz"):
+                    code, body = health.check()
+                elif self.path.startswith("/readyz"):
+                    code, body = health.ready()
+                else:
+                    code, body = 404, {"error": "not found"}
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -131,12 +171,53 @@ class Health:
             def log_message(self, format: str, *args: Any) -> None:
                 return  # probes every few seconds would flood the log
 
-        server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+        return Handler
+
+    def serve(self, port: int) -> None:
+        server = QuietServer(("0.0.0.0", port), self.handler())
         threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
 
 
+def follow_leadership(runtime: Runtime, leading: bool) -> None:
+    """Only the leader writes. On taking over, every Workload is diagnosed again and compared with what is
+    stored (the standby's records follow the leader's writes through the watch), so only what changed since
+    the old leader's last write is written."""
+    runtime.publisher.leading = leading
+    runtime.stats.leader = leading
+    if leading:
+        runtime.inbox.mark(runtime.state.workloads)
+        runtime.inbox.mark(runtime.state.owner_workload_names())
+        runtime.inbox.wake.set()
+
+
+def hand_over_on_signals(elector: LeaderElector, stop_flag: asyncio.Event) -> None:
+    """SIGTERM (a rolling update, a drain) and SIGINT: release the Lease first, then stop Kopf.
+
+    Kopf's own shutdown takes 2-6 s before its cleanup handlers run; releasing first lets the standby lead
+    within one retry period. Installed after the election's first attempt, by when Kopf has installed its own
+    handlers (these replace them; Kopf then stops through `stop_flag`)."""
+    loop = asyncio.get_running_loop()
+    running: set[asyncio.Task[None]] = set()
+
+    async def hand_over() -> None:
+        try:
+            await elector.release()
+        finally:
+            stop_flag.set()
+
+    def on_signal(signum: int) -> None:
+        log.info("Signal %s received: handing the Lease over, then stopping.", signal.Signals(signum).name)
+        task = loop.create_task(hand_over(), name="hand-over")
+        running.add(task)
+        task.add_done_callback(running.discard)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, on_signal, signum)
+
+
 async def serve(options: Options, metrics_port: int, health_port: int, kubeconfig: str | None,
-                context: str | None) -> int:
+                context: str | None, election: ElectionConfig | None = None, verbose: bool = False) -> int:
     try:
         api = rest.load_client(kubeconfig, context)
         await asyncio.to_thread(rest.request, api, "GET", "/version")
@@ -144,34 +225,55 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
         log.error("Cannot reach the Kubernetes API: %s. Check the kubeconfig (KUBECONFIG, --kubeconfig) or the "
                   "in-cluster service account, and the network to the apiserver.", exc)
         return 1
+    outage = Outage(api)
+    outage.install(verbose)
+    outage_task = asyncio.create_task(outage.watch(), name="outage-watch")
     runtime = Runtime(api, options)
+    elector = None
+    if election is not None:
+        elector = LeaderElector(api, election, lambda leading: follow_leadership(runtime, leading))
+        follow_leadership(runtime, False)  # a standby until the Lease is ours
     start_http_server(metrics_port, registry=registry_for(runtime))
-    Health(runtime, stale_after=max(3 * options.resync_interval, 600.0)).serve(health_port)
-    log.info("Metrics on :%d/metrics, liveness on :%d/healthz", metrics_port, health_port)
+    health = Health(runtime, stale_after=max(3 * options.resync_interval, 600.0))
+    health.serve(health_port)
+    log.info("Metrics on :%d/metrics, liveness on :%d/healthz, readiness on :%d/readyz", metrics_port, health_port,
+             health_port)
     while not await runtime.discovery.kueue_served():
+        health.waiting_for_kueue = True
         runtime.stats.kueue_installed = False
         runtime.stats.heartbeat = time.monotonic()
         log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
                     "checking again in 30s.", KUEUE)
         await asyncio.sleep(30)
+    health.waiting_for_kueue = False
     runtime.stats.kueue_installed = True
     await runtime.discovery.check_access()
     await runtime.initial_sync()
     runtime.stats.heartbeat = time.monotonic()
     runtime.ready.set()
-    registry = build_registry(runtime)
+    registry = build_registry(runtime, elector)
     loop_task = asyncio.create_task(runtime.loop.run(), name="diagnosis-loop")
+    stop_flag = asyncio.Event()
+    election_task = None
+    if elector is not None:  # the election starts once the state is warm: whoever leads can write at once
+        election_task = asyncio.create_task(elector.run(lambda: hand_over_on_signals(elector, stop_flag)),
+                                            name="leader-election")
     try:
         await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
-                            namespaces=options.namespaces)
+                            namespaces=options.namespaces, stop_flag=stop_flag)
     finally:
         loop_task.cancel()
+        outage_task.cancel()
+        if elector is not None and election_task is not None:
+            election_task.cancel()
+            await elector.release()
     return 0
 
 
 def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kubeconfig: str | None = None,
-        context: str | None = None, log_format: str = "text", verbose: bool = False) -> int:
+        context: str | None = None, log_format: str = "text", verbose: bool = False,
+        election: ElectionConfig | None = None) -> int:
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
     if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    return asyncio.run(serve(options, metrics_port, health_port, kubeconfig, context))
+    return asyncio.run(serve(options, metrics_port, health_port, kubeconfig, context, election, verbose))
