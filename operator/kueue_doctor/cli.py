@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
                     help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
                     "are read there (default kueue-system)")
+    rn.add_argument("--reports", action="store_true",
+                    help="also keep one OpenReports Report (openreports.io/v1alpha1) per namespace listing the "
+                    "Workloads that are not running, for Policy Reporter to notify (docs/notifications.md; off by "
+                    "default; needs the Report CRD and RBAC on reports)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -99,7 +103,8 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
                           resync_interval=args.resync_interval, max_workload_series=args.max_workload_series,
-                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace)
+                          writes_per_second=args.max_writes_per_second, kueue_namespace=args.kueue_namespace,
+                          reports=args.reports)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose)
     return explain(args, stdin, out, err)

@@ -330,6 +330,22 @@ def test_switches_turn_objects_off(helm: str, tmp_path: Path) -> None:
     assert c["image"] == f"ghcr.io/kueue-doctor/kueue-doctor@{digest}"
 
 
+def test_reports_are_off_by_default_and_switch_on_the_flag_and_their_rbac(helm: str, tmp_path: Path) -> None:
+    default = template(helm, tmp_path)
+    assert "--reports" not in container_of(default)["args"]
+    assert not [o for o in default if o["metadata"]["name"].endswith("-reports")]
+    objs = template(helm, tmp_path, values={"reports": {"enabled": True}}, namespace="ops")
+    assert container_of(objs)["args"][-1] == "--reports"
+    optional = [d for d in yaml.safe_load_all((ROOT / "manifests" / "optional" / "reports-rbac.yaml").read_text()) if d]
+    role = one(objs, "ClusterRole", "kueue-doctor-reports")
+    assert role["rules"] == one(optional, "ClusterRole")["rules"], "chart == manifests/optional/reports-rbac.yaml"
+    assert role["rules"] == [{"apiGroups": ["openreports.io"], "resources": ["reports"],
+                              "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]
+    binding = one(objs, "ClusterRoleBinding", "kueue-doctor-reports")
+    assert binding["roleRef"]["name"] == "kueue-doctor-reports"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "ops"}]
+
+
 @pytest.mark.parametrize(("values", "needle"), [
     ({"logFormat": "xml"}, "logFormat"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
@@ -443,18 +459,9 @@ def apply_dry_run(api: Any, obj: dict[str, Any], namespace: str | None = None) -
 @pytest.fixture(scope="module")
 def monitoring_crds(cluster: ClusterHandle) -> Iterator[list[dict[str, Any]]]:
     """The Prometheus Operator's monitoring.coreos.com CRDs, unless the cluster already serves them."""
-    api, created = cluster.api_client, []
-    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api, base = cluster.api_client, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     crds = prometheus_operator_crds()
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        try:
-            kube.request_json(api, "GET", f"{base}/{name}")
-        except Exception as exc:
-            if getattr(exc, "status", None) != 404:
-                raise
-            kube.request_json(api, "POST", base, crd)
-            created.append(name)
+    created = kube.install_missing_crds(api, crds)
     for crd in crds:
         plural = crd["spec"]["names"]["plural"]
         kube.wait_for(lambda p=plural: kube.request_json(api, "GET", f"/apis/{MONITORING}/v1/{p}"),
@@ -485,7 +492,7 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
     if variant == "non-default":
         values = NON_DEFAULT_VALUES
     elif variant == "stand-in-files":
-        values, chart = {**NON_DEFAULT_VALUES, **RULE_OVERRIDES}, stand_in_chart
+        values, chart = {**NON_DEFAULT_VALUES, **RULE_OVERRIDES, "reports": {"enabled": True}}, stand_in_chart
     objs = template(helm, tmp_path, chart=chart, values=values, release=f"kd-{variant}",
                     namespace=release_namespace)
     unknown = sorted({o["kind"] for o in objs} - KIND_PATHS.keys())

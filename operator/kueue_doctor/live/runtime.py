@@ -22,6 +22,7 @@ from .loop import DiagnosisLoop
 from .metrics import Stats, Verdict
 from .orphans import Orphans, list_diagnoses
 from .publisher import Publisher
+from .reports import ReportMirror
 from .snapshot import list_all
 
 log = logging.getLogger("kueue_doctor.runtime")
@@ -36,6 +37,7 @@ class Options:
     max_workload_series: int = 2000
     writes_per_second: float = 100.0
     kueue_namespace: str = "kueue-system"  # where Kueue's ConfigMap and Deployment are read
+    reports: bool = False  # also mirror the verdicts into OpenReports Reports (reports.py)
 
 
 class Runtime:
@@ -54,6 +56,8 @@ class Runtime:
                                self.stats)
         self.loop = DiagnosisLoop(self.state, self.inbox, self.orphans, self.publisher, self.verdicts, self.stats,
                                   options.debounce, options.resync_interval)
+        self.reports = ReportMirror(api, options.namespaces) if options.reports else None
+        self.loop.reports = self.reports
 
     async def initial_sync(self) -> None:
         """One paged LIST of everything, so the first verdicts never rest on a half-filled cache."""
@@ -73,6 +77,8 @@ class Runtime:
         self.state.complete_kinds = complete | readable
         existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces)
         self.publisher.seed(existing)
+        if self.reports is not None:
+            await self.reports.seed()
         self.inbox.mark(self.state.workloads)
         self.inbox.mark(self.state.owner_workload_names())  # owners Kueue has made no Workload for
         self.loop.synced()
