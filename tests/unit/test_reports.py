@@ -47,6 +47,7 @@ def test_result_names_the_workload_the_verdict_and_the_diagnosis() -> None:
         "ExceedsMaxQuota", "ExceedsNominalQuota", "Admission", "fail", "critical")
     assert r["message"] == "ExceedsMaxQuota: the numbers" and r["source"] == "kueue-doctor"
     assert r["properties"]["owner"] == "Job/job-a" and r["properties"]["pendingLimitExceeded"] == "true"
+    assert r["properties"]["resultID"] == "team-a/job-a/ExceedsMaxQuota/ExceedsNominalQuota", "a new verdict, a new id"
     assert "localQueue" not in r["properties"], "empty values are left out (the CRD wants strings)"
     assert r["resources"] == [{"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
                                "namespace": "team-a", "name": "job-a"}]

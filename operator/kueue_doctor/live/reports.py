@@ -68,6 +68,8 @@ def result_of(diagnosis: Mapping[str, Any]) -> dict[str, Any] | None:
     props = {"workload": s(md.get("name")), "stage": stage, "reason": reason, "cause": s(st.get("cause")),
              "actionBy": action, "clusterQueue": s(st.get("clusterQueue")), "localQueue": s(st.get("localQueue")),
              "since": s(st.get("since")), "pendingLimitExceeded": "true" if exceeded else None}
+    # Policy Reporter tells new results from known ones by this id: a new verdict notifies, new numbers do not
+    props["resultID"] = f"{s(md.get('namespace'))}/{s(md.get('name'))}/{reason}/{s(st.get('cause')) or '-'}"
     owner_kind, owner_name = s(labels.get(LABEL_OWNER_KIND)), s(labels.get(LABEL_OWNER_NAME))
     if owner_kind and owner_name:
         props["owner"] = f"{owner_kind}/{owner_name}"
