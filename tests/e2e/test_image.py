@@ -60,7 +60,7 @@ def test_image_config_is_non_root_and_runs_the_operator(archive: Path) -> None:
     env = dict(e.split("=", 1) for e in cfg["Env"])
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["HOME"] == "/tmp", "read-only root: nothing written but /tmp"
     assert env["PATH"].startswith("/opt/kueue-doctor/bin:")
-    assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json", "an OCI image"
     assert len(layers) == 1, "one layer from the Debian rootfs, no base image"
     assert config["os"] == "linux" and config["architecture"] == "amd64"
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
