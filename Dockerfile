@@ -1,13 +1,16 @@
-# kueue-doctor operator image: `docker build -t ghcr.io/kueue-doctor/kueue-doctor:0.1.0 .`
-# The tag should equal the version in pyproject.toml and the chart's appVersion.
+# kueue-doctor operator image with a Docker engine: `docker build -t ghcr.io/kueue-doctor/kueue-doctor:0.1.0 .`
+# Without one (and without a registry base image): `bash hack/image/build.sh` (docs/install.md).
+# The tag should equal the version in pyproject.toml and the chart's appVersion. Both install the
+# dependencies from requirements.lock with their hashes (`bash hack/lock.sh` refreshes it).
 # Build stage: install the package from this repository into a virtualenv.
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md ./
 COPY operator/ operator/
 RUN python -m venv /opt/kueue-doctor \
- && /opt/kueue-doctor/bin/pip install . \
+ && /opt/kueue-doctor/bin/pip install --require-hashes -r requirements.lock \
+ && /opt/kueue-doctor/bin/pip install --no-deps . \
  && /opt/kueue-doctor/bin/kueue-doctor --help >/dev/null
 
 # Runtime stage: the same base image, the virtualenv only, a non-root user.

@@ -16,6 +16,8 @@ if [[ -x hack/control-plane/build.sh && "${KUEUE_DOCTOR_SKIP_E2E:-0}" != 1 ]]; t
   bash hack/helm/build.sh >/dev/null
   step "build krew and its manifest validator for the kubectl plugin tests (hack/krew/version.env)"
   bash hack/krew/build.sh >/dev/null
+  step "build the operator image (hack/image/build.sh: Debian rootfs, requirements.lock, OCI archive)"
+  bash hack/image/build.sh >/dev/null
 fi
 
 step "promtool and prometheus (Debian package prometheus, unpacked, no service)"

@@ -232,6 +232,20 @@ def jobset_crd_path(workdir: Path | None = None) -> Path:
     return path
 
 
+def module_files(version_key: str, module: str, *relpaths: str, workdir: Path | None = None) -> list[Path]:
+    """Files of the Go module pinned by ``version_key`` in versions.env (CRDs the tests install), from
+    the module cache or ``go mod download``; :class:`ControlPlaneError` if the pin or a file is missing."""
+    version = read_versions().get(version_key)
+    if not version:
+        raise ControlPlaneError(f"{version_key} missing in {VERSIONS_FILE}")
+    root = go_module_dir(module, version, workdir=workdir)
+    paths = [root / rel for rel in relpaths]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ControlPlaneError(f"not in module {module}@{version}: {', '.join(missing)}")
+    return paths
+
+
 # --------------------------------------------------------------------------------------------
 # certificates
 

@@ -117,6 +117,10 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
     rn.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
                     help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
                     "are read there (default kueue-system)")
+    rn.add_argument("--reports", action="store_true",
+                    help="also keep one OpenReports Report (openreports.io/v1alpha1) per namespace listing the "
+                    "Workloads that are not running, for Policy Reporter to notify (docs/notifications.md; off by "
+                    "default; needs the Report CRD and RBAC on reports)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_leader_election_flags(rn)
     return parser
@@ -218,7 +222,8 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
                           writes_per_second=args.max_writes_per_second,
                           refresh_writes_per_second=args.max_refresh_writes_per_second,
                           kueue_namespace=args.kueue_namespace,
-                          metric_labels=args.metric_labels, metric_label_values=args.metric_label_values)
+                          metric_labels=args.metric_labels, metric_label_values=args.metric_label_values,
+                          reports=args.reports)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose, election)
     return explain(args, stdin, out, err, plugin)

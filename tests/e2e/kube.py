@@ -133,6 +133,29 @@ def get(api: Any, kind: str, name: str, namespace: str | None = None) -> dict[st
     return out
 
 
+def get_path(api: Any, path: str) -> dict[str, Any] | None:
+    """GET an API path; None on 404 (kinds KINDS does not know: Reports, monitoring objects, ...)."""
+    try:
+        out: dict[str, Any] = request_json(api, "GET", path)
+    except Exception as exc:
+        if _status(exc) == 404:
+            return None
+        raise
+    return out
+
+
+def install_missing_crds(api: Any, crds: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Create the CRDs the cluster does not have yet; the names created (to delete afterwards)."""
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    created = []
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        if get_path(api, f"{base}/{name}") is None:
+            request_json(api, "POST", base, dict(crd))
+            created.append(name)
+    return created
+
+
 def patch(
     api: Any,
     kind: str,

@@ -6,9 +6,12 @@ helm comes from `bash hack/helm/build.sh` (never built from here): missing, the 
 and fail when a cluster is required (KUEUE_DOCTOR_REQUIRE_CLUSTER=1, or CI=true), as in conftest.py.
 
 The local control plane has no Prometheus Operator. For the ServiceMonitor and PrometheusRule
-dry runs the test installs small stand-in CRDs for monitoring.coreos.com/v1 servicemonitors and
-prometheusrules, typed for the fields the chart emits (the real CRDs have many more fields), and
-removes them afterwards. An existing cluster that already serves them is used as it is.
+dry runs the test installs the Prometheus Operator's own CRDs (servicemonitors and prometheusrules
+of monitoring.coreos.com, from example/prometheus-operator-crd/ of the Go module
+github.com/prometheus-operator/prometheus-operator at PROMETHEUS_OPERATOR_VERSION in
+hack/control-plane/versions.env, taken from the module cache or `go mod download`), and removes
+them afterwards. An existing cluster that already serves them is used as it is. The Kustomize
+overlays' ServiceMonitor and PrometheusRule are dry-run against the same CRDs.
 
 files/alerts.rules.yaml and files/dashboard.json belong to the alerts work: the override mechanics
 are tested on a copy of the chart with small stand-in files; the real files, when present, are
@@ -30,6 +33,7 @@ import yaml
 
 from tests.builders import Namespace
 from tests.unit.test_manifests import (
+    OVERLAYS,
     assert_hardened_deployment,
     assert_lease_role,
     assert_least_privilege,
@@ -40,6 +44,7 @@ from tests.unit.test_manifests import (
 
 from . import kube
 from .conftest import ClusterHandle, built_tool
+from .kube import lc
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kueue-doctor"
@@ -388,6 +393,22 @@ def test_team_labels_reach_the_operators_flags(helm: str, tmp_path: Path) -> Non
     assert not any(a.startswith("--metric-label") for a in container_of(template(helm, tmp_path))["args"])
 
 
+def test_reports_are_off_by_default_and_switch_on_the_flag_and_their_rbac(helm: str, tmp_path: Path) -> None:
+    default = template(helm, tmp_path)
+    assert "--reports" not in container_of(default)["args"]
+    assert not [o for o in default if o["metadata"]["name"].endswith("-reports")]
+    objs = template(helm, tmp_path, values={"reports": {"enabled": True}}, namespace="ops")
+    assert container_of(objs)["args"][-1] == "--reports"
+    optional = [d for d in yaml.safe_load_all((ROOT / "manifests" / "optional" / "reports-rbac.yaml").read_text()) if d]
+    role = one(objs, "ClusterRole", "kueue-doctor-reports")
+    assert role["rules"] == one(optional, "ClusterRole")["rules"], "chart == manifests/optional/reports-rbac.yaml"
+    assert role["rules"] == [{"apiGroups": ["openreports.io"], "resources": ["reports"],
+                              "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]
+    binding = one(objs, "ClusterRoleBinding", "kueue-doctor-reports")
+    assert binding["roleRef"]["name"] == "kueue-doctor-reports"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-doctor", "namespace": "ops"}]
+
+
 @pytest.mark.parametrize(("values", "needle"), [
     ({"logFormat": "xml"}, "logFormat"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
@@ -475,43 +496,18 @@ def test_grafana_dashboard_configmap(helm: str, stand_in_chart: Path, tmp_path: 
 # ---- the real API server -----------------------------------------------------------------------
 
 
-def _stand_in_crd(plural: str, kind: str, spec_schema: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{MONITORING}", "labels": {"kueue-doctor.dev/test": "stand-in"}},
-            "spec": {"group": MONITORING, "scope": "Namespaced",
-                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "required": ["spec"],
-                         "properties": {"spec": spec_schema}}}}]}}
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+MONITORING_CRD_FILES = tuple(f"example/prometheus-operator-crd/{MONITORING}_{plural}.yaml"
+                             for plural in ("servicemonitors", "prometheusrules"))
 
 
-_STR, _BOOL = {"type": "string"}, {"type": "boolean"}
-_STR_MAP = {"type": "object", "additionalProperties": _STR}
-_FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-_DURATION = {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
-                                          "(([0-9]+)s)?(([0-9]+)ms)?)$"}
-STAND_IN_CRDS = [
-    _stand_in_crd("servicemonitors", "ServiceMonitor", {
-        "type": "object", "required": ["selector", "endpoints"], "properties": {
-            "selector": {"type": "object", "properties": {"matchLabels": _STR_MAP,
-                                                          "matchExpressions": {"type": "array", "items": _FREE}}},
-            "namespaceSelector": {"type": "object", "properties": {
-                "any": _BOOL, "matchNames": {"type": "array", "items": _STR}}},
-            "jobLabel": _STR,
-            "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
-                "port": _STR, "path": _STR, "scheme": {"type": "string", "enum": ["http", "https"]},
-                "interval": _DURATION, "scrapeTimeout": _DURATION, "honorLabels": _BOOL,
-                "relabelings": {"type": "array", "items": _FREE},
-                "metricRelabelings": {"type": "array", "items": _FREE}}}}}}),
-    _stand_in_crd("prometheusrules", "PrometheusRule", {
-        "type": "object", "properties": {"groups": {"type": "array", "items": {
-            "type": "object", "required": ["name"], "properties": {
-                "name": {"type": "string", "minLength": 1}, "interval": _DURATION,
-                "rules": {"type": "array", "items": {"type": "object", "required": ["expr"], "properties": {
-                    "alert": _STR, "record": _STR, "expr": {"x-kubernetes-int-or-string": True},
-                    "for": _DURATION, "keep_firing_for": _DURATION,
-                    "labels": _STR_MAP, "annotations": _STR_MAP}}}}}}}}),
-]
+def prometheus_operator_crds() -> list[dict[str, Any]]:
+    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, as it ships them."""
+    try:
+        paths = lc.module_files("PROMETHEUS_OPERATOR_VERSION", PROMETHEUS_OPERATOR_MODULE, *MONITORING_CRD_FILES)
+    except lc.ControlPlaneError as exc:
+        pytest.fail(f"the Prometheus Operator CRDs: {exc}", pytrace=False)
+    return [yaml.safe_load(p.read_text()) for p in paths]
 
 
 def apply_dry_run(api: Any, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
@@ -526,25 +522,17 @@ def apply_dry_run(api: Any, obj: dict[str, Any], namespace: str | None = None) -
 
 
 @pytest.fixture(scope="module")
-def monitoring_crds(cluster: ClusterHandle) -> Iterator[None]:
-    """Stand-in monitoring.coreos.com CRDs, unless the cluster already serves the real ones."""
-    api, created = cluster.api_client, []
-    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    for crd in STAND_IN_CRDS:
-        name = crd["metadata"]["name"]
-        try:
-            kube.request_json(api, "GET", f"{base}/{name}")
-        except Exception as exc:
-            if getattr(exc, "status", None) != 404:
-                raise
-            kube.request_json(api, "POST", base, crd)
-            created.append(name)
-    for crd in STAND_IN_CRDS:
+def monitoring_crds(cluster: ClusterHandle) -> Iterator[list[dict[str, Any]]]:
+    """The Prometheus Operator's monitoring.coreos.com CRDs, unless the cluster already serves them."""
+    api, base = cluster.api_client, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    crds = prometheus_operator_crds()
+    created = kube.install_missing_crds(api, crds)
+    for crd in crds:
         plural = crd["spec"]["names"]["plural"]
         kube.wait_for(lambda p=plural: kube.request_json(api, "GET", f"/apis/{MONITORING}/v1/{p}"),
                       timeout=30, message=f"{MONITORING} {plural} to be served")
     try:
-        yield
+        yield crds
     finally:
         for name in created:
             kube.request_json(api, "DELETE", f"{base}/{name}")
@@ -562,14 +550,14 @@ def release_namespace(cluster: ClusterHandle) -> Iterator[str]:
 
 @pytest.mark.parametrize("variant", ["default", "non-default", "stand-in-files"])
 def test_every_rendered_object_is_accepted_by_the_api_server(
-        helm: str, cluster: ClusterHandle, monitoring_crds: None, release_namespace: str, stand_in_chart: Path,
+        helm: str, cluster: ClusterHandle, monitoring_crds: list[dict[str, Any]], release_namespace: str, stand_in_chart: Path,
         tmp_path: Path, variant: str) -> None:
     values: dict[str, Any] | None = None
     chart = CHART
     if variant == "non-default":
         values = NON_DEFAULT_VALUES
     elif variant == "stand-in-files":
-        values, chart = {**NON_DEFAULT_VALUES, **RULE_OVERRIDES}, stand_in_chart
+        values, chart = {**NON_DEFAULT_VALUES, **RULE_OVERRIDES, "reports": {"enabled": True}}, stand_in_chart
     objs = template(helm, tmp_path, chart=chart, values=values, release=f"kd-{variant}",
                     namespace=release_namespace)
     unknown = sorted({o["kind"] for o in objs} - KIND_PATHS.keys())
@@ -587,7 +575,7 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
                              f"/apis/apps/v1/namespaces/{release_namespace}/deployments")["items"] == []
 
 
-def test_api_server_rejects_what_the_schema_would_miss(cluster: ClusterHandle, monitoring_crds: None,
+def test_api_server_rejects_what_the_schema_would_miss(cluster: ClusterHandle, monitoring_crds: list[dict[str, Any]],
                                                        release_namespace: str, helm: str, tmp_path: Path) -> None:
     """The dry run is a real check: a misspelt field in a rendered object is refused (Strict)."""
     dep = one(template(helm, tmp_path, namespace=release_namespace), "Deployment")
@@ -598,6 +586,42 @@ def test_api_server_rejects_what_the_schema_would_miss(cluster: ClusterHandle, m
     # conversion in 1.36, 422 from strict validation elsewhere): either way it names the field
     assert getattr(info.value, "status", 0) >= 400, info.value
     assert "securityContxt" in str(getattr(info.value, "body", "")), getattr(info.value, "body", info.value)
+
+
+def test_monitoring_crds_are_the_prometheus_operators_own(cluster: ClusterHandle,
+                                                           monitoring_crds: list[dict[str, Any]]) -> None:
+    pinned = lc.read_versions()["PROMETHEUS_OPERATOR_VERSION"].removeprefix("v")
+    for crd in monitoring_crds:
+        served = kube.request_json(cluster.api_client, "GET",
+                                   f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+        assert served["metadata"]["annotations"]["operator.prometheus.io/version"] == pinned
+        assert served["spec"]["versions"][0]["schema"] == crd["spec"]["versions"][0]["schema"]
+
+
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o.name in ("service-monitor", "prometheus-rule")],
+                         ids=lambda o: o.name)
+def test_overlay_monitoring_objects_are_accepted_by_the_prometheus_operator_crds(
+        cluster: ClusterHandle, monitoring_crds: list[dict[str, Any]], release_namespace: str, overlay: Path) -> None:
+    objs = [o for o in kustomize(overlay) if o["kind"] in ("ServiceMonitor", "PrometheusRule")]
+    assert objs, f"{overlay.name} renders no monitoring object"
+    for obj in objs:
+        obj["metadata"]["namespace"] = release_namespace
+        out = apply_dry_run(cluster.api_client, obj)
+        assert out["kind"] == obj["kind"] and out["metadata"]["name"] == obj["metadata"]["name"]
+
+
+def test_prometheus_operator_crds_refuse_what_prometheus_would_refuse(
+        helm: str, cluster: ClusterHandle, monitoring_crds: list[dict[str, Any]], release_namespace: str,
+        tmp_path: Path) -> None:
+    """The CRDs are real checks: a bad duration and a misspelt field in a rendered ServiceMonitor are refused."""
+    sm = one(template(helm, tmp_path, values=NON_DEFAULT_VALUES, namespace=release_namespace), "ServiceMonitor")
+    for bad_endpoint in ({"interval": "15 seconds"}, {"scrapeTimeut": "5s"}):
+        obj = json.loads(json.dumps(sm))
+        obj["spec"]["endpoints"][0].update(bad_endpoint)
+        with pytest.raises(Exception) as info:
+            apply_dry_run(cluster.api_client, obj, release_namespace)
+        assert getattr(info.value, "status", 0) >= 400, info.value
+        assert next(iter(bad_endpoint)) in str(getattr(info.value, "body", "")), getattr(info.value, "body", "")
 
 
 def test_helm_install_dry_run_against_the_server_prints_the_notes(

@@ -323,8 +323,9 @@ def test_dockerfile_installs_the_repo_and_runs_as_non_root() -> None:
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "numeric non-root USER (runAsNonRoot can only check a number)"
     text = "\n".join(lines)
-    assert re.search(r"^COPY pyproject\.toml", text, re.M) and re.search(r"^COPY operator/", text, re.M)
-    assert re.search(r"pip install \.", text), "installs the package from the repository"
+    assert re.search(r"^COPY requirements\.lock pyproject\.toml", text, re.M) and re.search(r"^COPY operator/", text, re.M)
+    assert re.search(r"pip install --require-hashes -r requirements\.lock", text), "the dependencies from the lock"
+    assert re.search(r"pip install --no-deps \.", text), "the package from the repository, nothing unpinned"
     entry = [ln for ln in final_stage if ln.startswith("ENTRYPOINT")]
     assert entry and '"kueue-doctor"' in entry[-1]
     assert "PYTHONDONTWRITEBYTECODE=1" in text, "read-only root filesystem: no .pyc writes"

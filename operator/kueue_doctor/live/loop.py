@@ -26,6 +26,7 @@ from .inbox import Inbox
 from .metrics import Stats, Verdict
 from .orphans import Orphans, deleting
 from .publisher import Publisher
+from .reports import ReportMirror
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 RETRY_AFTER = 10.0  # seconds before a failed write is tried again
@@ -46,6 +47,7 @@ class DiagnosisLoop:
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._retry_at: float | None = None
         self._wake: dict[Key, float] = {}  # monotonic times when time alone changes a verdict (grace, limits)
+        self.reports: ReportMirror | None = None  # OpenReports mirror (--reports), fed after each pass
 
     def synced(self) -> None:
         """The state was just listed whole: the next resync is one interval away."""
@@ -107,6 +109,8 @@ class DiagnosisLoop:
         for d in diagnoses:  # `since` is the one written (kept across reason-stable passes); metrics are
             self._remember(d, now)  # current before the writes go out (10,000 first writes take a while)
         failed = await self.publisher.write(writes)
+        if self.reports is not None and not self.publisher.paused and self.publisher.leading:
+            await self.reports.sync(diagnoses, self.verdicts.keys())
         if failed:
             self.inbox.mark(failed)
             self._retry_at = time.monotonic() + RETRY_AFTER

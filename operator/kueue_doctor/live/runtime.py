@@ -22,6 +22,7 @@ from .loop import DiagnosisLoop
 from .metrics import Stats, Verdict
 from .orphans import Orphans, list_diagnoses
 from .publisher import Publisher
+from .reports import ReportMirror
 from .snapshot import list_all
 from .team_labels import DEFAULT_LABEL_VALUES
 
@@ -40,6 +41,7 @@ class Options:
     kueue_namespace: str = "kueue-system"  # where Kueue's ConfigMap and Deployment are read
     metric_labels: list[str] = field(default_factory=list)  # --metric-label-from (team_labels.py)
     metric_label_values: int = DEFAULT_LABEL_VALUES  # distinct values per custom_ label (team_labels.py)
+    reports: bool = False  # also mirror the verdicts into OpenReports Reports (reports.py)
 
 
 class Runtime:
@@ -59,6 +61,8 @@ class Runtime:
                                self.stats)
         self.loop = DiagnosisLoop(self.state, self.inbox, self.orphans, self.publisher, self.verdicts, self.stats,
                                   options.debounce, options.resync_interval)
+        self.reports = ReportMirror(api, options.namespaces) if options.reports else None
+        self.loop.reports = self.reports
 
     async def initial_sync(self) -> None:
         """One paged LIST of everything, so the first verdicts never rest on a half-filled cache."""
@@ -78,6 +82,8 @@ class Runtime:
         self.state.complete_kinds = complete | readable
         existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces)
         self.publisher.seed(existing)
+        if self.reports is not None:
+            await self.reports.seed()
         self.inbox.mark(self.state.workloads)
         self.inbox.mark(self.state.owner_workload_names())  # owners Kueue has made no Workload for
         self.loop.synced()
