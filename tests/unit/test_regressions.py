@@ -60,6 +60,14 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
 }
 
+# The same scenarios recorded with Kueue restarted on UnadmittedWorkloadsObservability=true (the v0.20 default):
+# the granular QuotaReserved reasons, the same messages, the same verdicts (tests/e2e/kueue_reasons.py).
+GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota", "scenario-local-queue-not-found",
+            "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
+            "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
+            "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued")
+EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
+
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
 EXPECTED_BY_WORKLOAD: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-owner-deleted-workload-finished": {
@@ -167,3 +175,28 @@ def test_kube_scheduler_136_taint_text_names_the_node_taint_from_the_nodes() -> 
     st = _by_job(_load("scenario-unschedulable-node-taint"))["untolerated"]
     assert "node(s) had untolerated taint(s)" in st["pods"]["waiting"][0]["message"]
     assert "tainted kueue-doctor.local/dedicated=gpu:NoSchedule" in st["message"], st["message"]
+
+
+LEGACY_REASONS = {"Pending", "Inadmissible"}
+
+
+@pytest.mark.parametrize("fixture", GRANULAR)
+def test_both_wordings_give_one_verdict_and_say_which_kueue_wrote(fixture: str) -> None:
+    """Per Job pending in both recordings: the legacy one carries Pending/Inadmissible, the granular one a
+    granular reason; the verdicts are equal and each message names the reason Kueue wrote in that recording."""
+    said = {}
+    for name, wording in ((fixture, "legacy wording"), (f"{fixture}-granular", "granular wording")):
+        objects = _load(name)
+        reasons = {wl["metadata"]["name"]: c["reason"] for wl in objects if wl.get("kind") == "Workload"
+                   for c in wl.get("status", {}).get("conditions", [])
+                   if c["type"] == "QuotaReserved" and c["status"] == "False"}
+        assert reasons, name
+        assert all((r in LEGACY_REASONS) == (wording == "legacy wording") for r in reasons.values()), reasons
+        for job, st in _by_job(objects).items():
+            if st["stage"] != "Admission" or f"({wording}" not in st["message"]:
+                continue
+            wl_reason = next(r for r in reasons.values() if f"reason {r} ({wording}" in st["message"])
+            said[(job, wording)] = (st["reason"], st["cause"], st["actionBy"], wl_reason)
+    legacy = {job: v[:3] for (job, w), v in said.items() if w == "legacy wording"}
+    granular = {job: v[:3] for (job, w), v in said.items() if w == "granular wording"}
+    assert legacy and legacy == granular, said
