@@ -35,14 +35,16 @@ class KueueReasons:
         """The fixture name a scenario records under: the legacy one keeps its historical name."""
         return stem if not self.granular else f"{stem}-granular"
 
-    def check(self, api: Any, namespace: str, job: str, status: Mapping[str, Any], granular_reason: str) -> None:
-        """The Job's Workload has QuotaReserved=False with this wording's reason (``granular_reason`` when the
-        gate is on), and the diagnosis ``status`` names that reason."""
-        wl = workload_for(api, namespace, job)
+    def check(self, api: Any, namespace: str, job: str, status: Mapping[str, Any], granular_reason: str | set[str],
+              wl: Mapping[str, Any] | None = None) -> None:
+        """The Job's Workload (``wl``: the one the diagnosis read, else read now) has QuotaReserved=False with this
+        wording's reason (``granular_reason``, or one of them, when the gate is on), and the diagnosis
+        ``status`` names that reason."""
+        wl = wl if wl is not None else workload_for(api, namespace, job)
         qr = condition(wl, "QuotaReserved") if wl else None
         assert qr is not None and qr["status"] == "False", qr
         if self.granular:
-            assert qr["reason"] == granular_reason, qr
+            assert qr["reason"] in ({granular_reason} if isinstance(granular_reason, str) else granular_reason), qr
         else:
             assert qr["reason"] in LEGACY, qr
         wording = "granular wording" if self.granular else "legacy wording"

@@ -58,6 +58,21 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-preempted-requeued": {"victim": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")},
     "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
+    # ProvisioningRequest admission checks (tests/e2e/test_kueue_features.py; the test plays the cluster autoscaler)
+    "scenario-provisioning-pending": {
+        "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
+    "scenario-provisioning-accepted": {
+        "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
+    "scenario-provisioning-provisioned": {"gpu": ("Running", "Running", "PodsReady", "Nobody")},
+    "scenario-provisioning-capacity-revoked": {
+        "gpu": ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner")},
+    "scenario-provisioning-booking-expired": {
+        "late": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody")},
+    "scenario-provisioning-failed": {
+        "backoff": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"),
+        "again": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"),
+        "nomore": ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner"),
+    },
 }
 
 # The same scenarios recorded with Kueue restarted on UnadmittedWorkloadsObservability=true (the v0.20 default):
@@ -65,7 +80,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
 GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota", "scenario-local-queue-not-found",
             "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
             "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
-            "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued")
+            "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued",
+            "scenario-provisioning-failed")
 EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
 
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
@@ -200,3 +216,18 @@ def test_both_wordings_give_one_verdict_and_say_which_kueue_wrote(fixture: str) 
     legacy = {job: v[:3] for (job, w), v in said.items() if w == "legacy wording"}
     granular = {job: v[:3] for (job, w), v in said.items() if w == "granular wording"}
     assert legacy and legacy == granular, said
+
+
+def test_provisioning_request_states_are_named_from_what_kueue_wrote() -> None:
+    """Which ProvisioningRequest condition is behind each check state, with the attempt and back-off."""
+    pending = _by_job(_load("scenario-provisioning-pending"))["gpu"]["message"]
+    assert "(attempt 1) has no condition yet: the cluster autoscaler has not accepted it" in pending, pending
+    failed = _by_job(_load("scenario-provisioning-failed"))
+    assert "(attempt 1) is Failed: the cluster autoscaler could not provision the capacity" in \
+        failed["backoff"]["message"] and "after a 30s back-off" in failed["backoff"]["message"], failed["backoff"]
+    assert "(attempt 2) has no condition yet" in failed["again"]["message"], failed["again"]
+    assert "Failed with no retries left" in failed["nomore"]["message"], failed["nomore"]
+    expired = _by_job(_load("scenario-provisioning-booking-expired"))["late"]["message"]
+    assert "is BookingExpired: the capacity it booked expired before the Workload was admitted" in expired, expired
+    revoked = _by_job(_load("scenario-provisioning-capacity-revoked"))["gpu"]["message"]
+    assert "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned" in revoked, revoked

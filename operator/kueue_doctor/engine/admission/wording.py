@@ -20,7 +20,8 @@ LEGACY = frozenset({"Pending", "Inadmissible", "Waiting"})
 #: The granular QuotaReserved=False reasons of v0.19.2 (`WorkloadQuotaReservedReason*` in workload_types.go).
 GRANULAR = frozenset({"NoMatchingFlavor", "WaitingForQuota", "ExceedsMaxQuota", "TopologyPlacementFailed",
                       "WaitingForPreemptedWorkloads", "Misconfigured", "Suspended", "PendingEvaluation",
-                      "WaitingForPodsReady"})
+                      "WaitingForPodsReady",
+                      "Deactivated"})  # written on QuotaReserved by the granular path only (workload_controller.go)
 
 _STYLE = {
     **dict.fromkeys(LEGACY, "legacy wording: Kueue <= 0.19, or UnadmittedWorkloadsObservability off"),

@@ -1,0 +1,230 @@
+"""Kueue features on the real Kueue v0.19.2: ProvisioningRequest admission checks.
+
+The ProvisioningRequest CRD comes from the cluster-autoscaler apis module at the version Kueue's go.mod
+requires; once it is served, Kueue is restarted so that its provisioning admission-check controller
+starts (it only does when the API exists at start-up). No cluster autoscaler runs: the test plays it,
+writing the ProvisioningRequest's conditions (``Accepted``, ``Provisioned``, ``Failed``,
+``BookingExpired``, ``CapacityRevoked``) through the status subresource, and Kueue reacts as it would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from tests.builders import AdmissionCheck, ClusterQueue, Job, LocalQueue, ResourceFlavor
+
+from . import kube
+from .conftest import ClusterHandle
+from .kube import Resources, condition_is, lc, wait_for, wait_for_workload
+from .kueue_reasons import KueueReasons
+from .test_scenarios import POOL_LABEL, _diagnose, _diagnosis, _of, _pool, _snapshot, _verdict
+
+pytestmark = pytest.mark.e2e
+
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+PR_API = "/apis/autoscaling.x-k8s.io/v1"
+
+
+@pytest.fixture(scope="module")
+def provisioning(cluster: ClusterHandle) -> Iterator[None]:
+    """The ProvisioningRequest API served, and Kueue started after it (its controller is on)."""
+    api = cluster.api_client
+    if cluster.local is None:
+        pytest.skip("restarting Kueue after installing the ProvisioningRequest CRD needs the local cluster")
+    lc.install_crd(api, lc.provisioning_request_crd_path())
+    cluster.local.restart_kueue()
+    yield
+
+
+def _provisioning_queue(resources: Resources, namespace: str, *, retries: int, base: int = 1, lq: str = "main",
+                        extra_check: str | None = None) -> tuple[str, str, str]:
+    """ProvisioningRequestConfig (``retries`` = backoffLimitCount, 1 s back-off) + its AdmissionCheck +
+    a flavor on a fresh pool + a ClusterQueue using the check (and ``extra_check``) + LocalQueue 'main'."""
+    prc = kube.unique_name("prc")
+    resources.create({
+        "apiVersion": kube.KUEUE_API_VERSION, "kind": "ProvisioningRequestConfig", "metadata": {"name": prc},
+        "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+                 "retryStrategy": {"backoffLimitCount": retries, "backoffBaseSeconds": base,
+                                   "backoffMaxSeconds": 2 * base}},
+    })
+    check = kube.unique_name("prov")
+    resources.create(AdmissionCheck(check, PROVISIONING_CONTROLLER).parameters(
+        "kueue.x-k8s.io", "ProvisioningRequestConfig", prc).manifest())
+    pool = _pool(resources, cpu="4")
+    rf = str(resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool}).manifest())
+             ["metadata"]["name"])
+    cq = ClusterQueue(kube.unique_name("cq")).quotas({rf: {"cpu": "4"}}).admission_check(check)
+    if extra_check:
+        cq = cq.admission_check(extra_check)
+    cq_name = str(resources.create(cq.manifest())["metadata"]["name"])
+    resources.create(LocalQueue(lq, namespace, cq_name).manifest())
+    wait_for(lambda: condition_is(kube.get(resources.api, "AdmissionCheck", check), "Active"),
+             message=f"AdmissionCheck {check} Active")
+    return check, cq_name, rf
+
+
+def _check_state(wl: Mapping[str, Any] | None, check: str) -> dict[str, Any]:
+    for c in (wl or {}).get("status", {}).get("admissionChecks", []):
+        if c["name"] == check:
+            return dict(c)
+    return {}
+
+
+def _request(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    return kube.get(api, "autoscaling.x-k8s.io/ProvisioningRequest", name, namespace)
+
+
+def _play_autoscaler(api: Any, namespace: str, name: str, **conditions: tuple[str, str, str]) -> None:
+    """Write the ProvisioningRequest's conditions as the cluster autoscaler does: type=(status, reason, msg)."""
+    now = lc._now_rfc3339()
+    body = {"status": {"conditions": [
+        {"type": t, "status": st, "reason": reason, "message": msg, "lastTransitionTime": now}
+        for t, (st, reason, msg) in conditions.items()]}}
+    kube.request_json(api, "PATCH", f"{PR_API}/namespaces/{namespace}/provisioningrequests/{name}/status", body,
+                      content_type="application/merge-patch+json")
+
+
+def _reserved_with_request(api: Any, namespace: str, job: str, check: str, attempt: int = 1) -> str:
+    """Wait until the Job's Workload holds quota with the check Pending and Kueue made the ProvisioningRequest
+    of ``attempt``; its name."""
+    wl = wait_for_workload(api, namespace, job, lambda w: condition_is(w, "QuotaReserved")
+                           and _check_state(w, check).get("state") == "Pending"
+                           and int(_check_state(w, check).get("retryCount") or 0) == attempt - 1,
+                           what=f"quota reserved, check {check} Pending (attempt {attempt})")
+    pr_name = f"{wl['metadata']['name']}-{check}-{attempt}"
+    wait_for(lambda: _request(api, namespace, pr_name), message=f"ProvisioningRequest {pr_name}")
+    return pr_name
+
+
+def _manual_check(resources: Resources) -> str:
+    """An AdmissionCheck whose controller is the test: Active, and Pending on every Workload forever."""
+    name = kube.unique_name("gate")
+    resources.create(AdmissionCheck(name, "kueue-doctor.test/manual").manifest())
+    kube.request_json(resources.api, "PATCH", f"/apis/kueue.x-k8s.io/v1beta2/admissionchecks/{name}/status",
+                      {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
+                                                  "message": "played by the test",
+                                                  "lastTransitionTime": lc._now_rfc3339()}]}},
+                      content_type="application/merge-patch+json")
+    return name
+
+
+ACCEPTED = ("True", "Accepted", "the request was accepted")
+PROVISIONED = ("True", "Provisioned", "capacity is provisioned")
+FAILED = ("True", "CapacityNotAvailable", "capacity not available in zone us-east1-b")
+
+
+def test_provisioning_request_pending_accepted_provisioned_then_revoked(
+    cluster: ClusterHandle, resources: Resources, namespace: str, provisioning: None
+) -> None:
+    """The happy path and its end: the autoscaler accepts, provisions, then takes the nodes back."""
+    api = cluster.api_client
+    check, cq, rf = _provisioning_queue(resources, namespace, retries=1)
+    resources.create(Job("gpu", namespace).queue("main").request("cpu", "1").manifest())
+    pr = _reserved_with_request(api, namespace, "gpu", check)
+
+    st, _ = _diagnosis(api, namespace, "gpu", record="provisioning-pending", note="ProvisioningRequest, no condition")
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"), st
+    assert f"ProvisioningRequest {namespace}/{pr} (attempt 1) has no condition yet" in st["message"], st["message"]
+    assert st["clusterQueue"] == cq and [c["name"] for c in st["admissionChecks"]] == [check], st
+
+    eta = "waiting for capacity, ETA 2026-12-01T20:00:00Z"
+    _play_autoscaler(api, namespace, pr, Accepted=ACCEPTED, Provisioned=("False", "Provisioning", eta))
+    wait_for_workload(api, namespace, "gpu", lambda w: _check_state(w, check).get("message") == eta,
+                      what="the autoscaler's ETA in the check message")
+    st, _ = _diagnosis(api, namespace, "gpu", record="provisioning-accepted", note="Accepted, Provisioned=False + ETA")
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"), st
+    assert f"The cluster autoscaler is working on ProvisioningRequest {namespace}/{pr} (attempt 1): {eta}" in \
+        st["message"], st["message"]
+
+    _play_autoscaler(api, namespace, pr, Accepted=ACCEPTED, Provisioned=PROVISIONED)
+    wait_for_workload(api, namespace, "gpu", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    st, _ = _diagnosis(api, namespace, "gpu", record="provisioning-provisioned", note="Provisioned=True, running")
+    assert _verdict(st) == ("Running", "Running", "PodsReady", "Nobody"), st
+    assert [(c["name"], c["state"]) for c in st["admissionChecks"]] == [(check, "Ready")], st
+    assert st["flavors"] == [rf]
+
+    revoked = "the nodes of this request were removed by the autoscaler"
+    _play_autoscaler(api, namespace, pr, Accepted=ACCEPTED, Provisioned=PROVISIONED,
+                     CapacityRevoked=("True", "CapacityRevoked", revoked))
+    wait_for_workload(api, namespace, "gpu", lambda w: w["spec"].get("active") is False
+                      and condition_is(w, "QuotaReserved", "False"), what="deactivated, quota released")
+    st, _ = _diagnosis(api, namespace, "gpu", record="provisioning-capacity-revoked", note="CapacityRevoked")
+    assert _verdict(st) == ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner"), st
+    assert f"Check {check} (ProvisioningRequest {namespace}/{pr}): CapacityRevoked" in st["message"], st["message"]
+    assert revoked in st["message"], st["message"]
+
+
+def test_provisioning_request_failed_is_retried_or_rejected(
+    cluster: ClusterHandle, resources: Resources, namespace: str, provisioning: None, kueue_reasons: KueueReasons
+) -> None:
+    """Failed: retried with Kueue's back-off while backoffLimitCount allows (seen in back-off, and on the next
+    attempt), else the check is Rejected and Kueue deactivates the Workload."""
+    api = cluster.api_client
+    slow, _, _ = _provisioning_queue(resources, namespace, retries=1, base=30, lq="slow")
+    resources.create(Job("backoff", namespace).queue("slow").request("cpu", "1").manifest())
+    fast, _, _ = _provisioning_queue(resources, namespace, retries=1, base=1, lq="fast")
+    resources.create(Job("again", namespace).queue("fast").request("cpu", "1").manifest())
+    none, _, _ = _provisioning_queue(resources, namespace, retries=0, lq="none")
+    resources.create(Job("nomore", namespace).queue("none").request("cpu", "1").manifest())
+    for job, check in (("backoff", slow), ("again", fast), ("nomore", none)):
+        _play_autoscaler(api, namespace, _reserved_with_request(api, namespace, job, check), Failed=FAILED)
+
+    wait_for_workload(api, namespace, "backoff", lambda w: _check_state(w, slow).get("state") == "Retry",
+                      what="check Retry")
+    second = _reserved_with_request(api, namespace, "again", fast, attempt=2)
+    wait_for_workload(api, namespace, "nomore", lambda w: w["spec"].get("active") is False
+                      and condition_is(w, "QuotaReserved", "False"), what="deactivated, quota released")
+    objects = _snapshot(api, [namespace])
+    kube.record_fixture(f"scenario-{kueue_reasons.fixture('provisioning-failed')}", objects, note="Failed: back-off, next attempt, rejected")
+    diagnoses = _diagnose(objects)
+
+    st = _of(diagnoses, namespace, "backoff")["status"]
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"), st
+    assert "(attempt 1) is Failed: the cluster autoscaler could not provision the capacity (" + FAILED[2] in \
+        st["message"], st["message"]
+    assert "retries with attempt 2 after a 30s back-off (requeueAt " in st["message"], st["message"]
+
+    st = _of(diagnoses, namespace, "again")["status"]
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"), st
+    assert f"ProvisioningRequest {namespace}/{second} (attempt 2) has no condition yet" in st["message"], st
+    assert f"1 earlier attempt(s) did not get capacity (last: Retrying after failure: {FAILED[2]})" in \
+        st["message"], st["message"]
+
+    st = _of(diagnoses, namespace, "nomore")["status"]
+    assert _verdict(st) == ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner"), st
+    assert f"Check {none} (ProvisioningRequest {namespace}/" in st["message"], st["message"]
+    assert "Failed with no retries left" in st["message"] and FAILED[2] in st["message"], st["message"]
+    # the granular path writes Deactivated, then PendingEvaluation once the eviction is done
+    wl = next(o for o in objects if o["kind"] == "Workload" and o["metadata"]["name"].startswith("job-nomore-"))
+    kueue_reasons.check(api, namespace, "nomore", st, {"Deactivated", "PendingEvaluation"}, wl)
+
+
+def test_provisioning_booking_expired_before_admission(
+    cluster: ClusterHandle, resources: Resources, namespace: str, provisioning: None
+) -> None:
+    """Provisioned, but another check holds the Workload back until the booking expires: Kueue retries."""
+    api = cluster.api_client
+    gate = _manual_check(resources)
+    check, _, _ = _provisioning_queue(resources, namespace, retries=1, base=30, extra_check=gate)
+    resources.create(Job("late", namespace).queue("main").request("cpu", "1").manifest())
+    pr = _reserved_with_request(api, namespace, "late", check)
+    _play_autoscaler(api, namespace, pr, Accepted=ACCEPTED, Provisioned=PROVISIONED)
+    wait_for_workload(api, namespace, "late", lambda w: _check_state(w, check).get("state") == "Ready",
+                      what="provisioning check Ready")
+    st, _ = _diagnosis(api, namespace, "late")
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"), st
+    assert f"{gate} is Pending; its controller is kueue-doctor.test/manual" in st["message"], st["message"]
+
+    expired = "the booking of 10m expired"
+    _play_autoscaler(api, namespace, pr, Accepted=ACCEPTED, Provisioned=PROVISIONED,
+                     BookingExpired=("True", "BookingExpired", expired))
+    wait_for_workload(api, namespace, "late", lambda w: _check_state(w, check).get("state") == "Retry",
+                      what="check Retry after the booking expired")
+    st, _ = _diagnosis(api, namespace, "late", record="provisioning-booking-expired", note="BookingExpired")
+    assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"), st
+    assert (f"ProvisioningRequest {namespace}/{pr} (attempt 1) is BookingExpired: the capacity it booked expired "
+            f"before the Workload was admitted (other checks not Ready) ({expired})") in st["message"], st["message"]
+    assert "after a 30s back-off" in st["message"], st["message"]
