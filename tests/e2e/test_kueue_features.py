@@ -20,7 +20,7 @@ from . import kube
 from .conftest import ClusterHandle
 from .kube import Resources, condition_is, lc, wait_for, wait_for_workload
 from .kueue_reasons import KueueReasons
-from .test_scenarios import POOL_LABEL, _diagnose, _diagnosis, _of, _pool, _snapshot, _verdict
+from .test_scenarios import POOL_LABEL, _diagnose, _diagnosis, _of, _pool, _snapshot, _verdict, _wait_pending
 
 pytestmark = pytest.mark.e2e
 
@@ -228,3 +228,100 @@ def test_provisioning_booking_expired_before_admission(
     assert (f"ProvisioningRequest {namespace}/{pr} (attempt 1) is BookingExpired: the capacity it booked expired "
             f"before the Workload was admitted (other checks not Ready) ({expired})") in st["message"], st["message"]
     assert "after a 30s back-off" in st["message"], st["message"]
+
+
+# ---- topology-aware scheduling ---------------------------------------------------------------
+
+BLOCK, RACK, HOST = "kueue-doctor.local/block", "kueue-doctor.local/rack", "kubernetes.io/hostname"
+REQUIRED, PREFERRED = "kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology"
+
+
+def _topology_queue(resources: Resources, namespace: str, racks: Mapping[str, Mapping[str, int]],
+                    taints: Mapping[str, list[dict[str, str]]] | None = None,
+                    cordoned: tuple[str, ...] = ()) -> tuple[str, str, dict[str, str]]:
+    """A Topology block/rack/hostname over fresh fake nodes ({"b1/r1": {"n1": cpu, ...}}), a flavor on those
+    nodes with topologyName, a ClusterQueue with ample quota and LocalQueue 'main'. Returns (topology, flavor,
+    {short node name: real name})."""
+    pool = kube.unique_name("tas")
+    nodes: dict[str, str] = {}
+    for path, hosts in racks.items():
+        block, rack = path.split("/")
+        for short, cpu in hosts.items():
+            name = kube.unique_name(short)
+            nodes[short] = name
+            resources.node(name, cpu=str(cpu), memory="8Gi", taints=(taints or {}).get(short, []),
+                           unschedulable=short in cordoned,
+                           labels={POOL_LABEL: pool, BLOCK: f"{pool}-{block}", RACK: f"{pool}-{rack}"})
+    topo = kube.unique_name("topo")
+    resources.create({"apiVersion": kube.KUEUE_API_VERSION, "kind": "Topology", "metadata": {"name": topo},
+                      "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}})
+    rf = str(resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool})
+                              .topology(topo).manifest())["metadata"]["name"])
+    cq = str(resources.create(ClusterQueue(kube.unique_name("cq")).quotas({rf: {"cpu": "64"}}).manifest())
+             ["metadata"]["name"])
+    resources.create(LocalQueue("main", namespace, cq).manifest())
+    return topo, rf, nodes
+
+
+def _tas_job(resources: Resources, namespace: str, name: str, pods: int, level: str, *, required: bool = True) -> None:
+    job = Job(name, namespace).queue("main").request("cpu", "1").parallelism(pods).completions(pods)
+    resources.create(job.pod_annotation(REQUIRED if required else PREFERRED, level).manifest())
+
+
+def test_topology_aware_scheduling_fits_waits_or_never_fits(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
+    """Two blocks: b1 = rack r1 (n1, n2 tainted) + rack r2 (n3 cordoned), b2 = rack r3 (n4); 2 cpu per node,
+    1 cpu per pod. Two rack-sized Jobs fill r1 and r3 and run; then a third waits for a rack, a preferred-
+    topology Job waits for room anywhere, 5 pods in one block fit only with n2 and n3 back (the admin acts),
+    7 pods never fit a block (the owner acts)."""
+    api = cluster.api_client
+    broken = {"key": "kueue-doctor.local/broken", "value": "disk", "effect": "NoSchedule"}
+    topo, rf, nodes = _topology_queue(resources, namespace, {"b1/r1": {"n1": 2, "n2": 2}, "b1/r2": {"n3": 2},
+                                                             "b2/r3": {"n4": 2}},
+                                      taints={"n2": [broken]}, cordoned=("n3",))
+    for name in ("fits", "fits2"):
+        _tas_job(resources, namespace, name, 2, RACK)
+    for name in ("fits", "fits2"):
+        wait_for_workload(api, namespace, name, lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    _tas_job(resources, namespace, "busy", 2, RACK)
+    _tas_job(resources, namespace, "anywhere", 2, BLOCK, required=False)
+    _tas_job(resources, namespace, "block", 5, BLOCK)
+    _tas_job(resources, namespace, "huge", 7, BLOCK)
+    for name in ("busy", "anywhere", "block", "huge"):
+        _wait_pending(api, namespace, name, f'topology "{topo}"')
+    objects = _snapshot(api, [namespace])
+    kube.record_fixture(f"scenario-{kueue_reasons.fixture('tas')}", objects, note="TAS: fits, waits, never fits")
+    d = {name: _of(_diagnose(objects), namespace, name)["status"] for name in
+         ("fits", "fits2", "busy", "anywhere", "block", "huge")}
+    wls = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Workload"}
+
+    for name in ("fits", "fits2"):
+        assert _verdict(d[name]) == ("Running", "Running", "PodsReady", "Nobody"), d[name]
+        assert d[name]["flavors"] == [rf]
+    assigned = {wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["slices"][0]
+                ["valuesPerLevel"][0]["universal"] for wl in wls.values() if wl["status"].get("admission")}
+    assert assigned == {nodes["n1"], nodes["n4"]}, assigned  # one rack each, never the tainted or cordoned node
+
+    left_out = (f"not counted: 1 cordoned ({nodes['n3']}), 1 tainted kueue-doctor.local/broken=disk:NoSchedule "
+                f"({nodes['n2']})")
+    st = d["busy"]
+    assert _verdict(st) == ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"), st
+    assert (f"Pod set main (2 pods) requires one {RACK} domain of topology {topo} in flavor {rf}: Kueue can place "
+            f"only 0 of 2 pod(s) now. Even with nothing running, the largest of the 2 {RACK} domains holds 2 pod(s) "
+            f"on 2 usable node(s); {left_out}.") in st["message"], st["message"]
+    assert st["flavors"] == [rf]
+    st = d["anywhere"]
+    assert _verdict(st) == ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"), st
+    assert "prefers the whole topology" in st["message"] and "largest topology holds 4 pod(s)" in st["message"], st
+    st = d["block"]
+    assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "ClusterAdmin"), st
+    assert f"the largest of the 2 {BLOCK} domains holds 2 pod(s)" in st["message"], st["message"]
+    assert "It would fit on the cordoned/tainted nodes" in st["message"], st["message"]
+    st = d["huge"]
+    assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"), st
+    assert "It cannot fit until nodes are added" in st["message"], st["message"]
+    for name in ("busy", "anywhere", "block", "huge"):
+        kueue_reasons.check(api, namespace, name, d[name],
+                            "WaitingForQuota" if name in ("busy", "anywhere") else "TopologyPlacementFailed",
+                            wls[kube.workload_for(api, namespace, name)["metadata"]["name"]])  # type: ignore[index]

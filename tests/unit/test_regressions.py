@@ -58,6 +58,14 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-preempted-requeued": {"victim": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")},
     "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
+    # topology-aware scheduling (tests/e2e/test_kueue_features.py): blocks/racks over fake nodes, one tainted, one cordoned
+    "scenario-tas": {
+        "fits": ("Running", "Running", "PodsReady", "Nobody"),
+        "busy": ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"),
+        "anywhere": ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"),
+        "block": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "ClusterAdmin"),
+        "huge": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"),
+    },
     # ProvisioningRequest admission checks (tests/e2e/test_kueue_features.py; the test plays the cluster autoscaler)
     "scenario-provisioning-pending": {
         "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
@@ -81,7 +89,7 @@ GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota
             "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
             "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
             "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued",
-            "scenario-provisioning-failed")
+            "scenario-provisioning-failed", "scenario-tas")
 EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
 
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
@@ -231,3 +239,13 @@ def test_provisioning_request_states_are_named_from_what_kueue_wrote() -> None:
     assert "is BookingExpired: the capacity it booked expired before the Workload was admitted" in expired, expired
     revoked = _by_job(_load("scenario-provisioning-capacity-revoked"))["gpu"]["message"]
     assert "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned" in revoked, revoked
+
+
+def test_tas_names_the_level_and_the_numbers() -> None:
+    """Legacy wording (no TopologyPlacementFailed reason): never-fits is computed from the Nodes, as Kueue's
+    granular reason says it in the other recording."""
+    d = _by_job(_load("scenario-tas"))
+    assert "requires one kueue-doctor.local/rack domain" in d["busy"]["message"], d["busy"]
+    assert "Kueue can place only 0 of 2 pod(s) now" in d["busy"]["message"], d["busy"]
+    assert "not counted: 1 cordoned" in d["block"]["message"], d["block"]
+    assert "largest of the 2 kueue-doctor.local/block domains holds 2 pod(s)" in d["huge"]["message"], d["huge"]

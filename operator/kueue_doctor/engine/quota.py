@@ -149,6 +149,12 @@ def covered_resources(cq: Mapping[str, Any]) -> set[str]:
             if isinstance(r, str)}
 
 
+def flavors_of(cq: Mapping[str, Any]) -> list[str]:
+    """The ClusterQueue's flavor names, in resource-group order."""
+    return [n for g in lst(spec(cq).get("resourceGroups")) for f in lst(m(g).get("flavors"))
+            if isinstance(n := m(f).get("name"), str)]
+
+
 def flavor_group_of(cq: Mapping[str, Any] | None, flavor: str) -> int:
     for n, g in enumerate(lst(spec(cq or {}).get("resourceGroups"))):
         if any(m(f).get("name") == flavor for f in lst(m(g).get("flavors"))):

@@ -21,6 +21,7 @@ from .. import quota
 from ..context import Context
 from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..rules import Finding, pairs
+from . import topology
 from .eviction import victims_of
 from .handlers import finding, handles
 from .queues import cq_hint
@@ -301,13 +302,26 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
 
 
 def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
-    text = f"Topology Aware Scheduling cannot place the Pods: {failures[0].text}."
-    if granular == "TopologyPlacementFailed":
-        text += " Even an empty topology cannot fit them: lower the pod count or relax the topology request."
-        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures))
+    """TAS cannot place the pod set. It can never fit (while the nodes stay as they are) when Kueue's granular
+    reason says so or, in the legacy wording, when the largest domain at the requested level holds fewer pods
+    than the pod set has even with nothing running (`topology.topology_fit`): then the same verdict."""
+    f = failures[0]
+    fit = topology.topology_fit(ctx, f)
+    flavors = [fit.flavor] if fit is not None else _flavors_of(failures)
+    text = (topology.describe(fit, f) if fit is not None
+            else f"Topology Aware Scheduling cannot place the Pods: {f.text}.")
+    if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
+        if fit is not None and fit.fits_without_exclusions:
+            text += (" It would fit on the cordoned/tainted nodes: the platform admin must uncordon them or remove "
+                     "the taints (or the owner adds tolerations); else lower the pod count or relax the topology.")
+            action = ActionBy.CLUSTER_ADMIN
+        else:
+            text += " It cannot fit until nodes are added: lower the pod count or relax the topology request."
+            action = ActionBy.WORKLOAD_OWNER
+        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, action, flavors=flavors)
+    text += " It fits once running Workloads free those nodes; Kueue retries by itself."
     return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
-                    flavors=_flavors_of(failures))
+                    flavors=flavors)
 
 
 _BY_SEVERITY: dict[Severity, Callable[[Context, list[FlavorFailure], str], Finding]] = {
