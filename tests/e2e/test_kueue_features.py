@@ -14,13 +14,23 @@ from typing import Any
 
 import pytest
 
-from tests.builders import AdmissionCheck, ClusterQueue, Job, LocalQueue, ResourceFlavor
+from tests.builders import AdmissionCheck, ClusterQueue, Cohort, Job, LocalQueue, ResourceFlavor
 
 from . import kube
 from .conftest import ClusterHandle
 from .kube import Resources, condition_is, lc, wait_for, wait_for_workload
 from .kueue_reasons import KueueReasons
-from .test_scenarios import POOL_LABEL, _diagnose, _diagnosis, _of, _pool, _snapshot, _verdict, _wait_pending
+from .test_scenarios import (
+    POOL_LABEL,
+    _diagnose,
+    _diagnosis,
+    _line,
+    _of,
+    _pool,
+    _snapshot,
+    _verdict,
+    _wait_pending,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -325,3 +335,54 @@ def test_topology_aware_scheduling_fits_waits_or_never_fits(
         kueue_reasons.check(api, namespace, name, d[name],
                             "WaitingForQuota" if name in ("busy", "anywhere") else "TopologyPlacementFailed",
                             wls[kube.workload_for(api, namespace, name)["metadata"]["name"]])  # type: ignore[index]
+
+
+# ---- cohort trees ----------------------------------------------------------------------------
+
+
+def test_cohort_tree_borrowing_through_an_inner_cohort_with_a_borrowing_limit(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
+    """root <- inner (nominal 0, borrowingLimit 1) <- cq-a (nominal 1); root <- cq-b (nominal 4, lendingLimit 2).
+    cq-a can reach 2 cpu at most (inner's borrowingLimit binds before root's 3): 3 cpu never fits; 2 cpu borrows
+    1 through the tree and runs; then 1 cpu more waits (inner has nothing left to borrow)."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="8")
+    rf = str(resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool}).manifest())
+             ["metadata"]["name"])
+    root, inner = kube.unique_name("root"), kube.unique_name("inner")
+    resources.create(Cohort(root).manifest())
+    resources.create(Cohort(inner).parent(root).quotas(
+        {rf: {"cpu": {"nominalQuota": "0", "borrowingLimit": "1"}}}).manifest())
+    cq_a = str(resources.create(ClusterQueue(kube.unique_name("cq-a")).quotas({rf: {"cpu": "1"}}).cohort(inner)
+                                .manifest())["metadata"]["name"])
+    resources.create(ClusterQueue(kube.unique_name("cq-b")).quotas(
+        {rf: {"cpu": {"nominalQuota": "4", "lendingLimit": "2"}}}).cohort(root).manifest())
+    resources.create(LocalQueue("main", namespace, cq_a).manifest())
+
+    resources.create(Job("greedy", namespace).queue("main").request("cpu", "3").manifest())
+    _wait_pending(api, namespace, "greedy", "maximum capacity (2)")
+    resources.create(Job("borrower", namespace).queue("main").request("cpu", "2").manifest())
+    wait_for_workload(api, namespace, "borrower", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
+    resources.create(Job("more", namespace).queue("main").request("cpu", "1").manifest())
+    _wait_pending(api, namespace, "more", "insufficient unused quota")
+    objects = _snapshot(api, [namespace])
+    kube.record_fixture(f"scenario-{kueue_reasons.fixture('cohort-tree')}", objects, note="two-level cohort tree")
+    d = {name: _of(_diagnose(objects), namespace, name)["status"] for name in ("greedy", "borrower", "more")}
+
+    st = d["greedy"]
+    assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"), st
+    assert st["cohort"] == inner
+    assert f"can never give more than 2 (capped by Cohort {inner}'s borrowingLimit 1; cohort {inner}: subtree 1" \
+        in st["message"], st["message"]
+    assert f"cohort {root}: subtree 3" in st["message"], st["message"]
+    assert "estimate" not in st["message"], st["message"]  # our tree arithmetic agrees with Kueue's maximum
+    assert _verdict(d["borrower"]) == ("Running", "Running", "PodsReady", "Nobody"), d["borrower"]
+    st = d["more"]
+    assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
+    cpu = _line(st, "cpu", rf)
+    assert (cpu["used"], cpu["missing"], cpu["borrowable"]) == ("2", "1", "0"), cpu
+    wls = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Workload"}
+    for name, granular in (("greedy", "ExceedsMaxQuota"), ("more", "WaitingForQuota")):
+        wl = next(w for n, w in wls.items() if n.startswith(f"job-{name}-"))
+        kueue_reasons.check(api, namespace, name, d[name], granular, wl)

@@ -66,6 +66,12 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "block": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "ClusterAdmin"),
         "huge": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"),
     },
+    # a two-level cohort tree: inner (borrowingLimit 1) under root, cq-b lending 2 to root
+    "scenario-cohort-tree": {
+        "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"),
+        "borrower": ("Running", "Running", "PodsReady", "Nobody"),
+        "more": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
+    },
     # ProvisioningRequest admission checks (tests/e2e/test_kueue_features.py; the test plays the cluster autoscaler)
     "scenario-provisioning-pending": {
         "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
@@ -89,7 +95,7 @@ GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota
             "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
             "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
             "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued",
-            "scenario-provisioning-failed", "scenario-tas")
+            "scenario-provisioning-failed", "scenario-tas", "scenario-cohort-tree")
 EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
 
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
@@ -249,3 +255,9 @@ def test_tas_names_the_level_and_the_numbers() -> None:
     assert "Kueue can place only 0 of 2 pod(s) now" in d["busy"]["message"], d["busy"]
     assert "not counted: 1 cordoned" in d["block"]["message"], d["block"]
     assert "largest of the 2 kueue-doctor.local/block domains holds 2 pod(s)" in d["huge"]["message"], d["huge"]
+
+
+def test_cohort_tree_numbers_are_computed_and_agree_with_kueue() -> None:
+    d = _by_job(_load("scenario-cohort-tree"))
+    assert "capped by Cohort inner-" in d["greedy"]["message"] and "estimate" not in d["greedy"]["message"], d
+    assert _quota(d["more"], "cpu")["borrowable"] == "0", d["more"]["quota"]

@@ -202,6 +202,8 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         cause = Cause.EXCEEDS_NOMINAL_QUOTA
         limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
         fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
+    elif (tree := quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, res)) is not None and len(tree.path) > 2:
+        cause, limits, fix = _tree_limits(tree, res, f.maximum)
     elif (fq is not None and fq.borrowing_limit is not None
           and parse(f.maximum) == (fq.nominal or 0) + fq.borrowing_limit):
         cause = Cause.BORROWING_LIMIT_REACHED
@@ -223,6 +225,25 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     action = ActionBy.QUEUE_ADMIN if cause == Cause.EXCEEDS_NOMINAL_QUOTA else ActionBy.CLUSTER_ADMIN
     return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
                     flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)])
+
+
+def _tree_limits(tree: quota.CohortTree, res: str, stated: str | None) -> tuple[Cause, str, str]:
+    """(cause, limits, fix) of ExceedsMaxQuota in a cohort tree: the borrowingLimit that binds, or the tree's
+    capacity; our tree arithmetic is an estimate, Kueue's stated maximum wins when they differ."""
+    ours = tree.potential()
+    estimate = f"; kueue-doctor's estimate of the tree gives {quota.fmt(res, ours)}" if (
+        stated and parse(stated) != ours) else ""
+    levels = tree.levels(res)
+    binding = tree.binding_limit()
+    if binding is not None:
+        who = "its own" if binding is tree.path[0] else f"{binding.kind} {binding.name}'s"
+        limits = (f"capped by {who} borrowingLimit {quota.fmt(res, binding.quota.borrowing_limit)}; {levels}"
+                  f"{estimate}")
+        return (Cause.BORROWING_LIMIT_REACHED, limits,
+                f"raise the borrowingLimit of {binding.kind} {binding.name}, add quota below it, or lower the request")
+    return (Cause.EXCEEDS_COHORT_QUOTA, f"all the cohort tree can lend: {levels}{estimate}",
+            "add quota to the tree (a Cohort's or a ClusterQueue's nominalQuota, or a higher lendingLimit), "
+            "or lower the request")
 
 
 def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
