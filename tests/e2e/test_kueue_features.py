@@ -83,6 +83,34 @@ def _check_state(wl: Mapping[str, Any] | None, check: str) -> dict[str, Any]:
     return {}
 
 
+def _read_back_v1beta1(api: Any, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same snapshot with every Kueue object read again through kueue.x-k8s.io/v1beta1 (served by Kueue's
+    conversion webhook for Workloads, queues and Cohorts; the others are stored the same in both)."""
+    out = []
+    for obj in objects:
+        if obj.get("apiVersion") != kube.KUEUE_API_VERSION:
+            out.append(obj)
+            continue
+        meta = obj["metadata"]
+        path = kube.kind_of(obj).item(meta["name"], meta.get("namespace")).replace("/v1beta2/", "/v1beta1/")
+        old = kube.request_json(api, "GET", path)
+        assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1", old["apiVersion"]
+        out.append(old)
+    return out
+
+
+def _same_verdicts_through_v1beta1(api: Any, namespace: str, objects: list[dict[str, Any]], jobs: Iterator[str] | Any,
+                                   record: str) -> list[dict[str, Any]]:
+    """Diagnose the v1beta1 read-back of ``objects``: every Job gets the same verdict and message."""
+    old = _read_back_v1beta1(api, objects)
+    kube.record_fixture(f"scenario-{record}-v1beta1", old, note=f"{record}, Kueue objects read through v1beta1")
+    new_d, old_d = _diagnose(objects), _diagnose(old)
+    for job in jobs:
+        a, b = _of(new_d, namespace, job)["status"], _of(old_d, namespace, job)["status"]
+        assert (_verdict(a), a["message"]) == (_verdict(b), b["message"]), (job, a, b)
+    return old
+
+
 def _request(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
     return kube.get(api, "autoscaling.x-k8s.io/ProvisioningRequest", name, namespace)
 
@@ -190,6 +218,8 @@ def test_provisioning_request_failed_is_retried_or_rejected(
     objects = _snapshot(api, [namespace])
     kube.record_fixture(f"scenario-{kueue_reasons.fixture('provisioning-failed')}", objects, note="Failed: back-off, next attempt, rejected")
     diagnoses = _diagnose(objects)
+    _same_verdicts_through_v1beta1(api, namespace, objects, ("backoff", "again", "nomore"),
+                                   kueue_reasons.fixture("provisioning-failed"))
 
     st = _of(diagnoses, namespace, "backoff")["status"]
     assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"), st
@@ -331,6 +361,9 @@ def test_topology_aware_scheduling_fits_waits_or_never_fits(
     st = d["huge"]
     assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"), st
     assert "It cannot fit until nodes are added" in st["message"], st["message"]
+    old = _same_verdicts_through_v1beta1(api, namespace, objects, d, kueue_reasons.fixture("tas"))
+    assert any("domains" in (wl.get("status", {}).get("admission") or {}).get("podSetAssignments", [{}])[0].get(
+        "topologyAssignment", {}) for wl in old if wl["kind"] == "Workload"), "v1beta1 topologyAssignment.domains"
     for name in ("busy", "anywhere", "block", "huge"):
         kueue_reasons.check(api, namespace, name, d[name],
                             "WaitingForQuota" if name in ("busy", "anywhere") else "TopologyPlacementFailed",
@@ -382,6 +415,8 @@ def test_cohort_tree_borrowing_through_an_inner_cohort_with_a_borrowing_limit(
     assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
     cpu = _line(st, "cpu", rf)
     assert (cpu["used"], cpu["missing"], cpu["borrowable"]) == ("2", "1", "0"), cpu
+    old = _same_verdicts_through_v1beta1(api, namespace, objects, d, kueue_reasons.fixture("cohort-tree"))
+    assert {o["spec"].get("cohort") for o in old if o["kind"] == "ClusterQueue"} >= {inner, root}  # v1beta1 field
     wls = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Workload"}
     for name, granular in (("greedy", "ExceedsMaxQuota"), ("more", "WaitingForQuota")):
         wl = next(w for n, w in wls.items() if n.startswith(f"job-{name}-"))

@@ -98,6 +98,12 @@ GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota
             "scenario-provisioning-failed", "scenario-tas", "scenario-cohort-tree")
 EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
 
+# The same snapshots with every Kueue object read back through kueue.x-k8s.io/v1beta1 (Kueue's conversion webhook):
+# spec.cohort, topologyAssignment.domains, the v1beta1 status fields; the same verdicts and messages.
+V1BETA1 = tuple(f"{name}{wording}" for name in ("scenario-tas", "scenario-cohort-tree", "scenario-provisioning-failed")
+                for wording in ("", "-granular"))
+EXPECTED.update({f"{name}-v1beta1": EXPECTED[name.removesuffix("-granular")] for name in V1BETA1})
+
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
 EXPECTED_BY_WORKLOAD: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-owner-deleted-workload-finished": {
@@ -261,3 +267,13 @@ def test_cohort_tree_numbers_are_computed_and_agree_with_kueue() -> None:
     d = _by_job(_load("scenario-cohort-tree"))
     assert "capped by Cohort inner-" in d["greedy"]["message"] and "estimate" not in d["greedy"]["message"], d
     assert _quota(d["more"], "cpu")["borrowable"] == "0", d["more"]["quota"]
+
+
+@pytest.mark.parametrize("fixture", V1BETA1)
+def test_v1beta1_read_back_gives_the_same_diagnosis(fixture: str) -> None:
+    old = _load(f"{fixture}-v1beta1")
+    assert {o["apiVersion"] for o in old if o["apiVersion"].startswith("kueue.x-k8s.io/")} == {"kueue.x-k8s.io/v1beta1"}
+    new, back = _by_job(_load(fixture)), _by_job(old)
+    for job in EXPECTED[fixture]:
+        keys = ("stage", "reason", "cause", "actionBy", "message")
+        assert [new[job][k] for k in keys] == [back[job][k] for k in keys], (job, new[job], back[job])
