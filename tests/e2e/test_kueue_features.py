@@ -14,11 +14,19 @@ from typing import Any
 
 import pytest
 
-from tests.builders import AdmissionCheck, ClusterQueue, Cohort, Job, LocalQueue, ResourceFlavor
+from tests.builders import (
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    Job,
+    LocalQueue,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
 
 from . import kube
 from .conftest import ClusterHandle
-from .kube import Resources, condition_is, lc, wait_for, wait_for_workload
+from .kube import Resources, condition, condition_is, lc, wait_for, wait_for_workload
 from .kueue_reasons import KueueReasons
 from .test_scenarios import (
     POOL_LABEL,
@@ -421,3 +429,50 @@ def test_cohort_tree_borrowing_through_an_inner_cohort_with_a_borrowing_limit(
     for name, granular in (("greedy", "ExceedsMaxQuota"), ("more", "WaitingForQuota")):
         wl = next(w for n, w in wls.items() if n.startswith(f"job-{name}-"))
         kueue_reasons.check(api, namespace, name, d[name], granular, wl)
+
+
+# ---- fair sharing ----------------------------------------------------------------------------
+
+
+def test_fair_sharing_preempts_the_borrower_in_the_cohort(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """Kueue with fair sharing on; cq-a, cq-b, cq-c 2 cpu each in one cohort. cq-a runs a low-priority 5-cpu Job
+    (borrowing 3); cq-b's 3-cpu Job would borrow 1, and its share stays below cq-a's: Kueue preempts the hog for
+    fair sharing (not reclamation: cq-b asks for more than its nominal). The victim is Preempted /
+    InCohortFairSharing, the preemptor waits for it."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="8")
+    rf = str(resources.create(ResourceFlavor(kube.unique_name("rf")).node_labels({POOL_LABEL: pool}).manifest())
+             ["metadata"]["name"])
+    cohort = kube.unique_name("fair")
+    queues = {}
+    for team in ("a", "b", "c"):
+        cq = ClusterQueue(kube.unique_name(f"cq-{team}")).quotas({rf: {"cpu": "2"}}).cohort(cohort).preemption(
+            within_cluster_queue="LowerPriority", reclaim_within_cohort="Any").fair_sharing("1")
+        queues[team] = str(resources.create(cq.manifest())["metadata"]["name"])
+        resources.create(LocalQueue(team, namespace, queues[team]).manifest())
+    low = kube.unique_name("low")
+    resources.create(WorkloadPriorityClass(low, 10).manifest())
+    strategies = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]  # config v1beta2: present = enabled
+    with cluster.kueue_settings(extra_config={"fairSharing": {"preemptionStrategies": strategies}}):
+        resources.create(Job("hog", namespace).queue("a").request("cpu", "5").workload_priority_class(low).manifest())
+        hog = wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
+        unfreeze = kube.freeze_job_status(resources, namespace, "hog")
+        resources.create(Job("claim", namespace).queue("b").request("cpu", "3").manifest())
+        claim = _wait_pending(api, namespace, "claim", "Pending the preemption of 1 workload(s)")
+        wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "Evicted"), what="Evicted=True")
+        objects = _snapshot(api, [namespace])
+        kube.record_fixture("scenario-fair-sharing-preemption", objects, note="fair sharing reclaims the borrower")
+        d = _diagnose(objects)
+        victim, preemptor = _of(d, namespace, "hog")["status"], _of(d, namespace, "claim")["status"]
+        unfreeze()
+        wait_for_workload(api, namespace, "claim", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    assert condition(kube.get(api, "Workload", hog["metadata"]["name"], namespace), "Preempted")["reason"] \
+        == "InCohortFairSharing"  # type: ignore[index]
+    assert _verdict(victim) == ("Admission", "Preempted", "InCohortFairSharing", "Nobody"), victim
+    assert victim["lastEviction"]["underlyingCause"] == "InCohortFairSharing", victim
+    assert [(b["role"], b["name"]) for b in victim["blockedBy"]] == [("Preemptor", claim["metadata"]["name"])], victim
+    assert _verdict(preemptor) == ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"), preemptor
+    assert [(b["role"], b["name"]) for b in preemptor["blockedBy"]] == [("Victim", hog["metadata"]["name"])], preemptor
+    assert victim["cohort"] == cohort and preemptor["clusterQueue"] == queues["b"]

@@ -66,6 +66,11 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "block": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "ClusterAdmin"),
         "huge": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"),
     },
+    # fair sharing on (Kueue Configuration fairSharing): cq-b's Job would borrow and preempts cq-a's borrower
+    "scenario-fair-sharing-preemption": {
+        "hog": ("Admission", "Preempted", "InCohortFairSharing", "Nobody"),
+        "claim": ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"),
+    },
     # a two-level cohort tree: inner (borrowingLimit 1) under root, cq-b lending 2 to root
     "scenario-cohort-tree": {
         "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"),
