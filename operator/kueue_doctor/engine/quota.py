@@ -1,7 +1,9 @@
 """Quota arithmetic: what a Workload requests, what its ClusterQueue and cohort can give.
 
 Amounts Kueue states in its messages are authoritative; these numbers come from the queue objects
-(`source: Objects`) or are estimates (`source: Estimate`, flat cohorts only) and are labelled so.
+(`source: Objects`) or are estimates (`source: Estimate`) and are labelled so. What a cohort can lend is
+computed for flat cohorts and for trees (`cohort_tree`, Kueue's resource-node arithmetic); the message says
+when that estimate differs from the maximum Kueue wrote, and Kueue's number is the one shown.
 """
 
 from __future__ import annotations
@@ -194,9 +196,9 @@ def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "fl
 def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
     """What the ClusterQueue could borrow from its cohort right now: an estimate (API-NOTES section 7).
 
-    Only for a flat cohort (no parent, no child cohorts); None otherwise, so no number is shown rather
-    than a wrong one. Per member M: lendable(M) = min(lendingLimit, nominal) or nominal, local(M) =
-    nominal - lendable(M); usage beyond local counts against the cohort's pool.
+    A cohort tree (parents or child cohorts) is computed by `cohort_tree` (None for a cycle, so no number is
+    shown rather than a wrong one). A flat cohort, per member M: lendable(M) = min(lendingLimit, nominal) or
+    nominal, local(M) = nominal - lendable(M); usage beyond local counts against the cohort's pool.
     """
     memo = state.derived(BORROWABLE)
     key = (cq_name, flavor, resource)
@@ -339,8 +341,8 @@ _NO_QUOTA = FlavorQuota(Decimal(0), None, None)
 
 
 def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
-    """The ClusterQueue's path to the root of its cohort tree for (flavor, resource); None without a cohort,
-    with a cycle or when a Cohort on the path is not in the input (Kueue then treats it as empty)."""
+    """The ClusterQueue's path to the root of its cohort tree for (flavor, resource); None without a cohort or
+    with a cycle. A Cohort named but not in the input counts as one without quota (Kueue's implicit cohort)."""
     cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     if not cohort_name:
         return None

@@ -39,6 +39,7 @@ class TopologyFit:
     largest: int  # pods the largest domain at `level` holds when empty
     domains: int  # domains at `level` (1 for the whole topology)
     nodes: int  # nodes Kueue counts (flavor's, schedulable, tolerated)
+    largest_with_all: int = 0  # the same, counting the cordoned and tainted nodes too
     cordoned: list[str] = field(default_factory=list)
     tainted: dict[str, list[str]] = field(default_factory=dict)  # taint -> node names
 
@@ -50,8 +51,6 @@ class TopologyFit:
     def fits_without_exclusions(self) -> bool:
         """Would fit if the cordoned and tainted nodes counted: who must act is then the cluster admin."""
         return self.largest_with_all >= self.count
-
-    largest_with_all: int = 0
 
 
 def _request(ps: Mapping[str, Any]) -> tuple[str | None, bool]:
