@@ -1786,3 +1786,67 @@ def create_fake_node(
             content_type="application/merge-patch+json",
         )
     return node
+
+
+# --------------------------------------------------------------------------------------------
+# CRDs of the modules Kueue depends on (ProvisioningRequest), installed on demand by tests
+
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+PROVISIONING_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
+PROVISIONING_CRD_PATH = "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+
+
+def kueue_requirement(module: str, workdir: Path | None = None) -> str:
+    """The version of ``module`` that Kueue's go.mod (the pinned KUEUE_VERSION) requires."""
+    kueue = read_versions().get("KUEUE_VERSION")
+    if not kueue:
+        raise ControlPlaneError(f"KUEUE_VERSION missing in {VERSIONS_FILE}")
+    gomod = go_module_dir(KUEUE_MODULE, kueue, workdir=workdir) / "go.mod"
+    for line in gomod.read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == ["require"]:
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[0] == module:
+            return parts[1]
+    raise ControlPlaneError(f"{gomod} does not require {module}")
+
+
+def provisioning_request_crd_path(workdir: Path | None = None) -> Path:
+    """The ProvisioningRequest CRD of the cluster-autoscaler apis module, at the version Kueue requires."""
+    version = kueue_requirement(PROVISIONING_MODULE, workdir)
+    path = go_module_dir(PROVISIONING_MODULE, version, workdir=workdir) / PROVISIONING_CRD_PATH
+    if not path.is_file():
+        raise ControlPlaneError(f"{path} does not exist (module {PROVISIONING_MODULE}@{version})")
+    return path
+
+
+def install_crd(api: Any, path: Path, timeout: float = 60) -> dict[str, Any]:
+    """Create the CRD in ``path`` (kept if it already exists) and wait until it is Established and served."""
+    from kubernetes.client import ApiException
+
+    with path.open() as fh:
+        crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    name = crd["metadata"]["name"]
+    try:
+        request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    group = crd["spec"]["group"]
+    version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+    plural = crd["spec"]["names"]["plural"]
+    deadline = time.monotonic() + timeout
+    while True:
+        got = request_json(api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        conds = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions") or []}
+        if conds.get("Established") == "True":
+            try:
+                res = request_json(api, "GET", f"/apis/{group}/{version}")
+                if any(r["name"] == plural for r in res.get("resources", [])):
+                    return got
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        if time.monotonic() > deadline:
+            raise ClusterStartError(f"CRD {name} not Established and served within {timeout}s: {conds}")
+        time.sleep(0.2)

@@ -32,6 +32,7 @@ from tests.builders import Namespace
 
 from . import kube
 from .kube import Resources, lc
+from .kueue_reasons import kueue_reasons  # noqa: F401  (the fixture: both of Kueue's reason wordings)
 
 E2E_DIR = Path(__file__).resolve().parent
 

@@ -90,6 +90,8 @@ KINDS: dict[str, Kind] = {
         Kind(KUEUE_API_VERSION, "AdmissionCheck", "admissionchecks", False),
         Kind(KUEUE_API_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses", False),
         Kind(KUEUE_API_VERSION, "Topology", "topologies", False),
+        Kind(KUEUE_API_VERSION, "ProvisioningRequestConfig", "provisioningrequestconfigs", False),
+        Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests", True),
     )
 }
 

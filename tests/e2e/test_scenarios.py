@@ -31,6 +31,7 @@ from tests.builders import ClusterQueue, Job, LocalQueue, Quota, ResourceFlavor,
 from . import kube
 from .conftest import ClusterHandle
 from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+from .kueue_reasons import KueueReasons
 
 pytestmark = pytest.mark.e2e
 
@@ -156,15 +157,17 @@ def _wait_diagnosis(api: Any, namespace: str, job: str, ok: Callable[[Mapping[st
 
 
 def test_job_larger_than_nominal_quota_exceeds_max_quota(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     """parallelism 3 x 1 cpu against a ClusterQueue of 2 cpu / 2 pods, no cohort: never fits."""
     api = cluster.api_client
     rf, cq, lq = _queue(resources, namespace, {"cpu": "2", "pods": "2"})
     resources.create(Job("blog", namespace).queue(lq).request("cpu", "1").parallelism(3).completions(3).manifest())
     wl = _wait_pending(api, namespace, "blog", "maximum capacity")
-    st, _ = _diagnosis(api, namespace, "blog", record="exceeds-nominal-quota", note="Headlamp blog case, 3 x 1 cpu > 2")
+    st, _ = _diagnosis(api, namespace, "blog", record=kueue_reasons.fixture("exceeds-nominal-quota"),
+                       note="Headlamp blog case, 3 x 1 cpu > 2")
     assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "ExceedsNominalQuota", "QueueAdmin"), st
+    kueue_reasons.check(api, namespace, "blog", st, "ExceedsMaxQuota")
     assert st["clusterQueue"] == cq and st["localQueue"] == lq
     cpu = _line(st, "cpu", rf)
     assert (cpu["requested"], cpu["nominal"], cpu["maximum"]) == ("3", "2", "2"), cpu
@@ -184,7 +187,7 @@ def test_job_larger_than_nominal_quota_exceeds_max_quota(
 
 
 def test_job_waits_for_quota_used_by_a_running_job(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     """Enough nominal quota (4 cpu), but a running Job holds 2: 1 cpu more is needed right now."""
     api = cluster.api_client
@@ -194,8 +197,10 @@ def test_job_waits_for_quota_used_by_a_running_job(
     wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "PodsReady"), what="PodsReady=True")
     resources.create(Job("blog", namespace).queue(lq).request("cpu", "1").parallelism(3).manifest())
     _wait_pending(api, namespace, "blog", "insufficient unused quota")
-    st, _d = _diagnosis(api, namespace, "blog", record="waiting-for-unused-quota", note="running Job holds 2 of 4 cpu")
+    st, _d = _diagnosis(api, namespace, "blog", record=kueue_reasons.fixture("waiting-for-unused-quota"),
+                       note="running Job holds 2 of 4 cpu")
     assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
+    kueue_reasons.check(api, namespace, "blog", st, "WaitingForQuota")
     assert st["clusterQueue"] == cq
     cpu = _line(st, "cpu", rf)
     assert cpu["missing"] == "1" and cpu["nominal"] == "4" and cpu["used"] == "2", cpu
@@ -208,28 +213,34 @@ def test_job_waits_for_quota_used_by_a_running_job(
 # ---- 2. queues that do not exist -------------------------------------------------------------
 
 
-def test_job_pointing_at_a_missing_local_queue(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+def test_job_pointing_at_a_missing_local_queue(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
     api = cluster.api_client
     resources.create(Job("lost", namespace).queue("no-such-queue").request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "lost")
     assert condition(wl, "QuotaReserved")["message"] == "LocalQueue no-such-queue doesn't exist"  # type: ignore[index]
-    st, _ = _diagnosis(api, namespace, "lost", record="local-queue-not-found", note="queue-name names no LocalQueue")
+    st, _ = _diagnosis(api, namespace, "lost", record=kueue_reasons.fixture("local-queue-not-found"),
+                       note="queue-name names no LocalQueue")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "LocalQueueNotFound", "WorkloadOwner"), st
+    kueue_reasons.check(api, namespace, "lost", st, "Misconfigured")
     assert st["localQueue"] == "no-such-queue"
     assert "no-such-queue" in st["message"]
 
 
 def test_local_queue_pointing_at_a_missing_cluster_queue(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     api = cluster.api_client
     missing = kube.unique_name("cq-missing")
     lq = _local_queue(resources, namespace, missing)
     resources.create(Job("orphan", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "orphan")
-    st, _ = _diagnosis(api, namespace, "orphan", record="cluster-queue-not-found", note="LocalQueue -> missing CQ")
+    st, _ = _diagnosis(api, namespace, "orphan", record=kueue_reasons.fixture("cluster-queue-not-found"),
+                       note="LocalQueue -> missing CQ")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "ClusterQueueNotFound", "ClusterAdmin"), (
         st, condition(wl, "QuotaReserved"))
+    kueue_reasons.check(api, namespace, "orphan", st, "Misconfigured")
     assert st["clusterQueue"] == missing
     assert missing in st["message"]
 
@@ -237,18 +248,24 @@ def test_local_queue_pointing_at_a_missing_cluster_queue(
 # ---- 3. stopped and broken ClusterQueues -----------------------------------------------------
 
 
-def test_cluster_queue_on_hold_stops_admission(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+def test_cluster_queue_on_hold_stops_admission(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
     api = cluster.api_client
     _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, configure=lambda q: q.stop_policy("Hold"))
     resources.create(Job("held", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "held")
-    st, _ = _diagnosis(api, namespace, "held", record="cluster-queue-stopped", note="stopPolicy Hold")
+    st, _ = _diagnosis(api, namespace, "held", record=kueue_reasons.fixture("cluster-queue-stopped"),
+                       note="stopPolicy Hold")
     assert _verdict(st) == ("Admission", "QueueStopped", "ClusterQueueStopped", "ClusterAdmin"), (
         st, condition(wl, "QuotaReserved"))
+    kueue_reasons.check(api, namespace, "held", st, "Suspended")
     assert st["clusterQueue"] == cq and "Hold" in st["message"]
 
 
-def test_cluster_queue_with_a_missing_flavor(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+def test_cluster_queue_with_a_missing_flavor(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
     api = cluster.api_client
     missing = kube.unique_name("rf-missing")
     cq = _cluster_queue(resources, {missing: {"cpu": "4"}})
@@ -259,9 +276,11 @@ def test_cluster_queue_with_a_missing_flavor(cluster: ClusterHandle, resources: 
     )
     resources.create(Job("flavorless", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "flavorless")
-    st, _ = _diagnosis(api, namespace, "flavorless", record="flavor-not-found", note="CQ names a missing flavor")
+    st, _ = _diagnosis(api, namespace, "flavorless", record=kueue_reasons.fixture("flavor-not-found"),
+                       note="CQ names a missing flavor")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "FlavorNotFound", "ClusterAdmin"), (
         st, condition(wl, "QuotaReserved"))
+    kueue_reasons.check(api, namespace, "flavorless", st, "Suspended")
     assert missing in st["message"], st["message"]
     active = condition(kube.get(api, "ClusterQueue", cq), "Active")
     assert active is not None and missing in active["message"], active
@@ -271,7 +290,7 @@ def test_cluster_queue_with_a_missing_flavor(cluster: ClusterHandle, resources: 
 
 
 def test_namespace_not_selected_by_the_cluster_queue(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     api = cluster.api_client
     _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, configure=lambda q: q.namespace_selector(
@@ -279,13 +298,15 @@ def test_namespace_not_selected_by_the_cluster_queue(
     resources.create(Job("outsider", namespace).queue(lq).request("cpu", "100m").manifest())
     wl = _wait_pending(api, namespace, "outsider")
     assert "namespace doesn't match ClusterQueue selector" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
-    st, _ = _diagnosis(api, namespace, "outsider", record="namespace-not-selected", note="namespaceSelector")
+    st, _ = _diagnosis(api, namespace, "outsider", record=kueue_reasons.fixture("namespace-not-selected"),
+                       note="namespaceSelector")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin"), st
+    kueue_reasons.check(api, namespace, "outsider", st, "Misconfigured")
     assert namespace in st["message"] and "kueue-doctor.local/team" in st["message"], st["message"]
 
 
 def test_resource_not_covered_by_the_cluster_queue(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     api = cluster.api_client
     _, _cq, lq = _queue(resources, namespace, {"cpu": "4"})
@@ -293,8 +314,10 @@ def test_resource_not_covered_by_the_cluster_queue(
     resources.create(gpu.limit("example.com/gpu", "1").manifest())
     wl = _wait_pending(api, namespace, "gpu")
     assert "resource example.com/gpu unavailable in ClusterQueue" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
-    st, _ = _diagnosis(api, namespace, "gpu", record="resource-not-covered", note="example.com/gpu not covered")
+    st, _ = _diagnosis(api, namespace, "gpu", record=kueue_reasons.fixture("resource-not-covered"),
+                       note="example.com/gpu not covered")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner"), st
+    kueue_reasons.check(api, namespace, "gpu", st, "NoMatchingFlavor")
     assert "example.com/gpu" in st["message"] and "covers cpu" in st["message"], st["message"]
 
 
@@ -324,13 +347,17 @@ def test_job_borrows_from_the_cohort_and_runs(cluster: ClusterHandle, resources:
     assert st["pods"]["running"] == 1 and st["pods"]["ready"] == 1
 
 
-def test_borrowing_limit_stops_the_job(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
+def test_borrowing_limit_stops_the_job(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
     api = cluster.api_client
     rf, cohort, _cq, lq = _cohort_pair(resources, namespace, {"nominalQuota": "1", "borrowingLimit": "1"}, "4")
     resources.create(Job("greedy", namespace).queue(lq).request("cpu", "3").manifest())
     _wait_pending(api, namespace, "greedy", "maximum capacity")
-    st, _ = _diagnosis(api, namespace, "greedy", record="borrowing-limit", note="3 cpu > nominal 1 + borrowingLimit 1")
+    st, _ = _diagnosis(api, namespace, "greedy", record=kueue_reasons.fixture("borrowing-limit"),
+                       note="3 cpu > nominal 1 + borrowingLimit 1")
     assert _verdict(st) == ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"), st
+    kueue_reasons.check(api, namespace, "greedy", st, "ExceedsMaxQuota")
     assert st["cohort"] == cohort
     cpu = _line(st, "cpu", rf)
     assert (cpu["requested"], cpu["nominal"], cpu["borrowingLimit"], cpu["maximum"]) == ("3", "1", "1", "2"), cpu
@@ -418,7 +445,7 @@ def test_admitted_but_the_flavor_nodes_are_tainted(
 
 
 def test_flavor_taint_not_tolerated_is_refused_by_kueue(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     """The same taint declared on the ResourceFlavor: Kueue itself refuses, before any Pod exists."""
     api = cluster.api_client
@@ -430,8 +457,10 @@ def test_flavor_taint_not_tolerated_is_refused_by_kueue(
     wl = _wait_pending(api, namespace, "picky", "untolerated taint")
     msg = condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
     assert f"untolerated taint {{kueue-doctor.local/dedicated gpu NoSchedule <nil>}} in flavor {rf}" in msg, msg
-    st, _ = _diagnosis(api, namespace, "picky", record="flavor-taint", note="flavor nodeTaints not tolerated")
+    st, _ = _diagnosis(api, namespace, "picky", record=kueue_reasons.fixture("flavor-taint"),
+                       note="flavor nodeTaints not tolerated")
     assert _verdict(st) == ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner"), st
+    kueue_reasons.check(api, namespace, "picky", st, "NoMatchingFlavor")
     assert st["flavors"] == [rf]
 
 
@@ -462,7 +491,7 @@ def test_admitted_pods_bound_but_not_started_by_the_kubelet(
 
 
 def test_higher_priority_job_preempts_a_lower_one(
-    cluster: ClusterHandle, resources: Resources, namespace: str
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
 ) -> None:
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
@@ -481,12 +510,14 @@ def test_higher_priority_job_preempts_a_lower_one(
     wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "Evicted"), what="Evicted=True")
 
     objects = _snapshot(api, [namespace])
-    kube.record_fixture("scenario-preemption-in-progress", objects, note="preemptor waits for the victim")
+    kube.record_fixture(f"scenario-{kueue_reasons.fixture('preemption-in-progress')}", objects,
+                        note="preemptor waits for the victim")
     diagnoses = _diagnose(objects)
     p, v = _of(diagnoses, namespace, "preemptor")["status"], _of(diagnoses, namespace, "victim")["status"]
     assert condition(preemptor_wl, "QuotaReserved")["message"].endswith(  # type: ignore[index]
         ". Pending the preemption of 1 workload(s)")
     assert _verdict(p) == ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"), p
+    kueue_reasons.check(api, namespace, "preemptor", p, "WaitingForPreemptedWorkloads")
     assert [(b["role"], b["name"]) for b in p["blockedBy"]] == [("Victim", victim_wl["metadata"]["name"])], p
     assert v["reason"] == "Preempted" and v["cause"] == "InClusterQueue", v
     assert v["lastEviction"]["reason"] == "Preempted" and v["lastEviction"]["underlyingCause"] == "InClusterQueue", v
@@ -496,8 +527,10 @@ def test_higher_priority_job_preempts_a_lower_one(
     unfreeze()
     wait_for_workload(api, namespace, "preemptor", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
     _wait_pending(api, namespace, "victim", "insufficient unused quota")
-    st, _ = _diagnosis(api, namespace, "victim", record="preempted-requeued", note="victim requeued after preemption")
+    st, _ = _diagnosis(api, namespace, "victim", record=kueue_reasons.fixture("preempted-requeued"),
+                       note="victim requeued after preemption")
     assert _verdict(st) == ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"), st
+    kueue_reasons.check(api, namespace, "victim", st, "WaitingForQuota")
     assert st["lastEviction"]["reason"] == "Preempted", st
     assert st["lastEviction"]["underlyingCause"] == "InClusterQueue", st
     assert preemptor_wl["metadata"]["name"] in st["lastEviction"]["by"], st

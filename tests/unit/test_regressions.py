@@ -68,7 +68,56 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "scenario-preempted-requeued": {"victim": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")},
     "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
+    # topology-aware scheduling (tests/e2e/test_kueue_features.py): blocks/racks over fake nodes, one tainted, one cordoned
+    "scenario-tas": {
+        "fits": ("Running", "Running", "PodsReady", "Nobody"),
+        "busy": ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"),
+        "anywhere": ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"),
+        "block": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "ClusterAdmin"),
+        "huge": ("Admission", "ExceedsMaxQuota", "TopologyPlacementFailed", "WorkloadOwner"),
+    },
+    # fair sharing on (Kueue Configuration fairSharing): cq-b's Job would borrow and preempts cq-a's borrower
+    "scenario-fair-sharing-preemption": {
+        "hog": ("Admission", "Preempted", "InCohortFairSharing", "Nobody"),
+        "claim": ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"),
+    },
+    # a two-level cohort tree: inner (borrowingLimit 1) under root, cq-b lending 2 to root
+    "scenario-cohort-tree": {
+        "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin"),
+        "borrower": ("Running", "Running", "PodsReady", "Nobody"),
+        "more": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
+    },
+    # ProvisioningRequest admission checks (tests/e2e/test_kueue_features.py; the test plays the cluster autoscaler)
+    "scenario-provisioning-pending": {
+        "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
+    "scenario-provisioning-accepted": {
+        "gpu": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody")},
+    "scenario-provisioning-provisioned": {"gpu": ("Running", "Running", "PodsReady", "Nobody")},
+    "scenario-provisioning-capacity-revoked": {
+        "gpu": ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner")},
+    "scenario-provisioning-booking-expired": {
+        "late": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody")},
+    "scenario-provisioning-failed": {
+        "backoff": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"),
+        "again": ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckPending", "Nobody"),
+        "nomore": ("Admission", "Deactivated", "AdmissionCheckRejected", "WorkloadOwner"),
+    },
 }
+
+# The same scenarios recorded with Kueue restarted on UnadmittedWorkloadsObservability=true (the v0.20 default):
+# the granular QuotaReserved reasons, the same messages, the same verdicts (tests/e2e/kueue_reasons.py).
+GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota", "scenario-local-queue-not-found",
+            "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
+            "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
+            "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued",
+            "scenario-provisioning-failed", "scenario-tas", "scenario-cohort-tree")
+EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})
+
+# The same snapshots with every Kueue object read back through kueue.x-k8s.io/v1beta1 (Kueue's conversion webhook):
+# spec.cohort, topologyAssignment.domains, the v1beta1 status fields; the same verdicts and messages.
+V1BETA1 = tuple(f"{name}{wording}" for name in ("scenario-tas", "scenario-cohort-tree", "scenario-provisioning-failed")
+                for wording in ("", "-granular"))
+EXPECTED.update({f"{name}-v1beta1": EXPECTED[name.removesuffix("-granular")] for name in V1BETA1})
 
 # Workloads without a Job left (ownerRef gone): fixture -> Workload name prefix -> verdict.
 EXPECTED_BY_WORKLOAD: dict[str, dict[str, tuple[str, str, str, str]]] = {
@@ -196,3 +245,69 @@ def test_recorded_scheduling_causes_keep_their_blocker_and_node_counts() -> None
     assert "DisruptionTarget EvictionByEvictionAPI" in drained["message"], drained["message"]
     picky = _by_job(_load("scenario-unschedulable-job-node-selector"))["picky"]
     assert picky["blocker"]["kind"] == "NodeSelector" and picky["remedies"][0]["actionBy"] == "WorkloadOwner", picky
+
+
+LEGACY_REASONS = {"Pending", "Inadmissible"}
+
+
+@pytest.mark.parametrize("fixture", GRANULAR)
+def test_both_wordings_give_one_verdict_and_say_which_kueue_wrote(fixture: str) -> None:
+    """Per Job pending in both recordings: the legacy one carries Pending/Inadmissible, the granular one a
+    granular reason; the verdicts are equal and each message names the reason Kueue wrote in that recording."""
+    said = {}
+    for name, wording in ((fixture, "legacy wording"), (f"{fixture}-granular", "granular wording")):
+        objects = _load(name)
+        reasons = {wl["metadata"]["name"]: c["reason"] for wl in objects if wl.get("kind") == "Workload"
+                   for c in wl.get("status", {}).get("conditions", [])
+                   if c["type"] == "QuotaReserved" and c["status"] == "False"}
+        assert reasons, name
+        assert all((r in LEGACY_REASONS) == (wording == "legacy wording") for r in reasons.values()), reasons
+        for job, st in _by_job(objects).items():
+            if st["stage"] != "Admission" or f"({wording}" not in st["message"]:
+                continue
+            wl_reason = next(r for r in reasons.values() if f"reason {r} ({wording}" in st["message"])
+            said[(job, wording)] = (st["reason"], st["cause"], st["actionBy"], wl_reason)
+    legacy = {job: v[:3] for (job, w), v in said.items() if w == "legacy wording"}
+    granular = {job: v[:3] for (job, w), v in said.items() if w == "granular wording"}
+    assert legacy and legacy == granular, said
+
+
+def test_provisioning_request_states_are_named_from_what_kueue_wrote() -> None:
+    """Which ProvisioningRequest condition is behind each check state, with the attempt and back-off."""
+    pending = _by_job(_load("scenario-provisioning-pending"))["gpu"]["message"]
+    assert "(attempt 1) has no condition yet: the cluster autoscaler has not accepted it" in pending, pending
+    failed = _by_job(_load("scenario-provisioning-failed"))
+    assert "(attempt 1) is Failed: the cluster autoscaler could not provision the capacity" in \
+        failed["backoff"]["message"] and "after a 30s back-off" in failed["backoff"]["message"], failed["backoff"]
+    assert "(attempt 2) has no condition yet" in failed["again"]["message"], failed["again"]
+    assert "Failed with no retries left" in failed["nomore"]["message"], failed["nomore"]
+    expired = _by_job(_load("scenario-provisioning-booking-expired"))["late"]["message"]
+    assert "is BookingExpired: the capacity it booked expired before the Workload was admitted" in expired, expired
+    revoked = _by_job(_load("scenario-provisioning-capacity-revoked"))["gpu"]["message"]
+    assert "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned" in revoked, revoked
+
+
+def test_tas_names_the_level_and_the_numbers() -> None:
+    """Legacy wording (no TopologyPlacementFailed reason): never-fits is computed from the Nodes, as Kueue's
+    granular reason says it in the other recording."""
+    d = _by_job(_load("scenario-tas"))
+    assert "requires one kueue-doctor.local/rack domain" in d["busy"]["message"], d["busy"]
+    assert "Kueue can place only 0 of 2 pod(s) now" in d["busy"]["message"], d["busy"]
+    assert "not counted: 1 cordoned" in d["block"]["message"], d["block"]
+    assert "largest of the 2 kueue-doctor.local/block domains holds 2 pod(s)" in d["huge"]["message"], d["huge"]
+
+
+def test_cohort_tree_numbers_are_computed_and_agree_with_kueue() -> None:
+    d = _by_job(_load("scenario-cohort-tree"))
+    assert "capped by Cohort inner-" in d["greedy"]["message"] and "estimate" not in d["greedy"]["message"], d
+    assert _quota(d["more"], "cpu")["borrowable"] == "0", d["more"]["quota"]
+
+
+@pytest.mark.parametrize("fixture", V1BETA1)
+def test_v1beta1_read_back_gives_the_same_diagnosis(fixture: str) -> None:
+    old = _load(f"{fixture}-v1beta1")
+    assert {o["apiVersion"] for o in old if o["apiVersion"].startswith("kueue.x-k8s.io/")} == {"kueue.x-k8s.io/v1beta1"}
+    new, back = _by_job(_load(fixture)), _by_job(old)
+    for job in EXPECTED[fixture]:
+        keys = ("stage", "reason", "cause", "actionBy", "message")
+        assert [new[job][k] for k in keys] == [back[job][k] for k in keys], (job, new[job], back[job])

@@ -30,6 +30,7 @@ from ..state import ClusterState
 from ..vocabulary import REASONS, ActionBy, Cause, Reason
 from . import history
 from .admission.eviction import last_eviction
+from .admission.wording import kueue_wording
 from .context import Context
 from .no_workload import GRACE, stand_in, stand_ins
 from .pending_limit import limit_hint, pending_limit
@@ -159,7 +160,8 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     if f.cause is not None:
         status["cause"] = _VALUE[f.cause]
     status["actionBy"] = _VALUE[f.actor]
-    status["message"] = clip(f.message, MAX_TEXT) or ""
+    wording = kueue_wording(ctx, f)  # the sentence survives clipping: it tells which reason Kueue wrote
+    status["message"] = (clip(f.message, MAX_TEXT - len(wording)) or "") + wording
     for key, value in (("since", format_time(f.since or ctx.created)), ("clusterQueue", ctx.cq_name),
                        ("localQueue", ctx.lq_name), ("cohort", ctx.cohort)):
         if value is not None:

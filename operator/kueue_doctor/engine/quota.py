@@ -1,7 +1,9 @@
 """Quota arithmetic: what a Workload requests, what its ClusterQueue and cohort can give.
 
 Amounts Kueue states in its messages are authoritative; these numbers come from the queue objects
-(`source: Objects`) or are estimates (`source: Estimate`, flat cohorts only) and are labelled so.
+(`source: Objects`) or are estimates (`source: Estimate`) and are labelled so. What a cohort can lend is
+computed for flat cohorts and for trees (`cohort_tree`, Kueue's resource-node arithmetic); the message says
+when that estimate differs from the maximum Kueue wrote, and Kueue's number is the one shown.
 """
 
 from __future__ import annotations
@@ -149,6 +151,12 @@ def covered_resources(cq: Mapping[str, Any]) -> set[str]:
             if isinstance(r, str)}
 
 
+def flavors_of(cq: Mapping[str, Any]) -> list[str]:
+    """The ClusterQueue's flavor names, in resource-group order."""
+    return [n for g in lst(spec(cq).get("resourceGroups")) for f in lst(m(g).get("flavors"))
+            if isinstance(n := m(f).get("name"), str)]
+
+
 def flavor_group_of(cq: Mapping[str, Any] | None, flavor: str) -> int:
     for n, g in enumerate(lst(spec(cq or {}).get("resourceGroups"))):
         if any(m(f).get("name") == flavor for f in lst(m(g).get("flavors"))):
@@ -188,9 +196,9 @@ def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "fl
 def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
     """What the ClusterQueue could borrow from its cohort right now: an estimate (API-NOTES section 7).
 
-    Only for a flat cohort (no parent, no child cohorts); None otherwise, so no number is shown rather
-    than a wrong one. Per member M: lendable(M) = min(lendingLimit, nominal) or nominal, local(M) =
-    nominal - lendable(M); usage beyond local counts against the cohort's pool.
+    A cohort tree (parents or child cohorts) is computed by `cohort_tree` (None for a cycle, so no number is
+    shown rather than a wrong one). A flat cohort, per member M: lendable(M) = min(lendingLimit, nominal) or
+    nominal, local(M) = nominal - lendable(M); usage beyond local counts against the cohort's pool.
     """
     memo = state.derived(BORROWABLE)
     key = (cq_name, flavor, resource)
@@ -207,7 +215,11 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     cohort = state.cohorts.get(cohort_name)
     if (cohort is not None and s(spec(cohort).get("parentName"))) or any(
             s(spec(c).get("parentName")) == cohort_name for c in state.cohorts.values()):
-        return None
+        tree = cohort_tree(state, cq_name, flavor, resource)
+        if tree is None:
+            return None
+        me = tree.path[0]
+        return max(Decimal(0), tree.available() - max(Decimal(0), me.subtree - me.usage))
     mine = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
     if mine is None:
         return None
@@ -243,3 +255,133 @@ def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
 
 def fmt(resource: str, value: Decimal | None) -> str | None:
     return format_quantity(resource, value)
+
+
+# ---- hierarchical cohorts (Kueue's resource nodes, pkg/cache/scheduler/resource_node.go) ------------------
+
+
+@dataclass
+class TreeNode:
+    """One ClusterQueue or Cohort of a tree, for one (flavor, resource): Kueue's SubtreeQuota and Usage."""
+
+    kind: str
+    name: str
+    quota: FlavorQuota
+    subtree: Decimal = Decimal(0)  # own nominal + what the children lend up
+    usage: Decimal = Decimal(0)  # a ClusterQueue's reservations; a Cohort's: children's usage past their local quota
+
+    @property
+    def local(self) -> Decimal:
+        """Capacity kept for the subtree (lendingLimit): never lent to the parent."""
+        lend = self.quota.lending_limit
+        return max(Decimal(0), self.subtree - lend) if lend is not None else Decimal(0)
+
+    @property
+    def lends(self) -> Decimal:
+        """What this node puts in its parent's pool (SubtreeQuota - localQuota)."""
+        return self.subtree - self.local
+
+
+@dataclass
+class CohortTree:
+    """The path from a ClusterQueue up to the root Cohort, each node computed over its whole subtree."""
+
+    path: list[TreeNode]  # [ClusterQueue, its Cohort, ..., root]
+
+    def available(self, start: int = 0) -> Decimal:
+        """Kueue's `available`: what the node at `start` can use now (local unused + what the parents give,
+        each capped by the node's borrowingLimit less what it already stores/uses in the parent)."""
+        node = self.path[start]
+        if start == len(self.path) - 1:
+            return node.subtree - node.usage
+        parent = self.available(start + 1)
+        if node.quota.borrowing_limit is not None:
+            stored = node.subtree - node.local
+            used = max(Decimal(0), node.usage - node.local)
+            parent = min(stored - used + node.quota.borrowing_limit, parent)
+        return max(Decimal(0), node.local - node.usage) + parent
+
+    def potential(self, start: int = 0, skip: int | None = None) -> Decimal:
+        """Kueue's `potentialAvailable`: the most the node could get with nothing in use (its maximum
+        capacity); `skip` ignores one node's borrowingLimit (to find the limit that binds)."""
+        node = self.path[start]
+        if start == len(self.path) - 1:
+            return node.subtree
+        avail = node.local + self.potential(start + 1, skip)
+        if node.quota.borrowing_limit is not None and start != skip:
+            avail = min(node.subtree + node.quota.borrowing_limit, avail)
+        return avail
+
+    def binding_limit(self) -> TreeNode | None:
+        """The node whose borrowingLimit caps the ClusterQueue's maximum (the highest one that does)."""
+        base = self.potential()
+        found = None
+        for n, node in enumerate(self.path):
+            if node.quota.borrowing_limit is not None and self.potential(skip=n) > base:
+                found = node
+        return found
+
+    def levels(self, resource: str) -> str:
+        """'cohort inner lends 1 up, uses 0 of the parent, borrowingLimit 1; root holds 3, 1 in use' (estimate)."""
+        parts = []
+        for node in self.path[1:]:
+            text = f"{node.kind.lower()} {node.name}: subtree {fmt(resource, node.subtree)}, "
+            text += f"{fmt(resource, node.usage)} used by its children beyond their own"
+            if node is not self.path[-1]:
+                text += f", lends {fmt(resource, node.lends)} up"
+            if node.quota.borrowing_limit is not None:
+                text += f", borrowingLimit {fmt(resource, node.quota.borrowing_limit)}"
+            if node.quota.lending_limit is not None:
+                text += f", lendingLimit {fmt(resource, node.quota.lending_limit)}"
+            parts.append(text)
+        return "; ".join(parts)
+
+
+_NO_QUOTA = FlavorQuota(Decimal(0), None, None)
+
+
+def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
+    """The ClusterQueue's path to the root of its cohort tree for (flavor, resource); None without a cohort or
+    with a cycle. A Cohort named but not in the input counts as one without quota (Kueue's implicit cohort)."""
+    cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
+    if not cohort_name:
+        return None
+    chain: list[str] = []
+    name: str | None = cohort_name
+    while name:
+        if name in chain:
+            return None
+        chain.append(name)
+        name = s(spec(state.cohorts.get(name) or {}).get("parentName"))
+    children: dict[str, list[str]] = {}
+    for cname, c in state.cohorts.items():
+        parent = s(spec(c).get("parentName"))
+        if parent:
+            children.setdefault(parent, []).append(cname)
+
+    def cq_node(name: str) -> TreeNode:
+        fq = flavor_quota(state, "ClusterQueue", name, flavor, resource) or _NO_QUOTA
+        node = TreeNode("ClusterQueue", name, fq, fq.nominal or Decimal(0))
+        node.usage = reserved_in(state, name, flavor, resource) or Decimal(0)
+        return node
+
+    nodes: dict[str, TreeNode] = {}
+
+    def cohort_node(name: str, depth: int = 0) -> TreeNode:
+        fq = flavor_quota(state, "Cohort", name, flavor, resource) or _NO_QUOTA
+        node = TreeNode("Cohort", name, fq, fq.nominal or Decimal(0))
+        kids = [cq_node(q) for q in state.index.cqs_by_cohort.get(name, [])]
+        if depth < 32:
+            kids += [cohort_node(c, depth + 1) for c in children.get(name, [])]
+        for kid in kids:
+            nodes[f"{kid.kind}/{kid.name}"] = kid
+            node.subtree += kid.lends
+            node.usage += max(Decimal(0), kid.usage - kid.local)
+        return node
+
+    root = cohort_node(chain[-1])
+    nodes[f"Cohort/{chain[-1]}"] = root
+    path = [nodes.get(f"ClusterQueue/{cq_name}")] + [nodes.get(f"Cohort/{c}") for c in chain]
+    if any(p is None for p in path):
+        return None
+    return CohortTree([p for p in path if p is not None])

@@ -5,15 +5,102 @@ Neighbours: `eviction.py` (a reserved Workload being evicted is asked there firs
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ...kube.objects import conditions, format_time, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 
 _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSION_CHECK_REJECTED}
+
+# ---- ProvisioningRequest checks (pkg/controller/admissionchecks/provisioning in Kueue v0.19.2) ----------------
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+# the check message Kueue writes on Retry, by the ProvisioningRequest condition behind it (controller.go)
+_RETRY_PREFIXES = (("Retrying after failure: ", "Failed"), ("Retrying after booking expired: ", "BookingExpired"))
+_NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
+_INACTIVE_MESSAGE = "the check is not active"
+
+
+def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
+    """The name Kueue gives the ProvisioningRequest of `attempt` (ProvisioningRequestName, limitObjectName)."""
+    full = f"{workload}-{check}-{attempt}"
+    if len(full) <= _NAME_MAX_PREFIX:
+        return full
+    return f"{full[:_NAME_MAX_PREFIX]}-{hashlib.sha1(full.encode()).hexdigest()[:5]}"
+
+
+def is_provisioning(ctx: Context, check_name: str) -> bool:
+    ac = ctx.state.admission_checks.get(check_name)
+    return ac is not None and s(spec(ac).get("controllerName")) == PROVISIONING_CONTROLLER
+
+
+def _retry_schedule(ctx: Context, check: Mapping[str, Any]) -> str:
+    after = check.get("requeueAfterSeconds")
+    at = s(m(ctx.status.get("requeueState")).get("requeueAt"))
+    if isinstance(after, int) and at:
+        return f" after a {after}s back-off (requeueAt {at})"
+    if isinstance(after, int):
+        return f" after a {after}s back-off"
+    return f" at {at}" if at else ""
+
+
+def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
+    """What the ProvisioningRequest of a not-Ready provisioning check says and what Kueue does next, with
+    the request's name, the attempt and the retry state Kueue wrote (retryCount, requeueAfterSeconds)."""
+    name = s(check.get("name")) or "?"
+    state = s(check.get("state")) or "Pending"
+    msg = s(check.get("message")) or ""
+    retries = i(check.get("retryCount"))
+    attempt = retries + 1
+    pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, name, attempt)}"
+    if state == "Retry":
+        condition, text = next(((c, msg[len(p):]) for p, c in _RETRY_PREFIXES if msg.startswith(p)),
+                               ("Failed", msg))
+        what = ("the cluster autoscaler could not provision the capacity" if condition == "Failed"
+                else "the capacity it booked expired before the Workload was admitted (other checks not Ready)")
+        return (f"{pr} (attempt {attempt}) is {condition}: {what} ({text or 'no message'}). Kueue releases the "
+                f"quota and retries with attempt {attempt + 1}{_retry_schedule(ctx, check)}; once the "
+                "ProvisioningRequestConfig's retryStrategy.backoffLimitCount is used up it deactivates the Workload.")
+    if state == "Rejected":
+        return f"{pr} (attempt {attempt}) was rejected: {msg or 'no message'}; Kueue deactivates the Workload."
+    earlier = ""
+    if retries:
+        previous = ctx.evicted_parsed.inner or ctx.evicted_parsed
+        why = next((text for cname, text in previous.checks if cname == name), "")
+        earlier = f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "") + "."
+    if msg == _INACTIVE_MESSAGE:
+        return f"{pr}: Kueue says the check is not active (its ProvisioningRequestConfig is missing or invalid)."
+    if msg:
+        return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {msg}.{earlier}"
+    return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
+            f"running with ProvisioningRequest support?).{earlier}")
+
+
+def rejected_provisioning_detail(ctx: Context) -> str:
+    """For a Workload Kueue deactivated because a provisioning check was Rejected: which ProvisioningRequest
+    condition it was. The autoscaler's text is in the Evicted message; a check that carries podSetUpdates had
+    been provisioned (the capacity was withdrawn), one that never did could not get it (Failed)."""
+    parsed = ctx.evicted_parsed.inner or ctx.evicted_parsed
+    for cname, text in parsed.checks:
+        if not is_provisioning(ctx, cname):
+            continue
+        check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("name") == cname), {})
+        attempt = i(check.get("retryCount")) + 1
+        pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, cname, attempt)}"
+        if check.get("podSetUpdates"):
+            if i(ctx.status.get("accumulatedPastExecutionTimeSeconds")):  # it ran: BookingExpired is ignored then
+                what = "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned"
+            else:
+                what = "the capacity was provisioned and then withdrawn (CapacityRevoked, or BookingExpired with no "
+                what += "retries left)"
+        else:
+            what = ("Failed with no retries left: the cluster autoscaler could not provision the capacity "
+                    "(ProvisioningRequestConfig retryStrategy.backoffLimitCount)")
+        return f" Check {cname} ({pr}): {what}; the autoscaler said: {text or 'no message'}."
+    return ""
 _RANK = {"Rejected": 0, "Retry": 1}  # the state that decides what happens next comes first
 
 
@@ -45,6 +132,8 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
             + (f" ({detail})" if detail else "")
             + (f"; its controller is {controller}" if controller else "") + ".")
+    if controller == PROVISIONING_CONTROLLER:
+        text += " " + provisioning_detail(ctx, first)
     # Pending and Retry resolve themselves (Kueue retries after the back-off); Rejected needs the owner
     action = ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY
     if ac is not None and not is_true(conditions(ac).get("Active")):

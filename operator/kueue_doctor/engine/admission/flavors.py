@@ -23,6 +23,7 @@ from .. import quota
 from ..context import Context
 from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..rules import Finding, pairs
+from . import topology
 from .eviction import victims_of
 from .handlers import finding, handles
 from .queues import cq_hint
@@ -303,6 +304,8 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         cause = Cause.EXCEEDS_NOMINAL_QUOTA
         limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
         fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
+    elif (tree := quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, res)) is not None and len(tree.path) > 2:
+        cause, limits, fix = _tree_limits(tree, res, f.maximum)
     elif (fq is not None and fq.borrowing_limit is not None
           and parse(f.maximum) == (fq.nominal or 0) + fq.borrowing_limit):
         cause = Cause.BORROWING_LIMIT_REACHED
@@ -325,6 +328,25 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
                     flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=need, available=f.maximum, source="Kueue"))
+
+
+def _tree_limits(tree: quota.CohortTree, res: str, stated: str | None) -> tuple[Cause, str, str]:
+    """(cause, limits, fix) of ExceedsMaxQuota in a cohort tree: the borrowingLimit that binds, or the tree's
+    capacity; our tree arithmetic is an estimate, Kueue's stated maximum wins when they differ."""
+    ours = tree.potential()
+    estimate = f"; kueue-doctor's estimate of the tree gives {quota.fmt(res, ours)}" if (
+        stated and parse(stated) != ours) else ""
+    levels = tree.levels(res)
+    binding = tree.binding_limit()
+    if binding is not None:
+        who = "its own" if binding is tree.path[0] else f"{binding.kind} {binding.name}'s"
+        limits = (f"capped by {who} borrowingLimit {quota.fmt(res, binding.quota.borrowing_limit)}; {levels}"
+                  f"{estimate}")
+        return (Cause.BORROWING_LIMIT_REACHED, limits,
+                f"raise the borrowingLimit of {binding.kind} {binding.name}, add quota below it, or lower the request")
+    return (Cause.EXCEEDS_COHORT_QUOTA, f"all the cohort tree can lend: {levels}{estimate}",
+            "add quota to the tree (a Cohort's or a ClusterQueue's nominalQuota, or a higher lendingLimit), "
+            "or lower the request")
 
 
 def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
@@ -417,17 +439,30 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
 
 
 def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
+    """TAS cannot place the pod set. It can never fit (while the nodes stay as they are) when Kueue's granular
+    reason says so or, in the legacy wording, when the largest domain at the requested level holds fewer pods
+    than the pod set has even with nothing running (`topology.topology_fit`): then the same verdict."""
     f = failures[0]
-    text = f"Topology Aware Scheduling cannot place the Pods: {f.text}."
     blocker = flavor_blocker("Topology", f, f.topology, source="Kueue",
                              requested=str(f.requested_count) if f.requested_count is not None else None,
                              available=str(f.fit) if f.fit is not None else None)
-    if granular == "TopologyPlacementFailed":
-        text += " Even an empty topology cannot fit them: lower the pod count or relax the topology request."
-        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures), blocker=blocker)
+    fit = topology.topology_fit(ctx, f)
+    flavors = [fit.flavor] if fit is not None else _flavors_of(failures)
+    text = (topology.describe(fit, f) if fit is not None
+            else f"Topology Aware Scheduling cannot place the Pods: {f.text}.")
+    if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
+        if fit is not None and fit.fits_without_exclusions:
+            text += (" It would fit on the cordoned/tainted nodes: the platform admin must uncordon them or remove "
+                     "the taints (or the owner adds tolerations); else lower the pod count or relax the topology.")
+            action = ActionBy.CLUSTER_ADMIN
+        else:
+            text += " It cannot fit until nodes are added: lower the pod count or relax the topology request."
+            action = ActionBy.WORKLOAD_OWNER
+        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, action, flavors=flavors,
+                       blocker=blocker)
+    text += " It fits once running Workloads free those nodes; Kueue retries by itself."
     return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
-                    flavors=_flavors_of(failures), blocker=blocker)
+                    flavors=flavors, blocker=blocker)
 
 
 def flavor_blocker(kind: str, f: FlavorFailure, what: str | None, **numbers: str | None) -> dict[str, Any]:
