@@ -75,6 +75,14 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-ghost-reservation": {"Workload/job-ghost-": (None, "GhostReservation")},
     "scenario-requeue-loop-evicting": {"Job/looping": (("Evicted",), "RequeueLoop")},
     "scenario-requeue-loop-backoff": {"Job/looping": (("Evicted", "Preempted"), "RequeueLoop")},
+    # the Kueue family, live (tests/e2e/test_family_*.py, issue 9)
+    "scenario-family-pod-group-incomplete": {"Pod/member-0": (("NoWorkload",), "PodGroupIncomplete")},
+    "scenario-family-pod-group-running": {"Workload/duo": (("Running",), "PodsReady")},
+    "scenario-family-plain-pod-exceeds-quota": {"Workload/pod-lonely-": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-statefulset-quota": {"Workload/statefulset-web-": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-deployment-quota": {
+        "Workload/pod-web-5c6dbb9ff8-5kjdd-": (("Running",), "PodsReady"),
+        "Workload/pod-web-5c6dbb9ff8-7t4bw-": (("WaitingForQuota",), "InsufficientUnusedQuota")},
 }
 
 
