@@ -17,6 +17,8 @@
 #   bash hack/control-plane/controllers.sh                          build if needed, print the bin dir
 #   bash hack/control-plane/controllers.sh --print-bin-dir-if-built print it and exit 0 if complete, else exit 3
 #   bash hack/control-plane/controllers.sh --print-bin-dir          print the bin dir (built or not)
+#
+# KUEUE_DOCTOR_CTRL_BIN=<dir> points at an existing directory with the binaries, CRDs and webhook manifest.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,7 +30,7 @@ case "${1:-}" in
   "") ;;
   --print-bin-dir-if-built) MODE=if-built ;;
   --print-bin-dir) MODE=print ;;
-  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
   *) echo "controllers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -43,6 +45,12 @@ check_bin_dir() {  # $1 = dir
   done
   if ((${#missing[@]})); then echo "missing in $d: ${missing[*]}" >&2; return 1; fi
 }
+
+if [[ -n "${KUEUE_DOCTOR_CTRL_BIN:-}" ]]; then  # an existing directory with the binaries: nothing is built
+  check_bin_dir "$KUEUE_DOCTOR_CTRL_BIN" || { echo "controllers.sh: KUEUE_DOCTOR_CTRL_BIN is incomplete" >&2; exit 3; }
+  echo "$KUEUE_DOCTOR_CTRL_BIN"
+  exit 0
+fi
 
 if ! command -v go >/dev/null 2>&1; then
   echo "controllers.sh: 'go' not found on PATH; install Go >= 1.26 (the pins need it)" >&2

@@ -50,9 +50,26 @@ def owner_kinds(cluster: ClusterHandle, controllers: Iterable[str], frameworks: 
             print(f"owner kinds up in {time.monotonic() - t0:.1f}s: controllers {sorted(wanted)} "
                   f"{ctl.timings if ctl else {}}, Kueue frameworks {frameworks}")
             yield ctl
+            _release_managed_pods(cluster.api_client)
     finally:
         if ctl is not None:
             ctl.stop()
+
+
+def _release_managed_pods(api: Any, timeout: float = 30) -> None:
+    """Before Kueue loses its pod integration: wait until the Pods it manages (label kueue.x-k8s.io/managed, its
+    finalizer) of the tests' deleted namespaces are gone, so no namespace is left Terminating on the finalizer."""
+    def left() -> list[dict[str, Any]]:
+        return [p for p in kube.list_objects(api, "Pod", label_selector="kueue.x-k8s.io/managed=true")
+                if (kube.get(api, "Namespace", p["metadata"]["namespace"]) or {}).get("metadata", {}).get(
+                    "deletionTimestamp")]
+
+    deadline = time.monotonic() + timeout
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pod in left():  # still there: the test harness (admin) lets them go, as Kueue would have
+        kube.patch(api, "Pod", pod["metadata"]["name"], {"metadata": {"finalizers": None}},
+                   pod["metadata"]["namespace"])
 
 
 def _served(api: Any, kind: str) -> bool:

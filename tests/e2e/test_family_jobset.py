@@ -50,6 +50,15 @@ def _wl(api: Any, ns: str, name: str, ok: Any, what: str, timeout: float = 60) -
                     f"{(last.get('w') or {}).get('status', {}).get('conditions')}")
 
 
+def _children_suspended(api: Any, namespace: str, jobset: str, count: int) -> None:
+    """JobSet v0.12 creates its child Jobs at once, suspended like the JobSet; no Pod exists."""
+    jobs = [j for j in kube.list_objects(api, "Job", namespace)
+            if j["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == jobset]
+    assert len(jobs) == count and all(j["spec"]["suspend"] is True for j in jobs), jobs
+    assert not [p for p in kube.list_objects(api, "Pod", namespace)
+                if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == jobset]
+
+
 def _qr_message(w: dict[str, Any]) -> str:
     return str((condition(w, "QuotaReserved") or {}).get("message", ""))
 
@@ -85,12 +94,14 @@ def test_jobset_replicated_job_exceeds_quota(cluster: Any, resources: Resources,
     msg = _qr_message(wl)
     assert "pod set workers" in msg and f"flavor {rf}" in msg, msg
     js = kube.get(api, "jobset.x-k8s.io/JobSet", "greedy", namespace)
-    assert js is not None and js["spec"]["suspend"] is True and not kube.list_objects(api, "Job", namespace)
+    assert js is not None and js["spec"]["suspend"] is True
+    _children_suspended(api, namespace, "greedy", 2)
     objects = families.snapshot(api, [namespace])
     families.record("jobset-exceeds-quota", objects, f"JobSet greedy: workers 3 x 1 cpu + leader 500m > {cq} 2 cpu")
     st = families.verdict(objects, namespace, owner=("JobSet", "greedy"), reason="ExceedsMaxQuota",
                           cause="ExceedsNominalQuota")
-    assert st["clusterQueue"] == cq and "workers" in st["message"], st["message"]
+    # the numbers of Kueue's "previously considered podsets requests (500m) + current podset request (3)" text
+    assert st["clusterQueue"] == cq and "Needs 3 cpu" in st["message"] and "500m" in st["message"], st["message"]
 
 
 def test_jobset_pods_unschedulable_in_one_replicated_job(cluster: Any, resources: Resources, namespace: str,
@@ -141,7 +152,7 @@ def test_jobset_suspended_by_kueue_while_waiting_for_quota(cluster: Any, resourc
              timeout=30, message=f"ClusterQueue {cq} to count the running JobSet")
     js = kube.get(api, "jobset.x-k8s.io/JobSet", "second", namespace)
     assert js is not None and js["spec"]["suspend"] is True
-    assert not [j for j in kube.list_objects(api, "Job", namespace) if j["metadata"]["name"].startswith("second")]
+    _children_suspended(api, namespace, "second", 1)
     objects = families.snapshot(api, [namespace])
     families.record("jobset-suspended-waiting", objects,
                     "JobSet second (2 x 1 cpu) suspended by Kueue while first holds 3 of 4 cpu")

@@ -83,6 +83,12 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-deployment-quota": {
         "Workload/pod-web-5c6dbb9ff8-5kjdd-": (("Running",), "PodsReady"),
         "Workload/pod-web-5c6dbb9ff8-7t4bw-": (("WaitingForQuota",), "InsufficientUnusedQuota")},
+    "scenario-family-jobset-running": {"JobSet/trainer": (("Running",), "PodsReady")},
+    "scenario-family-jobset-exceeds-quota": {"JobSet/greedy": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-jobset-workers-unschedulable": {"JobSet/split": (("PodsUnschedulable",), "FailedScheduling")},
+    "scenario-family-jobset-suspended-waiting": {
+        "JobSet/first": (("Running",), "PodsReady"),
+        "JobSet/second": (("WaitingForQuota",), "InsufficientUnusedQuota")},
 }
 
 
