@@ -99,7 +99,11 @@ def test_rayjob_pending_for_quota(cluster: Any, resources: Resources, namespace:
     families.record("ray-rayjob-pending-quota", objects, "RayJob train (3.1 cpu) waits: Job hog holds 2 of 4 cpu")
     st = families.verdict(objects, namespace, owner=("RayJob", "train"), reason="WaitingForQuota",
                           cause="InsufficientUnusedQuota")
-    assert st["clusterQueue"] == cq and "Needs 1100m more cpu" in st["message"], st["message"]
+    # Kueue names a shortfall per pod set: "workers ... 1 more needed; ... submitter ... 1100m more needed" (the
+    # last one counts the earlier pod sets too: 1100m is the whole shortfall)
+    msg = _qr_message(wl)
+    assert "pod set workers" in msg and "1100m more needed" in msg, msg
+    assert st["clusterQueue"] == cq and "more cpu" in st["message"], st["message"]
 
 
 def test_rayjob_admitted_worker_pods_unschedulable(cluster: Any, resources: Resources, namespace: str,
