@@ -4,8 +4,9 @@
 # each as the `tool` of a throwaway module (`go get -tool module@version`; their go.mod have no replace, so
 # the build uses exactly their own requirements). `go install module@version` is refused here: it asks the
 # proxy for the module's version list (deprecation check), which the machine's proxy does not serve for
-# these modules. Plus their CRDs and (JobSet) webhook manifest from the very same module directories. Cache OUTSIDE the work tree, separate from the
-# control plane's (so bin-<key> of build.sh is never invalidated by these pins):
+# these modules. Plus their CRDs and (JobSet) webhook manifest from the very same module directories.
+# Cache OUTSIDE the work tree, separate from the control plane's (so build.sh's bin-<key> is never
+# invalidated by these pins):
 #
 #   ${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}/bin-<key>
 #
@@ -30,7 +31,7 @@ case "${1:-}" in
   "") ;;
   --print-bin-dir-if-built) MODE=if-built ;;
   --print-bin-dir) MODE=print ;;
-  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
   *) echo "controllers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -40,6 +41,7 @@ check_bin_dir() {  # $1 = dir
   local d="$1" missing=()
   for b in jobset ray-operator; do [[ -x "$d/$b" ]] || missing+=("$b"); done
   for f in crds/jobset.x-k8s.io_jobsets.yaml crds/ray.io_rayclusters.yaml crds/ray.io_rayjobs.yaml \
+           crds/ray.io_rayservices.yaml \
            jobset-webhook/manifests.yaml; do
     [[ -f "$d/$f" ]] || missing+=("$f")
   done
@@ -128,7 +130,9 @@ build_kuberay() {
     github.com/ray-project/kuberay/ray-operator ray-operator
   local dir
   dir="$(module_dir "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION")"
-  cp "$dir"/config/crd/bases/ray.io_rayclusters.yaml "$dir"/config/crd/bases/ray.io_rayjobs.yaml "$OUT/crds/"
+  # RayService's too, for whoever wants it: KubeRay always starts its RayService controller (which only logs
+  # errors while that CRD is absent); controllers.py installs RayCluster's and RayJob's
+  cp "$dir"/config/crd/bases/ray.io_{rayclusters,rayjobs,rayservices}.yaml "$OUT/crds/"
 }
 
 step jobset build_jobset
