@@ -160,3 +160,25 @@ def test_jobset_suspended_by_kueue_while_waiting_for_quota(cluster: Any, resourc
                           cause="InsufficientUnusedQuota")
     assert "Needs 1 more cpu" in st["message"], st["message"]
     assert _qr_message(wl).endswith("1 more needed"), _qr_message(wl)
+
+
+def test_running_jobset_suspended_by_kueue_when_deactivated(cluster: Any, resources: Resources, namespace: str,
+                                                            owner_kinds: Any) -> None:
+    """Its Workload set spec.active=false: Kueue evicts it and suspends the running JobSet; the JobSet controller
+    suspends its Jobs and their Pods go."""
+    api = cluster.api_client
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, _pool(resources, cpu="4"))
+    resources.create(_jobset("paused", namespace, lq, _rjob("workers", 1, 2, "1")))
+    wl = _wl(api, namespace, "paused", lambda w: condition_is(w, "PodsReady"), "PodsReady=True")
+    kube.patch(api, "Workload", wl["metadata"]["name"], {"spec": {"active": False}}, namespace)
+    _wl(api, namespace, "paused", lambda w: (condition(w, "Evicted") or {}).get("reason") == "Deactivated"
+        and condition_is(w, "QuotaReserved", "False"), "Evicted/Deactivated and its quota released")
+    wait_for(lambda: (kube.get(api, "jobset.x-k8s.io/JobSet", "paused", namespace) or {}).get("spec", {}).get(
+        "suspend") is True and not kube.list_objects(api, "Pod", namespace), timeout=60,
+        message="Kueue to suspend the JobSet and its Pods to go")
+    _children_suspended(api, namespace, "paused", 1)
+    objects = families.snapshot(api, [namespace])
+    families.record("jobset-deactivated", objects, "running JobSet paused: Workload spec.active=false, Kueue suspended it")
+    st = families.verdict(objects, namespace, owner=("JobSet", "paused"), reason="Deactivated",
+                          cause="DeactivatedByUser")
+    assert st["actionBy"] == "WorkloadOwner", st

@@ -89,6 +89,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-jobset-suspended-waiting": {
         "JobSet/first": (("Running",), "PodsReady"),
         "JobSet/second": (("WaitingForQuota",), "InsufficientUnusedQuota")},
+    "scenario-family-jobset-deactivated": {"JobSet/paused": (("Deactivated",), "DeactivatedByUser")},
     "scenario-family-ray-rayjob-pending-quota": {
         "Job/hog": (("Running",), "PodsReady"),
         "RayJob/train": (("WaitingForQuota",), "InsufficientUnusedQuota")},
