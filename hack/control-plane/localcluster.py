@@ -653,7 +653,9 @@ class FakeKubelet(threading.Thread):
     * a Running pod with ``kueue-doctor.local/fake-run-seconds: N`` ends after N seconds with
       ``kueue-doctor.local/fake-exit-code`` (default 0 -> Succeeded, else Failed);
     * a terminating pod (deletionTimestamp set) gets a terminal phase and is then deleted with
-      grace period 0, as the kubelet does after it killed the containers.
+      grace period 0, as the kubelet does after it killed the containers;
+    * a bound Pending pod with an image on a ``*.invalid`` registry host stays Pending: ErrImagePull, then
+      ImagePullBackOff, with the kubelet's Warning Events (``_pull_failure``).
 
     Polls every ``interval`` seconds (a list of the fake Nodes and of the bound pods).
     """
