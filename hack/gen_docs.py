@@ -248,6 +248,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                                      "workload-name in the owner's namespace, or remove the label."},
         "WorkloadRejected": {"who": WO, "do": "`kubectl describe <kind> <owner> -n <ns>`: fix what Kueue's Warning "
                              "Event names (pod template, labels, nesting)."},
+        "PodGroupIncomplete": {"who": WO, "do": "`kubectl -n <ns> get pods -l kueue.x-k8s.io/pod-group-name=<group>`: "
+                               "create the missing Pods of the group, or set kueue.x-k8s.io/pod-group-total-count "
+                               "to the group's real size."},
         "KueueNotRunning": {"who": CA, "do": "`kubectl -n kueue-system get pods`, `kubectl -n kueue-system logs "
                             "deploy/kueue-controller-manager`: get Kueue's controller manager running again."},
         "WorkloadNotCreated": {"who": CA, "do": "Check that Kueue runs and search its logs for the owner's name; "

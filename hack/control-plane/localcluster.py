@@ -70,6 +70,9 @@ FAKE_RUN_SECONDS_ANNOTATION = "kueue-doctor.local/fake-run-seconds"
 FAKE_EXIT_CODE_ANNOTATION = "kueue-doctor.local/fake-exit-code"
 #: Pod annotation "true": the fake kubelet leaves the pod Pending (bound but never started).
 FAKE_HOLD_ANNOTATION = "kueue-doctor.local/fake-hold"
+#: Images on a registry host ending in this suffix (RFC 6761: ``.invalid`` never resolves) cannot be pulled:
+#: the fake kubelet leaves the pod Pending with ErrImagePull, then ImagePullBackOff, and posts the kubelet's Events.
+FAKE_UNPULLABLE_REGISTRY_SUFFIX = ".invalid"
 
 #: Kueue v0.17-v0.19 read the metrics serving cert from this fixed path whenever internal cert
 #: management is off, even with metrics disabled (cmd/kueue/main.go). Needs root to write.
@@ -87,6 +90,22 @@ UNMANAGED_NAMESPACE_LABEL = "kueue-doctor.test/unmanaged"
 #: (Kueue's go.mod requires this version, so building Kueue downloaded it), else `go mod download`.
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 JOBSET_CRD_PATH = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+
+#: What each Kueue integration's webhooks act on (config/components/webhook/manifests.yaml): registered when the
+#: framework is in KueueSettings.frameworks.
+FRAMEWORK_WEBHOOK_RESOURCES: dict[str, set[tuple[str, str]]] = {
+    "batch/job": {("batch", "jobs")},
+    "jobset.x-k8s.io/jobset": {("jobset.x-k8s.io", "jobsets")},
+    "ray.io/rayjob": {("ray.io", "rayjobs")},
+    "ray.io/raycluster": {("ray.io", "rayclusters")},
+    "pod": {("", "pods")},
+    "deployment": {("apps", "deployments")},
+    "statefulset": {("apps", "statefulsets")},
+}
+POD_BASED_RESOURCES = FRAMEWORK_WEBHOOK_RESOURCES["pod"] | FRAMEWORK_WEBHOOK_RESOURCES["deployment"] | \
+    FRAMEWORK_WEBHOOK_RESOURCES["statefulset"]
+#: Namespace label: Kueue's pod-based webhooks (pod, deployment, statefulset) act only in namespaces carrying it.
+POD_INTEGRATION_LABEL = "kueue-doctor.test/pod-integration"
 
 #: Users (client-certificate CNs) of each component, as they appear in the audit log.
 ADMIN_USER = "kueue-doctor-admin"
@@ -648,7 +667,9 @@ class FakeKubelet(threading.Thread):
     * a Running pod with ``kueue-doctor.local/fake-run-seconds: N`` ends after N seconds with
       ``kueue-doctor.local/fake-exit-code`` (default 0 -> Succeeded, else Failed);
     * a terminating pod (deletionTimestamp set) gets a terminal phase and is then deleted with
-      grace period 0, as the kubelet does after it killed the containers.
+      grace period 0, as the kubelet does after it killed the containers;
+    * a bound Pending pod with an image on a ``*.invalid`` registry host stays Pending: ErrImagePull, then
+      ImagePullBackOff, with the kubelet's Warning Events (``_pull_failure``).
 
     Polls every ``interval`` seconds (a list of the fake Nodes and of the bound pods).
     """
@@ -718,7 +739,9 @@ class FakeKubelet(threading.Thread):
             )
             self._log(f"deleted {meta['namespace']}/{meta['name']}")
             return
-        if phase == "Pending" and ann.get(FAKE_HOLD_ANNOTATION) != "true":
+        if phase == "Pending" and _unpullable_images(pod):
+            self._pull_failure(api, base, pod, now)
+        elif phase == "Pending" and ann.get(FAKE_HOLD_ANNOTATION) != "true":
             self._start(api, base, pod)
             self._log(f"started {meta['namespace']}/{meta['name']} on {pod['spec']['nodeName']}")
         elif phase == "Running" and FAKE_RUN_SECONDS_ANNOTATION in ann:
@@ -788,6 +811,66 @@ class FakeKubelet(threading.Thread):
             content_type="application/merge-patch+json",
         )
 
+    def _pull_failure(self, api: Any, base: str, pod: dict[str, Any], now: float) -> None:
+        """The kubelet's image pull failure: ErrImagePull first, ImagePullBackOff 2 s later (once each), with the
+        Warning Events ``Failed``/``BackOff`` a real kubelet posts; the pod stays Pending."""
+        bad = _unpullable_images(pod)
+        waiting = {c.get("name"): (c.get("state") or {}).get("waiting", {}).get("reason")
+                   for c in pod.get("status", {}).get("containerStatuses") or []}
+        ready = next((c for c in pod.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        if not any(waiting.get(n) for n in bad):
+            reason = "ErrImagePull"
+        elif all(waiting.get(n) == "ErrImagePull" for n in bad) and ready.get("lastTransitionTime") and \
+                now - _parse_time(ready["lastTransitionTime"]) >= 2:
+            reason = "ImagePullBackOff"
+        else:
+            return
+        stamp = _now_rfc3339()
+        statuses = []
+        for c in pod["spec"].get("containers", []):
+            image = c.get("image", "")
+            if c["name"] in bad:
+                msg = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
+                       f'failed to resolve reference "{image}": {image}: not found' if reason == "ErrImagePull"
+                       else f'Back-off pulling image "{image}"')
+                state: dict[str, Any] = {"waiting": {"reason": reason, "message": msg}}
+            else:
+                state = {"waiting": {"reason": "PodInitializing"}}
+            statuses.append({"name": c["name"], "image": image, "imageID": "", "ready": False, "started": False,
+                             "restartCount": 0, "state": state})
+        conds = [{"type": t, "status": "True" if t in ("PodReadyToStartContainers", "Initialized", "PodScheduled")
+                  else "False", "lastTransitionTime": ready.get("lastTransitionTime") or stamp}
+                 for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")]
+        for cond in conds:
+            if cond["status"] == "False":
+                cond.update(reason="ContainersNotReady", message=f"containers with unready status: [{' '.join(bad)}]")
+        request_json(api, "PATCH", base + "/status",
+                     {"status": {"phase": "Pending", "conditions": conds, "containerStatuses": statuses}},
+                     content_type="application/merge-patch+json")
+        for name, image in bad.items():
+            if reason == "ErrImagePull":
+                said = next(st["state"]["waiting"]["message"] for st in statuses if st["name"] == name)
+                texts = [("Failed", f'Failed to pull image "{image}": {said}'),
+                         ("Failed", "Error: ErrImagePull")]
+            else:
+                texts = [("BackOff", f'Back-off pulling image "{image}"'), ("Failed", "Error: ImagePullBackOff")]
+            for ev_reason, message in texts:
+                self._event(api, pod, name, ev_reason, message, stamp)
+        self._log(f"image pull failure {reason} for {pod['metadata']['namespace']}/{pod['metadata']['name']}")
+
+    @staticmethod
+    def _event(api: Any, pod: dict[str, Any], container: str, reason: str, message: str, stamp: str) -> None:
+        meta = pod["metadata"]
+        request_json(api, "POST", f"/api/v1/namespaces/{meta['namespace']}/events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{os.urandom(8).hex()}", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
+                               "uid": meta["uid"], "fieldPath": f"spec.containers{{{container}}}"},
+            "reason": reason, "message": message, "type": "Warning", "count": 1,
+            "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "reportingComponent": "kubelet",
+            "reportingInstance": pod["spec"].get("nodeName", "")})
+
     def _finish(self, api: Any, base: str, pod: dict[str, Any], exit_code: int, reason: str) -> None:
         now = _now_rfc3339()
         uid = pod["metadata"]["uid"]
@@ -822,6 +905,17 @@ class FakeKubelet(threading.Thread):
         request_json(
             api, "PATCH", base + "/status", {"status": status}, content_type="application/merge-patch+json"
         )
+
+
+def _unpullable_images(pod: Mapping[str, Any]) -> dict[str, str]:
+    """Container name -> image, for the containers whose image the fake kubelet cannot pull."""
+    out = {}
+    for c in pod.get("spec", {}).get("containers", []):
+        image = str(c.get("image", ""))
+        host = image.split("/", 1)[0] if "/" in image else ""
+        if host.split(":", 1)[0].endswith(FAKE_UNPULLABLE_REGISTRY_SUFFIX):
+            out[str(c["name"])] = image
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -980,6 +1074,16 @@ class LocalCluster:
             raise ControlPlaneError(
                 f"the fake kubelet thread stopped; see {self.workdir / 'fake-kubelet.log'}"
             )
+
+    def start_component(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
+        """Start one more child process (a controller next to Kueue); ``check_alive`` watches it from now on."""
+        return self._add(name, argv, env)
+
+    def stop_component(self, name: str) -> None:
+        """Stop a child started by :meth:`start_component` and forget it (no-op when unknown)."""
+        comp = self.components.pop(name, None)
+        if comp is not None:
+            comp.stop()
 
     def logs(self, component: str, lines: int = LOG_TAIL_LINES) -> str:
         return self.components[component].tail(lines)
@@ -1350,7 +1454,9 @@ class LocalCluster:
                 f"--authentication-kubeconfig={kubeconfigs['kcm']}",
                 f"--authorization-kubeconfig={kubeconfigs['kcm']}",
                 "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
-                "pod-garbage-collector-controller,ttl-after-finished-controller",
+                "pod-garbage-collector-controller,ttl-after-finished-controller,"
+                # for Kueue's deployment/statefulset integrations (tests/e2e/test_family_pods.py)
+                "deployment-controller,replicaset-controller,statefulset-controller",
                 f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={pki.ca.cert}",
                 "--leader-elect=false",
@@ -1578,7 +1684,11 @@ class LocalCluster:
             ]
         }
         wanted_groups = {"kueue.x-k8s.io"}
-        wanted_other = {("batch", "jobs")} if "batch/job" in self.kueue.frameworks else set()
+        wanted_other = {pair for fw in self.kueue.frameworks for pair in FRAMEWORK_WEBHOOK_RESOURCES.get(fw, ())}
+        # Pod-based integrations (pod, deployment, statefulset) gate every Pod of a namespace they select: only
+        # namespaces labelled POD_INTEGRATION_LABEL, so no other test's Pods ever go through Kueue's pod webhook.
+        pod_ns_selector = {"matchExpressions": [*ns_selector["matchExpressions"],
+                                                {"key": POD_INTEGRATION_LABEL, "operator": "Exists"}]}
         with manifest.open() as fh:
             docs = [doc for doc in yaml.safe_load_all(fh) if doc]
         for doc in docs:
@@ -1596,7 +1706,7 @@ class LocalCluster:
                 path = wh["clientConfig"]["service"]["path"]
                 wh["clientConfig"] = {"url": base_url + path, "caBundle": ca_b64}
                 if not is_kueue:
-                    wh["namespaceSelector"] = ns_selector
+                    wh["namespaceSelector"] = pod_ns_selector if pairs & POD_BASED_RESOURCES else ns_selector
                 webhooks.append(wh)
             plural = (
                 "mutatingwebhookconfigurations"

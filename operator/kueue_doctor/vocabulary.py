@@ -160,6 +160,7 @@ class Cause(StrEnum):
     WORKLOAD_REJECTED = "WorkloadRejected"
     KUEUE_NOT_RUNNING = "KueueNotRunning"
     WORKLOAD_NOT_CREATED = "WorkloadNotCreated"
+    POD_GROUP_INCOMPLETE = "PodGroupIncomplete"
 
 
 @dataclass(frozen=True)
@@ -485,6 +486,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.WORKLOAD_NOT_CREATED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
         "Kueue should have created a Workload and has not, and the input does not show why; Kueue's controller "
         "logs name the owner."),
+    Cause.POD_GROUP_INCOMPLETE: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
+        "Fewer Pods of a Pod group (kueue.x-k8s.io/pod-group-name) exist than its pod-group-total-count: Kueue "
+        "creates the group's Workload only once all exist, and keeps every Pod gated until then."),
 }
 
 

@@ -191,3 +191,24 @@ def namespace(request: pytest.FixtureRequest, resources: Resources) -> str:
     name = kube.unique_name("t-" + request.node.name.removeprefix("test_")[:40])
     resources.create(Namespace(name).manifest())
     return name
+
+
+@pytest.fixture(scope="module")
+def owner_kinds(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterator[Any]:
+    """For one tests/e2e/test_family_*.py module: its ``CONTROLLERS`` (jobset, kuberay) started and Kueue restarted
+    on its ``FRAMEWORKS``; undone after the module (see tests/e2e/families.py). Local cluster only."""
+    from . import families
+
+    if cluster.local is None:
+        pytest.skip("the owner controllers are started next to the local cluster's Kueue")
+    controllers = tuple(getattr(request.module, "CONTROLLERS", ()))
+    bin_dir = None
+    if controllers:
+        try:
+            bin_dir = families.oc.find_controllers_bin_dir()
+        except lc.BinariesNotBuilt as exc:
+            if _cluster_required():
+                pytest.fail(f"no owner controllers: {exc}", pytrace=False)
+            pytest.skip(f"no owner controllers: {exc}")
+    with families.owner_kinds(cluster, controllers, list(request.module.FRAMEWORKS), bin_dir) as ctl:
+        yield ctl

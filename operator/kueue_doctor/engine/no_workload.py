@@ -36,6 +36,7 @@ from ..kube.selectors import label_selector_matches
 from ..state import OWNER_KINDS, ClusterState
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
+from .pods.events import event_message
 from .rules import Finding, Phase, rule
 from .scheduling.owners import owner_suspended
 
@@ -133,16 +134,101 @@ def stand_in(state: ClusterState, owner: Mapping[str, Any], now: datetime, grace
 
 
 def stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every owner without a Workload, as (namespace, name) -> stand-in."""
+    """Every owner without a Workload, as (namespace, name) -> stand-in (and every incomplete Pod group)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for owner in state.owners.values():
         wl = stand_in(state, owner, now, grace)
         if wl is not None:
             out[namespace(wl) or "", name(wl) or ""] = wl
+    out.update(pod_group_stand_ins(state, now, grace))
+    return out
+
+
+# ----- Pod groups (Kueue's pod integration): the Workload is the group's, named after it -----
+# Seen on the real cluster (tests/e2e/test_family_pods.py): with fewer queued Pods than the group's
+# pod-group-total-count, Kueue v0.19 creates no Workload at all, keeps every Pod gated
+# (kueue.x-k8s.io/admission) and posts ErrWorkloadCompose "'<group>' group has fewer runnable pods than
+# expected" on a Pod. Pods are no owners here, so such a group gets its own stand-in, named like Kueue's Workload.
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+
+
+def _group_total(pods: list[Mapping[str, Any]]) -> int | None:
+    for pod in pods:
+        raw = s(m(meta(pod).get("annotations")).get(POD_GROUP_TOTAL_ANNOTATION))
+        if raw and raw.isdigit() and int(raw) > 0:
+            return int(raw)
+    return None
+
+
+def _runnable(pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The group's Pods Kueue counts: not failed, not being deleted (as its validatePodGroupMetadata)."""
+    return [p for p in pods if s(status(p).get("phase")) != "Failed" and not meta(p).get("deletionTimestamp")]
+
+
+def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE
+                        ) -> dict[tuple[str, str], dict[str, Any]]:
+    """Pod groups with fewer runnable queued Pods than their total count and no Workload, `grace` after the
+    newest Pod was created: (namespace, group) -> a stand-in Workload named after the group."""
+    if not state.knows("Workload"):
+        return {}
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for (ns, _nm), pod in state.pods.items():
+        group = s(labels(pod).get(POD_GROUP_LABEL))
+        if group and s(labels(pod).get(QUEUE_LABEL)):
+            groups.setdefault((ns, group), []).append(pod)
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for (ns, group), pods in sorted(groups.items()):
+        total = _group_total(pods)
+        if (ns, group) in state.workloads or total is None or len(_runnable(pods)) >= total:
+            continue
+        created = [t for t in (parse_time(meta(p).get("creationTimestamp")) for p in pods) if t is not None]
+        if created and now < max(created) + grace:
+            continue
+        first = min(pods, key=lambda p: name(p) or "")
+        md: dict[str, Any] = {
+            "name": group, "namespace": ns, "labels": {POD_GROUP_LABEL: group},
+            "annotations": {STAND_IN_ANNOTATION: "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name(first) or "", "uid": uid(first) or "",
+                                 "controller": True}],
+        }
+        if created:
+            md["creationTimestamp"] = meta(min(pods, key=lambda p: s(meta(p).get("creationTimestamp")) or ""))[
+                "creationTimestamp"]
+        out[ns, group] = {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": md,
+                          "spec": {"queueName": s(labels(first).get(QUEUE_LABEL)) or ""}}
     return out
 
 
 # ----- the rules: why Kueue made no Workload -----
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.POD_GROUP_INCOMPLETE)])
+def pod_group_incomplete(ctx: Context) -> Finding | None:
+    """Asked first: a Pod group's stand-in has no owner object (the other rules read the owner's)."""
+    group = s(labels(ctx.wl).get(POD_GROUP_LABEL))
+    if not group:
+        return None
+    pods = list(ctx.pods)
+    runnable, total = len(_runnable(pods)), _group_total(pods) or 0
+    gated = sum(1 for p in pods if any(m(g).get("name") == ADMISSION_GATE for g in lst(m(p.get("spec")).get(
+        "schedulingGates"))))
+    said = [e for p in pods for e in ctx.state.events_about("Pod", ctx.ns, name(p))
+            if s(e.get("reason")) == "ErrWorkloadCompose"]
+    quote = f' Kueue said so on the Pods (ErrWorkloadCompose: "{event_message(said[-1])}").' if said else ""
+    text = (f"Pod group {ctx.ns}/{group} has {runnable} of {total} Pods ({POD_GROUP_TOTAL_ANNOTATION}={total}"
+            f"{f', {len(pods) - runnable} failed or deleting' if len(pods) > runnable else ''}), so Kueue has created "
+            f"no Workload for it yet and keeps its Pods gated ({gated} carry the {ADMISSION_GATE} scheduling gate)."
+            f"{quote} The owner of the Pods must create the missing {total - runnable} (label {POD_GROUP_LABEL}="
+            f"{group}, queue label and the same total count), or set {POD_GROUP_TOTAL_ANNOTATION} to the group's "
+            "real size.")
+    ev = [ctx.object_evidence("Pod", name(p), f"metadata.annotations[{POD_GROUP_TOTAL_ANNOTATION}]",
+                              reason=str(total), ns=ctx.ns) for p in pods[:1]]
+    ev += [ctx.object_evidence("Event", name(e), "reason", reason="ErrWorkloadCompose", message=event_message(e),
+                               ns=ctx.ns) for e in said[-1:]]
+    return Finding(Reason.NO_WORKLOAD, Cause.POD_GROUP_INCOMPLETE, text, since=ctx.created, evidence=ev,
+                   hints=[f"kubectl -n {ctx.ns} get pods -l {POD_GROUP_LABEL}={group}"])
+
 
 def _owner(ctx: Context) -> Mapping[str, Any]:
     owner = ctx.owner

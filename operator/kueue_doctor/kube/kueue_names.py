@@ -27,9 +27,13 @@ def workload_name(kind: str, group: str, owner_name: str, owner_uid: str, short:
 
 
 def expected_workload_name(owner: Mapping[str, Any]) -> str:
-    """The name of the owner's Workload: the prebuilt one it names, else the one Kueue generates."""
+    """The name of the owner's Workload: the prebuilt one it names, else the one Kueue generates (a Pod of a Pod
+    group: the group's Workload, named after the group)."""
     prebuilt = s(labels(owner).get(PREBUILT_LABEL))
     if prebuilt:
         return prebuilt
+    group = s(labels(owner).get("kueue.x-k8s.io/pod-group-name"))
+    if group and s(owner.get("kind")) == "Pod" and group_of(owner.get("apiVersion")) == "":
+        return group
     return workload_name(s(owner.get("kind")) or "", group_of(owner.get("apiVersion")), name(owner) or "",
                          uid(owner) or "")
