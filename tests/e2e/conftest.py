@@ -177,3 +177,14 @@ def namespace(request: pytest.FixtureRequest, resources: Resources) -> str:
     name = kube.unique_name("t-" + request.node.name.removeprefix("test_")[:40])
     resources.create(Namespace(name).manifest())
     return name
+
+
+@pytest.fixture
+def control_plane_faults(cluster: ClusterHandle) -> Any:
+    """Restart single components of the local cluster, compact etcd, start a second empty apiserver
+    (hack/control-plane/component_faults.py); local cluster only."""
+    if cluster.local is None:
+        pytest.skip("component faults need the local control plane")
+    import component_faults  # on sys.path with localcluster (tests/e2e/kube.py)
+
+    return component_faults.Faults(cluster.local)

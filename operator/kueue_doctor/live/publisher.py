@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -205,6 +205,12 @@ class Publisher:
             self.records.pop(key, None)  # forget it: the next pass re-applies our version
             return True
         return False
+
+    def unwritten(self) -> None:
+        """Every diagnosis is gone from the cluster (its CRD was deleted and re-applied): each is written again on
+        its next pass, keeping its `since` and verdict, as if found unwritten at start-up."""
+        self.records = {k: replace(r, digest="", written_at=None) for k, r in self.records.items()}
+        self.deferred.clear()
 
     def forget(self, key: Key) -> None:
         self.records.pop(key, None)

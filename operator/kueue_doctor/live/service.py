@@ -53,10 +53,13 @@ def connection_info() -> kopf.ConnectionInfo:
 
 def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
     """(group, version, plural, kind) to watch: Kueue's kinds, the optional kinds RBAC allows (Kopf exits on a
-    403 watch), and our own AdmissionDiagnosis objects (to restore them when edited or deleted)."""
+    403 watch), our own AdmissionDiagnosis objects (to restore them when edited or deleted), and, when allowed,
+    CustomResourceDefinitions (our CRD deleted or re-applied is acted on at once)."""
     out = [(KUEUE, discovery.version, plural, kind) for plural, kind in KUEUE_WATCHES]
     out += [w for w in OPTIONAL_WATCHES if discovery.allowed(w[3])]
     out.append(("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", "AdmissionDiagnosis"))
+    if discovery.crds_watchable:
+        out.append(("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"))
     return out
 
 
@@ -106,9 +109,15 @@ class Health:
     def check(self) -> tuple[int, dict[str, Any]]:
         st = self.runtime.stats
         quiet = time.monotonic() - st.heartbeat
+        discovery = self.runtime.discovery
         body = {"phase": "running" if self.runtime.ready.is_set() else "starting",
                 "kueueInstalled": st.kueue_installed, "crdInstalled": st.crd_installed,
-                "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes}
+                "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes,
+                "apiserverReachable": discovery.unreachable_since is None,
+                "forbiddenKinds": sorted(discovery.forbidden)}
+        if discovery.unreachable_since is not None:
+            body["apiserverUnreachableSince"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                              time.gmtime(discovery.unreachable_since))
         if self.runtime.ready.is_set() and quiet > self.stale_after:
             body["error"] = (f"the diagnosis loop has shown no activity for {quiet:.0f}s (limit "
                              f"{self.stale_after:.0f}s): restarting is the fix; see the logs for the last pass")
@@ -148,22 +157,29 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     start_http_server(metrics_port, registry=registry_for(runtime))
     Health(runtime, stale_after=max(3 * options.resync_interval, 600.0)).serve(health_port)
     log.info("Metrics on :%d/metrics, liveness on :%d/healthz", metrics_port, health_port)
+    waited = False
     while not await runtime.discovery.kueue_served():
         runtime.stats.kueue_installed = False
         runtime.stats.heartbeat = time.monotonic()
-        log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
-                    "checking again in 30s.", KUEUE)
-        await asyncio.sleep(30)
+        if not waited:
+            log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
+                        "checking again every %.0fs.", KUEUE, min(30.0, options.recheck_interval))
+        waited = True
+        await asyncio.sleep(min(30.0, options.recheck_interval))
+    if waited:
+        log.info("Kueue's API (%s) is served now: starting.", KUEUE)
     runtime.stats.kueue_installed = True
     await runtime.discovery.check_access()
     await runtime.initial_sync()
     runtime.stats.heartbeat = time.monotonic()
     runtime.ready.set()
-    registry = build_registry(runtime)
     loop_task = asyncio.create_task(runtime.loop.run(), name="diagnosis-loop")
+
+    async def watch(stop: asyncio.Event) -> None:  # restarted by the runtime when the kinds to watch change
+        await kopf.operator(registry=build_registry(runtime), standalone=True, clusterwide=not options.namespaces,
+                            namespaces=options.namespaces, stop_flag=stop)
     try:
-        await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
-                            namespaces=options.namespaces)
+        await runtime.run_watches(watch)
     finally:
         loop_task.cancel()
     return 0
