@@ -50,10 +50,13 @@ class Discovery:
         self._suspect: dict[str, float] = {}  # kind -> monotonic time it was first found no longer allowed
 
     async def kueue_served(self) -> bool:
+        """Is Kueue's API served, with its Workloads (CRDs being installed: the group can come before them)?"""
         for version in ("v1beta2", "v1beta1"):
             try:
-                await asyncio.to_thread(rest.request, self.api, "GET", f"/apis/{KUEUE}/{version}")
+                found = await asyncio.to_thread(rest.request, self.api, "GET", f"/apis/{KUEUE}/{version}")
             except rest.ApiError:
+                continue
+            if not any(m(r).get("name") == "workloads" for r in m(found).get("resources") or []):
                 continue
             self.version = version
             return True
@@ -69,7 +72,11 @@ class Discovery:
             allowed = await asyncio.to_thread(self._can_list, listing)
             self.stats.access[listing.kind] = allowed is True
             self._note_forbidden(listing.kind, allowed)
-            if allowed is None:
+            if allowed is None and listing.kind not in OPTIONAL_KINDS:
+                log.warning("Kueue's %s is not served (404): its CRD is not installed or not established yet; "
+                            "diagnosis goes without it until it is (checked again every recheck interval).",
+                            listing.kind)
+            elif allowed is None:
                 log.debug("%s is not served by this cluster (its CRD is not installed): not watched.", listing.kind)
             elif not allowed:
                 what = "diagnosis" if listing.kind not in OPTIONAL_KINDS else f"detail from {listing.kind}s"
@@ -152,16 +159,16 @@ class Discovery:
 
     def _can_list(self, listing: Listing) -> bool | None:
         """A LIST with limit=1 per namespace: a read, so the access check itself writes nothing. None: the kind
-        is not served at all (an owner CRD that is not installed), which is no RBAC problem to warn about."""
+        is not served at all (its CRD is not installed), which is no RBAC problem to warn about."""
         namespaces = self.namespaces if listing.namespaced and self.namespaces else [None]
         for ns in namespaces:
             path = listing.path.format(ns=f"namespaces/{ns}/" if ns else "")
             try:
                 rest.request(self.api, "GET", path, query={"limit": "1"}, accept=rest.METADATA_ONLY)
             except rest.ApiError as exc:
-                if exc.status == 404 and listing.kind in OPTIONAL_KINDS:
+                if exc.status == 404:
                     return None
-                if exc.status in (401, 403, 404):
+                if exc.status in (401, 403):
                     return False
                 raise
         return True

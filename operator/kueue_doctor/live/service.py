@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import threading
 import time
+from collections.abc import Collection, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -96,6 +99,31 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     return registry
 
 
+KOPF_DIR = os.path.dirname(kopf.__file__)
+
+
+class OutsideKopf(Collection[asyncio.Task[object]]):
+    """The tasks Kopf must leave alone when it stops: those that existed before it started and every task whose
+    coroutine is not Kopf's (the diagnosis loop's wait_for and the publisher's gather create theirs while Kopf
+    runs). Kopf's `run_tasks` cancels every other task as "hung" when it stops, which would end the diagnosis
+    loop at the first restart of the watches."""
+
+    def __init__(self, before: Collection[asyncio.Task[object]]) -> None:
+        self.before = set(before)
+
+    def __contains__(self, task: object) -> bool:
+        if task in self.before or not isinstance(task, asyncio.Task):
+            return True
+        code = getattr(task.get_coro(), "cr_code", None)
+        return code is None or not code.co_filename.startswith(KOPF_DIR)
+
+    def __iter__(self) -> Iterator[asyncio.Task[object]]:
+        return iter(self.before)
+
+    def __len__(self) -> int:
+        return len(self.before)
+
+
 class Health:
     """`/healthz` from the first second: starting, waiting for Kueue and long passes are all alive.
 
@@ -176,8 +204,16 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     loop_task = asyncio.create_task(runtime.loop.run(), name="diagnosis-loop")
 
     async def watch(stop: asyncio.Event) -> None:  # restarted by the runtime when the kinds to watch change
-        await kopf.operator(registry=build_registry(runtime), standalone=True, clusterwide=not options.namespaces,
-                            namespaces=options.namespaces, stop_flag=stop)
+        outside = OutsideKopf(asyncio.all_tasks())
+        tasks = await kopf.spawn_tasks(registry=build_registry(runtime), standalone=True,
+                                       clusterwide=not options.namespaces, namespaces=options.namespaces,
+                                       stop_flag=stop)
+        try:
+            await kopf.run_tasks(tasks, ignored=outside)
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # Kopf's handlers answer only while it runs
+                loop.remove_signal_handler(sig)
     try:
         await runtime.run_watches(watch)
     finally:
