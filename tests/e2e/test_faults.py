@@ -646,13 +646,13 @@ def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnose
     first = adiag(api, namespace, victim)
     rss0, cpu0 = proc_usage(op.proc.pid)
 
-    # a Workload with a 256 KiB condition message and 100 more conditions, written as Kueue's status could be
+    # a Workload with the longest condition message and the most conditions Kueue's CRD lets through (32 KiB, 16)
     hostile = resources.create(workload("hostile", namespace, "nowhere"))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": now,
-                   "message": "couldn't assign flavors to pod set main: " + "x" * 256 * 1024}]
+                   "message": ("couldn't assign flavors to pod set main: " + "x" * 32 * 1024)[:32 * 1024]}]
     conditions += [{"type": f"Hostile{n}", "status": "False", "reason": "Hostile", "lastTransitionTime": now,
-                    "message": "y" * 2000} for n in range(100)]
+                    "message": "y" * 32 * 1024} for n in range(15)]
     kube.request_json(api, "PATCH", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads/hostile/status",
                       {"status": {"conditions": conditions}}, content_type="application/merge-patch+json")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
