@@ -681,8 +681,9 @@ def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnose
     rss1, cpu1 = proc_usage(op.proc.pid)
     TIMINGS["hostile_rss_growth_mb"] = round(rss1 - rss0, 1)
     TIMINGS["hostile_cpu_seconds"] = round(cpu1 - cpu0, 1)
-    assert rss1 - rss0 < 60, f"memory grew {rss1 - rss0:.0f} MB over {FLOOD} Events"
-    assert cpu1 - cpu0 < 60, f"{cpu1 - cpu0:.0f} s of CPU for {FLOOD} Events"
+    # measured: +5.8 MB and 4 s of CPU; kept whole (about 7 KB each with Kopf's share) they would cost 14 MB and more
+    assert rss1 - rss0 < 12, f"memory grew {rss1 - rss0:.0f} MB over {FLOOD} Events about one Pod"
+    assert cpu1 - cpu0 < 20, f"{cpu1 - cpu0:.0f} s of CPU for {FLOOD} Events"
     assert len(json.dumps(d)) < 64 * 1024, f"the hostile Workload's diagnosis is {len(json.dumps(d))} bytes"
     victim_d = adiag(api, namespace, victim)
     assert first is not None and victim_d is not None
