@@ -355,6 +355,18 @@ def test_sigkill_at_scale_rewrites_nothing_unchanged_and_all_is_current_within_3
     api = cluster.api_client
     hold_queue(resources, namespace, "held")
     released = hold_queue(resources, namespace, "released")  # let go while the operator is dead
+    try:
+        _sigkill_at_scale(cluster, launch, namespace, released)
+    finally:  # one request instead of one per Workload (the fixture's cleanup): minutes at 10,000
+        kube.request_json(api, "DELETE", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")
+        kube.wait_for(lambda: not kube.request_json(api, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/"
+                                                    f"{namespace}/workloads", query={"limit": "1"})["items"],
+                      timeout=300, interval=2, message="the Workloads deleted")
+
+
+def _sigkill_at_scale(cluster: ClusterHandle, launch: Callable[..., Operator], namespace: str, released: str
+                      ) -> None:
+    api = cluster.api_client
     t0 = time.monotonic()
     create_many(api, [workload(f"a-{i:05d}", namespace, "held") for i in range(SCALE - CHANGED)]
                 + [workload(f"b-{i:03d}", namespace, "released") for i in range(CHANGED)])
