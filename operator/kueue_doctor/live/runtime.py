@@ -149,7 +149,12 @@ class Runtime:
             if (time.monotonic() >= min(next_check, confirm or next_check)
                     or (self.publisher.paused and self.stats.crd_installed)):
                 next_check = time.monotonic() + self.options.recheck_interval
-                await self.recheck()
+                try:
+                    await self.recheck()
+                except Exception as exc:  # e.g. the apiserver went away while a kind given back was listed
+                    self.stats.count(self.stats.errors, "recheck")
+                    log.warning("Re-checking RBAC and the CRD failed (%s): trying again in %.0fs.", exc,
+                                self.options.recheck_interval)
 
     async def _after_relist(self) -> None:
         try:
