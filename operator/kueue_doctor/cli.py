@@ -108,6 +108,9 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
                     help="at most one write per diagnosis per interval when only numbers change (default 60)")
     rn.add_argument("--resync-interval", type=float, default=300.0, metavar="SECONDS",
                     help="re-list Workloads and diagnoses to repair watch gaps (default 300)")
+    rn.add_argument("--recheck-interval", type=float, default=30.0, metavar="SECONDS",
+                    help="ask RBAC, the AdmissionDiagnosis CRD and Kueue's API again this often: access taken away "
+                    "or given back at runtime is followed without a restart (default 30)")
     rn.add_argument("--max-writes-per-second", type=float, default=100.0, metavar="N",
                     help="cap on AdmissionDiagnosis writes, to spare the apiserver on a first install (default 100)")
     rn.add_argument("--max-refresh-writes-per-second", type=float, default=10.0, metavar="N",
@@ -223,7 +226,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
                           refresh_writes_per_second=args.max_refresh_writes_per_second,
                           kueue_namespace=args.kueue_namespace,
                           metric_labels=args.metric_labels, metric_label_values=args.metric_label_values,
-                          reports=args.reports)
+                          reports=args.reports, recheck_interval=args.recheck_interval)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose, election)
     return explain(args, stdin, out, err, plugin)

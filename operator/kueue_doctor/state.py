@@ -48,6 +48,9 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 
 Key = tuple[str, str]  # (namespace, name)
+# Warning Events kept per object (Pod, Job, Workload), newest first: a flood about one object (a crash-looping
+# controller, thousands of distinct events) costs at most this many; the rules read only the recent ones.
+MAX_EVENTS_PER_OBJECT = 20
 _NO_KEYS: frozenset[Any] = frozenset()  # the default of the index look-ups (no new empty set per miss)
 T = TypeVar("T")
 
@@ -78,6 +81,12 @@ def _evicted_message(obj: Mapping[str, Any]) -> str:
         if m(cond).get("type") == "Evicted":
             return s(m(cond).get("message")) or ""
     return ""
+
+
+def _event_order(ev: Mapping[str, Any]) -> str:
+    """When an Event last happened, as an RFC 3339 string (they sort by time), for keeping the newest."""
+    return (s(m(ev.get("series")).get("lastObservedTime")) or s(ev.get("lastTimestamp")) or s(ev.get("eventTime"))
+            or s(ev.get("firstTimestamp")) or s(m(ev.get("metadata")).get("creationTimestamp")) or "")
 
 
 def kind_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -260,8 +269,13 @@ class ClusterState:
             self.events[ev_key] = obj
             ref = m(obj.get("involvedObject") or obj.get("regarding"))
             target = (s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or "")
-            self._events_by_object.setdefault(target, {})[ev_key] = obj
+            kept = self._events_by_object.setdefault(target, {})
+            kept[ev_key] = obj
             self._event_refs[ev_key] = target
+            if len(kept) > MAX_EVENTS_PER_OBJECT:
+                oldest = min(kept, key=lambda k: _event_order(kept[k]))
+                self.events.pop(oldest, None)
+                self._unlink_event(oldest)
             return True
         if group == "" and kind == "Namespace" and nm:
             self.namespaces[nm] = obj

@@ -212,3 +212,14 @@ def owner_kinds(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Itera
             pytest.skip(f"no owner controllers: {exc}")
     with families.owner_kinds(cluster, controllers, list(request.module.FRAMEWORKS), bin_dir) as ctl:
         yield ctl
+
+
+@pytest.fixture
+def control_plane_faults(cluster: ClusterHandle) -> Any:
+    """Restart single components of the local cluster, compact etcd, start a second empty apiserver
+    (hack/control-plane/component_faults.py); local cluster only."""
+    if cluster.local is None:
+        pytest.skip("component faults need the local control plane")
+    import component_faults  # on sys.path with localcluster (tests/e2e/kube.py)
+
+    return component_faults.Faults(cluster.local)

@@ -63,7 +63,8 @@ def test_kueue_v1beta1_is_used_when_v1beta2_is_not_served() -> None:
     api = cluster([])
     api.answer("GET", "/apis/kueue.x-k8s.io/v1beta2", NOT_SERVED, 404)
     api.answer("GET", "/apis/kueue.x-k8s.io/v1beta1", {"kind": "APIResourceList", "apiVersion": "v1",
-                                                       "groupVersion": "kueue.x-k8s.io/v1beta1", "resources": []})
+                                                       "groupVersion": "kueue.x-k8s.io/v1beta1",
+                                                       "resources": [{"name": "workloads", "kind": "Workload"}]})
     rt = Runtime(api, Options())
     assert asyncio.run(rt.discovery.kueue_served())
     assert rt.discovery.version == "v1beta1"

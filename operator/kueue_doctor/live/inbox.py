@@ -6,13 +6,22 @@ the rest, and marks exactly the Workloads each change can affect, as they were r
 and after it (`ClusterState.affected_workloads`). Neighbours: service.py feeds it; loop.py drains it and
 `take`s the dirty set before each pass; orphans.py queues its repairs here (`put`), so every change
 reaches the state the same way; the publisher hears of our own AdmissionDiagnosis objects from here.
+
+Watch gaps: Kopf re-lists a kind after a "410 Gone" (or when its watches restart) and reports the listed
+objects as events of type None, but never the objects deleted meanwhile. `relisted` says when such a re-list
+came in after the operator's own start-up list, so that runtime.py compares a fresh LIST with the state
+(orphans.py `repair`); `recording` collects what was observed during that LIST, which is not taken as gone.
+Events of a kind RBAC no longer lets us list are dropped (the state must not hold what we may not see), and
+events of our own CRD go to `on_crd` (discovery.py pauses or resumes writing at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..kube.kueue_names import expected_workload_name
@@ -23,6 +32,7 @@ from .metrics import Stats, Verdict
 from .publisher import Publisher
 
 DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
+CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
 EVENT_KINDS = {"Pod", "Job", "Workload"} | {kind for _group, kind in OWNER_KINDS}  # Events about others: dropped
 
 
@@ -47,6 +57,10 @@ class Inbox:
         self.wake = asyncio.Event()  # set on every observed event; the loop waits on it
         self._queue: deque[tuple[str, Mapping[str, Any]]] = deque()
         self._dirty: set[Key] = set()
+        self.on_crd: Callable[[str | None, Mapping[str, Any]], None] = lambda event_type, obj: None
+        self.live = False  # set once the start-up list is in the state: a type-None event after it is a re-list
+        self.relisted_at: float | None = None  # monotonic time of the last re-listed object not yet repaired
+        self._recorders: list[set[tuple[str, Any]]] = []
 
     def __len__(self) -> int:
         """Events queued and not yet drained (the loop's debounce watches this grow)."""
@@ -55,13 +69,32 @@ class Inbox:
     # ----- fed by the Kopf handlers -----
     def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         key = kind_key(obj)
+        if key == CRD:
+            self.on_crd(event_type, obj)  # only the CRD itself matters, never kept
+            return
         self.stats.count(self.stats.events, key[1] if key else "unknown")
         if key == ("", "Event") and not event_is_relevant(obj):
             return  # a Warning about a Node, a Service...: never read, so never kept
+        if key is not None and self.stats.access.get(key[1]) is False:
+            return  # RBAC no longer lets us list this kind: what a still-open watch sends is not used
+        if event_type is None and self.live:
+            self.relisted_at = time.monotonic()
+        for seen in self._recorders:
+            seen.add((key[1] if key else "", self.state.key_of(key[1] if key else "", obj)))
         if key != DIAGNOSIS:  # our own objects are compared whole
             obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
         self._queue.append((event_type or "ADDED", obj))
         self.wake.set()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[set[tuple[str, Any]]]:
+        """(kind, key) of every object observed while the block runs (a LIST in a thread)."""
+        seen: set[tuple[str, Any]] = set()
+        self._recorders.append(seen)
+        try:
+            yield seen
+        finally:
+            self._recorders.remove(seen)
 
     def put(self, event_type: str, obj: Mapping[str, Any]) -> None:
         """A change found by a re-list (orphans.py), already slim: drained like a watch event, not counted as one."""
@@ -91,6 +124,8 @@ class Inbox:
             if key == DIAGNOSIS:
                 self._diagnosis_event(etype, obj)
                 continue
+            if key is not None and self.stats.access.get(key[1]) is False:
+                continue  # queued before RBAC took the kind away
             prev = self._stored(key[1] if key else "", obj)
             if etype != "DELETED" and prev is not None and _same_version(prev, obj):
                 continue  # a re-list or a duplicate event: nothing new
@@ -126,6 +161,8 @@ class Inbox:
         """Someone deleted or edited one of our diagnoses: its Workload is diagnosed (and it restored) again."""
         key = (namespace(obj) or "", name(obj) or "")
         if etype == "DELETED":
+            if not self.stats.crd_installed:
+                return  # the CRD is being deleted and takes every diagnosis along: rewritten when it is back
             if self.state.diagnosable(key):
                 self.publisher.lost(key)  # since and history are kept for the restore
                 self._dirty.add(key)  # restored on the next pass, after the Workload is checked to exist

@@ -1,8 +1,9 @@
 """Repairs: what a watch gap hid, diagnoses whose Workload is gone, and restores that must not happen.
 
-After a 410 Gone, Kopf re-lists without reporting deletions, so `resync` compares a metadata-only LIST
-of each kind with the ClusterState and queues the difference in the inbox; it deletes a diagnosis only
-after a GET confirms its Workload is gone (or being deleted). `confirm_restores` runs before each pass:
+After a 410 Gone, Kopf re-lists without reporting deletions, so `repair` compares a metadata-only LIST
+of each kind with the ClusterState and queues the difference in the inbox: runtime.py calls it (through
+`after_relist`) seconds after such a re-list, and `resync` on every resync interval; the resync deletes a
+diagnosis only after a GET confirms its Workload is gone (or being deleted). `confirm_restores` runs before each pass:
 a diagnosis someone deleted is re-created only if a GET shows its Workload alive, since the garbage
 collector deletes the dependents of a Workload in foreground deletion and re-creating them would fight it.
 Neighbours: loop.py calls both on its timers; inbox.py applies the repairs; discovery.py says which kinds
@@ -27,7 +28,7 @@ from .discovery import Discovery
 from .inbox import Inbox
 from .metrics import Stats, Verdict
 from .publisher import Publisher, diagnosis_path
-from .snapshot import Listing, list_all, pages
+from .snapshot import Listing, LiveError, list_all, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
@@ -62,31 +63,58 @@ class Orphans:
         self.verdicts = verdicts
         self.stats = stats
 
-    async def resync(self) -> None:
+    async def repair(self) -> set[Key]:
         """Repair what a watch gap hid: after a 410 Gone, Kopf re-lists without reporting deletions.
 
-        Every kind is re-listed as metadata only; objects gone from the cluster are dropped, objects
-        missing from memory are fetched; diagnoses whose Workload is gone are deleted.
+        Every kind is re-listed as metadata only; objects gone from the cluster are queued as deleted (unless a
+        watch event about them came in while listing: it is newer than the LIST), objects missing from memory
+        are fetched. The Workloads found gone.
         """
         namespaces = self.discovery.namespaces
+        gone: set[Key] = set()
         for listing in self.discovery.listings():
             if not self.discovery.allowed(listing.kind) or listing.kind not in self.state.complete_kinds:
                 continue
-            try:
-                alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True)
-            except Exception as exc:  # one kind failing must not stop the others
-                self.stats.count(self.stats.errors, "resync")
-                log.warning("Resync could not list %s: %s", listing.kind, exc)
-                continue
+            with self.inbox.recording() as seen:
+                try:
+                    alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True)
+                except LiveError:
+                    raise  # the cluster cannot be reached: no other kind can be listed either
+                except Exception as exc:  # one kind failing must not stop the others
+                    self.stats.count(self.stats.errors, "resync")
+                    log.warning("Resync could not list %s: %s", listing.kind, exc)
+                    continue
             if alive is None:
                 continue
-            self._reconcile(listing, alive)
+            gone |= self._reconcile(listing, alive, seen)
             if any(self._missing(listing.kind, o) for o in alive):
                 items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim)
                 for obj in items or []:
                     if self._missing(listing.kind, obj):
                         self.inbox.put("ADDED", obj)
             self.stats.heartbeat = time.monotonic()
+        return gone
+
+    async def after_relist(self) -> int:
+        """Kopf re-listed (after a 410 Gone, or its watches restarted): drop what vanished meanwhile, with its
+        diagnosis, at once rather than at the next resync. The number of Workloads found gone."""
+        gone = await self.repair()
+        for key in sorted(gone):
+            if key in self.publisher.records:
+                await self.publisher.delete(key)  # the garbage collector may have been first: a 404 is fine
+        self.inbox.wake.set()
+        return len(gone)
+
+    async def resync(self) -> None:
+        """The periodic repair (`repair`), the CRD re-checked, diagnoses of gone Workloads deleted, Kueue's
+        installation re-read, and every Workload diagnosed again."""
+        namespaces = self.discovery.namespaces
+        try:
+            await self.repair()
+        except LiveError as exc:
+            self.stats.count(self.stats.errors, "resync")
+            log.warning("Resync skipped: %s. Trying again at the next resync.", exc)
+            return
         self.inbox.drain()
         await self.discovery.check_crd()
         if self.stats.crd_installed:
@@ -120,13 +148,17 @@ class Orphans:
     def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
         return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})
 
-    def _reconcile(self, listing: Listing, alive: list[dict[str, Any]]) -> None:
+    def _reconcile(self, listing: Listing, alive: list[dict[str, Any]], seen: set[tuple[str, Any]]) -> set[Key]:
         keep = {self.state.key_of(listing.kind, o) for o in alive}
+        gone: set[Key] = set()
         for key, obj in list((self.state.collection(listing.kind) or {}).items()):
             if listing.kind in OWNER_KIND_NAMES and key[1] != listing.kind:
                 continue  # owners of every kind share one collection: reconcile only this kind
-            if key not in keep:
+            if key not in keep and (listing.kind, key) not in seen:
                 self.inbox.put("DELETED", obj)
+                if listing.kind == "Workload":
+                    gone.add(key)
+        return gone
 
     async def confirm_restores(self, keys: set[Key]) -> set[Key]:
         """Of the Workloads about to be diagnosed, those whose deleted diagnosis must not be restored.

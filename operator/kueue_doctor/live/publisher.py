@@ -285,6 +285,12 @@ class Publisher:
         prev = self.records.get(key)
         return prev is None or prev.absent
 
+    def unwritten(self) -> None:
+        """Every diagnosis is gone from the cluster (its CRD was deleted and re-applied): each is written again on
+        its next pass, keeping its `since` and verdict, as if found unwritten at start-up."""
+        self.records = {k: replace(r, digest="", written_at=None) for k, r in self.records.items()}
+        self.deferred.clear()
+
     def forget(self, key: Key) -> None:
         self.records.pop(key, None)
         self.deferred.pop(key, None)

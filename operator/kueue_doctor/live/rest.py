@@ -7,10 +7,16 @@ file, a LIST and a watch. Blocking: the operator calls it through `asyncio.to_th
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
 FIELD_MANAGER = "kueue-doctor"
+# The apiserver's priority and fairness (or a proxy) answers 429 with Retry-After when it throttles a client:
+# waited for (capped) and tried again, so a throttled write or LIST is delayed, not lost.
+THROTTLE_RETRIES = 6
+MAX_RETRY_AFTER = 10.0
+throttled_total = 0  # 429s received by this process (read into the errors metric by the runtime)
 
 
 class ApiError(Exception):
@@ -58,9 +64,38 @@ def context_namespace(kubeconfig: str | None = None, context: str | None = None)
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
+def retry_after(resp: Any, default: float = 1.0) -> float:
+    """Seconds a 429 asks us to wait (its Retry-After header), capped at MAX_RETRY_AFTER."""
+    value = (getattr(resp, "headers", None) or {}).get("Retry-After")
+    try:
+        seconds = float(value) if value is not None else default
+    except ValueError:
+        seconds = default
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
 def request(api: Any, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None,
             content_type: str = "application/json", timeout: float = 60.0, accept: str = "application/json") -> Any:
-    """One request; the decoded JSON body, or ApiError (status 0 when the server cannot be reached)."""
+    """One request; the decoded JSON body, or ApiError (status 0 when the server cannot be reached).
+
+    A 429 (throttled) is retried after the server's Retry-After, up to THROTTLE_RETRIES times.
+    """
+    for _attempt in range(THROTTLE_RETRIES):
+        try:
+            return _request_once(api, method, path, body, query, content_type, timeout, accept)
+        except Throttled as exc:
+            time.sleep(exc.wait)
+    return _request_once(api, method, path, body, query, content_type, timeout, accept, final=True)
+
+
+class Throttled(Exception):
+    def __init__(self, wait: float) -> None:
+        super().__init__(f"throttled; retry in {wait}s")
+        self.wait = wait
+
+
+def _request_once(api: Any, method: str, path: str, body: Any, query: Mapping[str, str] | None, content_type: str,
+                  timeout: float, accept: str, final: bool = False) -> Any:
     headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -73,6 +108,11 @@ def request(api: Any, method: str, path: str, body: Any = None, query: Mapping[s
     except Exception as exc:  # urllib3 connection errors, timeouts
         status = getattr(exc, "status", 0) or 0
         raise ApiError(status, method, path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    if resp.status == 429:
+        global throttled_total
+        throttled_total += 1
+        if not final:
+            raise Throttled(retry_after(resp))
     if not 200 <= resp.status <= 299:
         text = data.decode("utf-8", "replace") if data else ""
         try:

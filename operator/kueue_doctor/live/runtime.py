@@ -3,30 +3,46 @@
 One ClusterState, kept current by the inbox (inbox.py), diagnosed by the loop (loop.py), repaired by the
 resync (orphans.py), within what the cluster lets us see (discovery.py); the publisher (publisher.py) is
 the only writer and metrics.py reads the verdicts and counters. service.py starts it all under Kopf.
-Each part holds the few others it needs; this module only builds them and runs the start-up list.
+Each part holds the few others it needs; this module builds them, runs the start-up list, and keeps the
+watches going through faults (`run_watches`, `supervise`):
+
+* Kopf's watches are restarted in-process, never the operator, when RBAC takes a kind away or gives it
+  back (a 403 on a watch would stop Kopf) or when they fail: the state, the diagnoses' records and `since`
+  stay in memory, and the re-list rewrites nothing unchanged;
+* every recheck interval RBAC and the CRD are asked again (`Discovery.recheck_access`, `check_crd`): a kind
+  taken away is dropped from the state and no longer complete (verdicts say what is not visible), a kind
+  given back is listed and watched again; a CRD event pauses or resumes writing at once;
+* seconds after Kopf re-listed a kind (after a 410 Gone), a fresh LIST is compared with the state
+  (`Orphans.after_relist`): what vanished in the gap is dropped with its metrics and diagnosis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.slim import slim
 from ..state import ClusterState, Key
-from . import kueue_install
+from . import kueue_install, rest
 from .discovery import Discovery
 from .inbox import Inbox
 from .loop import DiagnosisLoop
 from .metrics import Stats, Verdict
-from .orphans import Orphans, list_diagnoses
+from .orphans import OWNER_KIND_NAMES, Orphans, list_diagnoses
 from .publisher import Publisher
 from .reports import ReportMirror
 from .snapshot import list_all
 from .team_labels import DEFAULT_LABEL_VALUES
 
 log = logging.getLogger("kueue_doctor.runtime")
+RELIST_SETTLE = 1.0  # seconds without re-listed objects before the re-list is compared with a fresh LIST
+RELIST_RETRY = 5.0  # seconds before a comparison that failed (apiserver unreachable) is tried again
+TICK = 0.25  # how often the supervisor looks at what came in
+WATCH_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)  # between restarts of failed watches; reset after a quiet minute
 
 
 @dataclass
@@ -42,6 +58,7 @@ class Options:
     metric_labels: list[str] = field(default_factory=list)  # --metric-label-from (team_labels.py)
     metric_label_values: int = DEFAULT_LABEL_VALUES  # distinct values per custom_ label (team_labels.py)
     reports: bool = False  # also mirror the verdicts into OpenReports Reports (reports.py)
+    recheck_interval: float = 30.0  # RBAC, the AdmissionDiagnosis CRD and Kueue's API asked again this often
 
 
 class Runtime:
@@ -63,6 +80,10 @@ class Runtime:
                                   options.debounce, options.resync_interval)
         self.reports = ReportMirror(api, options.namespaces) if options.reports else None
         self.loop.reports = self.reports
+        self.inbox.on_crd = self.crd_event
+        self._stop_watches: asyncio.Event | None = None  # set to restart Kopf's watches (run_watches)
+        self.watch_restarts = 0
+        self._stopping = False
 
     async def initial_sync(self) -> None:
         """One paged LIST of everything, so the first verdicts never rest on a half-filled cache."""
@@ -87,6 +108,135 @@ class Runtime:
         self.inbox.mark(self.state.workloads)
         self.inbox.mark(self.state.owner_workload_names())  # owners Kueue has made no Workload for
         self.loop.synced()
+        self.inbox.live = True
         await self.discovery.check_crd()
         log.info("Initial sync: %d Workloads, %d Pods, %d existing AdmissionDiagnoses; kinds listed: %s",
                  len(self.state.workloads), len(self.state.pods), len(existing), ", ".join(sorted(complete)))
+
+    # ----- faults: RBAC and CRDs changing at runtime, watch gaps, failing watches -----
+    async def run_watches(self, start: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+        """Run Kopf (`start(stop_flag)`) until it stops on a signal, restarting it in-process when it fails
+        (a watch forbidden or no longer served) or when the kinds to watch change (`restart_watches`)."""
+        supervisor = asyncio.create_task(self.supervise(), name="supervisor")
+        failures = 0
+        try:
+            while True:
+                stop = self._stop_watches = asyncio.Event()
+                started = time.monotonic()
+                try:
+                    await start(stop)
+                except Exception as exc:  # Kopf stops on a failed watch (403, 404): the operator must not
+                    if time.monotonic() - started > 60:
+                        failures = 0
+                    wait = WATCH_BACKOFF[min(failures, len(WATCH_BACKOFF) - 1)]
+                    failures += 1
+                    log.warning("The watches stopped (%s: %s): checking RBAC and restarting them in %.0fs; the "
+                                "verdicts so far stay in memory.", type(exc).__name__, exc, wait)
+                    self.stats.count(self.stats.errors, "watch")
+                    await asyncio.sleep(wait)
+                    await self.recheck()
+                else:
+                    if not stop.is_set() or self._stopping:
+                        return  # Kopf stopped on a signal: so does the operator
+                self.watch_restarts += 1
+        finally:
+            supervisor.cancel()
+
+    def restart_watches(self) -> None:
+        if self._stop_watches is not None:
+            self._stop_watches.set()
+
+    def stop(self) -> None:
+        """End the watches and the operator (a signal, after the Lease was handed over)."""
+        self._stopping = True
+        self.restart_watches()
+
+    async def supervise(self) -> None:
+        """Forever: repair re-lists once they settle; ask RBAC and the CRD again every recheck interval."""
+        next_check = time.monotonic() + self.options.recheck_interval
+        while True:
+            await asyncio.sleep(TICK)
+            if rest.throttled_total:
+                self.stats.errors["throttled"] = rest.throttled_total
+            relisted = self.inbox.relisted_at
+            if relisted is not None and time.monotonic() - relisted >= RELIST_SETTLE:
+                self.inbox.relisted_at = None
+                await self._after_relist()
+            confirm = self.discovery.confirm_due()
+            if (time.monotonic() >= min(next_check, confirm or next_check)
+                    or (self.publisher.paused and self.stats.crd_installed)):
+                next_check = time.monotonic() + self.options.recheck_interval
+                try:
+                    await self.recheck()
+                except Exception as exc:  # e.g. the apiserver went away while a kind given back was listed
+                    self.stats.count(self.stats.errors, "recheck")
+                    log.warning("Re-checking RBAC and the CRD failed (%s): trying again in %.0fs.", exc,
+                                self.options.recheck_interval)
+
+    async def _after_relist(self) -> None:
+        try:
+            gone = await self.orphans.after_relist()
+        except Exception as exc:  # tried again shortly (the apiserver may be restarting)
+            self.stats.count(self.stats.errors, "resync")
+            log.warning("Could not compare the re-listed objects with a fresh LIST (%s): trying again in %.0fs.",
+                        exc, RELIST_RETRY)
+            self.inbox.relisted_at = time.monotonic() + RELIST_RETRY - RELIST_SETTLE
+            return
+        if gone:
+            log.info("After a watch gap (410 Gone), %d Workload(s) deleted meanwhile were dropped with their "
+                     "diagnoses and metrics.", gone)
+
+    async def recheck(self) -> None:
+        """RBAC per kind and the CRD, asked again; the state and the watches follow what changed."""
+        changed = await self.discovery.recheck_access()
+        if self.discovery.unreachable_since is None and await self.discovery.check_crd():
+            self.republish()
+        if not changed:
+            return
+        for kind, allowed in changed.items():
+            if kind == "CustomResourceDefinition":
+                continue
+            if allowed:
+                await self._list_kind(kind)
+            else:
+                self._drop_kind(kind)
+        self.inbox.mark(self.state.workloads)
+        self.inbox.mark(self.state.owner_workload_names())
+        self.inbox.wake.set()
+        self.restart_watches()
+
+    async def _list_kind(self, kind: str) -> None:
+        listing = next((lst for lst in self.discovery.listings() if lst.kind == kind), None)
+        if listing is None:
+            return
+        items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim)
+        if items is None:
+            return
+        self._drop_kind(kind)  # whatever was kept from before is replaced by the fresh list, in one step
+        for obj in items:
+            self.state.upsert(obj)
+        self.state.complete_kinds.add(kind)
+
+    def _drop_kind(self, kind: str) -> None:
+        """Forget every object of `kind`: what we may not see must not decide a verdict."""
+        self.state.complete_kinds.discard(kind)
+        collection = self.state.collection(kind) or {}
+        for key, obj in list(collection.items()):
+            if kind in OWNER_KIND_NAMES and key[1] != kind:
+                continue  # owners of every kind share one collection
+            self.state.remove(obj)
+            if kind == "Workload":
+                self.verdicts.pop(key, None)
+                self.publisher.forget(key)
+
+    def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> None:
+        """A watch event of a CustomResourceDefinition: ours deleted or back is acted on at once."""
+        if self.discovery.crd_observed(event_type, crd):
+            self.republish()
+
+    def republish(self) -> None:
+        """The CRD is (back) in place: every diagnosis is written again (keeping `since`), and nothing else."""
+        self.publisher.unwritten()
+        self.inbox.mark(self.state.workloads)
+        self.inbox.mark(self.state.owner_workload_names())
+        self.inbox.wake.set()

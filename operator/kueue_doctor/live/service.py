@@ -10,10 +10,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,10 +60,13 @@ def connection_info() -> kopf.ConnectionInfo:
 
 def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
     """(group, version, plural, kind) to watch: Kueue's kinds, the optional kinds RBAC allows (Kopf exits on a
-    403 watch), and our own AdmissionDiagnosis objects (to restore them when edited or deleted)."""
+    403 watch), our own AdmissionDiagnosis objects (to restore them when edited or deleted), and, when allowed,
+    CustomResourceDefinitions (our CRD deleted or re-applied is acted on at once)."""
     out = [(KUEUE, discovery.version, plural, kind) for plural, kind in KUEUE_WATCHES]
     out += [w for w in OPTIONAL_WATCHES if discovery.allowed(w[3])]
     out.append(("kueue-doctor.dev", "v1alpha1", "admissiondiagnoses", "AdmissionDiagnosis"))
+    if discovery.crds_watchable:
+        out.append(("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"))
     return out
 
 
@@ -117,6 +122,31 @@ class QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+KOPF_DIR = os.path.dirname(kopf.__file__)
+
+
+class OutsideKopf(Collection[asyncio.Task[object]]):
+    """The tasks Kopf must leave alone when it stops: those that existed before it started and every task whose
+    coroutine is not Kopf's (the diagnosis loop's wait_for and the publisher's gather create theirs while Kopf
+    runs). Kopf's `run_tasks` cancels every other task as "hung" when it stops, which would end the diagnosis
+    loop at the first restart of the watches."""
+
+    def __init__(self, before: Collection[asyncio.Task[object]]) -> None:
+        self.before = set(before)
+
+    def __contains__(self, task: object) -> bool:
+        if task in self.before or not isinstance(task, asyncio.Task):
+            return True
+        code = getattr(task.get_coro(), "cr_code", None)
+        return code is None or not code.co_filename.startswith(KOPF_DIR)
+
+    def __iter__(self) -> Iterator[asyncio.Task[object]]:
+        return iter(self.before)
+
+    def __len__(self) -> int:
+        return len(self.before)
+
+
 class Health:
     """`/healthz` from the first second: starting, waiting for Kueue and long passes are all alive.
 
@@ -140,10 +170,16 @@ class Health:
     def check(self) -> tuple[int, dict[str, Any]]:
         st = self.runtime.stats
         quiet = time.monotonic() - st.heartbeat
+        discovery = self.runtime.discovery
         body = {"phase": "running" if self.runtime.ready.is_set() else "starting",
                 "role": "leader" if st.leader else "standby", "kueueInstalled": st.kueue_installed,
                 "crdInstalled": st.crd_installed,
-                "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes}
+                "secondsSinceLoopActivity": round(quiet, 1), "passes": st.passes,
+                "apiserverReachable": discovery.unreachable_since is None,
+                "forbiddenKinds": sorted(discovery.forbidden)}
+        if discovery.unreachable_since is not None:
+            body["apiserverUnreachableSince"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                              time.gmtime(discovery.unreachable_since))
         if self.runtime.ready.is_set() and quiet > self.stale_after:
             body["error"] = (f"the diagnosis loop has shown no activity for {quiet:.0f}s (limit "
                              f"{self.stale_after:.0f}s): restarting is the fix; see the logs for the last pass")
@@ -190,12 +226,13 @@ def follow_leadership(runtime: Runtime, leading: bool) -> None:
         runtime.inbox.wake.set()
 
 
-def hand_over_on_signals(elector: LeaderElector, stop_flag: asyncio.Event) -> None:
+def hand_over_on_signals(elector: LeaderElector, stop: Callable[[], None]) -> None:
     """SIGTERM (a rolling update, a drain) and SIGINT: release the Lease first, then stop Kopf.
 
     Kopf's own shutdown takes 2-6 s before its cleanup handlers run; releasing first lets the standby lead
     within one retry period. Installed after the election's first attempt, by when Kopf has installed its own
-    handlers (these replace them; Kopf then stops through `stop_flag`)."""
+    handlers (these replace them; the operator then stops through `stop`). After a restart of the watches
+    Kopf's own handlers answer again: the Lease is then released when the operator ends."""
     loop = asyncio.get_running_loop()
     running: set[asyncio.Task[None]] = set()
 
@@ -203,7 +240,7 @@ def hand_over_on_signals(elector: LeaderElector, stop_flag: asyncio.Event) -> No
         try:
             await elector.release()
         finally:
-            stop_flag.set()
+            stop()
 
     def on_signal(signum: int) -> None:
         log.info("Signal %s received: handing the Lease over, then stopping.", signal.Signals(signum).name)
@@ -238,29 +275,43 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     health.serve(health_port)
     log.info("Metrics on :%d/metrics, liveness on :%d/healthz, readiness on :%d/readyz", metrics_port, health_port,
              health_port)
+    waited = False
     while not await runtime.discovery.kueue_served():
         health.waiting_for_kueue = True
         runtime.stats.kueue_installed = False
         runtime.stats.heartbeat = time.monotonic()
-        log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
-                    "checking again in 30s.", KUEUE)
-        await asyncio.sleep(30)
+        if not waited:
+            log.warning("Kueue's API (%s) is not served by this cluster: nothing to diagnose yet. Install Kueue; "
+                        "checking again every %.0fs.", KUEUE, min(30.0, options.recheck_interval))
+        waited = True
+        await asyncio.sleep(min(30.0, options.recheck_interval))
+    if waited:
+        log.info("Kueue's API (%s) is served now: starting.", KUEUE)
     health.waiting_for_kueue = False
     runtime.stats.kueue_installed = True
     await runtime.discovery.check_access()
     await runtime.initial_sync()
     runtime.stats.heartbeat = time.monotonic()
     runtime.ready.set()
-    registry = build_registry(runtime, elector)
     loop_task = asyncio.create_task(runtime.loop.run(), name="diagnosis-loop")
-    stop_flag = asyncio.Event()
     election_task = None
     if elector is not None:  # the election starts once the state is warm: whoever leads can write at once
-        election_task = asyncio.create_task(elector.run(lambda: hand_over_on_signals(elector, stop_flag)),
+        election_task = asyncio.create_task(elector.run(lambda: hand_over_on_signals(elector, runtime.stop)),
                                             name="leader-election")
+
+    async def watch(stop: asyncio.Event) -> None:  # restarted by the runtime when the kinds to watch change
+        outside = OutsideKopf(asyncio.all_tasks())
+        tasks = await kopf.spawn_tasks(registry=build_registry(runtime, elector), standalone=True,
+                                       clusterwide=not options.namespaces, namespaces=options.namespaces,
+                                       stop_flag=stop)
+        try:
+            await kopf.run_tasks(tasks, ignored=outside)
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # Kopf's handlers answer only while it runs
+                loop.remove_signal_handler(sig)
     try:
-        await kopf.operator(registry=registry, standalone=True, clusterwide=not options.namespaces,
-                            namespaces=options.namespaces, stop_flag=stop_flag)
+        await runtime.run_watches(watch)
     finally:
         loop_task.cancel()
         outage_task.cancel()
