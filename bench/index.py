@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from engine import NOW, quota_mix  # noqa: E402  (bench/engine.py: the mixes)
+from engine import NOW, best, quota_mix  # noqa: E402  (bench/engine.py: the mixes, best of N rounds)
 from kueue_doctor.engine.diagnose import diagnose  # noqa: E402
 from kueue_doctor.state import ClusterState, Key  # noqa: E402
 
@@ -70,16 +69,6 @@ def ideal(state: ClusterState, wl: dict[str, Any], cq: dict[str, Any]) -> int:
     keys: set[Key] = state.affected_workloads(wl) | state.affected_workloads(cq, status_only=True)
     state.index.derived.clear()  # the facts are recomputed for what is asked, as after a change
     return len(diagnose(state, NOW, keys))
-
-
-def best(fn: Any, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def run(shape: str, rounds: int, n: int) -> None:
