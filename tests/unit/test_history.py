@@ -191,3 +191,17 @@ def test_a_deleted_diagnosis_is_restored_with_its_since_and_history() -> None:
     assert len(api.applies()) == 3
     assert restored["status"]["history"] == written["status"]["history"]
     assert restored["status"]["since"] == written["status"]["since"]
+
+
+def test_a_long_finished_message_stays_within_the_limit_and_the_same_when_concluded_again() -> None:
+    from kueue_doctor.api import MAX_TEXT
+
+    status = {**entry_of("Finished", "Finished", "2026-11-30T13:17:00Z"), "message": "Finished: " + "x" * 1100,
+              "history": [{"stage": "Admission", "reason": "WaitingForQuota", "since": "2026-11-30T09:00:00Z",
+                           "until": "2026-11-30T13:17:00Z"},
+                          {"stage": "Finished", "reason": "Finished", "since": "2026-11-30T13:17:00Z"}]}
+    history.conclude(status)
+    once = dict(status)
+    history.conclude(status)
+    assert len(status["message"]) <= MAX_TEXT and status["message"] == once["message"]
+    assert status["postMortem"].startswith("Where the time went: waited 4h17m for quota")

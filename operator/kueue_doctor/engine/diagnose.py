@@ -207,7 +207,6 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     if sections:
         status["history"] = history.rebuild(ctx, status)
         history.conclude(status)
-        status["message"] = clip(status["message"], MAX_TEXT) or ""
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

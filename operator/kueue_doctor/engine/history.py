@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..kube.objects import format_duration, format_time, lst, m, parse_time, s
+from ..api import MAX_TEXT
+from ..kube.objects import clip, format_duration, format_time, lst, m, parse_time, s
 from .context import Context
 
 MAX_ENTRIES = 20
@@ -106,11 +107,11 @@ def conclude(status: dict[str, Any]) -> None:
         if text:
             status["postMortem"] = text
             message = f"{message}{' ' if message.endswith('.') else '. '}{text}"
-    status["message"] = message
+    status["message"] = clip(message, MAX_TEXT) or ""
 
 
 def post_mortem(history: Sequence[Any], folded: Sequence[Any], cluster_queue: str | None) -> str | None:
-    """'Where the time went: waited 2h40m for quota in ClusterQueue x, 22m for admission checks; ran 1h12m.'"""
+    """'Where the time went: waited 2h40m for quota in ClusterQueue x, 22m for admission checks; ran 72m.'"""
     spent: dict[tuple[str, str | None], float] = {}
     rebuilt = False
     for total in folded:
