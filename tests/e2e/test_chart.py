@@ -252,6 +252,7 @@ def test_default_render_matches_manifests_base(helm: str, tmp_path: Path) -> Non
     assert c["image"] == "ghcr.io/kueue-doctor/kueue-doctor:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--health-port=8081", "--log-format=json",
                          "--max-workload-series=2000", "--refresh-interval=60", "--resync-interval=300",
+                         "--recheck-interval=30",
                          "--max-writes-per-second=100", "--max-refresh-writes-per-second=10",
                          "--kueue-namespace=kueue-system", "--leader-elect",
                          "--leader-elect-resource-name=kueue-doctor", "--leader-elect-resource-namespace=kueue-doctor",
@@ -335,6 +336,7 @@ def test_non_default_values_reach_the_objects(helm: str, tmp_path: Path) -> None
     assert c["image"] == "registry.example.com/kd:1.2.3" and c["imagePullPolicy"] == "Always"
     assert c["args"] == ["run", "--metrics-port=9090", "--health-port=9091", "--log-format=text",
                          "--max-workload-series=500", "--refresh-interval=30", "--resync-interval=600",
+                         "--recheck-interval=30",
                          "--max-writes-per-second=100", "--max-refresh-writes-per-second=10",
                          "--kueue-namespace=default", "--leader-elect",
                          "--leader-elect-resource-name=doctor-lease", "--leader-elect-resource-namespace=ops",
