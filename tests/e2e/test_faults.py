@@ -390,7 +390,7 @@ def _sigkill_at_scale(cluster: ClusterHandle, launch: Callable[..., Operator], n
     create_many(api, [workload(name, namespace, "held") for name in fresh])
     kube.wait_for(lambda: all("inactive" not in c.get("message", "") for c in (kube.get(
         api, "Workload", f"b-{CHANGED - 1:03d}", namespace) or {}).get("status", {}).get("conditions", [])),
-        timeout=60, message="Kueue to re-queue the released Workloads")
+        timeout=180, message="Kueue to re-queue the released Workloads")  # Kueue's pace with 1,000 queued
     audit = Audit(cluster)
 
     t0 = time.monotonic()

@@ -53,7 +53,7 @@ class Options:
     debounce: float = 0.5  # the longest a burst of changes is collected before a pass
     max_workload_series: int = 2000
     writes_per_second: float = 100.0
-    refresh_writes_per_second: float = 10.0  # numbers-only rewrites of unchanged verdicts, across all diagnoses
+    refresh_writes_per_second: float = 50.0  # numbers-only rewrites of unchanged verdicts, across all diagnoses
     kueue_namespace: str = "kueue-system"  # where Kueue's ConfigMap and Deployment are read
     metric_labels: list[str] = field(default_factory=list)  # --metric-label-from (team_labels.py)
     metric_label_values: int = DEFAULT_LABEL_VALUES  # distinct values per custom_ label (team_labels.py)
