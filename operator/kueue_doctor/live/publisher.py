@@ -84,7 +84,7 @@ def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
 def unsure(prev: Record) -> Record:
     """What we know when the stored object is not what we wrote (a failed write, an edit): its content is
     rewritten on the next pass, its since and history are kept."""
-    return Record("", prev.verdict, prev.since, None, prev.history, prev.folded)
+    return replace(prev, digest="", written_at=None, absent=False)
 
 
 def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> dict[str, Any]:
