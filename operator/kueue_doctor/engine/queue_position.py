@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.objects import i, lst, m, parse_time, s
+from ..kube.objects import conditions, i, is_true, m, parse_time, s
 from ..state import ClusterState, Derived, Key
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -25,21 +25,17 @@ WAITING = ("WaitingForQuota", "WaitingForPreemption", "NotYetEvaluated", "Blocke
 def _order(wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
     md, spec = m(wl.get("metadata")), m(wl.get("spec"))
     stamp = parse_time(md.get("creationTimestamp")) or _EPOCH
-    for cond in lst(m(wl.get("status")).get("conditions")):
-        cond = m(cond)
-        if cond.get("type") == "Evicted" and cond.get("status") == "True" and cond.get("reason") in _REQUEUED_AT_BACK:
-            stamp = parse_time(cond.get("lastTransitionTime")) or stamp
+    evicted = conditions(wl).get("Evicted")
+    if is_true(evicted) and m(evicted).get("reason") in _REQUEUED_AT_BACK:
+        stamp = parse_time(m(evicted).get("lastTransitionTime")) or stamp
     return -i(spec.get("priority")), stamp, s(md.get("uid")) or ""
 
 
 def _pending(wl: Mapping[str, Any]) -> bool:
     if m(wl.get("spec")).get("active", True) is False or m(wl.get("metadata")).get("deletionTimestamp"):
         return False
-    for cond in lst(m(wl.get("status")).get("conditions")):
-        cond = m(cond)
-        if cond.get("type") in ("QuotaReserved", "Finished") and cond.get("status") == "True":
-            return False
-    return True
+    conds = conditions(wl)
+    return not (is_true(conds.get("QuotaReserved")) or is_true(conds.get("Finished")))
 
 
 QUEUES: Derived[dict[str, list[tuple[tuple[int, datetime, str], Key]]]] = Derived("pending order per ClusterQueue",
