@@ -293,8 +293,12 @@ def test_apiserver_and_etcd_restarts_lose_nothing_and_a_verdict_change_right_aft
 # ---- 2. a watch gap longer than etcd's history ------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="known regression since the session-4 merges: in 2 of 4 runs the two Workloads "
-                   "created in the gap are written twice within 3 s (a numbers refresh?); cause not found yet")
+def kueue_view(api: Any, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """What Kueue wrote on a Workload: its conditions (type, status, reason)."""
+    wl = kube.request_json(api, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads/{name}")
+    return sorted((c["type"], c["status"], c.get("reason", "")) for c in wl.get("status", {}).get("conditions", []))
+
+
 def test_after_a_watch_gap_past_compaction_what_was_deleted_meanwhile_is_dropped_at_once(
         cluster: ClusterHandle, control_plane_faults: Any, launch: Callable[..., Operator],
         resources: kube.Resources, namespace: str) -> None:
@@ -320,6 +324,10 @@ def test_after_a_watch_gap_past_compaction_what_was_deleted_meanwhile_is_dropped
             resources.create(workload(f"w{n}", namespace))
         kube.wait_for(lambda: set(diagnoses(api, namespace)) == {"w2", "w3"}, timeout=60,
                       message="the garbage collector to delete the gone Workloads' diagnoses")
+        # Kueue, whose own watches broke too (it may even have lost its lease and restarted), must have done
+        # to the new Workloads what it did to the old ones; else its late write is a real verdict change
+        kube.wait_for(lambda: all(kueue_view(api, namespace, f"w{n}") == kueue_view(api, namespace, "w2")
+                                  for n in (4, 5)), timeout=60, message="Kueue to process the new Workloads")
         control_plane_faults.compact_etcd()
     finally:
         os.kill(op.proc.pid, signal.SIGCONT)
@@ -652,10 +660,12 @@ def kube_time(text: str) -> float:
 FLOOD = 2000  # Warning Events about one Pod
 
 
-@pytest.mark.xfail(strict=True, reason="known regression since the session-4 merges: RSS grows 13-24 MB over the "
-                   "flood (was 6-8 MB); the Events cap holds, the cause is not found yet")
 def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnosed(
         cluster: ClusterHandle, launch: Callable[..., Operator], resources: kube.Resources, namespace: str) -> None:
+    """Two equal floods of Warning Events about one Pod: neither may cost memory that grows with the flood.
+    Before the operator gave Kopf a memory that keeps nothing (service.Forgetful) and short-lived workers,
+    the first flood cost 6-24 MB (Kopf remembered every Event it saw, and kept a worker per Event for 5 s)
+    and the second 8.5 MB more."""
     api = cluster.api_client
     setup_queue(resources, namespace, 3)
     resources.create(Job("victim", namespace).queue("main").request("cpu", "100m")
@@ -678,13 +688,16 @@ def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnose
                     "message": "y" * 32 * 1024} for n in range(15)]
     kube.request_json(api, "PATCH", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads/hostile/status",
                       {"status": {"conditions": conditions}}, content_type="application/merge-patch+json")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    events = [{"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"flood-{n:05d}", "namespace": namespace},
-               "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod["name"], "uid": pod["uid"],
-                                  "apiVersion": "v1"},
-               "type": "Warning", "reason": "Flooding", "count": 1, "firstTimestamp": stamp,
-               "lastTimestamp": stamp, "source": {"component": "flood"},
-               "message": f"hostile event {n}: " + "z" * 1000} for n in range(FLOOD)]
+
+    def flood(first_n: int) -> list[dict[str, Any]]:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return [{"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"flood-{n:05d}", "namespace": namespace},
+                 "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod["name"], "uid": pod["uid"],
+                                    "apiVersion": "v1"},
+                 "type": "Warning", "reason": "Flooding", "count": 1, "firstTimestamp": stamp,
+                 "lastTimestamp": stamp, "source": {"component": "flood"},
+                 "message": f"hostile event {n}: " + "z" * 1000} for n in range(first_n, first_n + FLOOD)]
+
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(1) as bystander_pool:
         def bystander() -> float:
@@ -696,17 +709,23 @@ def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnose
                           message="the bystander diagnosed during the flood")
             return time.monotonic() - b0
         waiting = bystander_pool.submit(bystander)
-        create_many(api, events)
+        create_many(api, flood(0))
         TIMINGS["hostile_flood_created"] = round(time.monotonic() - t0, 1)
         TIMINGS["hostile_bystander_diagnosed"] = round(waiting.result(), 1)
     d = kube.wait_for(lambda: adiag(api, namespace, "hostile"), timeout=30, message="the hostile Workload diagnosed")
     quiet(cluster)
-    rss1, cpu1 = proc_usage(op.proc.pid)
+    rss1, _ = proc_usage(op.proc.pid)
+    create_many(api, flood(FLOOD))
+    quiet(cluster)
+    rss2, cpu2 = proc_usage(op.proc.pid)
     TIMINGS["hostile_rss_growth_mb"] = round(rss1 - rss0, 1)
-    TIMINGS["hostile_cpu_seconds"] = round(cpu1 - cpu0, 1)
-    # measured: +5.8 MB and 4 s of CPU; kept whole (about 7 KB each with Kopf's share) they would cost 14 MB and more
-    assert rss1 - rss0 < 12, f"memory grew {rss1 - rss0:.0f} MB over {FLOOD} Events about one Pod"
-    assert cpu1 - cpu0 < 20, f"{cpu1 - cpu0:.0f} s of CPU for {FLOOD} Events"
+    TIMINGS["hostile_rss_growth_second_flood_mb"] = round(rss2 - rss1, 1)
+    TIMINGS["hostile_cpu_seconds"] = round(cpu2 - cpu0, 1)
+    # measured: +0.4 MB over the first flood, +0.0 over the second; 6.7 s of CPU for both
+    assert rss1 - rss0 < 8, f"memory grew {rss1 - rss0:.0f} MB over {FLOOD} Events about one Pod"
+    assert rss2 - rss1 < 4, (f"memory grew {rss2 - rss1:.0f} MB more over a second flood of {FLOOD} Events about "
+                             f"one Pod (first flood: {rss1 - rss0:.0f} MB): something keeps them")
+    assert cpu2 - cpu0 < 40, f"{cpu2 - cpu0:.0f} s of CPU for {2 * FLOOD} Events"
     assert len(json.dumps(d)) < 64 * 1024, f"the hostile Workload's diagnosis is {len(json.dumps(d))} bytes"
     victim_d = adiag(api, namespace, victim)
     assert first is not None and victim_d is not None

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
+from kopf._core.reactor import inventory  # no public name; the Kopf version is pinned (requirements.lock)
 from prometheus_client import start_http_server
 
 from . import rest
@@ -31,6 +32,23 @@ from .runtime import Options, Runtime
 from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES
 
 log = logging.getLogger("kueue_doctor.service")
+
+# Kopf's per-object workers exit after this long without an event about their object. Kopf's default (5 s)
+# keeps a task and its backlog per Pod or Event for 5 s after a re-list of 50,000 Pods or a flood of Events;
+# our handler only queues the event, so a worker has nothing to wait for.
+WORKER_IDLE_SECONDS = 0.5
+
+
+class Forgetful(inventory.ResourceMemories):
+    """Kopf's memories, never kept: Kopf remembers every object it saw (about 1 KB each) until a DELETED
+    event, for daemons, timers, indexes and change-detecting handlers, none of which we have. Kept, they
+    grow with every Warning Event ever seen (Events expire unseen by a watch's DELETED as often as not) and
+    with every Pod."""
+
+    async def recall(self, raw_body: Any, *, memobase: Any = None, noticed_by_listing: bool = False,
+                     ephemeral: bool = False) -> inventory.ResourceMemory:
+        return await super().recall(raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing,
+                                    ephemeral=True)
 
 # (group, version, plural, kind); Kueue's version is pinned to v1beta2 (storage since v0.16)
 KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clusterqueues", "ClusterQueue"),
@@ -89,6 +107,7 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
         settings.posting.enabled = False
         settings.peering.standalone = True
         settings.watching.chunk_size = 500
+        settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
         settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_SELECTOR
         for group, version, plural, _kind in OWNER_RESOURCES:  # the same membership as snapshot.listings
             settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
@@ -303,7 +322,7 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
         outside = OutsideKopf(asyncio.all_tasks())
         tasks = await kopf.spawn_tasks(registry=build_registry(runtime, elector), standalone=True,
                                        clusterwide=not options.namespaces, namespaces=options.namespaces,
-                                       stop_flag=stop)
+                                       stop_flag=stop, memories=Forgetful())
         try:
             await kopf.run_tasks(tasks, ignored=outside)
         finally:
