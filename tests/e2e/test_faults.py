@@ -368,7 +368,8 @@ def test_sigkill_at_scale_rewrites_nothing_unchanged_and_all_is_current_within_3
     try:
         _sigkill_at_scale(cluster, launch, namespace, released)
     finally:  # one request instead of one per Workload (the fixture's cleanup): minutes at 10,000
-        kube.request_json(api, "DELETE", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")
+        kube.request_json(api, "DELETE", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",
+                          timeout=30 + SCALE / 20)
         kube.wait_for(lambda: not kube.request_json(api, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/"
                                                     f"{namespace}/workloads", query={"limit": "1"})["items"],
                       timeout=300, interval=2, message="the Workloads deleted")
@@ -386,7 +387,9 @@ def _sigkill_at_scale(cluster: ClusterHandle, launch: Callable[..., Operator], n
     kube.wait_for(lambda: len(diagnoses(api, namespace)) == SCALE, timeout=120 + SCALE / 20, interval=2,
                   message=lambda: f"{SCALE} diagnoses, got {len(diagnoses(api, namespace))}:\n{op.tail()}")
     timed(f"first_{SCALE}_diagnoses", t0)
-    quiet(cluster)
+    # written while Kueue still counted the Workloads in: each one's numbers are refreshed once, 60 s after its
+    # first write, within the refresh budget (50/s): 20 s of writes at 1,000, 200 s at 10,000
+    quiet(cluster, timeout=60 + SCALE / 40)
     before = diagnoses(api, namespace)
     old_reason = before["b-000"]["status"]["reason"]
 
@@ -420,7 +423,7 @@ def _sigkill_at_scale(cluster: ClusterHandle, launch: Callable[..., Operator], n
     kube.wait_for(current, timeout=60, interval=1, message=lambda: f"every diagnosis current:\n{op.tail()}")
     took = timed(f"sigkill_restart_current_{SCALE}", t0)
     assert took < 30, f"current only {took}s after the restart"
-    quiet(cluster)
+    quiet(cluster, timeout=60 + SCALE / 40)
     after = diagnoses(api, namespace)
     unchanged = [n for n in after if n.startswith("a-")]
     assert len(unchanged) == SCALE - CHANGED - len(gone)
