@@ -633,7 +633,8 @@ class Bench:
             if not doc:
                 continue
             plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-                      "ClusterRoleBinding": "clusterrolebindings", "Namespace": "namespaces",
+                      "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
+                      "Namespace": "namespaces",
                       "CustomResourceDefinition": "customresourcedefinitions"}[doc["kind"]]
             ns = doc["metadata"].get("namespace")
             base = "/api/v1" if doc["apiVersion"] == "v1" else f"/apis/{doc['apiVersion']}"
