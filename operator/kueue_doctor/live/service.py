@@ -42,8 +42,8 @@ WORKER_IDLE_SECONDS = 0.5
 class Forgetful(inventory.ResourceMemories):
     """Kopf's memories, never kept: Kopf remembers every object it saw (about 1 KB each) until a DELETED
     event, for daemons, timers, indexes and change-detecting handlers, none of which we have. Kept, they
-    grow with every Warning Event ever seen (Events expire unseen by a watch's DELETED as often as not) and
-    with every Pod."""
+    cost 1 KB per Pod for its lifetime and per Warning Event for an hour (kube-apiserver's --event-ttl):
+    a flood of Events grew memory by its size."""
 
     async def recall(self, raw_body: Any, *, memobase: Any = None, noticed_by_listing: bool = False,
                      ephemeral: bool = False) -> inventory.ResourceMemory:
