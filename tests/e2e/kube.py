@@ -233,6 +233,21 @@ def wait_for(
         time.sleep(interval)
 
 
+def wait_quiet(count: Callable[[], int], *, seconds: float = 4.0, timeout: float = 60.0,
+               what: str = "the writes") -> int:
+    """Wait until ``count`` (writes seen so far) has not moved for ``seconds``; return it. AssertionError when
+    it is still moving after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last, since = count(), time.monotonic()
+    while time.monotonic() - since < seconds:
+        assert time.monotonic() < deadline, f"{what} kept coming for {timeout:.0f}s"
+        time.sleep(0.5)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def http_ok(url: str) -> bool:
     """True when GET url answers 200 (a process's health or readiness endpoint)."""
     import urllib.request

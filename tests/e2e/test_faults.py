@@ -184,14 +184,8 @@ class Audit:
 
 def quiet(cluster: ClusterHandle, seconds: float = 4.0, timeout: float = 60.0) -> None:
     """Wait until the operator has written nothing for `seconds` (deferred number-only refreshes are done)."""
-    deadline = time.monotonic() + timeout
-    count, since = len(cluster.writes_by_user(USER)), time.monotonic()
-    while time.monotonic() - since < seconds:
-        assert time.monotonic() < deadline, f"the operator kept writing for {timeout:.0f}s"
-        time.sleep(0.5)
-        now = len(cluster.writes_by_user(USER))
-        if now != count:
-            count, since = now, time.monotonic()
+    kube.wait_quiet(lambda: len(cluster.writes_by_user(USER)), seconds=seconds, timeout=timeout,
+                    what="the operator's writes")
 
 
 def timed(key: str, since: float) -> float:
@@ -295,7 +289,7 @@ def test_apiserver_and_etcd_restarts_lose_nothing_and_a_verdict_change_right_aft
 
 def kueue_view(api: Any, namespace: str, name: str) -> list[tuple[str, str, str]]:
     """What Kueue wrote on a Workload: its conditions (type, status, reason)."""
-    wl = kube.request_json(api, "GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads/{name}")
+    wl = kube.get(api, "Workload", name, namespace) or {}
     return sorted((c["type"], c["status"], c.get("reason", "")) for c in wl.get("status", {}).get("conditions", []))
 
 

@@ -111,11 +111,8 @@ def test_report_mirrors_the_waiting_workloads_and_is_written_only_on_change(
 
         # nothing changes: nothing is written (the operator refreshes every 2 s and resyncs every 15 s). First let
         # Kueue settle: its usage numbers, which the results quote, may still move for a few seconds
-        settled, since, deadline = len(report_writes(cluster, namespace)), time.monotonic(), time.monotonic() + 30
-        while time.monotonic() - since < 4 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            if len(report_writes(cluster, namespace)) != settled:
-                settled, since = len(report_writes(cluster, namespace)), time.monotonic()
+        settled = kube.wait_quiet(lambda: len(report_writes(cluster, namespace)), timeout=30,
+                                  what="the Report's writes")
         time.sleep(6)
         assert len(report_writes(cluster, namespace)) == settled, "the Report was rewritten with nothing changed"
 
