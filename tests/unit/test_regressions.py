@@ -335,8 +335,12 @@ def test_v1beta1_read_back_gives_the_same_diagnosis(fixture: str) -> None:
         assert [new[job][k] for k in keys] == [back[job][k] for k in keys], (job, new[job], back[job])
 
 
-@pytest.mark.xfail(strict=True, reason="the engine takes Kueue's first per-pod-set figure (1 more needed, pod set "
-                   "workers) instead of the last, cumulative one (1100m, pod set submitter); issue 9 multi-podset")
 def test_rayjob_shortfall_is_the_last_pod_sets_cumulative_figure() -> None:
+    """Kueue counts the earlier pod sets in a later one's "N more needed" (head 1 + workers 2 + submitter 100m
+    against 2 free): the Workload lacks 1100m, not 1 (the workers' part) nor 2100m (the two figures added)."""
     st = _by_job(_load("scenario-family-ray-rayjob-pending-quota"))["train"]
-    assert "Needs 1100m more cpu" in st["message"], st["message"]
+    assert "Needs 1100m more cpu in flavor rf-911e00, all its pod sets together," in st["message"], st["message"]
+    assert "counting the pod sets placed before it" in st["message"], st["message"]
+    freed = [r for r in st["remedies"] if r["field"].endswith("nominalQuota")]
+    assert [(r["now"], r["enough"]) for r in freed] == [("4", "5100m")], st["remedies"]
+    assert "available" not in st["blocker"], st["blocker"]  # the pod set's request alone is not what was short

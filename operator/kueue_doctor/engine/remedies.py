@@ -33,7 +33,7 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
     if f.cause == Cause.NO_MATCHING_FLAVOR:
         return flavor_match_remedies(ctx, f)
     if f.reason == Reason.WAITING_FOR_QUOTA:
-        return [r for q in f.quota if (r := _freed_remedy(ctx, q)) is not None]
+        return [r for q in _whole_shortfalls(f.quota) if (r := _freed_remedy(ctx, q)) is not None]
     if f.reason != Reason.EXCEEDS_MAX_QUOTA or not f.quota:
         return []
     short = [q for q in f.quota if _over(_dec(q.get("requested")), _dec(q.get("maximum")))]
@@ -90,6 +90,18 @@ def _freed_remedy(ctx: Context, line: Mapping[str, Any]) -> dict[str, Any] | Non
             "message": (f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
                         f"{ctx.cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
                         + ("." if exact else " (an estimate: the cohort's lending and reclaim may change it)."))}
+
+
+def _whole_shortfalls(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One line per flavor and resource, the largest "more needed": Kueue counts the earlier pod sets in a later
+    one's figure (`flavors.cumulative`), so the per-pod-set figures must not be added up."""
+    best: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    for line in lines:
+        key = (line.get("flavor"), line.get("resource"))
+        kept = best.get(key)
+        if kept is None or (_dec(line.get("missing")) or 0) > (_dec(kept.get("missing")) or 0):
+            best[key] = line
+    return list(best.values())
 
 
 def _quota_path(ctx: Context, flavor: str, resource: str, field_name: str) -> str | None:

@@ -154,6 +154,7 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
     """"Per pod set: worker: flavor a over its maximum only with 8 cpu of earlier pod sets there (...); flavor b
     lacks 4 cpu of unused quota. master: fits (tentatively placed)." """
     by: dict[str, list[str]] = {}
+    first = next(iter(ctx.requests), None)
     for f in failures:
         where = f"flavor {f.flavor}" if f.flavor else "?"
         if f in placed:
@@ -164,7 +165,8 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
                 f" on top of {f.previous}" if f.previous and (parse(f.previous) or 0) > 0 else "") + \
                 f" (maximum {f.maximum})"
         elif f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA:
-            why = f"{where} lacks {f.missing} {f.resource} of unused quota now"
+            why = f"{where} lacks {f.missing} {f.resource} of unused quota now" + (
+                ", counting the pod sets placed before it" if f.podset != first else "")
         else:
             why = f"{where}: {f.text}"
         by.setdefault(f.podset, []).append(why)
@@ -349,10 +351,21 @@ def _tree_limits(tree: quota.CohortTree, res: str, stated: str | None) -> tuple[
             "or lower the request")
 
 
+def cumulative(failures: list[FlavorFailure], first: FlavorFailure) -> FlavorFailure:
+    """Kueue's shortfall for the whole Workload in `first`'s flavor and resource: it places pod sets in order
+    and counts what the earlier ones asked of the flavor (flavorassigner's assumed usage), so the last pod set's
+    "N more needed" for that pair is the sum for all of them, the earlier ones only a part."""
+    if first.kind != FailureKind.INSUFFICIENT_UNUSED_QUOTA:
+        return first
+    same = [x for x in failures if x.kind == first.kind and (x.flavor, x.resource) == (first.flavor, first.resource)]
+    return max(same, key=lambda x: parse(x.missing) or Decimal(0)) if len(same) > 1 else first
+
+
 def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
-    f = failures[0]
+    f = cumulative(failures, failures[0])
     lines = _lines(ctx, failures)
-    line = lines[0] if lines else {}
+    line = quota_line(ctx, f) if f.resource and f.flavor else {}
+    together = f is not failures[0]
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = Cause.INSUFFICIENT_UNUSED_QUOTA
     if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY:  # over a maximum only with other pod sets placed there
@@ -370,14 +383,15 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             cause = Cause.BORROWING_LIMIT_REACHED
     detail = _usage_detail(ctx, res, flavor, line)
     reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
-    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor} than {ctx.cq_text} has unused now"
-            f"{detail}: it is admitted when running Workloads release quota"
+    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor}" + (", all its pod sets together," if together
+                                                                         else "")
+            + f" than {ctx.cq_text} has unused now{detail}: it is admitted when running Workloads release quota"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + ". To go faster, add quota or lower the request.")
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
-        requested >= missing else None
+        requested >= missing and not together else None  # together: the request alone is not what was short
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
                     flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
