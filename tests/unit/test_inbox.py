@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats, Verdict
 from kueue_doctor.live.publisher import Publisher
@@ -60,13 +62,53 @@ def test_a_re_listed_object_with_the_same_resource_version_marks_nothing() -> No
     assert box.take() == set()
 
 
-def test_a_cluster_queue_status_change_re_diagnoses_only_workloads_waiting_for_quota() -> None:
+def test_a_cluster_queue_numbers_change_re_diagnoses_the_waiting_workloads_once_per_pace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue rewrites the usage numbers on every admission: the waiting Workloads (never the running ones) are
+    diagnosed once, `numbers_pace` after the first change, however many changes come meanwhile."""
+    clock = [1000.0]
+    monkeypatch.setattr("kueue_doctor.live.inbox.time.monotonic", lambda: clock[0])
+    box, objs = inbox()
+    for rv in range(2, 12):  # ten admissions' worth of status writes
+        cq = changed(objs["cq"], str(rv))
+        cq["status"]["reservingWorkloads"] = rv
+        box.observe("MODIFIED", cq)
+        box.drain()
+        clock[0] += 0.5
+    assert box.take() == set()
+    assert box.stale_due() == 1000.0 + box.numbers_pace
+    clock[0] = 1000.0 + box.numbers_pace
+    assert box.take() == {WAITING}
+    assert box.take() == set() and box.stale_due() is None
+    assert box.state.cluster_queues["cq-a"]["status"]["reservingWorkloads"] == 11  # the state is current at once
+
+
+def test_a_cluster_queue_condition_change_re_diagnoses_the_waiting_workloads_at_once() -> None:
+    box, objs = inbox()
+    cq = changed(objs["cq"])
+    cq["status"]["conditions"] = [{"type": "Active", "status": "False", "reason": "FlavorNotFound",
+                                   "message": "Can't admit new workloads: references missing ResourceFlavor(s)"}]
+    box.observe("MODIFIED", cq)
+    box.drain()
+    assert box.take() == {WAITING}
+
+
+def test_a_workload_change_takes_its_stale_neighbours_only_when_they_are_due(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("kueue_doctor.live.inbox.time.monotonic", lambda: clock[0])
     box, objs = inbox()
     cq = changed(objs["cq"])
     cq["status"]["reservingWorkloads"] = 3
     box.observe("MODIFIED", cq)
+    box.observe("MODIFIED", changed(objs["running"]))
     box.drain()
-    assert box.take() == {WAITING}
+    assert box.take() == {RUNNING}
+    box.observe("MODIFIED", changed(objs["waiting"], "3"))
+    box.drain()
+    assert box.take() == {WAITING}  # diagnosed now: no longer stale
+    clock[0] += box.numbers_pace
+    assert box.take() == set()
 
 
 def test_a_cluster_queue_spec_change_re_diagnoses_the_whole_cohort() -> None:

@@ -34,6 +34,18 @@ def test_verdict_change_is_written_at_once_but_numbers_only_once_per_refresh_int
     assert decide(prev, diag(message="Needs 2 more cpu"), now=161.0, refresh=60).write
 
 
+def test_the_cluster_queue_a_diagnosis_names_is_written_at_once_when_it_appears_or_moves() -> None:
+    """A Workload seen before its LocalQueue has no ClusterQueue yet; users select diagnoses by it (labels,
+    `kubectl get -l`), so naming it must not wait for the refresh interval."""
+    prev = record_of(diag(), written_at=100.0)
+    queued = diag()
+    queued["status"]["clusterQueue"] = "cq-a"
+    assert decide(prev, queued, now=101.0, refresh=60).write
+    moved = copy.deepcopy(queued)
+    moved["status"]["clusterQueue"] = "cq-b"
+    assert decide(record_of(queued, written_at=101.0), moved, now=102.0, refresh=60).write
+
+
 def test_objects_found_at_start_up_are_not_rewritten_when_unchanged() -> None:
     existing = record_of(diag(), written_at=None)
     assert not decide(existing, diag(), now=5.0, refresh=60).write

@@ -176,9 +176,20 @@ def _entry(stage: str, reason: str | None, cause: str | None, since: str | None,
     return entry
 
 
+def _over_bytes(entries: list[Entry]) -> bool:
+    """More than MAX_BYTES of JSON. A bound first, without encoding: every short history passes it (each pass
+    asks for every Workload), a long or odd one (a hand-edited entry) is measured."""
+    bound = 2
+    for entry in entries:
+        for key, value in entry.items():
+            # key and quotes, `": "`, `, `; a string escapes to at most 6 bytes a character
+            bound += len(key) + 8 + (6 * len(value) if type(value) is str else 0 if value is True else 64)
+    return bound > MAX_BYTES and len(json.dumps(entries)) > MAX_BYTES
+
+
 def _bounded(entries: list[Entry], folded: list[Entry]) -> tuple[list[Entry], list[Entry]]:
     """At most MAX_ENTRIES entries and MAX_BYTES of JSON: the oldest fold into a total per reason."""
-    while len(entries) > 1 and (len(entries) > MAX_ENTRIES or len(json.dumps(entries)) > MAX_BYTES):
+    while len(entries) > 1 and (len(entries) > MAX_ENTRIES or _over_bytes(entries)):
         old = entries.pop(0)
         start, end = parse_time(old.get("since")), parse_time(old.get("until"))
         seconds = int((end - start).total_seconds()) if start is not None and end is not None else 0

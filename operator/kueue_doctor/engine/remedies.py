@@ -15,6 +15,7 @@ from typing import Any
 
 from ..kube.objects import lst, m, name, s, spec
 from ..kube.quantity import parse
+from ..state import Derived
 from ..vocabulary import ActionBy, Cause, Reason
 from . import quota
 from .context import Context
@@ -105,14 +106,27 @@ def _whole_shortfalls(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 
 
 def _quota_path(ctx: Context, flavor: str, resource: str, field_name: str) -> str | None:
-    for g, group in enumerate(lst(spec(ctx.cq or {}).get("resourceGroups"))):
+    at = ctx.state.derived(QUOTA_PATHS).get(ctx.cq_name or "")
+    if at is None:
+        at = ctx.state.derived(QUOTA_PATHS)[ctx.cq_name or ""] = _quota_paths(ctx.cq or {})
+    found = at.get((flavor, resource))
+    return f"{found}.{field_name}" if found is not None else None
+
+
+def _quota_paths(cq: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """Where each (flavor, resource) quota sits in a ClusterQueue's spec: the first entry, as Kueue reads it."""
+    out: dict[tuple[str, str], str] = {}
+    for g, group in enumerate(lst(spec(cq).get("resourceGroups"))):
         for fl, fq in enumerate(lst(m(group).get("flavors"))):
-            if s(m(fq).get("name")) != flavor:
-                continue
             for r, res in enumerate(lst(m(fq).get("resources"))):
-                if s(m(res).get("name")) == resource:
-                    return f"spec.resourceGroups[{g}].flavors[{fl}].resources[{r}].{field_name}"
-    return None
+                key = (s(m(fq).get("name")) or "", s(m(res).get("name")) or "")
+                out.setdefault(key, f"spec.resourceGroups[{g}].flavors[{fl}].resources[{r}]")
+    return out
+
+
+# per ClusterQueue, kept per index: every waiting Workload of a queue asks for the same few paths
+QUOTA_PATHS: Derived[dict[str, dict[tuple[str, str], str]]] = Derived("quota field paths per ClusterQueue",
+                                                                      lambda _: {})
 
 
 def _parallelism_remedy(ctx: Context, short: Sequence[Mapping[str, Any]], exact: bool) -> dict[str, Any] | None:

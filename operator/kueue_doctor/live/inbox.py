@@ -7,6 +7,13 @@ and after it (`ClusterState.affected_workloads`). Neighbours: service.py feeds i
 `take`s the dirty set before each pass; orphans.py queues its repairs here (`put`), so every change
 reaches the state the same way; the publisher hears of our own AdmissionDiagnosis objects from here.
 
+Numbers only: a ClusterQueue status change that leaves its conditions as they were (Kueue rewrites usage and
+pending counts on every admission, about 40 a second on a busy cluster) cannot change the verdict of a Workload
+waiting in its cohort, only the numbers its message quotes. Those Workloads are marked `stale`, not dirty: the
+loop diagnoses them once `numbers_pace` after the first such change (`stale_due`), so a stream of admissions
+costs one re-diagnosis of each waiting Workload per pace, not one per admission. Their numbers are written
+within the publisher's refresh budget anyway.
+
 Watch gaps: Kopf re-lists a kind after a "410 Gone" (or when its watches restart) and reports the listed
 objects as events of type None, but never the objects deleted meanwhile. `relisted` says when such a re-list
 came in after the operator's own start-up list, so that runtime.py compares a fresh LIST with the state
@@ -42,6 +49,15 @@ def event_is_relevant(obj: Mapping[str, Any]) -> bool:
     return s(ref.get("kind")) in EVENT_KINDS
 
 
+NUMBERS_PACE = 10.0  # seconds: the longest a waiting Workload's quoted usage lags its ClusterQueue's
+
+
+def _numbers_only(prev: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
+    """A ClusterQueue's status changed in its numbers only: the same spec and the same conditions."""
+    return prev is not None and prev.get("spec") == obj.get("spec") and (
+        m(prev.get("status")).get("conditions") == m(obj.get("status")).get("conditions"))
+
+
 def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     rv = m(a.get("metadata")).get("resourceVersion")
     return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
@@ -57,6 +73,9 @@ class Inbox:
         self.wake = asyncio.Event()  # set on every observed event; the loop waits on it
         self._queue: deque[tuple[str, Mapping[str, Any]]] = deque()
         self._dirty: set[Key] = set()
+        self._stale: set[Key] = set()  # waiting Workloads whose quoted numbers moved (see the module docstring)
+        self._stale_since: float | None = None  # monotonic time of the first numbers-only change not yet taken
+        self.numbers_pace = min(NUMBERS_PACE, publisher.refresh)
         self.on_crd: Callable[[str | None, Mapping[str, Any]], None] = lambda event_type, obj: None
         self.live = False  # set once the start-up list is in the state: a type-None event after it is a re-list
         self.relisted_at: float | None = None  # monotonic time of the last re-listed object not yet repaired
@@ -106,9 +125,19 @@ class Inbox:
         self._dirty |= set(keys)
 
     def take(self) -> set[Key]:
-        """The Workloads marked so far, leaving none marked."""
+        """The Workloads marked so far, leaving none marked; the stale ones with them once they are due."""
         keys, self._dirty = self._dirty, set()
+        due = self.stale_due()
+        if due is not None and due <= time.monotonic():
+            keys |= self._stale
+            self._stale, self._stale_since = set(), None
+        else:
+            self._stale -= keys  # diagnosed now anyway
         return keys
+
+    def stale_due(self) -> float | None:
+        """Monotonic time when the stale Workloads are diagnosed; None when there are none."""
+        return None if self._stale_since is None or not self._stale else self._stale_since + self.numbers_pace
 
     # ----- applying a batch -----
     def drain(self) -> None:
@@ -118,6 +147,7 @@ class Inbox:
         while self._queue:
             batch.append(self._queue.popleft())
         before: set[Key] = set()
+        stale: set[Key] = set()
         todo: list[tuple[str, Mapping[str, Any], bool]] = []
         for etype, obj in batch:
             key = kind_key(obj)
@@ -130,6 +160,10 @@ class Inbox:
             if etype != "DELETED" and prev is not None and _same_version(prev, obj):
                 continue  # a re-list or a duplicate event: nothing new
             status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
+            if status_only and etype != "DELETED" and _numbers_only(prev, obj):
+                self.state.upsert(obj)  # relations unchanged: no before and after
+                stale |= self.state.affected_workloads(obj, status_only=True)
+                continue
             before |= self.state.affected_workloads(prev or obj, status_only)  # relations as they were
             todo.append((etype, obj, status_only))
         after: set[Key] = set()
@@ -152,6 +186,11 @@ class Inbox:
             if etype != "DELETED":
                 after |= self.state.affected_workloads(obj, status_only)
         self._dirty |= {k for k in before | after if self.state.diagnosable(k)}
+        stale = {k for k in stale - self._dirty if self.state.diagnosable(k)}
+        if stale:
+            if not self._stale:
+                self._stale_since = time.monotonic()
+            self._stale |= stale
 
     def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         collection = self.state.collection(kind)

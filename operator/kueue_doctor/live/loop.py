@@ -1,11 +1,12 @@
 """The diagnosis loop: when to run a pass, and the pass itself.
 
 It sleeps until the inbox wakes it or a timer is due (the next resync, a deferred write, a failed write
-to retry); a lone change is diagnosed at once, a burst is collected until it pauses (at most `debounce`),
-so a burst costs one pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches
-between them) and hands the diagnoses to the publisher; nothing is dirty, nothing is written. Neighbours:
-inbox.py supplies the dirty set; orphans.py runs the resync and confirms restores; the publisher decides
-what to write; the verdicts kept here after each pass are what metrics.py exports.
+to retry, the stale Workloads whose quoted numbers moved); a lone change is diagnosed at once, a burst is
+collected until it pauses (at most `debounce`), so a burst costs one pass. A pass diagnoses the dirty
+Workloads in chunks of 500 (yielding to the watches between them) and hands the diagnoses to the publisher;
+nothing is dirty, nothing is written. Neighbours: inbox.py supplies the dirty set; orphans.py runs the
+resync and confirms restores; the publisher decides what to write; the verdicts kept here after each pass
+are what metrics.py exports.
 """
 
 from __future__ import annotations
@@ -174,4 +175,7 @@ class DiagnosisLoop:
             candidates.append(self._retry_at - mono)
         if self._wake:
             candidates.append(min(self._wake.values()) - mono)
+        stale = self.inbox.stale_due()
+        if stale is not None:
+            candidates.append(stale - mono)
         return max(0.05, min(candidates))

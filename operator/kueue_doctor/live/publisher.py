@@ -55,11 +55,13 @@ def digest(obj: Mapping[str, Any]) -> str:
 
 
 def verdict_of(obj: Mapping[str, Any]) -> tuple[str | None, ...]:
-    """What is written at once when it changes (the rest waits for the refresh interval): the words, and
-    whether the pending limit is passed (users alert on it)."""
+    """What is written at once when it changes (the rest waits for the refresh interval): the words,
+    whether the pending limit is passed (users alert on it), and the queue it waits in (users select by it: a
+    Workload first seen before its LocalQueue names its ClusterQueue as soon as the queue arrives)."""
     st = m(obj.get("status"))
     passed = "exceeded" if m(st.get("pendingLimit")).get("exceeded") else None
-    return s(st.get("stage")), s(st.get("reason")), s(st.get("cause")), s(st.get("actionBy")), passed
+    return (s(st.get("stage")), s(st.get("reason")), s(st.get("cause")), s(st.get("actionBy")), passed,
+            s(st.get("clusterQueue")))
 
 
 @dataclass
