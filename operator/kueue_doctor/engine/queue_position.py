@@ -6,6 +6,13 @@ Computed when asked (`kueue-doctor explain`), never kept in the AdmissionDiagnos
 admission moves every Workload behind it, so a stored position would rewrite every waiting diagnosis of
 the ClusterQueue on each admission (Kueue dropped positions from LocalQueue status for the same reason and
 serves them on demand through its visibility API).
+
+Cross-checked with Kueue's own answer where the input has it: a PendingWorkloadsSummary of Kueue's visibility
+API (`visibility.kueue.x-k8s.io/v1beta2 clusterqueues/<cq>/pendingworkloads`, read by `explain` or in a dump).
+`visibility` gets Kueue's position (1-based, as `position`); the computed one stays; when they differ the message
+says by how much and why they can (Workloads only one side has, an order not modelled here). Kueue before
+v0.19.2 inflated its positionInLocalQueue when LocalQueues of the same name in other namespaces share the
+ClusterQueue (kubernetes-sigs/kueue#14435); the message says so when Kueue's answer shows it.
 """
 
 from __future__ import annotations
@@ -14,12 +21,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.objects import conditions, i, is_true, m, parse_time, s
+from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, parse_time, s, spec
 from ..state import ClusterState, Derived, Key
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REQUEUED_AT_BACK = ("PodsReadyTimeout", "AdmissionCheck")  # evictions that move the queue timestamp
 WAITING = ("WaitingForQuota", "WaitingForPreemption", "NotYetEvaluated", "BlockedByQueueHead")
+#: Kueue's default (and kueue-doctor's) `limit` of a pendingworkloads read (pkg/constants DefaultPendingWorkloadsLimit)
+VISIBILITY_LIMIT = 1000
+#: The Kueue release that stopped inflating positionInLocalQueue (kubernetes-sigs/kueue#14435)
+LQ_POSITION_FIXED_IN = "v0.19.2"
 
 
 def _order(wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
@@ -66,12 +77,107 @@ def queue_position(state: ClusterState, key: Key, cluster_queue: str | None) -> 
             "samePriorityEarlier": mine - higher, "source": "Computed"}
 
 
+def pending_cluster_queues(state: ClusterState) -> set[str]:
+    """The ClusterQueues with at least one pending Workload in the input (those worth one visibility read)."""
+    return {cq for key, wl in state.workloads.items() if _pending(wl) and (cq := state.cluster_queue_of(wl))}
+
+
+def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | None:
+    """The ClusterQueue a PendingWorkloadsSummary is about: its name (explain sets it), else that of the LocalQueue
+    of its Workloads (Kueue's own answer, e.g. `kubectl get --raw`, has no name)."""
+    if name(summary):
+        return name(summary)
+    for item in lst(summary.get("items")):
+        lq = state.local_queues.get((namespace(m(item)) or "", s(m(item).get("localQueueName")) or ""))
+        if lq is not None and s(spec(lq).get("clusterQueue")):
+            return s(spec(lq).get("clusterQueue"))
+    return None
+
+
+def summaries(state: ClusterState) -> dict[str, list[Mapping[str, Any]]]:
+    """Kueue's pending Workloads per ClusterQueue, in Kueue's order (positionInClusterQueue)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for summary in state.pending_summaries:
+        cq = _summary_queue(state, summary)
+        if cq is not None:
+            out[cq] = sorted((m(item) for item in lst(summary.get("items"))),
+                             key=lambda item: i(item.get("positionInClusterQueue")))
+    return out
+
+
+def _key(item: Mapping[str, Any]) -> Key:
+    return namespace(item) or "", name(item) or ""
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _namespaces(keys: list[Key]) -> str:
+    names = sorted({ns for ns, _ in keys})
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str, Any],
+                kueue: list[Mapping[str, Any]]) -> str | None:
+    """Set pos["visibility"] from Kueue's pending list of the ClusterQueue; the sentence for the message when
+    Kueue's answer differs from the computed one (or shows Kueue's positionInLocalQueue inflated), else None."""
+    mine = next((n for n, item in enumerate(kueue) if _key(item) == key), None)
+    cq = f"ClusterQueue {cluster_queue}"
+    if mine is None:
+        if len(kueue) >= VISIBILITY_LIMIT:
+            return None  # beyond what was read: Kueue says nothing about it
+        return (f"Kueue's visibility API does not list it among the {len(kueue)} Workloads pending in {cq}: Kueue "
+                "has not queued it yet, or admitted it between the two reads; run explain again.")
+    item = kueue[mine]
+    pos["visibility"] = i(item.get("positionInClusterQueue")) + 1
+    notes = []
+    if pos["visibility"] != pos["position"]:
+        computed = [k for _, k in _queue(state, cluster_queue)]
+        only_kueue = sorted({_key(other) for other in kueue[:mine]} - set(computed))
+        listed = {_key(other) for other in kueue} if len(kueue) < VISIBILITY_LIMIT else set(computed)
+        only_here = sorted(set(computed[:pos["position"] - 1]) - listed)
+        why = []
+        if only_kueue:
+            unread = [k for k in only_kueue if k not in state.workloads]
+            why.append(f"Kueue has {_count(len(only_kueue), 'pending Workload')} ahead of it that the computation "
+                       "does not" + (f" (from namespaces {_namespaces(unread)}, not in the input: `explain -A` reads "
+                                "every namespace)" if unread else ""))
+        if only_here:
+            verb = "is" if len(only_here) == 1 else "are"
+            why.append(f"{_count(len(only_here), 'Workload')} computed ahead of it {verb} not in Kueue's queue (just "
+                       "created or admitted between the two reads)")
+        if not why:
+            why.append("the same Workloads in another order: admission fair sharing, the priority-boost annotation "
+                       "and a preemptor Kueue keeps at the head are not modelled here")
+        notes.append(f"Kueue's visibility API puts it at {pos['visibility']} of {len(kueue)} pending in {cq}, "
+                     f"kueue-doctor computed {pos['position']} of {pos['pending']}: {'; '.join(why)}.")
+    lq = s(item.get("localQueueName")) or ""
+    own = sum(1 for other in kueue[:mine] if _key(other)[0] == key[0] and s(other.get("localQueueName")) == lq)
+    if i(item.get("positionInLocalQueue")) > own:
+        others = [_key(other) for other in kueue[:mine]
+                  if s(other.get("localQueueName")) == lq and _key(other)[0] != key[0]]
+        if others:
+            notes.append(f"Kueue gives it positionInLocalQueue {i(item.get('positionInLocalQueue'))} (0-based) but "
+                         f"{own} Workloads of LocalQueue {key[0]}/{lq} are ahead of it: it counted those of the "
+                         f"LocalQueues named {lq} in namespaces {_namespaces(others)} too, a bug of Kueue before "
+                         f"{LQ_POSITION_FIXED_IN} (kubernetes-sigs/kueue#14435); upgrade Kueue to trust that number.")
+    return " ".join(notes) or None
+
+
 def with_positions(state: ClusterState, diagnoses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add status.queuePosition to the diagnoses of Workloads that wait for quota (the CLI asks for it)."""
+    """Add status.queuePosition to the diagnoses of Workloads that wait for quota (the CLI asks for it),
+    cross-checked with Kueue's visibility API where the input has its answer."""
+    kueue = summaries(state)
     for d in diagnoses:
         st = d["status"]
         if st.get("reason") in WAITING:
-            pos = queue_position(state, (d["metadata"]["namespace"], d["metadata"]["name"]), st.get("clusterQueue"))
+            key = (d["metadata"]["namespace"], d["metadata"]["name"])
+            pos = queue_position(state, key, st.get("clusterQueue"))
             if pos is not None:
                 st["queuePosition"] = pos
+                note = cross_check(state, key, st["clusterQueue"], pos, kueue[st["clusterQueue"]]) \
+                    if st.get("clusterQueue") in kueue else None
+                if note:
+                    st["message"] = f"{st['message']} {note}"
     return diagnoses
