@@ -50,7 +50,7 @@ def test_an_eviction_by_the_pods_ready_timeout_sends_a_workload_to_the_back() ->
 
 
 # ---- the cross-check with Kueue's visibility API -------------------------------------------------------------------
-# PendingWorkloadsSummary exactly as Kueue v0.19.2 returns it (apis/visibility/v1beta2/types.go,
+# PendingWorkloadsSummary exactly as Kueue v0.19.2 returns it (tests/e2e/fixtures/scenario-visibility-positions.yaml) (apis/visibility/v1beta2/types.go,
 # pkg/visibility/storage/utils.go newPendingWorkload): metadata {name, namespace, creationTimestamp, ownerReferences},
 # priority, localQueueName, positionInClusterQueue and positionInLocalQueue (both 0-based); the summary itself has no
 # name (`kubectl get --raw /apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq-a/pendingworkloads`).
@@ -66,7 +66,7 @@ def kueue_item(name: str, namespace: str, in_cq: int, in_lq: int, priority: int 
 
 def kueue_summary(*items: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     return {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2",
-            "metadata": {"creationTimestamp": None, **({"name": name} if name else {})}, "items": list(items)}
+            "metadata": {"name": name} if name else {}, "items": list(items)}
 
 
 def checked(*objects: dict[str, Any], namespaces: tuple[str, ...] = ("team-a",)) -> dict[str, dict[str, Any]]:
