@@ -20,12 +20,12 @@ import pytest
 
 from kueue_doctor.api import AdmissionDiagnosis
 from kueue_doctor.live import visibility
-from tests.builders import Job, LocalQueue, Namespace, WorkloadPriorityClass
+from tests.builders import Job, LocalQueue, Namespace
 
 from . import kube
 from .conftest import ClusterHandle
-from .kube import Resources, condition_is, wait_for, wait_for_workload
-from .test_scenarios import _of, _pool, _queue, _snapshot
+from .kube import Resources, wait_for, wait_for_workload
+from .test_scenarios import _hog_and_priorities, _of, _pool, _queue, _snapshot
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,12 +61,7 @@ def test_kueues_visibility_api_confirms_the_computed_queue_positions(
         pool = _pool(resources, cpu="4")
         _, cq, lq = _queue(resources, namespace, {"cpu": "100m"}, pool)
         resources.create(LocalQueue(lq, other, cq).manifest())  # the same name in the other namespace
-        resources.create(Job("hog", namespace).queue(lq).request("cpu", "100m")
-                         .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").manifest())
-        wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
-        low, high = kube.unique_name("low"), kube.unique_name("high")
-        for name, value in ((low, 10), (high, 1000)):
-            resources.create(WorkloadPriorityClass(name, value).manifest())
+        low, high = _hog_and_priorities(resources, namespace, lq)
         where = {"old-low": namespace, "theirs-low": other, "new-low": namespace, "urgent": namespace}
         for job, prio in (("old-low", low), ("theirs-low", low), ("new-low", low), ("urgent", high)):
             resources.create(Job(job, where[job]).queue(lq).request("cpu", "100m").workload_priority_class(prio)

@@ -34,12 +34,9 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
     },
     # tests/e2e/test_visibility.py: Kueue had evaluated the first two when its visibility API was read
     "scenario-visibility-positions": {
-        "urgent": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
-        "old-low": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
-        "theirs-low": ("Admission", "NotYetEvaluated", "PendingEvaluation", "Nobody"),
-        "new-low": ("Admission", "NotYetEvaluated", "PendingEvaluation", "Nobody"),
-        "hog": ("Scheduling", "ContainersNotStarting", "ContainerCreating", "Nobody"),
-    },
+        **dict.fromkeys(("urgent", "old-low"), ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")),
+        **dict.fromkeys(("theirs-low", "new-low"), ("Admission", "NotYetEvaluated", "PendingEvaluation", "Nobody")),
+        "hog": ("Scheduling", "ContainersNotStarting", "ContainerCreating", "Nobody")},
     "scenario-local-queue-not-found": {
         "lost": ("Admission", "QueueMisconfigured", "LocalQueueNotFound", "WorkloadOwner")},
     "scenario-cluster-queue-not-found": {
