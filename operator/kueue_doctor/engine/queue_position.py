@@ -18,6 +18,7 @@ ClusterQueue (kubernetes-sigs/kueue#14435); the message says so when Kueue's ans
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,14 +95,40 @@ def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | Non
     return None
 
 
-def summaries(state: ClusterState) -> dict[str, list[Mapping[str, Any]]]:
+@dataclass
+class KueueQueue:
+    """Kueue's answer for one ClusterQueue: its pending Workloads in Kueue's order, indexed once."""
+
+    items: list[Mapping[str, Any]]
+    keys: list[Key] = field(init=False)  # (namespace, name) of each item
+    local_queues: list[str] = field(init=False)  # localQueueName of each item
+    at: dict[Key, int] = field(init=False)
+    listed: set[Key] = field(init=False)
+    cut: bool = field(init=False)  # as long as the read's limit: Workloads further back were not read
+    _computed: set[Key] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = [_key(item) for item in self.items]
+        self.local_queues = [s(item.get("localQueueName")) or "" for item in self.items]
+        self.at = {k: n for n, k in enumerate(self.keys)}
+        self.listed = set(self.at)
+        self.cut = len(self.items) >= VISIBILITY_LIMIT
+
+    def computed(self, state: ClusterState, cluster_queue: str) -> set[Key]:
+        """The Workloads the computation counts as pending in the ClusterQueue (once per ClusterQueue)."""
+        if self._computed is None:
+            self._computed = {k for _, k in _queue(state, cluster_queue)}
+        return self._computed
+
+
+def summaries(state: ClusterState) -> dict[str, KueueQueue]:
     """Kueue's pending Workloads per ClusterQueue, in Kueue's order (positionInClusterQueue)."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
+    out: dict[str, KueueQueue] = {}
     for summary in state.pending_summaries:
         cq = _summary_queue(state, summary)
         if cq is not None:
-            out[cq] = sorted((m(item) for item in lst(summary.get("items"))),
-                             key=lambda item: i(item.get("positionInClusterQueue")))
+            out[cq] = KueueQueue(sorted((m(item) for item in lst(summary.get("items"))),
+                                        key=lambda item: i(item.get("positionInClusterQueue"))))
     return out
 
 
@@ -118,25 +145,24 @@ def _namespaces(keys: list[Key]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str, Any],
-                kueue: list[Mapping[str, Any]]) -> str | None:
+def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str, Any], kueue: KueueQueue
+                ) -> str | None:
     """Set pos["visibility"] from Kueue's pending list of the ClusterQueue; the sentence for the message when
     Kueue's answer differs from the computed one (or shows Kueue's positionInLocalQueue inflated), else None."""
-    mine = next((n for n, item in enumerate(kueue) if _key(item) == key), None)
+    mine = kueue.at.get(key)
     cq = f"ClusterQueue {cluster_queue}"
     if mine is None:
-        if len(kueue) >= VISIBILITY_LIMIT:
+        if kueue.cut:
             return None  # beyond what was read: Kueue says nothing about it
-        return (f"Kueue's visibility API does not list it among the {len(kueue)} Workloads pending in {cq}: Kueue "
-                "has not queued it yet, or admitted it between the two reads; run explain again.")
-    item = kueue[mine]
+        return (f"Kueue's visibility API does not list it among the {len(kueue.items)} Workloads pending in {cq}: "
+                "Kueue has not queued it yet, or admitted it between the two reads; run explain again.")
+    item, ahead = kueue.items[mine], kueue.keys[:mine]
     pos["visibility"] = i(item.get("positionInClusterQueue")) + 1
     notes = []
     if pos["visibility"] != pos["position"]:
-        computed = [k for _, k in _queue(state, cluster_queue)]
-        only_kueue = sorted({_key(other) for other in kueue[:mine]} - set(computed))
-        listed = {_key(other) for other in kueue} if len(kueue) < VISIBILITY_LIMIT else set(computed)
-        only_here = sorted(set(computed[:pos["position"] - 1]) - listed)
+        computed_ahead = {k for _, k in _queue(state, cluster_queue)[:pos["position"] - 1]}
+        only_kueue = sorted(set(ahead) - kueue.computed(state, cluster_queue))
+        only_here = [] if kueue.cut else sorted(computed_ahead - kueue.listed)
         why = []
         if only_kueue:
             unread = [k for k in only_kueue if k not in state.workloads]
@@ -150,18 +176,17 @@ def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str
         if not why:
             why.append("the same Workloads in another order: admission fair sharing, the priority-boost annotation "
                        "and a preemptor Kueue keeps at the head are not modelled here")
-        notes.append(f"Kueue's visibility API puts it at {pos['visibility']} of {len(kueue)} pending in {cq}, "
+        notes.append(f"Kueue's visibility API puts it at {pos['visibility']} of {len(kueue.items)} pending in {cq}, "
                      f"kueue-doctor computed {pos['position']} of {pos['pending']}: {'; '.join(why)}.")
-    lq = s(item.get("localQueueName")) or ""
-    own = sum(1 for other in kueue[:mine] if _key(other)[0] == key[0] and s(other.get("localQueueName")) == lq)
-    if i(item.get("positionInLocalQueue")) > own:
-        others = [_key(other) for other in kueue[:mine]
-                  if s(other.get("localQueueName")) == lq and _key(other)[0] != key[0]]
-        if others:
-            notes.append(f"Kueue gives it positionInLocalQueue {i(item.get('positionInLocalQueue'))} (0-based) but "
-                         f"{own} Workloads of LocalQueue {key[0]}/{lq} are ahead of it: it counted those of the "
-                         f"LocalQueues named {lq} in namespaces {_namespaces(others)} too, a bug of Kueue before "
-                         f"{LQ_POSITION_FIXED_IN} (kubernetes-sigs/kueue#14435); upgrade Kueue to trust that number.")
+    lq = kueue.local_queues[mine]
+    same_name = [k for k, q in zip(ahead, kueue.local_queues[:mine], strict=True) if q == lq]
+    own = sum(1 for k in same_name if k[0] == key[0])
+    others = [k for k in same_name if k[0] != key[0]]
+    if i(item.get("positionInLocalQueue")) > own and others:
+        notes.append(f"Kueue gives it positionInLocalQueue {i(item.get('positionInLocalQueue'))} (0-based) but "
+                     f"{own} Workloads of LocalQueue {key[0]}/{lq} are ahead of it: it counted those of the "
+                     f"LocalQueues named {lq} in namespaces {_namespaces(others)} too, a bug of Kueue before "
+                     f"{LQ_POSITION_FIXED_IN} (kubernetes-sigs/kueue#14435); upgrade Kueue to trust that number.")
     return " ".join(notes) or None
 
 
