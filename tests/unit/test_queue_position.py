@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from kueue_doctor.cli import main
 from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.engine.queue_position import with_positions
 from kueue_doctor.state import ClusterState
@@ -155,3 +161,23 @@ def test_kueue_before_0_19_2_inflating_the_local_queue_position_is_named() -> No
                           name="cq-a")  # what v0.19.2 returns
     st = checked(*(w.obj() for w in THREE), theirs, fixed, namespaces=("team-a", "team-b"))
     assert "14435" not in st["urgent"]["message"]
+
+
+def test_a_dump_with_kueues_raw_answer_shows_both_positions_in_wide_and_describe(tmp_path: Path) -> None:
+    """`kubectl get ... -o yaml > objects.yaml` and `kubectl get --raw .../pendingworkloads > kueue.json`, both -f."""
+    objects = [Namespace("team-a").obj(), Namespace("team-b").obj(), ResourceFlavor("default-flavor").obj(),
+               ClusterQueue("cq-a").quotas({"default-flavor": {"cpu": "1"}}).obj(),
+               LocalQueue("user-queue", "team-a", "cq-a").obj(), *(w.obj() for w in THREE)]
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all(objects))
+    (tmp_path / "kueue.json").write_text(json.dumps(kueue_summary(
+        kueue_item("urgent", "team-a", 0, 0, 100), kueue_item("theirs", "team-b", 1, 0),
+        kueue_item("old", "team-a", 2, 1), kueue_item("new", "team-a", 3, 2))))
+    files = ["-f", str(tmp_path / "objects.yaml"), "-f", str(tmp_path / "kueue.json")]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["explain", *files, "-o", "wide"], stdout=out, stderr=err) == 0, err.getvalue()
+    cells = {line.split()[1]: line.split() for line in out.getvalue().splitlines()[1:] if line.startswith("team-a")}
+    assert "1/3" in cells["urgent"] and "2/3(kueue:3)" in cells["old"] and "3/3(kueue:4)" in cells["new"], cells
+    out = io.StringIO()
+    assert main(["describe", *files, "-n", "team-a", "old"], stdout=out, stderr=err) == 0, err.getvalue()
+    assert ("2 of 3 pending in ClusterQueue cq-a: 1 ahead by priority, 0 of the same priority queued earlier "
+            "(computed, in Kueue's order; Kueue's visibility API says 3)") in out.getvalue(), out.getvalue()
