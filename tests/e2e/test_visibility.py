@@ -108,8 +108,16 @@ def test_kueues_visibility_api_confirms_the_computed_queue_positions(
         assert _positions(diagnoses, where)["new-low"] == (4, 4, None)
         lines = [line for line in stderr.splitlines() if "visibility API" in line]
         assert len(lines) == 1 and "RBAC forbids" in lines[0] and "HTTP 403" in lines[0], stderr
+
+        # Kueue down behind its APIService: the aggregator answers 503; one line, positions computed
+        assert cluster.local is not None
+        cluster.local.stop_component("kueue")
+        diagnoses, stderr = _explain(cluster.kubeconfig, "-A")
+        assert _positions(diagnoses, where)["new-low"] == (4, 4, None)
+        lines = [line for line in stderr.splitlines() if "visibility API" in line]
+        assert len(lines) == 1 and "did not answer" in lines[0] and "HTTP 503" in lines[0], stderr
     on = time.monotonic() - t0
-    # Kueue restarted without it: the APIService is gone, explain says nothing about it
+    # Kueue restarted (it was stopped above) without it: the APIService is gone, explain says nothing about it
     diagnoses, stderr = _explain(cluster.kubeconfig, "-A")
     assert _positions(diagnoses, where)["new-low"] == (4, 4, None)
     assert "visibility" not in stderr, stderr
