@@ -1061,6 +1061,7 @@ class LocalCluster:
         self._webhook_configs: list[tuple[str, str]] = []
         self._kueue_serving: CertPair | None = None
         self._kueue_kubeconfig: Path | None = None
+        self._visibility_registered = False  # the APIService and Service of Kueue's visibility API exist
         self.verbose = verbose
         self.components: dict[str, Component] = {}
         self.ports: dict[str, int] = {}
@@ -1287,6 +1288,7 @@ class LocalCluster:
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
         self.components.clear()
         self._webhook_configs.clear()
+        self._visibility_registered = False
 
     def _timed(self, step: str, t0: float) -> None:
         self.timings[step] = round(time.monotonic() - t0, 2)
@@ -1697,6 +1699,9 @@ class LocalCluster:
         apiservice = f"/apis/apiregistration.k8s.io/v1/apiservices/{VISIBILITY_APISERVICE}"
         service = f"/api/v1/namespaces/{KUEUE_NAMESPACE}/services"
         if not self.kueue.visibility:
+            if not self._visibility_registered:
+                return
+            self._visibility_registered = False
             for path in (apiservice, f"{service}/{VISIBILITY_SERVICE}"):
                 try:
                     request_json(api, "DELETE", path)
@@ -1705,6 +1710,7 @@ class LocalCluster:
                         raise
             return
         port = self.ports["kueue_visibility"]
+        self._visibility_registered = True
         bodies = [
             (service, {"apiVersion": "v1", "kind": "Service",
                        "metadata": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NAMESPACE},
