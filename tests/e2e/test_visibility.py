@@ -103,11 +103,21 @@ def test_kueues_visibility_api_confirms_the_computed_queue_positions(
         assert "visibility API" not in _of(diagnoses, namespace, "old-low")["status"]["message"]
 
         # a reader RBAC lets list everything explain reads but not the visibility API: one line, positions computed
-        reader = _reader_without_visibility(cluster, resources)
+        reader_name, reader = _reader_without_visibility(cluster, resources)
         diagnoses, stderr = _explain(reader, "-A")
         assert _positions(diagnoses, where)["new-low"] == (4, 4, None)
         lines = [line for line in stderr.splitlines() if "visibility API" in line]
         assert len(lines) == 1 and "RBAC forbids" in lines[0] and "HTTP 403" in lines[0], stderr
+
+        # the same reader with Kueue's LocalQueue view in its namespace (what `view` aggregates): Kueue's positions
+        # through the LocalQueue, the other namespace's Workload counted, not named
+        _bind(resources, reader_name, namespace, "localqueues/pendingworkloads")
+        diagnoses, stderr = _explain(reader, "-n", namespace)
+        assert _positions(diagnoses, mine) == {"urgent": (1, 3, 1), "old-low": (2, 3, 2), "new-low": (3, 3, 4)}
+        assert "visibility" not in stderr, stderr
+        assert (f"Kueue's visibility API puts it at 4 in ClusterQueue {cq}, kueue-doctor computed 3 of 3: Kueue counts "
+                "1 more Workload ahead of it than the input has") in _of(diagnoses, namespace, "new-low")["status"][
+                    "message"]
 
         # Kueue down behind its APIService: the aggregator answers 503; one line, positions computed
         assert cluster.local is not None
@@ -124,15 +134,24 @@ def test_kueues_visibility_api_confirms_the_computed_queue_positions(
     print(f"visibility e2e: restart with it {restart:.1f}s, block {on:.1f}s, total {time.monotonic() - t0:.1f}s")
 
 
-def _reader_without_visibility(cluster: ClusterHandle, resources: Resources) -> Path:
+def _reader_without_visibility(cluster: ClusterHandle, resources: Resources) -> tuple[str, Path]:
     """A user who may get/list every group explain reads, but not visibility.kueue.x-k8s.io."""
     user = kube.unique_name("reader")
     groups = ["", "batch", "apps", "kueue.x-k8s.io", "jobset.x-k8s.io", "ray.io", "kubeflow.org",
               "trainer.kubeflow.org"]
-    resources.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": user},
-                      "rules": [{"apiGroups": groups, "resources": ["*"], "verbs": ["get", "list"]}]})
-    resources.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                      "metadata": {"name": user},
-                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-                      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
-    return cluster.make_user_kubeconfig(user)
+    _bind(resources, user, None, "*", groups)
+    return user, cluster.make_user_kubeconfig(user)
+
+
+def _bind(resources: Resources, user: str, namespace: str | None, resource: str,
+          groups: tuple[str, ...] | list[str] = (visibility.VISIBILITY_GROUP,)) -> None:
+    """A ClusterRole (get, list on `resource` of `groups`) bound to `user`, cluster-wide or in `namespace`."""
+    role = kube.unique_name(user)
+    rbac = "rbac.authorization.k8s.io"
+    resources.create({"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": role},
+                      "rules": [{"apiGroups": list(groups), "resources": [resource], "verbs": ["get", "list"]}]})
+    binding = {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding" if namespace else "ClusterRoleBinding",
+               "metadata": {"name": role, **({"namespace": namespace} if namespace else {})},
+               "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": role},
+               "subjects": [{"apiGroup": rbac, "kind": "User", "name": user}]}
+    resources.create(binding)

@@ -181,3 +181,24 @@ def test_a_dump_with_kueues_raw_answer_shows_both_positions_in_wide_and_describe
     assert main(["describe", *files, "-n", "team-a", "old"], stdout=out, stderr=err) == 0, err.getvalue()
     assert ("2 of 3 pending in ClusterQueue cq-a: 1 ahead by priority, 0 of the same priority queued earlier "
             "(computed, in Kueue's order; Kueue's visibility API says 3)") in out.getvalue(), out.getvalue()
+
+
+def test_kueues_positions_read_through_local_queues_count_but_do_not_name_the_others() -> None:
+    """A tenant's read (`namespaces/team-a/localqueues/user-queue/pendingworkloads`): Kueue's positions in the
+    ClusterQueue, only the LocalQueue's Workloads listed; explain names the summary after the LocalQueue."""
+    through_lq = kueue_summary(kueue_item("urgent", "team-a", 0, 0, 100), kueue_item("old", "team-a", 2, 1),
+                               kueue_item("new", "team-a", 3, 2), name="user-queue")
+    through_lq["metadata"]["namespace"] = "team-a"
+    st = checked(*(w.obj() for w in THREE), through_lq)
+    assert {wl: (s["queuePosition"]["position"], s["queuePosition"]["visibility"]) for wl, s in st.items()} == {
+        "urgent": (1, 1), "old": (2, 3), "new": (3, 4)}
+    assert "visibility API" not in st["urgent"]["message"]
+    assert st["new"]["message"].endswith(
+        "Kueue's visibility API puts it at 4 in ClusterQueue cq-a, kueue-doctor computed 3 of 3: Kueue counts 1 more "
+        "Workload ahead of it than the input has (read through its LocalQueue, Kueue does not name them: Workloads of "
+        "other namespaces' LocalQueues in the same ClusterQueue, or Workloads admitted between the reads).")
+    # the ClusterQueue's own list wins over a LocalQueue's, whichever comes first
+    whole = kueue_summary(kueue_item("urgent", "team-a", 0, 0, 100), kueue_item("old", "team-a", 1, 1),
+                          kueue_item("new", "team-a", 2, 2), name="cq-a")
+    st = checked(*(w.obj() for w in THREE), whole, through_lq)
+    assert [st[wl]["queuePosition"]["visibility"] for wl in ("urgent", "old", "new")] == [1, 2, 3]

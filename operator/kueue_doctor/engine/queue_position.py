@@ -83,9 +83,19 @@ def pending_cluster_queues(state: ClusterState) -> set[str]:
     return {cq for key, wl in state.workloads.items() if _pending(wl) and (cq := state.cluster_queue_of(wl))}
 
 
+def pending_local_queues(state: ClusterState) -> set[Key]:
+    """The LocalQueues (namespace, name) with at least one pending Workload in the input."""
+    return {(key[0], lq) for key, wl in state.workloads.items()
+            if _pending(wl) and (lq := s(spec(wl).get("queueName"))) and (key[0], lq) in state.local_queues}
+
+
 def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | None:
-    """The ClusterQueue a PendingWorkloadsSummary is about: its name (explain sets it), else that of the LocalQueue
-    of its Workloads (Kueue's own answer, e.g. `kubectl get --raw`, has no name)."""
+    """The ClusterQueue a PendingWorkloadsSummary is about: explain names it after its ClusterQueue, or after the
+    LocalQueue it was read through (with its namespace); else the LocalQueue of its Workloads tells (Kueue's own
+    answer, e.g. `kubectl get --raw`, has no name)."""
+    if namespace(summary):
+        lq = state.local_queues.get((namespace(summary) or "", name(summary) or ""))
+        return s(spec(lq).get("clusterQueue")) if lq is not None else None
     if name(summary):
         return name(summary)
     for item in lst(summary.get("items")):
@@ -97,7 +107,9 @@ def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | Non
 
 @dataclass
 class KueueQueue:
-    """Kueue's answer for one ClusterQueue: its pending Workloads in Kueue's order, indexed once."""
+    """Kueue's answer for one ClusterQueue: its pending Workloads in Kueue's order, indexed once. `whole` when it
+    is the ClusterQueue's list from its head (positionInClusterQueue = the index), not only those of some
+    LocalQueues (read through `namespaces/<ns>/localqueues/<lq>/pendingworkloads`, RBAC a tenant has)."""
 
     items: list[Mapping[str, Any]]
     keys: list[Key] = field(init=False)  # (namespace, name) of each item
@@ -105,6 +117,7 @@ class KueueQueue:
     at: dict[Key, int] = field(init=False)
     listed: set[Key] = field(init=False)
     cut: bool = field(init=False)  # as long as the read's limit: Workloads further back were not read
+    whole: bool = field(init=False)
     _computed: set[Key] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +126,7 @@ class KueueQueue:
         self.at = {k: n for n, k in enumerate(self.keys)}
         self.listed = set(self.at)
         self.cut = len(self.items) >= VISIBILITY_LIMIT
+        self.whole = all(i(item.get("positionInClusterQueue")) == n for n, item in enumerate(self.items))
 
     def computed(self, state: ClusterState, cluster_queue: str) -> set[Key]:
         """The Workloads the computation counts as pending in the ClusterQueue (once per ClusterQueue)."""
@@ -122,14 +136,21 @@ class KueueQueue:
 
 
 def summaries(state: ClusterState) -> dict[str, KueueQueue]:
-    """Kueue's pending Workloads per ClusterQueue, in Kueue's order (positionInClusterQueue)."""
-    out: dict[str, KueueQueue] = {}
+    """Kueue's pending Workloads per ClusterQueue, in Kueue's order (positionInClusterQueue): the ClusterQueue's
+    own list where the input has it, else the union of its LocalQueues' lists."""
+    whole: dict[str, list[Mapping[str, Any]]] = {}
+    parts: dict[str, dict[Key, Mapping[str, Any]]] = {}
     for summary in state.pending_summaries:
         cq = _summary_queue(state, summary)
-        if cq is not None:
-            out[cq] = KueueQueue(sorted((m(item) for item in lst(summary.get("items"))),
-                                        key=lambda item: i(item.get("positionInClusterQueue"))))
-    return out
+        if cq is None:
+            continue
+        items = [m(item) for item in lst(summary.get("items"))]
+        if namespace(summary):
+            parts.setdefault(cq, {}).update((_key(item), item) for item in items)
+        else:
+            whole[cq] = items
+    return {cq: KueueQueue(sorted(items, key=lambda item: i(item.get("positionInClusterQueue"))))
+            for cq, items in {**{cq: list(p.values()) for cq, p in parts.items()}, **whole}.items()}
 
 
 def _key(item: Mapping[str, Any]) -> Key:
@@ -152,12 +173,14 @@ def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str
     mine = kueue.at.get(key)
     cq = f"ClusterQueue {cluster_queue}"
     if mine is None:
-        if kueue.cut:
-            return None  # beyond what was read: Kueue says nothing about it
+        if kueue.cut or not kueue.whole:
+            return None  # beyond what was read, or not in the LocalQueues read: Kueue says nothing about it
         return (f"Kueue's visibility API does not list it among the {len(kueue.items)} Workloads pending in {cq}: "
                 "Kueue has not queued it yet, or admitted it between the two reads; run explain again.")
     item, ahead = kueue.items[mine], kueue.keys[:mine]
     pos["visibility"] = i(item.get("positionInClusterQueue")) + 1
+    if not kueue.whole:
+        return _partial_check(pos, cq)
     notes = []
     if pos["visibility"] != pos["position"]:
         computed_ahead = {k for _, k in _queue(state, cluster_queue)[:pos["position"] - 1]}
@@ -188,6 +211,23 @@ def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str
                      f"LocalQueues named {lq} in namespaces {_namespaces(others)} too, a bug of Kueue before "
                      f"{LQ_POSITION_FIXED_IN} (kubernetes-sigs/kueue#14435); upgrade Kueue to trust that number.")
     return " ".join(notes) or None
+
+
+def _partial_check(pos: dict[str, Any], cq: str) -> str | None:
+    """Kueue's position read through LocalQueues: who is ahead is not known, only how many."""
+    more = pos["visibility"] - pos["position"]
+    if not more:
+        return None
+    if more > 0:
+        why = (f"Kueue counts {_count(more, 'more Workload')} ahead of it than the input has (read through its "
+               "LocalQueue, Kueue does not name them: Workloads of other namespaces' LocalQueues in the same "
+               "ClusterQueue, or Workloads admitted between the reads)")
+    else:
+        why = (f"Kueue counts {_count(-more, 'Workload')} fewer ahead of it (admitted between the reads, or an "
+               "order not modelled here: admission fair sharing, the priority-boost annotation, a preemptor Kueue "
+               "keeps at the head)")
+    return (f"Kueue's visibility API puts it at {pos['visibility']} in {cq}, kueue-doctor computed "
+            f"{pos['position']} of {pos['pending']}: {why}.")
 
 
 def with_positions(state: ClusterState, diagnoses: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.queue_position import pending_cluster_queues
+from ..engine.queue_position import pending_cluster_queues, pending_local_queues
 from ..kube.kueue_config import DEFAULT_NAMESPACE
-from ..kube.objects import KUEUE_GROUP
+from ..kube.objects import KUEUE_GROUP, s, spec
 from ..state import ClusterState
 from . import kueue_install, rest
 from .visibility import pending_workloads
@@ -165,6 +165,8 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
     objects.extend(install)
     state = ClusterState.from_objects(objects, complete_kinds=complete | readable)
     if visibility:
-        for summary in pending_workloads(api, pending_cluster_queues(state)):
+        local_queues = {lq: s(spec(state.local_queues[lq]).get("clusterQueue")) or ""
+                        for lq in pending_local_queues(state)}
+        for summary in pending_workloads(api, pending_cluster_queues(state), local_queues):
             state.upsert(summary)
     return state
