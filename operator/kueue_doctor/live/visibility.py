@@ -26,6 +26,8 @@ VERSION = "v1beta2"
 BASE = f"/apis/{VISIBILITY_GROUP}/{VERSION}"
 RESOURCE = "clusterqueues/pendingworkloads"
 LQ_RESOURCE = "localqueues/pendingworkloads"
+#: seconds per request: the aggregator waits on Kueue's server, and a hung Kueue must not stall explain for minutes
+TIMEOUT = 10.0
 log = logging.getLogger("kueue_doctor.visibility")
 
 
@@ -41,7 +43,7 @@ def _not_read(exc: rest.ApiError, what: str) -> None:
 
 
 def _read(api: Any, path: str, metadata: dict[str, str]) -> dict[str, Any]:
-    body = rest.request(api, "GET", path, query={"limit": str(VISIBILITY_LIMIT)})
+    body = rest.request(api, "GET", path, query={"limit": str(VISIBILITY_LIMIT)}, timeout=TIMEOUT)
     summary = dict(m(body))
     summary.update(apiVersion=f"{VISIBILITY_GROUP}/{VERSION}", kind=PENDING_SUMMARY,
                    metadata={**m(summary.get("metadata")), **metadata})
@@ -57,7 +59,7 @@ def pending_workloads(api: Any, cluster_queues: Iterable[str], local_queues: Map
     if not wanted:
         return []
     try:
-        found = rest.request(api, "GET", BASE)
+        found = rest.request(api, "GET", BASE, timeout=TIMEOUT)
     except rest.ApiError as exc:
         if exc.status != 404:  # 404: not served (feature gate off, or a Kueue without it): nothing to say
             _not_read(exc, f"discovery of {BASE}")
