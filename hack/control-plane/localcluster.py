@@ -77,6 +77,18 @@ FAKE_UNPULLABLE_REGISTRY_SUFFIX = ".invalid"
 #: Kueue v0.17-v0.19 read the metrics serving cert from this fixed path whenever internal cert
 #: management is off, even with metrics disabled (cmd/kueue/main.go). Needs root to write.
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+#: Kueue v0.19 reads its visibility server's cert from this fixed path when internal cert management is off
+#: (pkg/visibility/server.go). Needs root to write. The aggregator does not verify it (insecureSkipTLSVerify): two
+#: local clusters on one machine share the path, and Kueue reloads the file when it changes.
+KUEUE_VISIBILITY_CERT_DIR = Path("/visibility")
+#: How the kube-apiserver's aggregator reaches the local Kueue's visibility server (KueueSettings.visibility): an
+#: APIService backed by a Service of type ExternalName ``localhost`` (kube-aggregator resolves it to
+#: ``https://localhost:<APIService port>``, no ClusterIP routing needed).
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_APISERVICE = f"v1beta2.{VISIBILITY_GROUP}"
+VISIBILITY_SERVICE = "kueue-visibility-server"
+#: The front-proxy client the aggregator authenticates as (the name --requestheader-allowed-names allows).
+FRONT_PROXY_CLIENT = "front-proxy-client"
 KUEUE_NAMESPACE = "kueue-system"
 #: Where a real install keeps Kueue's Configuration (config/components/manager of the release):
 #: ConfigMap ``kueue-manager-config`` in Kueue's namespace, key ``controller_manager_config.yaml``.
@@ -930,9 +942,13 @@ class KueueSettings:
     #: it on (pods do become Ready through the fake kubelet) but shorten it to 5m so an
     #: admitted-but-unschedulable workload is evicted with PodsReadyTimeout within a session.
     wait_for_pods_ready_timeout: str = "5m"
-    #: Kueue feature gates. VisibilityOnDemand is off: its API server binds a fixed port with
-    #: certs from /visibility and is only reachable through the aggregator (not on loopback).
+    #: Kueue feature gates. VisibilityOnDemand is set from ``visibility``, not here.
     feature_gates: dict[str, bool] = field(default_factory=lambda: {"VisibilityOnDemand": False})
+    #: Serve Kueue's visibility API (``visibility.kueue.x-k8s.io``, feature gate VisibilityOnDemand) through the
+    #: kube-apiserver's aggregator: Kueue's visibility server on 127.0.0.1:<free port> with the cert in
+    #: KUEUE_VISIBILITY_CERT_DIR, an APIService + ExternalName Service registered once it is up. Off by default
+    #: (it adds start-up time, see docs/local-cluster.md); on in the tests that read the API.
+    visibility: bool = False
     frameworks: list[str] = field(default_factory=lambda: ["batch/job"])
     #: waitForPodsReady.requeuingStrategy (None: Kueue's default, timestamp Eviction, base 60s, max 1h).
     pods_ready_requeuing_strategy: dict[str, Any] | None = None
@@ -952,7 +968,8 @@ class KueueSettings:
     #: extra top-level keys merged into the Configuration (advanced).
     extra_config: dict[str, Any] = field(default_factory=dict)
 
-    def configuration(self, *, health_port: int, webhook_port: int, cert_dir: Path) -> dict[str, Any]:
+    def configuration(self, *, health_port: int, webhook_port: int, cert_dir: Path,
+                      visibility_port: int | None = None) -> dict[str, Any]:
         """The Kueue ``Configuration`` (config.kueue.x-k8s.io/v1beta2) these settings give."""
         wfpr: dict[str, Any] = {"timeout": self.wait_for_pods_ready_timeout, "blockAdmission": False}
         if self.pods_ready_requeuing_strategy is not None:
@@ -968,13 +985,33 @@ class KueueSettings:
             "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
             "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": list(self.frameworks)},
-            "featureGates": dict(self.feature_gates),
+            "featureGates": {**self.feature_gates, "VisibilityOnDemand": self.visibility},
             "waitForPodsReady": wfpr,
         }
+        if self.visibility:
+            if visibility_port is None:
+                raise ValueError("KueueSettings.visibility needs a port for the visibility server")
+            cfg["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": visibility_port}
         if self.managed_jobs_namespace_selector is not None:
             cfg["managedJobsNamespaceSelector"] = self.managed_jobs_namespace_selector
         cfg.update(self.extra_config)
         return cfg
+
+
+def _publish_cert(cert_dir: Path, fixed: Path, what: str) -> None:
+    """Copy tls.crt/tls.key from `cert_dir` to a fixed path Kueue reads (atomically: another cluster may read it)."""
+    try:
+        fixed.mkdir(parents=True, exist_ok=True)
+        for fname in ("tls.crt", "tls.key"):
+            tmp = fixed / f".{fname}.{os.getpid()}"
+            shutil.copyfile(cert_dir / fname, tmp)
+            os.replace(tmp, fixed / fname)
+    except PermissionError as exc:
+        raise ClusterStartError(
+            f"cannot write {fixed} ({exc}). Kueue {read_versions().get('KUEUE_VERSION')} reads {what} certificate "
+            "from that fixed path whenever internal cert management is off; run as root or create the directory "
+            "writable for this user."
+        ) from exc
 
 
 def _create_flavor_and_cluster_queue(api: Any, name: str, nominal_cpu: str,
@@ -1024,6 +1061,7 @@ class LocalCluster:
         self._webhook_configs: list[tuple[str, str]] = []
         self._kueue_serving: CertPair | None = None
         self._kueue_kubeconfig: Path | None = None
+        self._visibility_registered = False  # the APIService and Service of Kueue's visibility API exist
         self.verbose = verbose
         self.components: dict[str, Component] = {}
         self.ports: dict[str, int] = {}
@@ -1250,6 +1288,7 @@ class LocalCluster:
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
         self.components.clear()
         self._webhook_configs.clear()
+        self._visibility_registered = False
 
     def _timed(self, step: str, t0: float) -> None:
         self.timings[step] = round(time.monotonic() - t0, 2)
@@ -1298,7 +1337,8 @@ class LocalCluster:
         d = self.workdir
         d.mkdir(parents=True, exist_ok=True)
         (d / "logs").mkdir(exist_ok=True)
-        names = ["etcd", "etcd_peer", "apiserver", "kcm", "scheduler", "kueue_webhook", "kueue_health"]
+        names = ["etcd", "etcd_peer", "apiserver", "kcm", "scheduler", "kueue_webhook", "kueue_health",
+                 "kueue_visibility"]
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         p = self.ports
         self.api_url = f"https://127.0.0.1:{p['apiserver']}"
@@ -1330,6 +1370,8 @@ class LocalCluster:
         kueue_pair = pki.issue(
             "kueue-serving", "kueue-webhook", server=True, dns_names=["localhost"], ips=["127.0.0.1"]
         )
+        # the aggregator's client certificate towards Kueue's visibility server (requestheader authn)
+        front_proxy = pki.issue("front-proxy-client", FRONT_PROXY_CLIENT, client=True)
         self._timed("certs", t)
 
         # -- etcd
@@ -1371,10 +1413,14 @@ class LocalCluster:
                 f"--tls-cert-file={api_pair.cert}",
                 f"--tls-private-key-file={api_pair.key}",
                 f"--client-ca-file={pki.ca.cert}",
-                # front-proxy settings as kubeadm sets them; no front-proxy certificate is ever
-                # issued, they only let KCM/scheduler delegated authn find a CA bundle (no log noise)
+                # front-proxy settings as kubeadm sets them: the aggregator proxies to Kueue's
+                # visibility server (KueueSettings.visibility) with this client certificate and
+                # X-Remote-* headers; they also let KCM/scheduler delegated authn find a CA bundle
                 f"--requestheader-client-ca-file={pki.ca.cert}",
-                "--requestheader-allowed-names=front-proxy-client",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                f"--proxy-client-cert-file={front_proxy.cert}",
+                f"--proxy-client-key-file={front_proxy.key}",
+                "--enable-aggregator-routing=false",  # APIService -> Service resolution (ExternalName)
                 "--requestheader-username-headers=X-Remote-User",
                 "--requestheader-group-headers=X-Remote-Group",
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
@@ -1488,6 +1534,10 @@ class LocalCluster:
         self._wait("kueue /readyz", self._kueue_ready, 120, [*core, kueue])
         self._register_webhooks(api, pki.ca_pem)
         self._timed("kueue", t)
+        if self.kueue.visibility:
+            t = time.monotonic()
+            self._sync_visibility_api(api, [*core, kueue])
+            self._timed("visibility", t)
 
         if self.want_fake_kubelet:
             self.fake_kubelet = FakeKubelet(kubeconfigs["fake-kubelet"], d / "logs" / "fake-kubelet.log")
@@ -1529,6 +1579,7 @@ class LocalCluster:
             assert self.pki is not None
             self._register_webhooks(api, self.pki.ca_pem)
             self._wait_kueue_reconciles(api, [*core, comp], timeout)
+            self._sync_visibility_api(api, [*core, comp], timeout)
             self.timings["last-kueue-restart"] = round(time.monotonic() - t, 2)
             self._log(f"kueue restarted in {self.timings['last-kueue-restart']}s")
 
@@ -1615,21 +1666,12 @@ class LocalCluster:
         cert_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(serving.cert, cert_dir / "tls.crt")
         shutil.copyfile(serving.key, cert_dir / "tls.key")
-        try:
-            KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
-            for fname in ("tls.crt", "tls.key"):
-                tmp = KUEUE_METRICS_CERT_DIR / f".{fname}.{os.getpid()}"
-                shutil.copyfile(cert_dir / fname, tmp)
-                os.replace(tmp, KUEUE_METRICS_CERT_DIR / fname)  # atomic; another cluster may read it
-        except PermissionError as exc:
-            raise ClusterStartError(
-                f"cannot write {KUEUE_METRICS_CERT_DIR} ({exc}). "
-                f"Kueue {read_versions().get('KUEUE_VERSION')} reads its metrics certificate from that "
-                "fixed path whenever internal cert management "
-                "is off; run as root or create the directory writable for this user."
-            ) from exc
+        _publish_cert(cert_dir, KUEUE_METRICS_CERT_DIR, "its metrics")
+        if self.kueue.visibility:
+            _publish_cert(cert_dir, KUEUE_VISIBILITY_CERT_DIR, "the visibility server's")
         cfg = self.kueue.configuration(
-            health_port=p["kueue_health"], webhook_port=p["kueue_webhook"], cert_dir=cert_dir
+            health_port=p["kueue_health"], webhook_port=p["kueue_webhook"], cert_dir=cert_dir,
+            visibility_port=p["kueue_visibility"],
         )
         cfg_path = d / "kueue-config.yaml"
         cfg_text = yaml.safe_dump(cfg, sort_keys=False)
@@ -1640,11 +1682,67 @@ class LocalCluster:
             [
                 str(self.bin_dir / "kueue"),
                 f"--config={cfg_path}",
+                # the flag, not only $KUBECONFIG: the visibility server delegates authn/authz through the
+                # kubeconfig of this flag (pkg/visibility/server.go), else it wants in-cluster config
+                f"--kubeconfig={kubeconfig}",
                 f"--zap-log-level={self.kueue.log_level}",
                 "--zap-encoder=console",
             ],
             env={"KUBECONFIG": str(kubeconfig)},
         )
+
+    def _sync_visibility_api(self, api: Any, watch: list[Component], timeout: float = 60) -> None:
+        """Register Kueue's visibility API with the aggregator when KueueSettings.visibility, and wait until the
+        kube-apiserver serves it; remove the registration otherwise (a Kueue restarted without it)."""
+        from kubernetes.client import ApiException
+
+        apiservice = f"/apis/apiregistration.k8s.io/v1/apiservices/{VISIBILITY_APISERVICE}"
+        service = f"/api/v1/namespaces/{KUEUE_NAMESPACE}/services"
+        if not self.kueue.visibility:
+            if not self._visibility_registered:
+                return
+            self._visibility_registered = False
+            for path in (apiservice, f"{service}/{VISIBILITY_SERVICE}"):
+                try:
+                    request_json(api, "DELETE", path)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            return
+        port = self.ports["kueue_visibility"]
+        self._visibility_registered = True
+        bodies = [
+            (service, {"apiVersion": "v1", "kind": "Service",
+                       "metadata": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NAMESPACE},
+                       "spec": {"type": "ExternalName", "externalName": "localhost"}}),
+            ("/apis/apiregistration.k8s.io/v1/apiservices",
+             {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+              "metadata": {"name": VISIBILITY_APISERVICE},
+              "spec": {"group": VISIBILITY_GROUP, "version": "v1beta2", "groupPriorityMinimum": 100,
+                       "versionPriority": 100, "insecureSkipTLSVerify": True,
+                       "service": {"namespace": KUEUE_NAMESPACE, "name": VISIBILITY_SERVICE, "port": port}}}),
+        ]
+        for path, body in bodies:
+            try:
+                request_json(api, "POST", path, body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                request_json(api, "PATCH", f"{path}/{body['metadata']['name']}", {"spec": body["spec"]},
+                             content_type="application/merge-patch+json")
+
+        def served() -> bool:
+            svc = request_json(api, "GET", apiservice)
+            conds = {c["type"]: c for c in svc.get("status", {}).get("conditions", [])}
+            if conds.get("Available", {}).get("status") != "True":
+                raise ControlPlaneError(f"APIService {VISIBILITY_APISERVICE} not Available: "
+                                        f"{conds.get('Available', {}).get('message')}")
+            res = request_json(api, "GET", f"/apis/{VISIBILITY_GROUP}/v1beta2")
+            return any(r["name"] == "clusterqueues/pendingworkloads" for r in res.get("resources", []))
+
+        self._wait(f"the aggregator to serve {VISIBILITY_GROUP}/v1beta2 (Kueue on 127.0.0.1:{port})", served,
+                   timeout, watch, interval=0.1)
+        self._log(f"{VISIBILITY_GROUP}/v1beta2 served through the aggregator (Kueue on 127.0.0.1:{port})")
 
     def _publish_kueue_config(self, text: str) -> None:
         """ConfigMap kueue-manager-config (as the release manifests have it) = the file Kueue reads."""

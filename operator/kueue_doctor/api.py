@@ -259,10 +259,12 @@ class QueuePosition(_Model):
     pending: int = Field(description="Pending Workloads in the ClusterQueue.")
     higherPriority: int = Field(description="Pending Workloads ahead of it by priority.")
     samePriorityEarlier: int = Field(description="Pending Workloads of the same priority queued earlier.")
-    source: str = Field(description="Computed (from the Workloads, by priority then queue time), or Visibility "
-                        "(Kueue's visibility API).")
-    visibility: int | None = Field(default=None, description="The position Kueue's visibility API gave, when it "
-                                   "was read, for comparison.")
+    source: str = Field(description="How position was found: Computed (from the Workloads, by priority then "
+                        "queue time); Visibility is reserved for a position taken from Kueue's visibility API.")
+    visibility: int | None = Field(default=None, description="The position Kueue's own visibility API gives (1 is "
+                                   "next, like position), when it was read (`explain` where the API is served and "
+                                   "readable, or a PendingWorkloadsSummary in the input); the message says why "
+                                   "when it differs.")
 
 
 class Evidence(_Model):

@@ -403,6 +403,15 @@ def _age(now: datetime, since: str | None) -> str:
     return format_duration(now - t, precise=True) if t is not None else "-"
 
 
+def _position_cell(pos: Mapping[str, Any] | None) -> str:
+    """`3/7`, with Kueue's own position when its visibility API says otherwise: `3/7(kueue:5)`."""
+    if not pos:
+        return "-"
+    vis = pos.get("visibility")
+    return f"{pos['position']}/{pos['pending']}" + (f"(kueue:{vis})" if vis is not None and vis != pos["position"]
+                                                     else "")
+
+
 def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) -> str:
     head = ["NAMESPACE", "WORKLOAD", "STAGE", "REASON", "CAUSE", "ACTION", "FOR"]
     if wide:
@@ -417,7 +426,7 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
         if wide:
             pos = st.get("queuePosition")
             row += [st.get("clusterQueue") or "-", st.get("localQueue") or "-", ",".join(st.get("flavors", [])) or "-",
-                    f"{pos['position']}/{pos['pending']}" if pos else "-"]
+                    _position_cell(pos)]
         row.append(st["message"])
         rows.append(row)
     text = _columns(head, rows, wide)

@@ -110,7 +110,14 @@ def _position(st: Mapping[str, Any]) -> list[str]:
         return []
     return [f"{INDENT}{pos.get('position')} of {pos.get('pending')} pending in ClusterQueue {st.get('clusterQueue')}: "
             f"{pos.get('higherPriority')} ahead by priority, {pos.get('samePriorityEarlier')} of the same priority "
-            f"queued earlier ({str(pos.get('source') or 'Computed').lower()}, in Kueue's order)"]
+            f"queued earlier ({str(pos.get('source') or 'Computed').lower()}, in Kueue's order{_kueue_says(pos)})"]
+
+
+def _kueue_says(pos: Mapping[str, Any]) -> str:
+    vis = pos.get("visibility")
+    if vis is None:
+        return ""
+    return "; Kueue's visibility API agrees" if vis == pos.get("position") else f"; Kueue's visibility API says {vis}"
 
 
 def _history(st: Mapping[str, Any]) -> list[str]:

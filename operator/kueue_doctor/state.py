@@ -32,6 +32,9 @@ from .kube.objects import (
 )
 
 KUEUE = KUEUE_GROUP
+# Kueue's visibility API: its PendingWorkloadsSummary (the pending Workloads of a ClusterQueue in Kueue's order)
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+PENDING_SUMMARY = "PendingWorkloadsSummary"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -142,6 +145,9 @@ class ClusterState:
     # Kueue's Configuration: the manager's ConfigMap (by namespace), or Configuration documents of a dump
     config_maps: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     configurations: list[Mapping[str, Any]] = field(default_factory=list)
+    # Kueue's visibility API answers (PendingWorkloadsSummary, one per ClusterQueue read), as Kueue returns them;
+    # `explain` names each after its ClusterQueue (metadata.name), a `kubectl get --raw` dump has no name
+    pending_summaries: list[Mapping[str, Any]] = field(default_factory=list)
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
     ignored: int = 0
@@ -287,6 +293,9 @@ class ClusterState:
         if group == "" and kind == "ConfigMap" and kueue_config.is_config_map(obj):
             self.config_maps[ns or ""] = obj
             self._kueue_config = None
+            return True
+        if group == VISIBILITY_GROUP and kind == PENDING_SUMMARY:
+            self.pending_summaries.append(obj)
             return True
         if kueue_config.is_configuration(obj):
             self.configurations.append(obj)

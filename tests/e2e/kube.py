@@ -79,6 +79,9 @@ KINDS: dict[str, Kind] = {
         Kind("apps/v1", "ReplicaSet", "replicasets", True),
         Kind("events.k8s.io/v1", "Event", "events", True),
         Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
+        Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False),
+        Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False),
+        Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", True),
         Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
         Kind(
             "admissionregistration.k8s.io/v1",

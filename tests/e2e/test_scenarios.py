@@ -570,17 +570,24 @@ def test_finished_job_is_finished(cluster: ClusterHandle, resources: Resources, 
     assert st["clusterQueue"] == cq
 
 
+def _hog_and_priorities(resources: Resources, namespace: str, lq: str) -> tuple[str, str]:
+    """A held Job that takes the LocalQueue's whole quota (100m cpu), admitted; WorkloadPriorityClasses (low 10,
+    high 1000): the queue-position tests line Workloads up behind it."""
+    resources.create(Job("hog", namespace).queue(lq).request("cpu", "100m")
+                     .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").manifest())
+    wait_for_workload(resources.api, namespace, "hog", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    low, high = kube.unique_name("low"), kube.unique_name("high")
+    for name, value in ((low, 10), (high, 1000)):
+        resources.create(WorkloadPriorityClass(name, value).manifest())
+    return low, high
+
+
 def test_queue_positions_follow_kueues_own_order(cluster: ClusterHandle, resources: Resources, namespace: str) -> None:
     """Issue 11: the computed position is the order in which the real Kueue then admits (priority, then age)."""
     api = cluster.api_client
     pool = _pool(resources, cpu="4")
     _, cq, lq = _queue(resources, namespace, {"cpu": "100m"}, pool)
-    resources.create(Job("hog", namespace).queue(lq).request("cpu", "100m")
-                     .pod_annotation(kube.FAKE_HOLD_ANNOTATION, "true").manifest())
-    wait_for_workload(api, namespace, "hog", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
-    low, high = kube.unique_name("low"), kube.unique_name("high")
-    for name, value in ((low, 10), (high, 1000)):
-        resources.create(WorkloadPriorityClass(name, value).manifest())
+    low, high = _hog_and_priorities(resources, namespace, lq)
     for job, prio in (("old-low", low), ("new-low", low), ("urgent", high)):  # created in this order
         resources.create(Job(job, namespace).queue(lq).request("cpu", "100m").workload_priority_class(prio).manifest())
         wait_for_workload(api, namespace, job)  # Kueue need not have tried it yet: its place is known already

@@ -17,7 +17,10 @@ import yaml
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
+from kueue_doctor.engine.diagnose import diagnose
+from kueue_doctor.engine.queue_position import with_positions
 from kueue_doctor.kube.load import newest_timestamp
+from kueue_doctor.state import ClusterState
 
 NO_GRACE = timedelta(0)  # replayed as `explain -f` replays a dump: its time is only its newest timestamp
 FIXTURES = Path(__file__).resolve().parents[1] / "e2e" / "fixtures"
@@ -29,6 +32,11 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "blog": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody"),
         "hog": ("Running", "Running", "PodsReady", "Nobody"),
     },
+    # tests/e2e/test_visibility.py: Kueue had evaluated the first two when its visibility API was read
+    "scenario-visibility-positions": {
+        **dict.fromkeys(("urgent", "old-low"), ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")),
+        **dict.fromkeys(("theirs-low", "new-low"), ("Admission", "NotYetEvaluated", "PendingEvaluation", "Nobody")),
+        "hog": ("Scheduling", "ContainersNotStarting", "ContainerCreating", "Nobody")},
     "scenario-local-queue-not-found": {
         "lost": ("Admission", "QueueMisconfigured", "LocalQueueNotFound", "WorkloadOwner")},
     "scenario-cluster-queue-not-found": {
@@ -344,3 +352,26 @@ def test_rayjob_shortfall_is_the_last_pod_sets_cumulative_figure() -> None:
     freed = [r for r in st["remedies"] if r["field"].endswith("nominalQuota")]
     assert [(r["now"], r["enough"]) for r in freed] == [("4", "5100m")], st["remedies"]
     assert "available" not in st["blocker"], st["blocker"]  # the pod set's request alone is not what was short
+
+
+def _positions(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    state = ClusterState.from_objects(objects)
+    diagnoses = with_positions(state, diagnose(state, newest_timestamp(objects), grace=NO_GRACE))
+    return {d["spec"]["ownerRef"]["name"]: d["status"] for d in diagnoses if d["status"].get("queuePosition")}
+
+
+def test_kueues_recorded_visibility_answer_confirms_the_computed_positions() -> None:
+    """Kueue's PendingWorkloadsSummary as the real Kueue v0.19.2 returned it, next to the objects of that moment."""
+    st = _positions(_load("scenario-visibility-positions"))
+    assert {job: (s["queuePosition"]["position"], s["queuePosition"]["visibility"]) for job, s in st.items()} == {
+        "urgent": (1, 1), "old-low": (2, 2), "theirs-low": (3, 3), "new-low": (4, 4)}
+    assert not any("visibility API" in s["message"] for s in st.values())
+
+
+def test_kueues_recorded_answer_names_the_workloads_a_one_namespace_input_lacks() -> None:
+    objects = _load("scenario-visibility-positions")
+    other = next(o["metadata"]["namespace"] for o in objects if o["kind"] == "Workload"
+                 and o["metadata"]["name"].startswith("job-theirs-low-"))
+    st = _positions([o for o in objects if o["kind"] != "Workload" or o["metadata"]["namespace"] != other])
+    assert (st["new-low"]["queuePosition"]["position"], st["new-low"]["queuePosition"]["visibility"]) == (3, 4)
+    assert f"(from namespaces {other}, not in the input: `explain -A` reads every namespace)" in st["new-low"]["message"]

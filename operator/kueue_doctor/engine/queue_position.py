@@ -6,20 +6,32 @@ Computed when asked (`kueue-doctor explain`), never kept in the AdmissionDiagnos
 admission moves every Workload behind it, so a stored position would rewrite every waiting diagnosis of
 the ClusterQueue on each admission (Kueue dropped positions from LocalQueue status for the same reason and
 serves them on demand through its visibility API).
+
+Cross-checked with Kueue's own answer where the input has it: a PendingWorkloadsSummary of Kueue's visibility
+API (`visibility.kueue.x-k8s.io/v1beta2 clusterqueues/<cq>/pendingworkloads`, read by `explain` or in a dump).
+`visibility` gets Kueue's position (1-based, as `position`); the computed one stays; when they differ the message
+says by how much and why they can (Workloads only one side has, an order not modelled here). Kueue before
+v0.19.2 inflated its positionInLocalQueue when LocalQueues of the same name in other namespaces share the
+ClusterQueue (kubernetes-sigs/kueue#14435); the message says so when Kueue's answer shows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.objects import conditions, i, is_true, m, parse_time, s
+from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, parse_time, s, spec
 from ..state import ClusterState, Derived, Key
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REQUEUED_AT_BACK = ("PodsReadyTimeout", "AdmissionCheck")  # evictions that move the queue timestamp
 WAITING = ("WaitingForQuota", "WaitingForPreemption", "NotYetEvaluated", "BlockedByQueueHead")
+#: Kueue's default (and kueue-doctor's) `limit` of a pendingworkloads read (pkg/constants DefaultPendingWorkloadsLimit)
+VISIBILITY_LIMIT = 1000
+#: The Kueue release that stopped inflating positionInLocalQueue (kubernetes-sigs/kueue#14435)
+LQ_POSITION_FIXED_IN = "v0.19.2"
 
 
 def _order(wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
@@ -66,12 +78,171 @@ def queue_position(state: ClusterState, key: Key, cluster_queue: str | None) -> 
             "samePriorityEarlier": mine - higher, "source": "Computed"}
 
 
+def pending_cluster_queues(state: ClusterState) -> set[str]:
+    """The ClusterQueues with at least one pending Workload in the input (those worth one visibility read)."""
+    return {cq for key, wl in state.workloads.items() if _pending(wl) and (cq := state.cluster_queue_of(wl))}
+
+
+def pending_local_queues(state: ClusterState) -> set[Key]:
+    """The LocalQueues (namespace, name) with at least one pending Workload in the input."""
+    return {(key[0], lq) for key, wl in state.workloads.items()
+            if _pending(wl) and (lq := s(spec(wl).get("queueName"))) and (key[0], lq) in state.local_queues}
+
+
+def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | None:
+    """The ClusterQueue a PendingWorkloadsSummary is about: explain names it after its ClusterQueue, or after the
+    LocalQueue it was read through (with its namespace); else the LocalQueue of its Workloads tells (Kueue's own
+    answer, e.g. `kubectl get --raw`, has no name)."""
+    if namespace(summary):
+        lq = state.local_queues.get((namespace(summary) or "", name(summary) or ""))
+        return s(spec(lq).get("clusterQueue")) if lq is not None else None
+    if name(summary):
+        return name(summary)
+    for item in lst(summary.get("items")):
+        lq = state.local_queues.get((namespace(m(item)) or "", s(m(item).get("localQueueName")) or ""))
+        if lq is not None and s(spec(lq).get("clusterQueue")):
+            return s(spec(lq).get("clusterQueue"))
+    return None
+
+
+@dataclass
+class KueueQueue:
+    """Kueue's answer for one ClusterQueue: its pending Workloads in Kueue's order, indexed once. `whole` when it
+    is the ClusterQueue's list from its head (positionInClusterQueue = the index), not only those of some
+    LocalQueues (read through `namespaces/<ns>/localqueues/<lq>/pendingworkloads`, RBAC a tenant has)."""
+
+    items: list[Mapping[str, Any]]
+    keys: list[Key] = field(init=False)  # (namespace, name) of each item
+    local_queues: list[str] = field(init=False)  # localQueueName of each item
+    at: dict[Key, int] = field(init=False)
+    listed: set[Key] = field(init=False)
+    cut: bool = field(init=False)  # as long as the read's limit: Workloads further back were not read
+    whole: bool = field(init=False)
+    _computed: set[Key] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = [_key(item) for item in self.items]
+        self.local_queues = [s(item.get("localQueueName")) or "" for item in self.items]
+        self.at = {k: n for n, k in enumerate(self.keys)}
+        self.listed = set(self.at)
+        self.cut = len(self.items) >= VISIBILITY_LIMIT
+        self.whole = all(i(item.get("positionInClusterQueue")) == n for n, item in enumerate(self.items))
+
+    def computed(self, state: ClusterState, cluster_queue: str) -> set[Key]:
+        """The Workloads the computation counts as pending in the ClusterQueue (once per ClusterQueue)."""
+        if self._computed is None:
+            self._computed = {k for _, k in _queue(state, cluster_queue)}
+        return self._computed
+
+
+def summaries(state: ClusterState) -> dict[str, KueueQueue]:
+    """Kueue's pending Workloads per ClusterQueue, in Kueue's order (positionInClusterQueue): the ClusterQueue's
+    own list where the input has it, else the union of its LocalQueues' lists."""
+    whole: dict[str, list[Mapping[str, Any]]] = {}
+    parts: dict[str, dict[Key, Mapping[str, Any]]] = {}
+    for summary in state.pending_summaries:
+        cq = _summary_queue(state, summary)
+        if cq is None:
+            continue
+        items = [m(item) for item in lst(summary.get("items"))]
+        if namespace(summary):
+            parts.setdefault(cq, {}).update((_key(item), item) for item in items)
+        else:
+            whole[cq] = items
+    return {cq: KueueQueue(sorted(items, key=lambda item: i(item.get("positionInClusterQueue"))))
+            for cq, items in {**{cq: list(p.values()) for cq, p in parts.items()}, **whole}.items()}
+
+
+def _key(item: Mapping[str, Any]) -> Key:
+    return namespace(item) or "", name(item) or ""
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _namespaces(keys: list[Key]) -> str:
+    names = sorted({ns for ns, _ in keys})
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def cross_check(state: ClusterState, key: Key, cluster_queue: str, pos: dict[str, Any], kueue: KueueQueue
+                ) -> str | None:
+    """Set pos["visibility"] from Kueue's pending list of the ClusterQueue; the sentence for the message when
+    Kueue's answer differs from the computed one (or shows Kueue's positionInLocalQueue inflated), else None."""
+    mine = kueue.at.get(key)
+    cq = f"ClusterQueue {cluster_queue}"
+    if mine is None:
+        if kueue.cut or not kueue.whole:
+            return None  # beyond what was read, or not in the LocalQueues read: Kueue says nothing about it
+        return (f"Kueue's visibility API does not list it among the {len(kueue.items)} Workloads pending in {cq}: "
+                "Kueue has not queued it yet, or admitted it between the two reads; run explain again.")
+    item, ahead = kueue.items[mine], kueue.keys[:mine]
+    pos["visibility"] = i(item.get("positionInClusterQueue")) + 1
+    if not kueue.whole:
+        return _partial_check(pos, cq)
+    notes = []
+    if pos["visibility"] != pos["position"]:
+        computed_ahead = {k for _, k in _queue(state, cluster_queue)[:pos["position"] - 1]}
+        only_kueue = sorted(set(ahead) - kueue.computed(state, cluster_queue))
+        only_here = [] if kueue.cut else sorted(computed_ahead - kueue.listed)
+        why = []
+        if only_kueue:
+            unread = [k for k in only_kueue if k not in state.workloads]
+            why.append(f"Kueue has {_count(len(only_kueue), 'pending Workload')} ahead of it that the computation "
+                       "does not" + (f" (from namespaces {_namespaces(unread)}, not in the input: `explain -A` reads "
+                                "every namespace)" if unread else ""))
+        if only_here:
+            verb = "is" if len(only_here) == 1 else "are"
+            why.append(f"{_count(len(only_here), 'Workload')} computed ahead of it {verb} not in Kueue's queue (just "
+                       "created or admitted between the two reads)")
+        if not why:
+            why.append("the same Workloads in another order: admission fair sharing, the priority-boost annotation "
+                       "and a preemptor Kueue keeps at the head are not modelled here")
+        notes.append(f"Kueue's visibility API puts it at {pos['visibility']} of {len(kueue.items)} pending in {cq}, "
+                     f"kueue-doctor computed {pos['position']} of {pos['pending']}: {'; '.join(why)}.")
+    lq = kueue.local_queues[mine]
+    same_name = [k for k, q in zip(ahead, kueue.local_queues[:mine], strict=True) if q == lq]
+    own = sum(1 for k in same_name if k[0] == key[0])
+    others = [k for k in same_name if k[0] != key[0]]
+    if i(item.get("positionInLocalQueue")) > own and others:
+        notes.append(f"Kueue gives it positionInLocalQueue {i(item.get('positionInLocalQueue'))} (0-based) but "
+                     f"{own} Workloads of LocalQueue {key[0]}/{lq} are ahead of it: it counted those of the "
+                     f"LocalQueues named {lq} in namespaces {_namespaces(others)} too, a bug of Kueue before "
+                     f"{LQ_POSITION_FIXED_IN} (kubernetes-sigs/kueue#14435); upgrade Kueue to trust that number.")
+    return " ".join(notes) or None
+
+
+def _partial_check(pos: dict[str, Any], cq: str) -> str | None:
+    """Kueue's position read through LocalQueues: who is ahead is not known, only how many."""
+    more = pos["visibility"] - pos["position"]
+    if not more:
+        return None
+    if more > 0:
+        why = (f"Kueue counts {_count(more, 'more Workload')} ahead of it than the input has (read through its "
+               "LocalQueue, Kueue does not name them: Workloads of other namespaces' LocalQueues in the same "
+               "ClusterQueue, or Workloads admitted between the reads)")
+    else:
+        why = (f"Kueue counts {_count(-more, 'Workload')} fewer ahead of it (admitted between the reads, or an "
+               "order not modelled here: admission fair sharing, the priority-boost annotation, a preemptor Kueue "
+               "keeps at the head)")
+    return (f"Kueue's visibility API puts it at {pos['visibility']} in {cq}, kueue-doctor computed "
+            f"{pos['position']} of {pos['pending']}: {why}.")
+
+
 def with_positions(state: ClusterState, diagnoses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add status.queuePosition to the diagnoses of Workloads that wait for quota (the CLI asks for it)."""
+    """Add status.queuePosition to the diagnoses of Workloads that wait for quota (the CLI asks for it),
+    cross-checked with Kueue's visibility API where the input has its answer."""
+    kueue = summaries(state)
     for d in diagnoses:
         st = d["status"]
         if st.get("reason") in WAITING:
-            pos = queue_position(state, (d["metadata"]["namespace"], d["metadata"]["name"]), st.get("clusterQueue"))
+            key = (d["metadata"]["namespace"], d["metadata"]["name"])
+            pos = queue_position(state, key, st.get("clusterQueue"))
             if pos is not None:
                 st["queuePosition"] = pos
+                note = cross_check(state, key, st["clusterQueue"], pos, kueue[st["clusterQueue"]]) \
+                    if st.get("clusterQueue") in kueue else None
+                if note:
+                    st["message"] = f"{st['message']} {note}"
     return diagnoses

@@ -2,6 +2,9 @@
 one paging loop (`pages`) every LIST of the package goes through (the operator's start-up list and its
 resync in runtime.py and orphans.py, the AdmissionDiagnosis list in orphans.py).
 
+`snapshot` also asks Kueue's visibility API for the pending Workloads of each ClusterQueue that has one
+(visibility.py), for the queue positions' cross-check.
+
 Each kind is listed on its own: a kind that is forbidden (RBAC) or not served is left out and not
 marked complete, so the engine never concludes that an object is missing when it could not look.
 """
@@ -12,10 +15,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.queue_position import pending_cluster_queues, pending_local_queues
 from ..kube.kueue_config import DEFAULT_NAMESPACE
-from ..kube.objects import KUEUE_GROUP
+from ..kube.objects import KUEUE_GROUP, s, spec
 from ..state import ClusterState
 from . import kueue_install, rest
+from .visibility import pending_workloads
 
 KUEUE = KUEUE_GROUP
 JOB_SELECTOR = "kueue.x-k8s.io/queue-name"  # Jobs Kueue manages (the webhook sets it, also for a default queue)
@@ -133,7 +138,7 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
 
 
 def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
-             api: Any = None, kueue_namespace: str = DEFAULT_NAMESPACE) -> ClusterState:
+             api: Any = None, kueue_namespace: str = DEFAULT_NAMESPACE, visibility: bool = True) -> ClusterState:
     if api is None:
         try:
             api = rest.load_client(kubeconfig, context)
@@ -158,4 +163,10 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
     except rest.ApiError as exc:
         raise LiveError(f"cannot reach the cluster reading Kueue's installation: {exc}") from exc
     objects.extend(install)
-    return ClusterState.from_objects(objects, complete_kinds=complete | readable)
+    state = ClusterState.from_objects(objects, complete_kinds=complete | readable)
+    if visibility:
+        local_queues = {lq: s(spec(state.local_queues[lq]).get("clusterQueue")) or ""
+                        for lq in pending_local_queues(state)}
+        for summary in pending_workloads(api, pending_cluster_queues(state), local_queues):
+            state.upsert(summary)
+    return state
