@@ -75,8 +75,8 @@ def _qr_message(w: dict[str, Any]) -> str:
 
 
 def _controller(obj: dict[str, Any]) -> tuple[str, str]:
-    ref = next(r for r in obj["metadata"].get("ownerReferences", []) if r.get("controller"))
-    return ref["kind"], ref["name"]
+    ref = next((r for r in obj["metadata"].get("ownerReferences", []) if r.get("controller")), {})
+    return ref.get("kind", ""), ref.get("name", "")
 
 
 def _chain(api: Any, namespace: str, trainjob: str) -> tuple[dict[str, Any], list[dict[str, Any]],
@@ -166,8 +166,11 @@ def test_trainjob_pending_for_quota(cluster: Any, resources: Resources, namespac
              timeout=30, message=f"ClusterQueue {cq} to count the running Job")
     tj = kube.get(api, "trainer.kubeflow.org/TrainJob", "waits", namespace)
     assert tj is not None and tj["spec"]["suspend"] is True
-    assert not [p for p in kube.list_objects(api, "Pod", namespace)
-                if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == "waits"]
+    # the Trainer builds the JobSet at once, suspended like the TrainJob; JobSet makes its Job, suspended; no Pod
+    js, jobs, pods = _chain(api, namespace, "waits")
+    assert js["spec"]["suspend"] is True and [j["spec"]["suspend"] for j in jobs] == [True] and not pods, (js, jobs)
+    assert [w["metadata"]["name"] for w in kube.list_objects(api, "Workload", namespace)
+            if _controller(w)[0] != "Job"] == [wl["metadata"]["name"]], "one Workload, the TrainJob's: none for its JobSet"
     objects = families.snapshot(api, [namespace])
     families.record("trainer-pending-quota", objects, f"TrainJob waits (2 x 1 cpu) suspended: Job hog holds 3 of "
                     f"{cq}'s 4 cpu")
