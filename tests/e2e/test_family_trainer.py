@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.builders import Job
 
 from . import families, kube
 from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+from .test_operator import SA_USER, Operator, adiag, run_operator
 from .test_scenarios import _pool, _queue
 
 pytestmark = pytest.mark.e2e
@@ -89,6 +91,11 @@ def _chain(api: Any, namespace: str, trainjob: str) -> tuple[dict[str, Any], lis
     pods = [p for p in kube.list_objects(api, "Pod", namespace) if _controller(p)[0] == "Job"
             and _controller(p)[1] in names]
     return js, jobs, pods
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    yield from run_operator(cluster, tmp_path_factory, "operator-trainer")
 
 
 def _explain(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -208,3 +215,33 @@ def test_trainjob_admitted_pods_unschedulable(cluster: Any, resources: Resources
                           cause="NodeSelectorMismatch")
     assert st["pods"]["running"] == 0 and st["pods"]["expected"] == 2, st["pods"]
     assert st["blocker"]["podSet"] == "node", st
+
+
+def test_the_operator_diagnoses_trainjobs_and_writes_nothing_but_its_own_objects(
+        cluster: Any, resources: Resources, namespace: str, owner_kinds: Any, operator: Operator) -> None:
+    """The operator, with the manifests' least-privilege ServiceAccount, watches TrainJobs: one over its queue's
+    maximum, one running; its AdmissionDiagnoses name the TrainJob, and the audit log shows it wrote nothing else."""
+    api = cluster.api_client
+    _, cq, lq = _queue(resources, namespace, {"cpu": "1"}, _pool(resources, cpu="4"))
+    resources.create(_runtime(namespace))
+    resources.create(_trainjob("big", namespace, lq, 2, "1"))
+    resources.create(_trainjob("small", namespace, lq, 1, "500m"))
+    names = {tj: _wl(api, namespace, tj, lambda w: bool(condition(w, "QuotaReserved")), "QuotaReserved written")
+             ["metadata"]["name"] for tj in ("big", "small")}
+    want = {"big": "ExceedsMaxQuota", "small": "Running"}
+
+    def verdicts() -> dict[str, Any]:
+        return {tj: (d := adiag(api, namespace, wl)) and d["status"].get("reason") for tj, wl in names.items()}
+
+    wait_for(lambda: verdicts() == want, timeout=60, message=lambda: f"the operator's verdicts {want}, got "
+             f"{verdicts()}:\n{operator.tail()}")
+    for tj, wl in names.items():
+        d = adiag(api, namespace, wl)
+        assert d is not None and (d["spec"]["ownerRef"]["kind"], d["spec"]["ownerRef"]["name"]) == ("TrainJob", tj)
+    big = adiag(api, namespace, names["big"])
+    assert big is not None and big["status"]["clusterQueue"] == cq and "cpu" in big["status"]["message"], big
+    small = adiag(api, namespace, names["small"])
+    assert small is not None and small["status"]["pods"]["running"] == 1, small["status"]
+    touched = {(w["objectRef"].get("apiGroup", ""), w["objectRef"]["resource"])
+               for w in cluster.writes_by_user(SA_USER)}
+    assert touched == {("kueue-doctor.dev", "admissiondiagnoses")}, touched
