@@ -93,6 +93,37 @@ def _chain(api: Any, namespace: str, trainjob: str) -> tuple[dict[str, Any], lis
     return js, jobs, pods
 
 
+def test_trainjob_labelled_while_kueues_trainjob_integration_is_off(cluster: Any, resources: Resources,
+                                                                     namespace: str, owner_kinds: Any) -> None:
+    """Kueue restarted without trainer.kubeflow.org/trainjob: nobody suspends the labelled TrainJob, it runs with
+    no Workload (nor one for its JobSet), and the verdict names the integration to enable."""
+    api = cluster.api_client
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, _pool(resources, cpu="4"))
+    resources.create(_runtime(namespace))
+    with cluster.kueue_settings(frameworks=["batch/job", "jobset.x-k8s.io/jobset"]):
+        created = resources.create(_trainjob("orphan", namespace, lq, 1, "500m"))
+        assert not created["spec"].get("suspend") and not created["spec"].get("runtimePatches"), created["spec"]
+
+        def running() -> list[dict[str, Any]] | None:
+            try:
+                _, _, pods = _chain(api, namespace, "orphan")
+            except ValueError:
+                return None
+            return pods if pods and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+        wait_for(running, timeout=60, message="the TrainJob's Pod Running outside Kueue")
+        assert kube.list_objects(api, "Workload", namespace) == []
+        objects = families.snapshot(api, [namespace])
+        families.record("trainer-integration-disabled", objects,
+                        "TrainJob orphan (queue-name label) while Kueue runs without its trainjob integration")
+        st = families.verdict(objects, namespace, owner=("TrainJob", "orphan"), reason="NoWorkload",
+                              cause="IntegrationNotEnabled")
+        assert "trainer.kubeflow.org/trainjob" in st["message"], st["message"]
+        kube.delete(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace)  # before Kueue would take it
+        wait_for(lambda: kube.get(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace) is None, timeout=30,
+                 message="the TrainJob gone")
+
+
 @pytest.fixture(scope="module")
 def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     yield from run_operator(cluster, tmp_path_factory, "operator-trainer")

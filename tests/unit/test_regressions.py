@@ -161,6 +161,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "Job/hog": (("Running",), "PodsReady"),
         "TrainJob/waits": (("WaitingForQuota",), "InsufficientUnusedQuota")},
     "scenario-family-trainer-pods-unschedulable": {"TrainJob/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
+    "scenario-family-trainer-integration-disabled": {"TrainJob/orphan": (("NoWorkload",), "IntegrationNotEnabled")},
 }
 
 
