@@ -103,6 +103,14 @@ def record(name: str, objects: list[dict[str, Any]], note: str) -> None:
                                             "trainer.kubeflow.org/TrainJob"))
 
 
+def recorded_verdict(api: Any, namespace: str, name: str, note: str, *, owner: tuple[str, str],
+                     reason: str | Iterable[str] | None, cause: str) -> dict[str, Any]:
+    """``snapshot`` of the namespace, ``record``ed as scenario-family-<name>, and ``verdict`` on the owner."""
+    objects = snapshot(api, [namespace])
+    record(name, objects, note)
+    return verdict(objects, namespace, owner=owner, reason=reason, cause=cause)
+
+
 def verdict(objects: list[dict[str, Any]], namespace: str, *, owner: tuple[str, str] | None = None,
             workload: str | None = None, reason: str | Iterable[str] | None, cause: str) -> dict[str, Any]:
     """The engine's status for the owner (or Workload); asserts reason (None: any) and cause."""

@@ -104,20 +104,13 @@ def test_trainjob_labelled_while_kueues_trainjob_integration_is_off(cluster: Any
         created = resources.create(_trainjob("orphan", namespace, lq, 1, "500m"))
         assert not created["spec"].get("suspend") and not created["spec"].get("runtimePatches"), created["spec"]
 
-        def running() -> list[dict[str, Any]] | None:
-            try:
-                _, _, pods = _chain(api, namespace, "orphan")
-            except ValueError:
-                return None
-            return pods if pods and all(p["status"].get("phase") == "Running" for p in pods) else None
-
-        wait_for(running, timeout=60, message="the TrainJob's Pod Running outside Kueue")
+        wait_for(lambda: _running_pods(api, namespace, "orphan"), timeout=60,
+                 message="the TrainJob's Pod Running outside Kueue")
         assert kube.list_objects(api, "Workload", namespace) == []
-        objects = families.snapshot(api, [namespace])
-        families.record("trainer-integration-disabled", objects,
-                        "TrainJob orphan (queue-name label) while Kueue runs without its trainjob integration")
-        st = families.verdict(objects, namespace, owner=("TrainJob", "orphan"), reason="NoWorkload",
-                              cause="IntegrationNotEnabled")
+        st = families.recorded_verdict(
+            api, namespace, "trainer-integration-disabled",
+            "TrainJob orphan (queue-name label) while Kueue runs without its trainjob integration",
+            owner=("TrainJob", "orphan"), reason="NoWorkload", cause="IntegrationNotEnabled")
         assert "trainer.kubeflow.org/trainjob" in st["message"], st["message"]
         kube.delete(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace)  # before Kueue would take it
         wait_for(lambda: kube.get(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace) is None, timeout=30,
@@ -127,6 +120,19 @@ def test_trainjob_labelled_while_kueues_trainjob_integration_is_off(cluster: Any
 @pytest.fixture(scope="module")
 def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     yield from run_operator(cluster, tmp_path_factory, "operator-trainer")
+
+
+def _pods(api: Any, namespace: str, trainjob: str) -> list[dict[str, Any]]:
+    """The TrainJob's Pods; none while its JobSet does not exist yet."""
+    try:
+        return _chain(api, namespace, trainjob)[2]
+    except ValueError:
+        return []
+
+
+def _running_pods(api: Any, namespace: str, trainjob: str) -> list[dict[str, Any]] | None:
+    pods = _pods(api, namespace, trainjob)
+    return pods if pods and all(p["status"].get("phase") == "Running" for p in pods) else None
 
 
 def _explain(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -157,14 +163,8 @@ def test_trainjob_admitted_and_running_and_one_kueue_never_took(cluster: Any, re
     assert js["spec"].get("suspend") is not True and len(jobs) == 1, (js["spec"], jobs)
     assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods), pods
 
-    def free_running() -> list[dict[str, Any]] | None:
-        try:
-            _, _, fpods = _chain(api, namespace, "free")
-        except ValueError:  # no JobSet yet
-            return None
-        return fpods if fpods and all(p["status"].get("phase") == "Running" for p in fpods) else None
-
-    wait_for(free_running, timeout=60, message="the unlabelled TrainJob's Pod Running, outside Kueue")
+    wait_for(lambda: _running_pods(api, namespace, "free"), timeout=60,
+             message="the unlabelled TrainJob's Pod Running, outside Kueue")
     assert kube.workload_for(api, namespace, "free", "TrainJob") is None
     with pytest.raises(Exception) as refused:  # Kueue's validating webhook: the queue name is immutable while it runs
         kube.patch(api, "trainer.kubeflow.org/TrainJob", "free", {"metadata": {"labels": {families.QUEUE_LABEL: lq}}},
@@ -172,10 +172,9 @@ def test_trainjob_admitted_and_running_and_one_kueue_never_took(cluster: Any, re
     assert getattr(refused.value, "status", None) in (400, 403, 422), refused.value
     assert "queue-name" in str(getattr(refused.value, "body", refused.value)), refused.value
 
-    objects = families.snapshot(api, [namespace])
-    families.record("trainer-running", objects, "TrainJob llama (2 nodes x 1 cpu) admitted, Running; TrainJob free "
-                    "(no queue-name label) running outside Kueue")
-    st = families.verdict(objects, namespace, owner=("TrainJob", "llama"), reason="Running", cause="PodsReady")
+    st = families.recorded_verdict(api, namespace, "trainer-running", "TrainJob llama (2 nodes x 1 cpu) admitted, "
+                                   "Running; TrainJob free (no queue-name label) running outside Kueue",
+                                   owner=("TrainJob", "llama"), reason="Running", cause="PodsReady")
     assert st["pods"]["running"] == 2 and st["pods"]["expected"] == 2, st["pods"]
     # owner-first, live, as the user asks it
     out = _explain(cluster, "-n", namespace, "trainjob/llama", "-o", "yaml")
@@ -209,11 +208,10 @@ def test_trainjob_pending_for_quota(cluster: Any, resources: Resources, namespac
     assert js["spec"]["suspend"] is True and [j["spec"]["suspend"] for j in jobs] == [True] and not pods, (js, jobs)
     assert [w["metadata"]["name"] for w in kube.list_objects(api, "Workload", namespace)
             if _controller(w)[0] != "Job"] == [wl["metadata"]["name"]], "one Workload, the TrainJob's: none for its JobSet"
-    objects = families.snapshot(api, [namespace])
-    families.record("trainer-pending-quota", objects, f"TrainJob waits (2 x 1 cpu) suspended: Job hog holds 3 of "
-                    f"{cq}'s 4 cpu")
-    st = families.verdict(objects, namespace, owner=("TrainJob", "waits"), reason="WaitingForQuota",
-                          cause="InsufficientUnusedQuota")
+    st = families.recorded_verdict(api, namespace, "trainer-pending-quota",
+                                   f"TrainJob waits (2 x 1 cpu) suspended: Job hog holds 3 of {cq}'s 4 cpu",
+                                   owner=("TrainJob", "waits"), reason="WaitingForQuota",
+                                   cause="InsufficientUnusedQuota")
     assert st["clusterQueue"] == cq and "Needs 1 more cpu" in st["message"], st["message"]
 
 
@@ -226,10 +224,7 @@ def test_trainjob_admitted_pods_unschedulable(cluster: Any, resources: Resources
     resources.create(_trainjob("pinned", namespace, lq, 2, "1", runtime="torch-tpu"))
 
     def unschedulable() -> list[dict[str, Any]] | None:
-        try:
-            _, _, pods = _chain(api, namespace, "pinned")
-        except ValueError:
-            return None
+        pods = _pods(api, namespace, "pinned")
         stuck = [p for p in pods if (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable"]
         return pods if len(stuck) == 2 else None
 
@@ -239,11 +234,10 @@ def test_trainjob_admitted_pods_unschedulable(cluster: Any, resources: Resources
     wait_for(lambda: any(e.get("reason") == "FailedScheduling" for p in pods
                          for e in kube.events_for(api, namespace, p["metadata"]["name"], kind="Pod")),
              timeout=30, message="the scheduler's FailedScheduling events")
-    objects = families.snapshot(api, [namespace])
-    families.record("trainer-pods-unschedulable", objects,
-                    "TrainJob pinned admitted; its TrainingRuntime's nodeSelector matches no node")
-    st = families.verdict(objects, namespace, owner=("TrainJob", "pinned"), reason="PodsUnschedulable",
-                          cause="NodeSelectorMismatch")
+    st = families.recorded_verdict(api, namespace, "trainer-pods-unschedulable",
+                                   "TrainJob pinned admitted; its TrainingRuntime's nodeSelector matches no node",
+                                   owner=("TrainJob", "pinned"), reason="PodsUnschedulable",
+                                   cause="NodeSelectorMismatch")
     assert st["pods"]["running"] == 0 and st["pods"]["expected"] == 2, st["pods"]
     assert st["blocker"]["podSet"] == "node", st
 
