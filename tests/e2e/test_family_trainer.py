@@ -93,30 +93,6 @@ def _chain(api: Any, namespace: str, trainjob: str) -> tuple[dict[str, Any], lis
     return js, jobs, pods
 
 
-def test_trainjob_labelled_while_kueues_trainjob_integration_is_off(cluster: Any, resources: Resources,
-                                                                     namespace: str, owner_kinds: Any) -> None:
-    """Kueue restarted without trainer.kubeflow.org/trainjob: nobody suspends the labelled TrainJob, it runs with
-    no Workload (nor one for its JobSet), and the verdict names the integration to enable."""
-    api = cluster.api_client
-    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, _pool(resources, cpu="4"))
-    resources.create(_runtime(namespace))
-    with cluster.kueue_settings(frameworks=["batch/job", "jobset.x-k8s.io/jobset"]):
-        created = resources.create(_trainjob("orphan", namespace, lq, 1, "500m"))
-        assert not created["spec"].get("suspend") and not created["spec"].get("runtimePatches"), created["spec"]
-
-        wait_for(lambda: _running_pods(api, namespace, "orphan"), timeout=60,
-                 message="the TrainJob's Pod Running outside Kueue")
-        assert kube.list_objects(api, "Workload", namespace) == []
-        st = families.recorded_verdict(
-            api, namespace, "trainer-integration-disabled",
-            "TrainJob orphan (queue-name label) while Kueue runs without its trainjob integration",
-            owner=("TrainJob", "orphan"), reason="NoWorkload", cause="IntegrationNotEnabled")
-        assert "trainer.kubeflow.org/trainjob" in st["message"], st["message"]
-        kube.delete(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace)  # before Kueue would take it
-        wait_for(lambda: kube.get(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace) is None, timeout=30,
-                 message="the TrainJob gone")
-
-
 @pytest.fixture(scope="module")
 def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     yield from run_operator(cluster, tmp_path_factory, "operator-trainer")
@@ -183,9 +159,10 @@ def test_trainjob_admitted_and_running_and_one_kueue_never_took(cluster: Any, re
     assert (live["spec"]["ownerRef"]["kind"], live["status"]["reason"], live["status"]["pods"]["running"]) == (
         "TrainJob", "Running", 2), live
     out = _explain(cluster, "-n", namespace, "trainjob/free")
-    assert out.returncode != 0 and not out.stdout.strip(), out
+    assert out.returncode == 1 and not out.stdout.strip(), out  # EXIT_NOT_FOUND: no diagnosis, and why
     assert f"TrainJob {namespace}/free has no label {families.QUEUE_LABEL}" in out.stderr, out.stderr
     assert "manageJobsWithoutQueueName is off" in out.stderr, out.stderr
+    assert "Kueue's webhook refuses the label while it runs" in out.stderr, out.stderr  # as the patch above saw
 
 
 def test_trainjob_pending_for_quota(cluster: Any, resources: Resources, namespace: str, owner_kinds: Any) -> None:
@@ -240,6 +217,30 @@ def test_trainjob_admitted_pods_unschedulable(cluster: Any, resources: Resources
                                    cause="NodeSelectorMismatch")
     assert st["pods"]["running"] == 0 and st["pods"]["expected"] == 2, st["pods"]
     assert st["blocker"]["podSet"] == "node", st
+
+
+def test_trainjob_labelled_while_kueues_trainjob_integration_is_off(cluster: Any, resources: Resources,
+                                                                     namespace: str, owner_kinds: Any) -> None:
+    """Kueue restarted without trainer.kubeflow.org/trainjob: nobody suspends the labelled TrainJob, it runs with
+    no Workload (nor one for its JobSet), and the verdict names the integration to enable."""
+    api = cluster.api_client
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, _pool(resources, cpu="4"))
+    resources.create(_runtime(namespace))
+    with cluster.kueue_settings(frameworks=["batch/job", "jobset.x-k8s.io/jobset"]):
+        created = resources.create(_trainjob("orphan", namespace, lq, 1, "500m"))
+        assert not created["spec"].get("suspend") and not created["spec"].get("runtimePatches"), created["spec"]
+
+        wait_for(lambda: _running_pods(api, namespace, "orphan"), timeout=60,
+                 message="the TrainJob's Pod Running outside Kueue")
+        assert kube.list_objects(api, "Workload", namespace) == []
+        st = families.recorded_verdict(
+            api, namespace, "trainer-integration-disabled",
+            "TrainJob orphan (queue-name label) while Kueue runs without its trainjob integration",
+            owner=("TrainJob", "orphan"), reason="NoWorkload", cause="IntegrationNotEnabled")
+        assert "trainer.kubeflow.org/trainjob" in st["message"], st["message"]
+        kube.delete(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace)  # before Kueue would take it
+        wait_for(lambda: kube.get(api, "trainer.kubeflow.org/TrainJob", "orphan", namespace) is None, timeout=30,
+                 message="the TrainJob gone")
 
 
 def test_the_operator_diagnoses_trainjobs_and_writes_nothing_but_its_own_objects(
