@@ -387,3 +387,26 @@ def test_an_unschedulable_trainjob_is_sent_to_its_runtime_and_not_to_the_flavor_
     assert remedy["field"].startswith("spec.runtimePatches[*].") and remedy["field"].endswith(
         ".nodeSelector[example.test/accelerator]"), remedy
     assert "its runtime, TrainingRuntime torch-tpu (spec.runtimeRef)" in remedy["message"], remedy["message"]
+
+
+def test_a_trainjob_too_large_for_any_node_is_told_to_lower_resources_per_node() -> None:
+    """The recorded unschedulable TrainJob, its Pods made larger than the node instead (as kube-scheduler words
+    it): a TrainJob sets its Pods' requests in spec.trainer.resourcesPerNode (a runtime patch has no resources)."""
+    objects = _load("scenario-family-trainer-pods-unschedulable")
+    too_large = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption " \
+                "victims found for incoming pod."
+    for o in objects:
+        if o["kind"] == "Pod":
+            o["spec"]["nodeSelector"].pop("example.test/accelerator")
+            for c in o["spec"]["containers"]:
+                c["resources"] = {"requests": {"cpu": "16"}, "limits": {"cpu": "16"}}
+            for c in o["status"]["conditions"]:
+                if c["type"] == "PodScheduled":
+                    c["message"] = too_large
+        elif o["kind"] == "Event" and o.get("reason") == "FailedScheduling":
+            o["message"] = too_large
+    st = next(d["status"] for d in diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
+              if _is_target(d, "TrainJob/pinned"))
+    assert (st["reason"], st["cause"]) == ("PodsUnschedulable", "PodTooLarge"), st["message"]
+    owner = [r for r in st["remedies"] if r["actionBy"] == "WorkloadOwner"]
+    assert [(r["kind"], r["field"]) for r in owner] == [("TrainJob", "spec.trainer.resourcesPerNode.requests[cpu]")]

@@ -210,8 +210,10 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
         if need is not None and most is not None and most[0] > 0 and r != "pods":
             cap, node = most
             what = "allocatable" if p.cause == Cause.POD_TOO_LARGE else "free now (an estimate)"
-            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.containers[*].resources.requests"
-                               f"[{r}]", quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
+            requests = ("spec.trainer.resourcesPerNode.requests" if pod_path == _TRAINJOB_POD_PATCH
+                        else f"{pod_path}.containers[*].resources.requests")  # a runtime patch has no resources
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{requests}[{r}]",
+                               quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
                                f"Lower the per-Pod request of {r} from {quota.fmt(r, need)} to at most "
                                f"{quota.fmt(r, cap)}, the most any usable node has {what} ({node}).{funnel}"
                                + (" The node must also have it free when the Pod is scheduled." if
