@@ -1,4 +1,5 @@
-"""Owner controllers next to the local Kueue (issue 9): the JobSet controller and KubeRay's ray-operator.
+"""Owner controllers next to the local Kueue (issue 9): the JobSet controller, KubeRay's ray-operator and Kubeflow
+Trainer v2's controller manager (TrainJob, which runs through a JobSet: it needs the JobSet controller too).
 
 Both run out of cluster as children of a :class:`localcluster.LocalCluster` (``start_component``: they die with
 it, ``check_alive`` watches them), against its apiserver with the admin kubeconfig, with the CRDs of the very same
@@ -8,6 +9,10 @@ module versions (``controllers.sh`` copies them next to the binaries). Webhooks:
   with the release's objectSelector ``jobset.sigs.k8s.io/jobset-name`` Exists), serving certificate from the
   cluster's CA; internal cert management off.
 * KubeRay: **no webhook**, as KubeRay's default install (its RayCluster webhook only runs with ENABLE_WEBHOOKS=true).
+* Trainer: its webhooks (TrainJob defaulter and validator, TrainingRuntime and ClusterTrainingRuntime validators) are
+  **registered** by URL on 127.0.0.1. The manager always serves them (no switch turns them off); its cert management
+  is off, and as it has no certDir setting, it finds the serving certificate where controller-runtime looks by
+  default, ``$TMPDIR/k8s-webhook-server/serving-certs`` (its own TMPDIR).
 
 Kueue's own webhooks for these kinds are registered by ``LocalCluster._register_webhooks`` when the frameworks are
 in ``KueueSettings.frameworks`` (see ``FAMILY_FRAMEWORKS``). Used by ``tests/e2e/families.py``.
@@ -31,14 +36,17 @@ CONTROLLERS_BUILD_COMMAND = "bash hack/control-plane/controllers.sh"
 
 #: The Kueue integrations the family tests run with (all that v0.19.2 has for these kinds; deployment and
 #: statefulset need pod). Kueue is restarted on them, with their CRDs already installed.
-FAMILY_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster", "pod",
-                     "deployment", "statefulset"]
+FAMILY_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster",
+                     "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset"]
 #: Not RayService's (in the bin dir too): KubeRay's RayService controller then logs "no matches for kind RayService"
 #: every 10 s, while its RayCluster and RayJob controllers start at once; installing the 1 MB CRD costs ~12 s more.
 RAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml")
 JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
+TRAINER_CRDS = ("trainer.kubeflow.org_trainjobs.yaml", "trainer.kubeflow.org_trainingruntimes.yaml",
+                "trainer.kubeflow.org_clustertrainingruntimes.yaml")
 JOBSET_USER = "jobset-controller"
 KUBERAY_USER = "kuberay-operator"
+TRAINER_USER = "trainer-controller-manager"
 
 
 def find_controllers_bin_dir() -> Path:
@@ -97,14 +105,8 @@ class OwnerControllers:
         t = time.monotonic()
         self.install_crds((JOBSET_CRD,))
         self.timings["jobset-crds"] = round(time.monotonic() - t, 2)
-        pki = self.cluster.pki
-        assert pki is not None, "the cluster is started"
         port, health = lc.free_ports(2)
-        cert_dir = self.workdir / "jobset-certs"
-        cert_dir.mkdir(exist_ok=True)
-        pair = pki.issue("jobset-serving", "jobset-webhook", server=True, dns_names=["localhost"], ips=["127.0.0.1"])
-        (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
-        (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+        cert_dir = self._serving_cert("jobset", self.workdir / "jobset-certs")
         cfg = {
             "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
             "leaderElection": {"leaderElect": False},
@@ -120,27 +122,40 @@ class OwnerControllers:
                                                                   "--zap-log-level=2"],
                                             env={"KUBECONFIG": str(kubeconfig)})
         self._wait("the JobSet controller /readyz", lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60, [comp])
-        self._register_jobset_webhooks(f"https://127.0.0.1:{port}", pki.ca_pem)
+        self._register_webhooks("jobset", f"https://127.0.0.1:{port}")
         self.timings["jobset"] = round(time.monotonic() - t, 2)
 
-    def _register_jobset_webhooks(self, base_url: str, ca_pem: bytes) -> None:
-        ca = base64.b64encode(ca_pem).decode()
-        with (self.bin_dir / "jobset-webhook" / "manifests.yaml").open() as fh:
+    def _serving_cert(self, name: str, cert_dir: Path) -> Path:
+        """``cert_dir`` with tls.crt/tls.key for 127.0.0.1, from the cluster's CA (the webhooks' caBundle)."""
+        pki = self.cluster.pki
+        assert pki is not None, "the cluster is started"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        pair = pki.issue(f"{name}-serving", f"{name}-webhook", server=True, dns_names=["localhost"], ips=["127.0.0.1"])
+        (cert_dir / "tls.crt").write_bytes(pair.cert.read_bytes())
+        (cert_dir / "tls.key").write_bytes(pair.key.read_bytes())
+        return cert_dir
+
+    def _register_webhooks(self, name: str, base_url: str) -> None:
+        """Register ``<bin>/<name>-webhook/manifests.yaml`` by URL at ``base_url``, the cluster CA as caBundle."""
+        pki = self.cluster.pki
+        assert pki is not None, "the cluster is started"
+        ca = base64.b64encode(pki.ca_pem).decode()
+        with (self.bin_dir / f"{name}-webhook" / "manifests.yaml").open() as fh:
             docs = [d for d in yaml.safe_load_all(fh) if d]
         for doc in docs:
             for wh in doc["webhooks"]:
                 wh["clientConfig"] = {"url": base_url + wh["clientConfig"]["service"]["path"], "caBundle": ca}
                 if any("pods" in r.get("resources", []) for r in wh.get("rules", [])):
-                    # as the release's kustomize patch: only Pods of JobSets
+                    # as JobSet's release kustomize patch: only Pods of JobSets
                     wh["objectSelector"] = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name",
                                                                   "operator": "Exists"}]}
             plural = ("mutatingwebhookconfigurations" if doc["kind"].startswith("Mutating")
                       else "validatingwebhookconfigurations")
-            name = "jobset-" + doc["metadata"]["name"]
-            body = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": doc["kind"], "metadata": {"name": name},
-                    "webhooks": doc["webhooks"]}
+            config = f"{name}-" + doc["metadata"]["name"]
+            body = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": doc["kind"],
+                    "metadata": {"name": config}, "webhooks": doc["webhooks"]}
             lc.request_json(self.cluster.api, "POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", body)
-            self._webhooks.append((plural, name))
+            self._webhooks.append((plural, config))
 
     # ---- KubeRay -------------------------------------------------------------------------------
     def start_kuberay(self) -> None:
@@ -157,16 +172,45 @@ class OwnerControllers:
         self._wait("KubeRay's operator /readyz", lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60, [comp])
         self.timings["kuberay"] = round(time.monotonic() - t, 2)
 
+    # ---- Kubeflow Trainer v2 -------------------------------------------------------------------
+    def start_trainer(self) -> None:
+        """Trainer's manager on its CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime); JobSet's must exist."""
+        t = time.monotonic()
+        self.install_crds(TRAINER_CRDS)
+        self.timings["trainer-crds"] = round(time.monotonic() - t, 2)
+        port, health = lc.free_ports(2)
+        tmp = self.workdir / "trainer-tmp"
+        self._serving_cert("trainer", tmp / "k8s-webhook-server" / "serving-certs")
+        cfg = {
+            "apiVersion": "config.trainer.kubeflow.org/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "certManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": port},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        }
+        cfg_path = self.workdir / "trainer-config.yaml"
+        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        kubeconfig = self.cluster.make_user_kubeconfig(TRAINER_USER, ("system:masters",))
+        comp = self.cluster.start_component(
+            "trainer-controller-manager",
+            [str(self.bin_dir / "trainer-controller-manager"), f"--config={cfg_path}", "--zap-log-level=2"],
+            env={"KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp)})
+        self._wait("Trainer's controller manager /readyz", lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60,
+                   [comp])
+        self._register_webhooks("trainer", f"https://127.0.0.1:{port}")
+        self.timings["trainer"] = round(time.monotonic() - t, 2)
+
     # ---- stop ----------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Delete the JobSet webhook configurations (failurePolicy Fail), then stop both controllers."""
+        """Delete the webhook configurations (failurePolicy Fail), then stop the controllers."""
         from kubernetes.client import ApiException
 
         for plural, name in self._webhooks:
             with contextlib.suppress(ApiException):
                 lc.request_json(self.cluster.api, "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
         self._webhooks.clear()
-        for name in ("jobset-controller", "kuberay-operator"):
+        for name in ("jobset-controller", "kuberay-operator", "trainer-controller-manager"):
             self.cluster.stop_component(name)
 
     @staticmethod

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Build the owner controllers the e2e family tests run next to Kueue (issue 9): the JobSet
-# controller (sigs.k8s.io/jobset) and KubeRay's ray-operator (github.com/ray-project/kuberay/ray-operator),
+# controller (sigs.k8s.io/jobset), KubeRay's ray-operator (github.com/ray-project/kuberay/ray-operator) and
+# Kubeflow Trainer v2's manager (github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager),
 # each as the `tool` of a throwaway module (`go get -tool module@version`; their go.mod have no replace, so
 # the build uses exactly their own requirements). `go install module@version` is refused here: it asks the
 # proxy for the module's version list (deprecation check), which the machine's proxy does not serve for
-# these modules. Plus their CRDs and (JobSet) webhook manifest from the very same module directories.
+# these modules. Plus their CRDs and (JobSet, Trainer) webhook manifests from the very same module directories.
 # Cache OUTSIDE the work tree, separate from the control plane's (so build.sh's bin-<key> is never
 # invalidated by these pins):
 #
 #   ${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}/bin-<key>
 #
-# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, CTRL_RECIPE_REV (versions.env) and `go env GOVERSION`.
+# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, TRAINER_VERSION, CTRL_RECIPE_REV (versions.env) and
+# `go env GOVERSION`.
 # Idempotent (exits at once when <bin>/.complete exists), serialised with flock, atomic (stage dir, mv,
 # then .complete). The last line on stdout is the bin dir; progress and per-step timings go to stderr.
 #
@@ -31,7 +33,7 @@ case "${1:-}" in
   "") ;;
   --print-bin-dir-if-built) MODE=if-built ;;
   --print-bin-dir) MODE=print ;;
-  -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
   *) echo "controllers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -39,10 +41,11 @@ log() { printf '[controllers.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 check_bin_dir() {  # $1 = dir
   local d="$1" missing=()
-  for b in jobset ray-operator; do [[ -x "$d/$b" ]] || missing+=("$b"); done
+  for b in jobset ray-operator trainer-controller-manager; do [[ -x "$d/$b" ]] || missing+=("$b"); done
   for f in crds/jobset.x-k8s.io_jobsets.yaml crds/ray.io_rayclusters.yaml crds/ray.io_rayjobs.yaml \
-           crds/ray.io_rayservices.yaml \
-           jobset-webhook/manifests.yaml; do
+           crds/ray.io_rayservices.yaml crds/trainer.kubeflow.org_trainjobs.yaml \
+           crds/trainer.kubeflow.org_trainingruntimes.yaml crds/trainer.kubeflow.org_clustertrainingruntimes.yaml \
+           jobset-webhook/manifests.yaml trainer-webhook/manifests.yaml; do
     [[ -f "$d/$f" ]] || missing+=("$f")
   done
   if ((${#missing[@]})); then echo "missing in $d: ${missing[*]}" >&2; return 1; fi
@@ -66,7 +69,8 @@ export GOFLAGS="-trimpath -buildvcs=false"
 
 GOVERSION="$(go env GOVERSION)"
 CACHE="${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}"
-KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$CTRL_RECIPE_REV" "$GOVERSION" | sha256sum | cut -c1-12)"
+KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$TRAINER_VERSION" "$CTRL_RECIPE_REV" "$GOVERSION" |
+  sha256sum | cut -c1-12)"
 BIN="$CACHE/bin-$KEY"
 
 case "$MODE" in
@@ -92,8 +96,9 @@ STAGE="$(mktemp -d "$CACHE/stage.XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
 trap 'exit 130' INT TERM HUP
 OUT="$STAGE/out"
-mkdir -p "$OUT/crds" "$OUT/jobset-webhook" "$STAGE/src"
-log "building into $STAGE (key $KEY: jobset $JOBSET_VERSION, kuberay $KUBERAY_VERSION, $GOVERSION)"
+mkdir -p "$OUT/crds" "$OUT/jobset-webhook" "$OUT/trainer-webhook" "$STAGE/src"
+log "building into $STAGE (key $KEY: jobset $JOBSET_VERSION, kuberay $KUBERAY_VERSION, trainer $TRAINER_VERSION," \
+  "$GOVERSION)"
 T_ALL=$SECONDS
 
 step() {  # step <name> <function>
@@ -135,8 +140,18 @@ build_kuberay() {
   cp "$dir"/config/crd/bases/ray.io_{rayclusters,rayjobs,rayservices}.yaml "$OUT/crds/"
 }
 
+build_trainer() {
+  local pkg=github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager dir
+  tool_build trainer "$pkg" "$TRAINER_VERSION" "$pkg" trainer-controller-manager
+  dir="$(module_dir "github.com/kubeflow/trainer/v2@$TRAINER_VERSION")"
+  cp "$dir"/manifests/base/crds/trainer.kubeflow.org_{trainjobs,trainingruntimes,clustertrainingruntimes}.yaml \
+    "$OUT/crds/"
+  cp "$dir"/manifests/base/webhook/manifests.yaml "$OUT/trainer-webhook/manifests.yaml"
+}
+
 step jobset build_jobset
 step kuberay build_kuberay
+step trainer build_trainer
 chmod -R u+w "$OUT"
 
 cat >"$OUT/VERSIONS" <<EOF
@@ -144,6 +159,7 @@ key=$KEY
 go=$GOVERSION
 jobset=$JOBSET_VERSION
 kuberay=$KUBERAY_VERSION
+trainer=$TRAINER_VERSION
 recipe=$CTRL_RECIPE_REV
 EOF
 check_bin_dir "$OUT"

@@ -110,6 +110,7 @@ FRAMEWORK_WEBHOOK_RESOURCES: dict[str, set[tuple[str, str]]] = {
     "jobset.x-k8s.io/jobset": {("jobset.x-k8s.io", "jobsets")},
     "ray.io/rayjob": {("ray.io", "rayjobs")},
     "ray.io/raycluster": {("ray.io", "rayclusters")},
+    "trainer.kubeflow.org/trainjob": {("trainer.kubeflow.org", "trainjobs")},
     "pod": {("", "pods")},
     "deployment": {("apps", "deployments")},
     "statefulset": {("apps", "statefulsets")},

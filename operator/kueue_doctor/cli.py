@@ -249,6 +249,7 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
             err.write(f"kueue-doctor: --now {args.now!r} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)\n")
             return EXIT_BAD_INPUT
     namespace, from_context = _namespace(args, plugin)
+    target = Target.parse(args.workload)
     if args.filename:
         try:
             objects = load_files(args.filename, stdin)
@@ -263,12 +264,12 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
 
         try:
             state = snapshot(namespace=namespace, kubeconfig=args.kubeconfig, context=args.context,
-                             kueue_namespace=args.kueue_namespace)
+                             kueue_namespace=args.kueue_namespace,
+                             named=(target.kind, target.name) if target and target.kind else None)
         except LiveError as exc:
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
         now = now or datetime.now(UTC)
-    target = Target.parse(args.workload)
     candidates = {**stand_ins(state, now, grace), **state.workloads}  # owners Kueue made no Workload for, too
     keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]

@@ -1,7 +1,8 @@
 """The Kueue family on the real cluster (issue 9): what the ``tests/e2e/test_family_*.py`` modules share.
 
 ``owner_kinds`` (behind the module-scoped ``owner_kinds`` fixture of conftest.py) starts the owner controllers a
-module names in ``CONTROLLERS`` (JobSet controller, KubeRay operator: ``hack/control-plane/controllers.py``) and
+module names in ``CONTROLLERS`` (JobSet controller, KubeRay operator, Trainer's controller manager:
+``hack/control-plane/controllers.py``) and
 restarts Kueue with the module's ``FRAMEWORKS`` (their CRDs installed first), for that module only: the other
 tests keep the session's Kueue (frameworks [batch/job]) and no controller runs for them. ``snapshot`` reads back
 what the engine reads for these kinds; ``verdict`` diagnoses it, as ``explain -f`` would.
@@ -30,7 +31,8 @@ IMAGE = "registry.k8s.io/pause:3.10"
 #: an image the fake kubelet cannot pull (lc.FAKE_UNPULLABLE_REGISTRY_SUFFIX)
 UNPULLABLE_IMAGE = "registry.kueue-doctor.invalid/ray:does-not-exist"
 #: the family kinds read back next to _owner_snapshot's (Jobs, Pods, JobSets, Kueue objects, Events, ConfigMap)
-FAMILY_KINDS = ("ray.io/RayJob", "ray.io/RayCluster", "apps/Deployment", "apps/StatefulSet")
+FAMILY_KINDS = ("ray.io/RayJob", "ray.io/RayCluster", "trainer.kubeflow.org/TrainJob", "apps/Deployment",
+                "apps/StatefulSet")
 
 
 @contextlib.contextmanager
@@ -46,6 +48,8 @@ def owner_kinds(cluster: ClusterHandle, controllers: Iterable[str], frameworks: 
             ctl.start_jobset()
         if ctl is not None and "kuberay" in wanted:
             ctl.start_kuberay()
+        if ctl is not None and "trainer" in wanted:
+            ctl.start_trainer()
         with cluster.kueue_settings(frameworks=list(frameworks)):
             print(f"owner kinds up in {time.monotonic() - t0:.1f}s: controllers {sorted(wanted)} "
                   f"{ctl.timings if ctl else {}}, Kueue frameworks {frameworks}")
@@ -83,7 +87,7 @@ def _served(api: Any, kind: str) -> bool:
 
 
 def snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
-    """``_owner_snapshot`` + the namespaces' RayJobs, RayClusters, Deployments and StatefulSets."""
+    """``_owner_snapshot`` + the namespaces' RayJobs, RayClusters, TrainJobs, Deployments and StatefulSets."""
     namespaces = list(namespaces)
     objects = _owner_snapshot(api, namespaces)
     for kind in FAMILY_KINDS:
@@ -95,7 +99,16 @@ def snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
 
 def record(name: str, objects: list[dict[str, Any]], note: str) -> None:
     kube.record_fixture(f"scenario-family-{name}", objects, note=note,
-                        keep_managed_fields=(*OWNER_KINDS, "ray.io/RayJob", "ray.io/RayCluster"))
+                        keep_managed_fields=(*OWNER_KINDS, "ray.io/RayJob", "ray.io/RayCluster",
+                                            "trainer.kubeflow.org/TrainJob"))
+
+
+def recorded_verdict(api: Any, namespace: str, name: str, note: str, *, owner: tuple[str, str],
+                     reason: str | Iterable[str] | None, cause: str) -> dict[str, Any]:
+    """``snapshot`` of the namespace, ``record``ed as scenario-family-<name>, and ``verdict`` on the owner."""
+    objects = snapshot(api, [namespace])
+    record(name, objects, note)
+    return verdict(objects, namespace, owner=owner, reason=reason, cause=cause)
 
 
 def verdict(objects: list[dict[str, Any]], namespace: str, *, owner: tuple[str, str] | None = None,

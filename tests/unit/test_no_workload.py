@@ -183,11 +183,22 @@ def test_explain_job_slash_name_finds_the_owner_without_workload() -> None:
 
 
 def test_explain_says_why_an_unlabelled_job_has_no_diagnosis() -> None:
-    job = Job("plain", "team-a").created(CREATED).obj()
+    job = Job("plain", "team-a").suspend(True).created(CREATED).obj()
     code, _, err = _explain([*_queues(), _config(), job], "-n", "team-a", "job/plain")
     assert code == 1
     assert "has no label kueue.x-k8s.io/queue-name and manageJobsWithoutQueueName is off" in err
-    assert "kubectl -n team-a label job plain kueue.x-k8s.io/queue-name=<LocalQueue>" in err
+    assert "To queue it, set the label: kubectl -n team-a label job plain kueue.x-k8s.io/queue-name=<LocalQueue>" \
+        in err
+
+
+def test_an_unlabelled_running_owner_must_be_recreated_or_suspended_before_it_can_be_queued() -> None:
+    """Kueue's webhook keeps the queue name immutable while the owner runs (seen live on a TrainJob): the plain
+    "set the label" advice would be refused."""
+    job = Job("plain", "team-a").suspend(False).created(CREATED).obj()
+    code, _, err = _explain([*_queues(), _config(), job], "-n", "team-a", "job/plain")
+    assert code == 1 and "To queue it" not in err
+    assert "Kueue's webhook refuses the label while it runs: recreate it with the label " \
+           "kueue.x-k8s.io/queue-name=<LocalQueue>, or set spec.suspend: true first" in err
 
 
 def test_explain_points_from_a_child_job_to_its_jobset() -> None:

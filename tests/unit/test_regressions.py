@@ -164,6 +164,12 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-ray-raycluster-head-image-pull": {
         "RayCluster/broken": (("ContainersNotStarting",), "ImagePullBackOff")},
     "scenario-family-ray-raycluster-exceeds-quota": {"RayCluster/huge": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-trainer-running": {"TrainJob/llama": (("Running",), "PodsReady")},
+    "scenario-family-trainer-pending-quota": {
+        "Job/hog": (("Running",), "PodsReady"),
+        "TrainJob/waits": (("WaitingForQuota",), "InsufficientUnusedQuota")},
+    "scenario-family-trainer-pods-unschedulable": {"TrainJob/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
+    "scenario-family-trainer-integration-disabled": {"TrainJob/orphan": (("NoWorkload",), "IntegrationNotEnabled")},
 }
 
 
@@ -375,3 +381,67 @@ def test_kueues_recorded_answer_names_the_workloads_a_one_namespace_input_lacks(
     st = _positions([o for o in objects if o["kind"] != "Workload" or o["metadata"]["namespace"] != other])
     assert (st["new-low"]["queuePosition"]["position"], st["new-low"]["queuePosition"]["visibility"]) == (3, 4)
     assert f"(from namespaces {other}, not in the input: `explain -A` reads every namespace)" in st["new-low"]["message"]
+
+
+# ---- Kubeflow Trainer v2, live (tests/e2e/test_family_trainer.py) ----------------------------
+
+
+def test_a_trainjobs_pods_are_found_through_its_jobset_and_jobs() -> None:
+    """TrainJob -> JobSet -> Job -> Pod, as the real Trainer and JobSet controllers built it."""
+    objects = _load("scenario-family-trainer-running")
+    chain = {(o["kind"], o["metadata"]["name"]): [r["kind"] for r in o["metadata"].get("ownerReferences", [])]
+             for o in objects if o["kind"] in ("JobSet", "Job")}
+    assert chain[("JobSet", "llama")] == ["TrainJob"] and chain[("Job", "llama-node-0")] == ["JobSet"], chain
+    st = next(d["status"] for d in diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
+              if _is_target(d, "TrainJob/llama"))
+    assert (st["pods"]["running"], st["pods"]["expected"]) == (2, 2), st["pods"]
+
+
+def test_a_trainjob_kueue_never_took_is_explained_not_diagnosed(capsys: pytest.CaptureFixture[str]) -> None:
+    """free has no queue-name label and runs: no diagnosis, and `explain trainjob/free` says why and that Kueue's
+    webhook refuses the label while it runs (the e2e test saw the refusal)."""
+    from kueue_doctor.cli import main
+
+    objects = _load("scenario-family-trainer-running")
+    assert not [d for d in diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
+                if _is_target(d, "TrainJob/free")]
+    code = main(["explain", "-f", str(FIXTURES / "scenario-family-trainer-running.yaml"), "trainjob/free"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "has no label kueue.x-k8s.io/queue-name and manageJobsWithoutQueueName is off" in err, err
+    assert "Kueue's webhook refuses the label while it runs" in err and "spec.suspend: true" in err, err
+
+
+def test_an_unschedulable_trainjob_is_sent_to_its_runtime_and_not_to_the_flavor_whose_label_nodes_carry() -> None:
+    objects = _load("scenario-family-trainer-pods-unschedulable")
+    st = next(d["status"] for d in diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
+              if _is_target(d, "TrainJob/pinned"))
+    assert [(r["actionBy"], r["kind"], r["name"]) for r in st["remedies"]] == [
+        ("WorkloadOwner", "TrainJob", "pinned")], st["remedies"]  # the flavor's pool label is on the node
+    remedy = st["remedies"][0]
+    assert remedy["field"].startswith("spec.runtimePatches[*].") and remedy["field"].endswith(
+        ".nodeSelector[example.test/accelerator]"), remedy
+    assert "its runtime, TrainingRuntime torch-tpu (spec.runtimeRef)" in remedy["message"], remedy["message"]
+
+
+def test_a_trainjob_too_large_for_any_node_is_told_to_lower_resources_per_node() -> None:
+    """The recorded unschedulable TrainJob, its Pods made larger than the node instead (as kube-scheduler words
+    it): a TrainJob sets its Pods' requests in spec.trainer.resourcesPerNode (a runtime patch has no resources)."""
+    objects = _load("scenario-family-trainer-pods-unschedulable")
+    too_large = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption " \
+                "victims found for incoming pod."
+    for o in objects:
+        if o["kind"] == "Pod":
+            o["spec"]["nodeSelector"].pop("example.test/accelerator")
+            for c in o["spec"]["containers"]:
+                c["resources"] = {"requests": {"cpu": "16"}, "limits": {"cpu": "16"}}
+            for c in o["status"]["conditions"]:
+                if c["type"] == "PodScheduled":
+                    c["message"] = too_large
+        elif o["kind"] == "Event" and o.get("reason") == "FailedScheduling":
+            o["message"] = too_large
+    st = next(d["status"] for d in diagnose_objects(objects, newest_timestamp(objects), grace=NO_GRACE)
+              if _is_target(d, "TrainJob/pinned"))
+    assert (st["reason"], st["cause"]) == ("PodsUnschedulable", "PodTooLarge"), st["message"]
+    owner = [r for r in st["remedies"] if r["actionBy"] == "WorkloadOwner"]
+    assert [(r["kind"], r["field"]) for r in owner] == [("TrainJob", "spec.trainer.resourcesPerNode.requests[cpu]")]

@@ -9,7 +9,7 @@ import pytest
 import urllib3
 
 from kueue_doctor.live.orphans import list_diagnoses
-from kueue_doctor.live.snapshot import LiveError, list_all, listings, snapshot
+from kueue_doctor.live.snapshot import LiveError, list_all, listings, named_owner, snapshot
 from kueue_doctor.state import kind_key
 from tests.builders import Job, Pod
 
@@ -62,6 +62,24 @@ def test_a_forbidden_kind_is_left_out_of_a_snapshot_and_never_marked_complete() 
     state = snapshot(api=cluster(pods(2), forbidden=("Pod",)))
     assert "Pod" not in state.complete_kinds and "Workload" in state.complete_kinds
     assert state.pods == {}
+
+
+def test_an_owner_the_user_names_is_read_by_name_whatever_its_labels() -> None:
+    """The owners' LISTs select on the queue-name label; `explain job/plain` also reads Job plain by name, so the
+    answer can say why Kueue ignores it (the real apiserver's field selector: tests/e2e/test_family_trainer.py)."""
+    api = cluster([Job("plain", "team-a").obj()])
+    state = snapshot(api=api, named=("Job", "plain"))
+    by_name = [r for r in api.requests if r.query.get("fieldSelector") == "metadata.name=plain"]
+    assert [r.path for r in by_name] == ["/apis/batch/v1/jobs"] and "labelSelector" not in by_name[0].query
+    assert ("team-a", "Job", "plain") in state.owners
+    unnamed = cluster([Job("plain", "team-a").obj()])
+    snapshot(api=unnamed)  # nothing named: no LIST by name
+    assert not [r for r in unnamed.requests if "fieldSelector" in r.query and r.path.endswith("/jobs")]
+    # only owners Kueue makes Workloads for: a Pod or a Workload is never read by name
+    assert named_owner(listings("v1beta2"), "Pod", "x") is None
+    assert named_owner(listings("v1beta2"), "Workload", "x") is None
+    one = named_owner(listings("v1beta2"), "TrainJob", "free")
+    assert one is not None and one.path == "/apis/trainer.kubeflow.org/v1alpha1/{ns}trainjobs"
 
 
 def test_refused_credentials_and_an_unreachable_cluster_are_errors_not_empty_lists() -> None:

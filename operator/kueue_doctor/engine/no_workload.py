@@ -38,7 +38,7 @@ from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .pods.events import event_message
 from .rules import Finding, Phase, rule
-from .scheduling.owners import owner_suspended
+from .scheduling.owners import owner_suspended, suspend_path
 
 GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -410,9 +410,17 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
         cfg = state.kueue_config
         mode = ("manageJobsWithoutQueueName is off in Kueue's Configuration" if cfg.known
                 else "Kueue manages unlabelled Jobs only with manageJobsWithoutQueueName")
-        return (f"kueue-doctor: {what} has no label {QUEUE_LABEL} and {mode}, so Kueue does not manage it: it runs "
-                f"(or waits) outside Kueue. To queue it, set the label: kubectl -n {namespace(owner)} label "
-                f"{(s(owner.get('kind')) or '').lower()} {name(owner)} {QUEUE_LABEL}=<LocalQueue>")
+        head = f"kueue-doctor: {what} has no label {QUEUE_LABEL} and {mode}, so Kueue does not manage it"
+        kind = s(owner.get("kind")) or ""
+        path = suspend_path(owner)
+        if owner_suspended(owner) is False and path is not None:
+            # Kueue's webhook keeps the queue name immutable while the owner runs (validateUpdateForQueueName)
+            return (f"{head}: it runs outside Kueue's quota. Kueue's webhook refuses the label while it runs: "
+                    f"recreate it with the label {QUEUE_LABEL}=<LocalQueue>, or set {'.'.join(path)}: true first "
+                    f"and then the label (kubectl -n {namespace(owner)} label {kind.lower()} {name(owner)} "
+                    f"{QUEUE_LABEL}=<LocalQueue>).")
+        return (f"{head}: it runs (or waits) outside Kueue. To queue it, set the label: kubectl -n "
+                f"{namespace(owner)} label {kind.lower()} {name(owner)} {QUEUE_LABEL}=<LocalQueue>")
     if not state.knows("Workload"):
         return (f"kueue-doctor: {what} asks for Kueue, but the input has no Workloads to look in; include "
                 "`kubectl get workloads -A -o yaml`.")

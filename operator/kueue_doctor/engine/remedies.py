@@ -167,15 +167,33 @@ def _counts(ctx: Context) -> dict[str, int]:
 # ---- PodsUnschedulable: the node funnel, and what would let more nodes through ------------------------------
 
 
+# A TrainJob has no Pod template of its own: its runtime's (spec.runtimeRef), patched by spec.runtimePatches
+_TRAINJOB_POD_PATCH = ("spec.runtimePatches[*].trainingRuntimeSpec.template.spec.replicatedJobs[*].template.spec"
+                       ".template.spec")
+
+
 def _template(ctx: Context) -> tuple[str, str, str, str | None]:
     """(kind, name, path of the Pod spec, namespace) of the object whose Pod template the owner changes."""
     owner = ctx.owner
     if owner is not None and s(owner.get("kind")) == "Job":
         return "Job", name(owner) or "", "spec.template.spec", ctx.ns
+    if owner is not None and s(owner.get("kind")) == "TrainJob":
+        return "TrainJob", name(owner) or "", _TRAINJOB_POD_PATCH, ctx.ns
     ref = ctx.owner_ref
     kind = s(ref.get("kind")) if ref else None
     path = "spec.template.spec" if kind == "Job" else "the Pod template's spec"
     return kind or "Workload", (s(ref.get("name")) if ref else None) or ctx.name, path, ctx.ns
+
+
+def _template_origin(ctx: Context) -> str:
+    """Where the owner's Pod template really comes from, when that is not the owner itself (a TrainJob's runtime)."""
+    owner = ctx.owner
+    if owner is None or s(owner.get("kind")) != "TrainJob":
+        return ""
+    ref = m(spec(owner).get("runtimeRef"))
+    runtime = f"{s(ref.get('kind')) or 'ClusterTrainingRuntime'} {s(ref.get('name')) or '?'}"
+    return (f" A TrainJob's Pods come from its runtime, {runtime} (spec.runtimeRef), patched by its "
+            "spec.runtimePatches: change it where it is set, or pick another runtime.")
 
 
 def _remedy(who: ActionBy, kind: str, obj: str, ns: str | None, path: str, now: str, enough: str, message: str,
@@ -206,7 +224,8 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                                    f"Pods it admits in that flavor):{then}.{funnel}{not_sure}"))
             out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.tolerations",
                                _tolerations_now(p.pod), f"+ {tol}",
-                               f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj}:{then}.{funnel}{not_sure}"))
+                               f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj}:{then}."
+                               f"{_template_origin(ctx)}{funnel}{not_sure}"))
     elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.constraints is not None:
         out.extend(_selector_remedies(ctx, p, kind, obj, pod_path, ns, funnel, not_sure))
     elif p.cause in (Cause.POD_TOO_LARGE, Cause.INSUFFICIENT_RESOURCES) and p.resource and p.constraints is not None:
@@ -217,8 +236,10 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
         if need is not None and most is not None and most[0] > 0 and r != "pods":
             cap, node = most
             what = "allocatable" if p.cause == Cause.POD_TOO_LARGE else "free now (an estimate)"
-            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.containers[*].resources.requests"
-                               f"[{r}]", quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
+            requests = ("spec.trainer.resourcesPerNode.requests" if pod_path == _TRAINJOB_POD_PATCH
+                        else f"{pod_path}.containers[*].resources.requests")  # a runtime patch has no resources
+            out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{requests}[{r}]",
+                               quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
                                f"Lower the per-Pod request of {r} from {quota.fmt(r, need)} to at most "
                                f"{quota.fmt(r, cap)}, the most any usable node has {what} ({node}).{funnel}"
                                + (" The node must also have it free when the Pod is scheduled." if
@@ -268,12 +289,19 @@ def _selector_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path
     out: list[dict[str, Any]] = []
     flavor_labels = dict(m(spec(ctx.state.flavors.get(p.flavor or "") or {}).get("nodeLabels")))
     nodes = list(ctx.state.nodes.values()) if ctx.state.knows("Node") else []
-    for key, want in list((p.constraints.node_selector if p.constraints else {}).items())[:3]:
+    origin = _template_origin(ctx)
+    counted: list[tuple[str, str, dict[str, int]]] = []
+    for key, want in (p.constraints.node_selector if p.constraints else {}).items():
         seen: dict[str, int] = {}
         for n in nodes:
             value = m(m(n.get("metadata")).get("labels")).get(key)
             if value is not None:
                 seen[str(value)] = seen.get(str(value), 0) + 1
+        counted.append((key, want, seen))
+    if nodes and any(not seen.get(want) for _key, want, seen in counted):
+        # the keys no node carries with that value are the blockers; one that nodes do carry is not to change
+        counted = [(key, want, seen) for key, want, seen in counted if not seen.get(want)]
+    for key, want, seen in counted[:3]:
         if nodes:
             offered = ", ".join(f"{key}={v} on {c}" for v, c in sorted(seen.items(), key=lambda x: -x[1])[:3])
             have = f" Nodes carry {offered}." if offered else f" No node carries the label {key} at all."
@@ -288,8 +316,8 @@ def _selector_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path
         else:
             out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.nodeSelector[{key}]",
                                f"{key}={want}", "a value nodes carry",
-                               f"The Pods of {kind} {ns}/{obj} select {key}={want}: fix or drop it.{have}{funnel}"
-                               f"{not_sure}"))
+                               f"The Pods of {kind} {ns}/{obj} select {key}={want}: fix or drop it.{origin}{have}"
+                               f"{funnel}{not_sure}"))
     return out
 
 

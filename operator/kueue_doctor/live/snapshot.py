@@ -12,7 +12,7 @@ marked complete, so the engine never concludes that an object is missing when it
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..engine.queue_position import pending_cluster_queues, pending_local_queues
@@ -137,8 +137,20 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
     return items
 
 
+def named_owner(kueue_listings: Sequence[Listing], kind: str, name: str) -> Listing | None:
+    """The LIST of one owner the user named (kind/name), whatever its labels: the owners' listings select on the
+    queue-name label, and an owner without it is the one whose "why does Kueue ignore it" the user asks."""
+    for listing in kueue_listings:
+        if listing.kind == kind and listing.selectors == ({"labelSelector": JOB_SELECTOR},):
+            return replace(listing, selectors=({"fieldSelector": f"metadata.name={name}"},))
+    return None
+
+
 def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
-             api: Any = None, kueue_namespace: str = DEFAULT_NAMESPACE, visibility: bool = True) -> ClusterState:
+             api: Any = None, kueue_namespace: str = DEFAULT_NAMESPACE,
+             named: tuple[str, str] | None = None, visibility: bool = True) -> ClusterState:
+    """Everything the engine reads; ``named`` = (owner kind, name) the user asked about, read even unlabelled;
+    ``visibility``: Kueue's pending Workloads per ClusterQueue too, for the queue positions' cross-check."""
     if api is None:
         try:
             api = rest.load_client(kubeconfig, context)
@@ -152,12 +164,16 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
         raise LiveError(f"Kueue's API ({KUEUE}) is not served by this cluster: is Kueue installed?")
     objects: list[dict[str, Any]] = []
     complete: set[str] = set()
-    for listing in listings(version):
+    kinds = listings(version)
+    for listing in kinds:
         items = list_all(api, listing, [namespace] if namespace else [])
         if items is None:
             continue
         objects.extend(items)
         complete.add(listing.kind)
+    one = named_owner(kinds, *named) if named else None
+    if one is not None:
+        objects.extend(list_all(api, one, [namespace] if namespace else []) or [])
     try:
         install, readable = kueue_install.read(api, kueue_namespace)
     except rest.ApiError as exc:
