@@ -149,6 +149,11 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "JobSet/first": (("Running",), "PodsReady"),
         "JobSet/second": (("WaitingForQuota",), "InsufficientUnusedQuota")},
     "scenario-family-jobset-deactivated": {"JobSet/paused": (("Deactivated",), "DeactivatedByUser")},
+    "scenario-family-multikueue-dispatched": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
+    "scenario-family-multikueue-worker-unreachable": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-no-worker-quota": {
+        "Job/trainer": (("WaitingForAdmissionChecks",), "AdmissionCheckPending")},
     "scenario-family-ray-rayjob-pending-quota": {
         "Job/hog": (("Running",), "PodsReady"),
         "RayJob/train": (("WaitingForQuota",), "InsufficientUnusedQuota")},

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import format_duration, format_time, lst, m, name, s, spec
+from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
@@ -19,8 +20,6 @@ from .owners import (
     suspend_path,
     suspend_writer,
 )
-
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 
 @rule(Phase.ADMITTED, pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER))

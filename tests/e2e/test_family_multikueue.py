@@ -1,0 +1,160 @@
+"""MultiKueue on a manager and a worker local control plane, live (issue 9).
+
+The session's cluster is the manager; the module fixture ``worker`` starts a second local control plane (the
+worker: its own etcd, apiserver, KCM, scheduler, Kueue, fake kubelet). Each test builds its MultiKueue objects
+(tests/e2e/multikueue.py), makes the situation happen, asserts what Kueue really wrote on the manager, records the
+MANAGER's snapshot (``scenario-family-multikueue-*.yaml``, replayed by tests/unit/test_regressions.py) and asserts
+the engine's verdict on it: kueue-doctor sees only the manager.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.builders import Job
+
+from . import families, kube
+from . import multikueue as mk
+from .conftest import ClusterHandle
+from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+
+pytestmark = pytest.mark.e2e
+
+#: MultiKueue objects the engine reads next to families.snapshot's
+MK_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
+
+
+@pytest.fixture(scope="module")
+def worker(cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[mk.Worker]:
+    if cluster.local is None:
+        pytest.skip("the MultiKueue worker is a second local control plane next to the local manager")
+    assert cluster.local.bin_dir is not None
+    with mk.worker_cluster(tmp_path_factory.mktemp("multikueue-worker"), cluster.local.bin_dir) as w:
+        yield w
+
+
+@pytest.fixture
+def worker_resources(worker: mk.Worker) -> Iterator[Resources]:
+    res = Resources(worker.api)
+    try:
+        yield res
+    finally:
+        res.cleanup()
+
+
+def _snapshot(api: Any, namespace: str) -> list[dict[str, Any]]:
+    objects = families.snapshot(api, [namespace])
+    for kind in MK_KINDS:
+        objects += kube.list_objects(api, kind)
+    return objects
+
+
+def _check(wl: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((c for c in wl.get("status", {}).get("admissionChecks", []) if c["name"] == name), {})
+
+
+def _job(namespace: str, name: str, cpu: str) -> dict[str, Any]:
+    return Job(name, namespace).queue("main").request("cpu", cpu).manifest()
+
+
+def _timed(what: str, t0: float) -> None:
+    print(f"MultiKueue scenario {what}: {time.monotonic() - t0:.1f}s")
+
+
+def test_dispatched_and_running_on_the_worker(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
+                                              worker_resources: Resources, namespace: str) -> None:
+    """Kueue on the manager reserves quota, MultiKueue copies the Job to the worker, the worker's Kueue admits it
+    and its Pod runs there: the manager's check is Ready "The workload was admitted on ..." with
+    status.clusterName; the manager has no Pod, by design."""
+    api = cluster.api_client
+    t0 = time.monotonic()
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=worker.kubeconfig, manager_cpu="4",
+                 worker_cpu="4", worker_node_cpu="4")
+    mk.wait_active(api, "MultiKueueCluster", s.cluster)
+    mk.wait_active(api, "AdmissionCheck", s.check)
+    mk.wait_active(api, "ClusterQueue", s.cq)
+    job = resources.create(_job(namespace, "trainer", "500m"))
+    assert job["spec"].get("managedBy") == mk.MULTIKUEUE_CONTROLLER, "Kueue's webhook hands the Job to MultiKueue"
+    wait_for(lambda: [p for p in kube.pods_of_job(worker.api, namespace, "trainer")
+                      if p["status"].get("phase") == "Running"], timeout=60,
+             message="the Job's Pod Running on the worker")
+    wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "Admitted")
+                           and _check(w, s.check).get("state") == "Ready", timeout=30, what="Admitted, check Ready")
+    assert wl["status"]["clusterName"] == s.cluster, wl["status"]
+    assert _check(wl, s.check)["message"] == f'The workload was admitted on "{s.cluster}"', wl["status"]
+    assert not kube.pods_of_job(api, namespace, "trainer"), "no Pod on the manager: it runs on the worker"
+    objects = _snapshot(api, namespace)
+    families.record("multikueue-dispatched", objects,
+                    "Job trainer dispatched by MultiKueue to the worker cluster, its Pod Running there")
+    st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="Running",
+                          cause="DispatchedToWorkerCluster")
+    assert f"worker cluster {s.cluster}" in st["message"] and "no Pod" not in st["message"], st["message"]
+    assert st["actionBy"] == "Nobody", st
+    _timed("dispatched", t0)
+
+
+def test_worker_unreachable(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
+                            worker_resources: Resources, namespace: str) -> None:
+    """The only worker's kubeconfig names a loopback port nobody listens on (its apiserver down): the
+    MultiKueueCluster is Active=False ClientConnectionFailed, the check NoUsableClusters, the ClusterQueue inactive
+    (AdmissionCheckInactive), the Workload pending on it."""
+    api = cluster.api_client
+    t0 = time.monotonic()
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=mk.unreachable_kubeconfig(worker),
+                 manager_cpu="4", worker_cpu="4")
+    mkc = condition(mk.wait_active(api, "MultiKueueCluster", s.cluster, "False"), "Active") or {}
+    assert mkc["reason"] == "ClientConnectionFailed" and "connection refused" in mkc["message"], mkc
+    ac = condition(mk.wait_active(api, "AdmissionCheck", s.check, "False"), "Active") or {}
+    assert (ac["reason"], ac["message"]) == ("NoUsableClusters", f"Inactive clusters: [{s.cluster}]"), ac
+    mk.wait_active(api, "ClusterQueue", s.cq, "False")
+    resources.create(_job(namespace, "trainer", "500m"))
+    wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "QuotaReserved", "False")
+                           and "is inactive" in (condition(w, "QuotaReserved") or {}).get("message", ""),
+                           timeout=30, what="pending on the inactive ClusterQueue")
+    assert _check(wl, s.check).get("state") == "Pending", wl["status"]
+    objects = _snapshot(api, namespace)
+    families.record("multikueue-worker-unreachable", objects,
+                    "the only worker's kubeconfig names a loopback port nobody listens on: ClientConnectionFailed")
+    st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="QueueMisconfigured",
+                          cause="AdmissionCheckInactive")
+    for part in (s.check, "NoUsableClusters", f"MultiKueueCluster {s.cluster} is not connected",
+                 "ClientConnectionFailed", "connection refused", "Platform admin"):
+        assert part in st["message"], (part, st["message"])
+    assert st["actionBy"] == "ClusterAdmin", st
+    assert any(e["kind"] == "MultiKueueCluster" and e["name"] == s.cluster for e in st["evidence"]), st["evidence"]
+    _timed("worker unreachable", t0)
+
+
+def test_no_worker_has_quota(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
+                             worker_resources: Resources, namespace: str) -> None:
+    """The manager reserves 2 of its 4 cpu; the worker's ClusterQueue has 1: the worker's Workload stays pending
+    there, the manager's check stays Pending with no message and status.nominatedClusterNames names the worker."""
+    api = cluster.api_client
+    t0 = time.monotonic()
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=worker.kubeconfig, manager_cpu="4",
+                 worker_cpu="1")
+    mk.wait_active(api, "AdmissionCheck", s.check)
+    mk.wait_active(api, "ClusterQueue", s.cq)
+    resources.create(_job(namespace, "trainer", "2"))
+    remote = wait_for(lambda: [w for w in kube.list_objects(worker.api, "Workload", namespace)
+                               if "maximum capacity (1)" in (condition(w, "QuotaReserved") or {}).get("message", "")],
+                      timeout=60, message="the worker's copy pending: 2 cpu > its maximum capacity (1)")
+    assert len(remote) == 1
+    wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "QuotaReserved")
+                           and w["status"].get("nominatedClusterNames") == [s.cluster], timeout=30,
+                           what=f"QuotaReserved, nominated to {s.cluster}")
+    check = _check(wl, s.check)
+    assert check.get("state") == "Pending" and not check.get("message"), check
+    assert not condition_is(wl, "Admitted") and not wl["status"].get("clusterName"), wl["status"]
+    objects = _snapshot(api, namespace)
+    families.record("multikueue-no-worker-quota", objects,
+                    "Job trainer (2 cpu) reserved on the manager; the worker's ClusterQueue has 1 cpu")
+    st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="WaitingForAdmissionChecks",
+                          cause="AdmissionCheckPending")
+    for part in (s.check, f"worker cluster(s) {s.cluster}", "nominatedClusterNames", "the worker's own Kueue"):
+        assert part in st["message"], (part, st["message"])
+    _timed("no worker quota", t0)
