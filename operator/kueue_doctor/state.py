@@ -116,6 +116,12 @@ def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         if "flavorUsage" in st and "flavorsUsage" not in st:
             st["flavorsUsage"] = st.pop("flavorUsage")
         return {**obj, "status": st}
+    if kind == "MultiKueueCluster":
+        sp = dict(spec(obj))
+        source = {k: sp.pop(k) for k in ("kubeConfig", "clusterProfileRef") if k in sp}
+        if source and "clusterSource" not in sp:
+            sp["clusterSource"] = source
+        return {**obj, "spec": sp}
     if kind == "Workload":
         st = dict(m(obj.get("status")))
         if "accumulatedPastExexcutionTimeSeconds" in st:

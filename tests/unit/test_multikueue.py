@@ -99,3 +99,13 @@ def test_a_multikueue_cluster_change_re_diagnoses_the_workloads_of_queues_with_a
     key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
     assert state.affected_workloads(_one(objects, "MultiKueueCluster")) == {key}
     assert state.affected_workloads(_one(objects, "MultiKueueConfig")) == {key}
+
+
+def test_a_v1beta1_multikueue_cluster_reads_as_v1beta2() -> None:
+    """v1beta1 has spec.kubeConfig where v1beta2 has spec.clusterSource.kubeConfig (API-NOTES 1.1)."""
+    objects = _load("scenario-family-multikueue-worker-unreachable")
+    cluster = _one(objects, "MultiKueueCluster")
+    cluster["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    cluster["spec"] = {"kubeConfig": cluster["spec"]["clusterSource"]["kubeConfig"]}
+    st = _status(objects)
+    assert f"Secret {cluster['metadata']['name']}-kubeconfig (key kubeconfig)" in st["message"], st["message"]
