@@ -158,3 +158,34 @@ def test_no_worker_has_quota(cluster: ClusterHandle, worker: mk.Worker, resource
     for part in (s.check, f"worker cluster(s) {s.cluster}", "nominatedClusterNames", "the worker's own Kueue"):
         assert part in st["message"], (part, st["message"])
     _timed("no worker quota", t0)
+
+
+def test_check_rejects_a_job_another_controller_manages(cluster: ClusterHandle, worker: mk.Worker,
+                                                        resources: Resources, worker_resources: Resources,
+                                                        namespace: str) -> None:
+    """A Job whose spec.managedBy names another controller: Kueue's webhook leaves it, the quota is reserved, the
+    MultiKueue check is Rejected ("The owner is not managed by Kueue: ...") and Kueue deactivates the Workload."""
+    api = cluster.api_client
+    t0 = time.monotonic()
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=worker.kubeconfig, manager_cpu="4",
+                 worker_cpu="4")
+    mk.wait_active(api, "ClusterQueue", s.cq)
+    body = _job(namespace, "trainer", "500m")
+    body["spec"]["managedBy"] = "example.com/batch-runner"
+    assert resources.create(body)["spec"]["managedBy"] == "example.com/batch-runner"
+    wl = wait_for_workload(api, namespace, "trainer", lambda w: _check(w, s.check).get("state") == "Rejected"
+                           and condition_is(w, "Evicted"), timeout=60, what="check Rejected, Evicted")
+    assert wl["spec"]["active"] is False and condition(wl, "Evicted")["reason"] == "DeactivatedDueToAdmissionCheck"
+    said = _check(wl, s.check)["message"]
+    assert said.startswith('The owner is not managed by Kueue: Expecting spec.managedBy to be '
+                           '"kueue.x-k8s.io/multikueue" not "example.com/batch-runner"'), said
+    objects = _snapshot(api, namespace)
+    families.record("multikueue-rejected", objects,
+                    "Job trainer with spec.managedBy example.com/batch-runner: the MultiKueue check rejects it")
+    st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="Deactivated",
+                          cause="AdmissionCheckRejected")
+    assert st["actionBy"] == "WorkloadOwner", st
+    for part in (f"MultiKueue check {s.check} rejected it: The owner is not managed by Kueue", "recreate it without "
+                 "spec.managedBy"):
+        assert part in st["message"], (part, st["message"])
+    _timed("rejected", t0)

@@ -109,3 +109,14 @@ def test_a_v1beta1_multikueue_cluster_reads_as_v1beta2() -> None:
     cluster["spec"] = {"kubeConfig": cluster["spec"]["clusterSource"]["kubeConfig"]}
     st = _status(objects)
     assert f"Secret {cluster['metadata']['name']}-kubeconfig (key kubeconfig)" in st["message"], st["message"]
+
+
+def test_a_rejected_job_names_the_check_its_words_and_what_the_owner_recreates() -> None:
+    objects = _load("scenario-family-multikueue-rejected")
+    check = _one(objects, "AdmissionCheck")["metadata"]["name"]
+    st = _status(objects)
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("Deactivated", "AdmissionCheckRejected", "WorkloadOwner")
+    assert (f'MultiKueue check {check} rejected it: The owner is not managed by Kueue: Expecting spec.managedBy to '
+            'be "kueue.x-k8s.io/multikueue" not "example.com/batch-runner". spec.managedBy cannot be changed on a '
+            "Job: recreate it without spec.managedBy") in st["message"], st["message"]
+    assert 'Previously: "Pending"' not in st["message"].split("rejected it:")[1], st["message"]

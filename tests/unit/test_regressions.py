@@ -154,6 +154,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
     "scenario-family-multikueue-no-worker-quota": {
         "Job/trainer": (("WaitingForAdmissionChecks",), "AdmissionCheckPending")},
+    "scenario-family-multikueue-rejected": {"Job/trainer": (("Deactivated",), "AdmissionCheckRejected")},
     "scenario-family-ray-rayjob-pending-quota": {
         "Job/hog": (("Running",), "PodsReady"),
         "RayJob/train": (("WaitingForQuota",), "InsufficientUnusedQuota")},

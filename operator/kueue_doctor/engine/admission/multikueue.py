@@ -10,12 +10,16 @@ a MultiKueueCluster is Active=True `Active` "Connected", or False with `BadKubeC
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER
 from ..context import Context
+
+# workload.go: a Rejected check's message gets ', Previously: "<state>"' appended
+_PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
 
 
 def is_multikueue(ctx: Context, check_name: str) -> bool:
@@ -96,3 +100,22 @@ def pending_check_detail(ctx: Context, check_name: str) -> str:
                 "usually its ClusterQueue lacks quota for it). The quota reserved here stays held meanwhile."
                 + not_connected)
     return " MultiKueue has not sent it to a worker cluster yet." + not_connected
+
+
+def rejected_detail(ctx: Context) -> str:
+    """A MultiKueue check that rejected the Workload: its words, and what the owner must change."""
+    for c in (m(x) for x in lst(ctx.status.get("admissionChecks"))):
+        cname = s(c.get("name")) or ""
+        if c.get("state") != "Rejected" or not is_multikueue(ctx, cname):
+            continue
+        said = _PREVIOUSLY.sub("", s(c.get("message")) or "")
+        text = f" MultiKueue check {cname} rejected it: {said or 'no message'}."
+        if "Expecting spec.managedBy" in said:
+            text += (" spec.managedBy cannot be changed on a Job: recreate it without spec.managedBy (Kueue's webhook "
+                     "then sets kueue.x-k8s.io/multikueue), or send it to a ClusterQueue without a MultiKueue check; "
+                     "setting spec.active back to true only gets it rejected again.")
+        elif said.startswith("No multikueue adapter found"):
+            text += (" MultiKueue cannot dispatch this kind of owner: submit it to a ClusterQueue without a MultiKueue "
+                     "check, or the platform admin enables MultiKueue for its integration.")
+        return text
+    return ""
