@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.builders import ClusterQueue, LocalQueue, Namespace, ResourceFlavor
 
 from . import kube
@@ -64,6 +66,15 @@ def unreachable_kubeconfig(worker: Worker) -> str:
     return worker.kubeconfig.replace(worker.cluster.api_url, f"https://127.0.0.1:{port}")
 
 
+def insecure_kubeconfig(worker: Worker) -> str:
+    """The worker's kubeconfig told to skip TLS verification, which Kueue's kubeconfig validation refuses."""
+    doc = yaml.safe_load(worker.kubeconfig)
+    cluster = doc["clusters"][0]["cluster"]
+    cluster.pop("certificate-authority-data")
+    cluster["insecure-skip-tls-verify"] = True
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
 @dataclass
 class MultiKueueSetup:
     """One test's MultiKueue objects (all names unique)."""
@@ -76,10 +87,11 @@ class MultiKueueSetup:
     flavor: str
 
 
-def setup(manager: Resources, worker: Resources, namespace: str, *, kubeconfig: str, manager_cpu: str,
+def setup(manager: Resources, worker: Resources, namespace: str, *, kubeconfig: str | None, manager_cpu: str,
           worker_cpu: str, worker_node_cpu: str | None = None) -> MultiKueueSetup:
     """The manager's Secret -> MultiKueueCluster -> MultiKueueConfig -> AdmissionCheck -> ClusterQueue, the worker's
-    namespace and queues; a fake Node on the worker when ``worker_node_cpu`` (the Job's Pods run there)."""
+    namespace and queues; a fake Node on the worker when ``worker_node_cpu`` (the Job's Pods run there). No Secret
+    when ``kubeconfig`` is None (the MultiKueueCluster names one that does not exist)."""
     worker.create(Namespace(namespace).manifest())
     pool = kube.unique_name("pool")
     flavor = kube.unique_name("rf")
@@ -92,9 +104,10 @@ def setup(manager: Resources, worker: Resources, namespace: str, *, kubeconfig: 
 
     name = kube.unique_name("worker")
     secret = f"{name}-kubeconfig"
-    manager.create({"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": secret, "namespace": lc.KUEUE_NAMESPACE},
-                    "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()}})
+    if kubeconfig is not None:
+        manager.create({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": secret, "namespace": lc.KUEUE_NAMESPACE},
+                        "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()}})
     kv = {"apiVersion": kube.KUEUE_API_VERSION}
     manager.create({**kv, "kind": "MultiKueueCluster", "metadata": {"name": name},
                     "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}}})

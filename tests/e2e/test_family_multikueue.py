@@ -97,17 +97,29 @@ def test_dispatched_and_running_on_the_worker(cluster: ClusterHandle, worker: mk
     _timed("dispatched", t0)
 
 
-def test_worker_unreachable(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
-                            worker_resources: Resources, namespace: str) -> None:
-    """The only worker's kubeconfig names a loopback port nobody listens on (its apiserver down): the
-    MultiKueueCluster is Active=False ClientConnectionFailed, the check NoUsableClusters, the ClusterQueue inactive
-    (AdmissionCheckInactive), the Workload pending on it."""
+#: (fixture, the Secret's kubeconfig, the MultiKueueCluster's Active reason, a part of its message)
+BROKEN_WORKERS = {
+    "worker-unreachable": (mk.unreachable_kubeconfig, "ClientConnectionFailed", "connection refused"),
+    "worker-secret-missing": (lambda _w: None, "BadKubeConfig", "kubeconfig\" not found"),
+    "worker-kubeconfig-insecure": (mk.insecure_kubeconfig, "InsecureKubeConfig",
+                                   "insecure TLS verification is not allowed"),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN_WORKERS))
+def test_worker_not_connected(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
+                              worker_resources: Resources, namespace: str, broken: str) -> None:
+    """The only worker cannot be used: its kubeconfig names a loopback port nobody listens on (its apiserver
+    down), its Secret does not exist, or its kubeconfig skips TLS verification. The MultiKueueCluster is
+    Active=False with the reason, the check NoUsableClusters, the ClusterQueue inactive (AdmissionCheckInactive),
+    the Workload pending on it."""
+    make_kubeconfig, mkc_reason, mkc_part = BROKEN_WORKERS[broken]
     api = cluster.api_client
     t0 = time.monotonic()
-    s = mk.setup(resources, worker_resources, namespace, kubeconfig=mk.unreachable_kubeconfig(worker),
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=make_kubeconfig(worker),
                  manager_cpu="4", worker_cpu="4")
     mkc = condition(mk.wait_active(api, "MultiKueueCluster", s.cluster, "False"), "Active") or {}
-    assert mkc["reason"] == "ClientConnectionFailed" and "connection refused" in mkc["message"], mkc
+    assert mkc["reason"] == mkc_reason and mkc_part in mkc["message"], mkc
     ac = condition(mk.wait_active(api, "AdmissionCheck", s.check, "False"), "Active") or {}
     assert (ac["reason"], ac["message"]) == ("NoUsableClusters", f"Inactive clusters: [{s.cluster}]"), ac
     mk.wait_active(api, "ClusterQueue", s.cq, "False")
@@ -117,16 +129,15 @@ def test_worker_unreachable(cluster: ClusterHandle, worker: mk.Worker, resources
                            timeout=30, what="pending on the inactive ClusterQueue")
     assert _check(wl, s.check).get("state") == "Pending", wl["status"]
     objects = _snapshot(api, namespace)
-    families.record("multikueue-worker-unreachable", objects,
-                    "the only worker's kubeconfig names a loopback port nobody listens on: ClientConnectionFailed")
+    families.record(f"multikueue-{broken}", objects, f"the only worker cannot be used: {broken}, {mkc_reason}")
     st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="QueueMisconfigured",
                           cause="AdmissionCheckInactive")
-    for part in (s.check, "NoUsableClusters", f"MultiKueueCluster {s.cluster} is not connected",
-                 "ClientConnectionFailed", "connection refused", "Platform admin"):
+    for part in (s.check, "NoUsableClusters", f"MultiKueueCluster {s.cluster} is not connected", mkc_reason,
+                 mkc_part, "Platform admin"):
         assert part in st["message"], (part, st["message"])
     assert st["actionBy"] == "ClusterAdmin", st
     assert any(e["kind"] == "MultiKueueCluster" and e["name"] == s.cluster for e in st["evidence"]), st["evidence"]
-    _timed("worker unreachable", t0)
+    _timed(broken, t0)
 
 
 def test_no_worker_has_quota(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kueue_doctor import diagnose_objects
 from kueue_doctor.kube.load import newest_timestamp
 from kueue_doctor.state import ClusterState
@@ -34,8 +36,11 @@ def test_dispatched_names_the_worker_and_never_asks_for_pods_on_the_manager() ->
     assert f"worker cluster {cluster}: its Pods run there, not here" in st["message"], st["message"]
 
 
-def test_unreachable_worker_names_the_check_the_cluster_and_its_active_reason() -> None:
-    objects = _load("scenario-family-multikueue-worker-unreachable")
+@pytest.mark.parametrize(("fixture", "reason"), [("worker-unreachable", "ClientConnectionFailed"),
+                                                  ("worker-secret-missing", "BadKubeConfig"),
+                                                  ("worker-kubeconfig-insecure", "InsecureKubeConfig")])
+def test_a_worker_not_connected_names_the_check_the_cluster_and_its_active_reason(fixture: str, reason: str) -> None:
+    objects = _load(f"scenario-family-multikueue-{fixture}")
     cluster = _one(objects, "MultiKueueCluster")
     check = _one(objects, "AdmissionCheck")["metadata"]["name"]
     active = next(c for c in cluster["status"]["conditions"] if c["type"] == "Active")
@@ -44,14 +49,14 @@ def test_unreachable_worker_names_the_check_the_cluster_and_its_active_reason() 
                                                            "ClusterAdmin")
     name = cluster["metadata"]["name"]
     for part in (f"MultiKueue AdmissionCheck {check} is not Active (NoUsableClusters: Inactive clusters: [{name}])",
-                 f"MultiKueueCluster {name} is not connected (Active=False ClientConnectionFailed: {active['message']})",
+                 f"MultiKueueCluster {name} is not connected (Active=False {reason}: {active['message']})",
                  f"Secret {name}-kubeconfig (key kubeconfig) in Kueue's namespace",
                  f"Platform admin: make worker cluster(s) {name} reachable"):
         assert part in st["message"], (part, st["message"])
     assert ".." not in st["message"], st["message"]
     evidence = [e for e in st["evidence"] if e["kind"] == "MultiKueueCluster"]
     assert evidence == [{"kind": "MultiKueueCluster", "name": name, "field": "condition/Active",
-                         "reason": "ClientConnectionFailed", "message": active["message"],
+                         "reason": reason, "message": active["message"],
                          "time": active["lastTransitionTime"]}], evidence
     assert f"kubectl get admissioncheck {check} -o yaml" in st["hints"]
 

@@ -152,6 +152,10 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-multikueue-dispatched": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
     "scenario-family-multikueue-worker-unreachable": {
         "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-worker-secret-missing": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-worker-kubeconfig-insecure": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
     "scenario-family-multikueue-no-worker-quota": {
         "Job/trainer": (("WaitingForAdmissionChecks",), "AdmissionCheckPending")},
     "scenario-family-multikueue-rejected": {"Job/trainer": (("Deactivated",), "AdmissionCheckRejected")},
