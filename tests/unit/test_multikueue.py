@@ -86,10 +86,7 @@ def test_a_worker_that_goes_down_while_the_check_is_pending_is_named() -> None:
     """The same recording with the worker's MultiKueueCluster turned Active=False (its apiserver went away)."""
     objects = _load("scenario-family-multikueue-no-worker-quota")
     cluster = _one(objects, "MultiKueueCluster")
-    cluster["status"]["conditions"] = [{
-        "type": "Active", "status": "False", "reason": "ClientConnectionFailed",
-        "message": 'Get "https://127.0.0.1:1/api": dial tcp 127.0.0.1:1: connect: connection refused',
-        "lastTransitionTime": cluster["status"]["conditions"][0]["lastTransitionTime"]}]
+    _disconnect(cluster)
     st = _status(objects)
     assert st["cause"] == "AdmissionCheckPending"
     assert f"Not connected: MultiKueueCluster {cluster['metadata']['name']} is not connected " \
@@ -125,3 +122,34 @@ def test_a_rejected_job_names_the_check_its_words_and_what_the_owner_recreates()
             'be "kueue.x-k8s.io/multikueue" not "example.com/batch-runner". spec.managedBy cannot be changed on a '
             "Job: recreate it without spec.managedBy") in st["message"], st["message"]
     assert 'Previously: "Pending"' not in st["message"].split("rejected it:")[1], st["message"]
+
+
+def _disconnect(cluster: dict[str, Any]) -> dict[str, Any]:
+    """The recorded MultiKueueCluster as Kueue writes it once its worker's apiserver went away."""
+    active = {"type": "Active", "status": "False", "reason": "ClientConnectionFailed",
+              "message": 'Get "https://127.0.0.1:1/api": dial tcp 127.0.0.1:1: connect: connection refused',
+              "lastTransitionTime": cluster["status"]["conditions"][0]["lastTransitionTime"]}
+    cluster["status"]["conditions"] = [active]
+    return active
+
+
+def test_a_worker_lost_after_admission_is_named_and_the_platform_admin_acts() -> None:
+    """workload.go: the check stays Ready for workerLostTimeout while the admitting worker is unreachable."""
+    objects = _load("scenario-family-multikueue-dispatched")
+    cluster = _one(objects, "MultiKueueCluster")
+    active = _disconnect(cluster)
+    st = _status(objects)
+    assert (st["reason"], st["cause"], st["actionBy"]) == ("Running", "DispatchedToWorkerCluster", "ClusterAdmin")
+    name = cluster["metadata"]["name"]
+    assert f"But MultiKueueCluster {name} is not connected (Active=False ClientConnectionFailed" in st["message"]
+    assert "multiKueue.workerLostTimeout (15m by default)" in st["message"], st["message"]
+    assert {"kind": "MultiKueueCluster", "name": name, "field": "condition/Active", "reason": "ClientConnectionFailed",
+            "message": active["message"], "time": active["lastTransitionTime"]} in st["evidence"]
+
+
+def test_without_the_multikueue_config_the_workers_come_from_the_checks_message() -> None:
+    """A dump with the MultiKueueClusters but not the MultiKueueConfig: "Inactive clusters: [name]" names them."""
+    objects = [o for o in _load("scenario-family-multikueue-worker-unreachable") if o["kind"] != "MultiKueueConfig"]
+    name = _one(objects, "MultiKueueCluster")["metadata"]["name"]
+    st = _status(objects)
+    assert f"MultiKueueCluster {name} is not connected (Active=False ClientConnectionFailed" in st["message"]

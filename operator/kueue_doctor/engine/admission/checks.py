@@ -12,9 +12,9 @@ from typing import Any
 from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
+from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from . import multikueue
 
 _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSION_CHECK_REJECTED}
 

@@ -19,11 +19,10 @@ from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
-from .. import messages
+from .. import messages, multikueue
 from ..context import Context
 from ..messages import Template
 from ..rules import Finding, Phase, pairs, rule
-from . import multikueue
 
 
 def cq_hint(cq: str | None) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ...kube.objects import format_time, i, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
+from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from . import multikueue
 from .checks import rejected_provisioning_detail
 from .eviction import DEACTIVATION_CAUSES
 

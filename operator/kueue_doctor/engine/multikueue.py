@@ -14,12 +14,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
-from ...state import MULTIKUEUE_CONTROLLER
-from ..context import Context
+from ..kube.objects import conditions, is_true, lst, m, parse_time, s, spec
+from ..state import MULTIKUEUE_CONTROLLER
+from .context import Context
 
 # workload.go: a Rejected check's message gets ', Previously: "<state>"' appended
 _PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
+_LISTED_CLUSTERS = re.compile(r"(?:Missing|Inactive) clusters: \[([^\]]*)\]")
 
 
 def is_multikueue(ctx: Context, check_name: str) -> bool:
@@ -28,13 +29,17 @@ def is_multikueue(ctx: Context, check_name: str) -> bool:
 
 
 def workers(ctx: Context, check_name: str) -> list[str]:
-    """The worker clusters of the check's MultiKueueConfig (empty when the config is not in the input)."""
-    params = m(spec(ctx.state.admission_checks.get(check_name) or {}).get("parameters"))
-    config = ctx.state.multikueue_configs.get(s(params.get("name")) or "")
-    return [c for c in (s(x) for x in lst(spec(config or {}).get("clusters"))) if c]
+    """The worker clusters of the check's MultiKueueConfig; without the config in the input, the ones the check's
+    Active message names ("Missing clusters: [a], Inactive clusters: [b c]", Go's %v of a list)."""
+    ac = ctx.state.admission_checks.get(check_name) or {}
+    config = ctx.state.multikueue_configs.get(s(m(spec(ac).get("parameters")).get("name")) or "")
+    if config is not None:
+        return [c for c in (s(x) for x in lst(spec(config).get("clusters"))) if c]
+    said = s(m(conditions(ac).get("Active")).get("message")) or ""
+    return [c for group in _LISTED_CLUSTERS.findall(said) for c in group.split()]
 
 
-def _cluster_text(ctx: Context, cluster: str) -> tuple[str, Mapping[str, Any] | None]:
+def cluster_text(ctx: Context, cluster: str) -> tuple[str, Mapping[str, Any] | None]:
     """How one worker stands (`` "" `` when it is connected), and its Active condition when it is not."""
     obj = ctx.state.multikueue_clusters.get(cluster)
     if obj is None:
@@ -60,7 +65,7 @@ def inactive_workers(ctx: Context, check_name: str) -> list[tuple[str, str, Mapp
     """(cluster, text, its Active condition) for each worker of the check that is not connected."""
     out = []
     for cluster in workers(ctx, check_name):
-        text, active = _cluster_text(ctx, cluster)
+        text, active = cluster_text(ctx, cluster)
         if text:
             out.append((cluster, text, active))
     return out
