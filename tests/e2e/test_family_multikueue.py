@@ -9,8 +9,13 @@ the engine's verdict on it: kueue-doctor sees only the manager.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +26,11 @@ from . import families, kube
 from . import multikueue as mk
 from .conftest import ClusterHandle
 from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+from .test_owner_scenarios import _diagnosis_of
 
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
 #: MultiKueue objects the engine reads next to families.snapshot's
 MK_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
 
@@ -137,6 +144,15 @@ def test_worker_not_connected(cluster: ClusterHandle, worker: mk.Worker, resourc
         assert part in st["message"], (part, st["message"])
     assert st["actionBy"] == "ClusterAdmin", st
     assert any(e["kind"] == "MultiKueueCluster" and e["name"] == s.cluster for e in st["evidence"]), st["evidence"]
+    # `explain` on the live manager lists the MultiKueue objects itself and says the same
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
+    out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "json"],
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    found = _diagnosis_of(json.loads(out.stdout), namespace, owner=("Job", "trainer"))
+    assert found is not None, out.stdout
+    live = found["status"]
+    assert (live["cause"], live["actionBy"]) == ("AdmissionCheckInactive", "ClusterAdmin"), live
+    assert f"MultiKueueCluster {s.cluster} is not connected (Active=False {mkc_reason}" in live["message"], live
     _timed(broken, t0)
 
 
