@@ -30,6 +30,8 @@ from .test_owner_scenarios import _diagnosis_of
 
 pytestmark = pytest.mark.e2e
 
+import component_faults  # noqa: E402  (hack/control-plane, on sys.path through tests/e2e/kube.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 #: MultiKueue objects the engine reads next to families.snapshot's
 MK_KINDS = ("MultiKueueCluster", "MultiKueueConfig")
@@ -102,6 +104,37 @@ def test_dispatched_and_running_on_the_worker(cluster: ClusterHandle, worker: mk
     assert f"worker cluster {s.cluster}" in st["message"] and "no Pod" not in st["message"], st["message"]
     assert st["actionBy"] == "Nobody", st
     _timed("dispatched", t0)
+
+
+def test_worker_apiserver_stops_after_admission(cluster: ClusterHandle, worker: mk.Worker, resources: Resources,
+                                                worker_resources: Resources, namespace: str) -> None:
+    """Dispatched and running, then the worker's kube-apiserver stops: the manager's MultiKueueCluster turns
+    Active=False while the check stays Ready (Kueue waits workerLostTimeout, 15m, before Retry). The apiserver is
+    started again afterwards and the worker's Kueue must reconcile before the next test."""
+    api = cluster.api_client
+    t0 = time.monotonic()
+    s = mk.setup(resources, worker_resources, namespace, kubeconfig=worker.kubeconfig, manager_cpu="4",
+                 worker_cpu="4", worker_node_cpu="4")
+    mk.wait_active(api, "ClusterQueue", s.cq)
+    resources.create(_job(namespace, "trainer", "500m"))
+    wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "Admitted")
+                      and _check(w, s.check).get("state") == "Ready", timeout=60, what="Admitted, check Ready")
+    with component_faults.component_down(worker.cluster, "kube-apiserver"):
+        mkc = condition(mk.wait_active(api, "MultiKueueCluster", s.cluster, "False", timeout=90), "Active") or {}
+        wl = kube.workload_for(api, namespace, "trainer")
+        assert wl is not None and _check(wl, s.check).get("state") == "Ready", "Kueue waits workerLostTimeout"
+        assert wl["status"]["clusterName"] == s.cluster and condition_is(wl, "Admitted")
+        objects = _snapshot(api, namespace)
+        families.record("multikueue-worker-lost", objects,
+                        f"admitted on the worker, then the worker's apiserver stopped: {mkc.get('reason')}")
+    component_faults.Faults(worker.cluster).kueue_reconciles()
+    st = families.verdict(objects, namespace, owner=("Job", "trainer"), reason="Running",
+                          cause="DispatchedToWorkerCluster")
+    assert st["actionBy"] == "ClusterAdmin", st
+    for part in (f"worker cluster {s.cluster}", f"But MultiKueueCluster {s.cluster} is not connected (Active=False "
+                 f"{mkc['reason']}", "workerLostTimeout"):
+        assert part in st["message"], (part, st["message"])
+    _timed("worker lost", t0)
 
 
 #: (fixture, the Secret's kubeconfig, the MultiKueueCluster's Active reason, a part of its message)

@@ -134,10 +134,11 @@ def _disconnect(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_worker_lost_after_admission_is_named_and_the_platform_admin_acts() -> None:
-    """workload.go: the check stays Ready for workerLostTimeout while the admitting worker is unreachable."""
-    objects = _load("scenario-family-multikueue-dispatched")
+    """workload.go: the check stays Ready for workerLostTimeout while the admitting worker is unreachable (recorded:
+    the worker's kube-apiserver stopped after the admission)."""
+    objects = _load("scenario-family-multikueue-worker-lost")
     cluster = _one(objects, "MultiKueueCluster")
-    active = _disconnect(cluster)
+    active = next(c for c in cluster["status"]["conditions"] if c["type"] == "Active")
     st = _status(objects)
     assert (st["reason"], st["cause"], st["actionBy"]) == ("Running", "DispatchedToWorkerCluster", "ClusterAdmin")
     name = cluster["metadata"]["name"]

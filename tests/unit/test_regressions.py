@@ -150,6 +150,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "JobSet/second": (("WaitingForQuota",), "InsufficientUnusedQuota")},
     "scenario-family-jobset-deactivated": {"JobSet/paused": (("Deactivated",), "DeactivatedByUser")},
     "scenario-family-multikueue-dispatched": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
+    "scenario-family-multikueue-worker-lost": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
     "scenario-family-multikueue-worker-unreachable": {
         "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
     "scenario-family-multikueue-worker-secret-missing": {
