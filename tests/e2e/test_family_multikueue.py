@@ -249,3 +249,49 @@ def test_check_rejects_a_job_another_controller_manages(cluster: ClusterHandle, 
                  "spec.managedBy"):
         assert part in st["message"], (part, st["message"])
     _timed("rejected", t0)
+
+
+def test_operator_follows_a_multikueue_cluster_change(cluster: ClusterHandle, worker: mk.Worker,
+                                                      resources: Resources, worker_resources: Resources,
+                                                      namespace: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The operator (the manifests' RBAC) watches MultiKueueClusters: the worker's Secret is missing (BadKubeConfig),
+    then a Secret naming an unreachable apiserver appears (ClientConnectionFailed). Only the MultiKueueCluster
+    changes (the check's condition keeps its reason and message, the Workload is not written): the published
+    diagnosis follows it, well inside the resync interval (600 s here)."""
+    from .test_operator import adiag, install_crd_and_rbac, start_operator, token_kubeconfig
+
+    api = cluster.api_client
+    t0 = time.monotonic()
+    install_crd_and_rbac(cluster)
+    workdir = tmp_path_factory.mktemp("multikueue-operator")
+    op = start_operator(token_kubeconfig(cluster, workdir), workdir, "-n", namespace, "--resync-interval", "600")
+    try:
+        s = mk.setup(resources, worker_resources, namespace, kubeconfig=None, manager_cpu="4", worker_cpu="4")
+        mk.wait_active(api, "ClusterQueue", s.cq, "False")
+        resources.create(_job(namespace, "trainer", "500m"))
+        wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "QuotaReserved", "False"),
+                               timeout=30)
+        name = wl["metadata"]["name"]
+
+        def published(part: str) -> Any:
+            def check() -> dict[str, Any] | None:
+                d = adiag(api, namespace, name)
+                return d if d and part in d["status"].get("message", "") else None
+            return wait_for(check, timeout=30, message=lambda: f"a diagnosis saying {part!r}: "
+                            f"{(adiag(api, namespace, name) or {}).get('status')}\n{op.tail()}")
+
+        published("Active=False BadKubeConfig")
+        ac_before = condition(kube.get(api, "AdmissionCheck", s.check), "Active")
+        wl_version = kube.workload_for(api, namespace, "trainer")["metadata"]["resourceVersion"]  # type: ignore[index]
+        resources.create({"apiVersion": "v1", "kind": "Secret",
+                          "metadata": {"name": f"{s.cluster}-kubeconfig", "namespace": kube.lc.KUEUE_NAMESPACE},
+                          "stringData": {"kubeconfig": mk.unreachable_kubeconfig(worker)}})
+        t1 = time.monotonic()
+        d = published("Active=False ClientConnectionFailed")
+        print(f"the operator followed the MultiKueueCluster in {time.monotonic() - t1:.1f}s")
+        assert d["status"]["cause"] == "AdmissionCheckInactive", d["status"]
+        assert condition(kube.get(api, "AdmissionCheck", s.check), "Active") == ac_before
+        assert kube.workload_for(api, namespace, "trainer")["metadata"]["resourceVersion"] == wl_version  # type: ignore[index]
+    finally:
+        op.stop()
+    _timed("operator", t0)
