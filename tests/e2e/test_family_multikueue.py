@@ -15,17 +15,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kueue_doctor import diagnose_objects
 from tests.builders import Job
 
 from . import families, kube
 from . import multikueue as mk
 from .conftest import ClusterHandle
 from .kube import Resources, condition, condition_is, wait_for, wait_for_workload
+from .test_kueue_features import _read_back_v1beta1
 from .test_owner_scenarios import _diagnosis_of
 
 pytestmark = pytest.mark.e2e
@@ -60,6 +63,18 @@ def _snapshot(api: Any, namespace: str) -> list[dict[str, Any]]:
     for kind in MK_KINDS:
         objects += kube.list_objects(api, kind)
     return objects
+
+
+def _same_through_v1beta1(api: Any, namespace: str, objects: list[dict[str, Any]], record: str) -> None:
+    """The snapshot's Kueue objects read again through kueue.x-k8s.io/v1beta1 (MultiKueueCluster: spec.kubeConfig,
+    by Kueue's conversion webhook) give the same verdict and message; recorded next to the v1beta2 one."""
+    old = _read_back_v1beta1(api, objects)
+    families.record(f"{record}-v1beta1", old, f"{record}, Kueue objects read through v1beta1")
+    new_st, old_st = (_diagnosis_of(diagnose_objects(o, grace=timedelta(0)), namespace, owner=("Job", "trainer"))
+                      for o in (objects, old))
+    assert new_st is not None and old_st is not None
+    keys = ("stage", "reason", "cause", "actionBy", "message")
+    assert [new_st["status"][k] for k in keys] == [old_st["status"][k] for k in keys], (new_st, old_st)
 
 
 def _check(wl: dict[str, Any], name: str) -> dict[str, Any]:
@@ -103,6 +118,7 @@ def test_dispatched_and_running_on_the_worker(cluster: ClusterHandle, worker: mk
                           cause="DispatchedToWorkerCluster")
     assert f"worker cluster {s.cluster}" in st["message"] and "no Pod" not in st["message"], st["message"]
     assert st["actionBy"] == "Nobody", st
+    _same_through_v1beta1(api, namespace, objects, "multikueue-dispatched")
     _timed("dispatched", t0)
 
 
@@ -177,6 +193,7 @@ def test_worker_not_connected(cluster: ClusterHandle, worker: mk.Worker, resourc
         assert part in st["message"], (part, st["message"])
     assert st["actionBy"] == "ClusterAdmin", st
     assert any(e["kind"] == "MultiKueueCluster" and e["name"] == s.cluster for e in st["evidence"]), st["evidence"]
+    _same_through_v1beta1(api, namespace, objects, f"multikueue-{broken}")
     # `explain` on the live manager lists the MultiKueue objects itself and says the same
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
     out = subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", "-n", namespace, "-o", "json"],

@@ -12,7 +12,7 @@ from kueue_doctor import diagnose_objects
 from kueue_doctor.kube.load import newest_timestamp
 from kueue_doctor.state import ClusterState
 
-from .test_regressions import NO_GRACE, _load
+from .test_regressions import MULTIKUEUE_V1BETA1, NO_GRACE, _load
 
 
 def _status(objects: list[dict[str, Any]], job: str = "trainer") -> dict[str, Any]:
@@ -154,3 +154,12 @@ def test_without_the_multikueue_config_the_workers_come_from_the_checks_message(
     name = _one(objects, "MultiKueueCluster")["metadata"]["name"]
     st = _status(objects)
     assert f"MultiKueueCluster {name} is not connected (Active=False ClientConnectionFailed" in st["message"]
+
+
+@pytest.mark.parametrize("fixture", MULTIKUEUE_V1BETA1)
+def test_the_v1beta1_read_back_gives_the_same_verdict_and_message(fixture: str) -> None:
+    old = _load(f"{fixture}-v1beta1")
+    assert {o["apiVersion"] for o in old if o["apiVersion"].startswith("kueue.x-k8s.io/")} == {"kueue.x-k8s.io/v1beta1"}
+    keys = ("stage", "reason", "cause", "actionBy", "message")  # not the evidence: read back a moment later
+    new, back = _status(_load(fixture)), _status(old)
+    assert [new[k] for k in keys] == [back[k] for k in keys], (new, back)

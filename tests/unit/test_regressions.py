@@ -168,6 +168,12 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "RayCluster/broken": (("ContainersNotStarting",), "ImagePullBackOff")},
     "scenario-family-ray-raycluster-exceeds-quota": {"RayCluster/huge": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
 }
+# MultiKueue snapshots read back through kueue.x-k8s.io/v1beta1 (MultiKueueCluster spec.kubeConfig, by Kueue's
+# conversion webhook): the same verdicts (tests/unit/test_multikueue.py compares the messages too)
+MULTIKUEUE_V1BETA1 = ("scenario-family-multikueue-dispatched", "scenario-family-multikueue-worker-unreachable",
+                      "scenario-family-multikueue-worker-secret-missing",
+                      "scenario-family-multikueue-worker-kubeconfig-insecure")
+OWNER_SCENARIOS.update({f"{name}-v1beta1": OWNER_SCENARIOS[name] for name in MULTIKUEUE_V1BETA1})
 
 
 def _load(name: str) -> list[dict[str, Any]]:
