@@ -38,10 +38,11 @@ PENDING_SUMMARY = "PendingWorkloadsSummary"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 # (group, kind) -> the state collection it goes to. Other kinds are ignored.
 KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Cohort", "AdmissionCheck",
-               "Topology", "WorkloadPriorityClass"}
+               "Topology", "WorkloadPriorityClass", "MultiKueueCluster", "MultiKueueConfig"}
 # Owners whose suspension and Pods we read (group, kind); Kueue can manage more, they still get verdicts.
 OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"),
                ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("kubeflow.org", "TFJob"),
@@ -118,6 +119,12 @@ def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         if "flavorUsage" in st and "flavorsUsage" not in st:
             st["flavorsUsage"] = st.pop("flavorUsage")
         return {**obj, "status": st}
+    if kind == "MultiKueueCluster":
+        sp = dict(spec(obj))
+        source = {k: sp.pop(k) for k in ("kubeConfig", "clusterProfileRef") if k in sp}
+        if source and "clusterSource" not in sp:
+            sp["clusterSource"] = source
+        return {**obj, "spec": sp}
     if kind == "Workload":
         st = dict(m(obj.get("status")))
         if "accumulatedPastExexcutionTimeSeconds" in st:
@@ -135,6 +142,9 @@ class ClusterState:
     cohorts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     admission_checks: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     topologies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    # MultiKueue (on a manager cluster): the workers and the AdmissionChecks' parameters naming them
+    multikueue_clusters: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    multikueue_configs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     namespaces: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     owners: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)  # (ns, kind, name)
@@ -187,6 +197,7 @@ class ClusterState:
         return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
                 "ResourceFlavor": self.flavors, "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
                 "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
+                "MultiKueueCluster": self.multikueue_clusters, "MultiKueueConfig": self.multikueue_configs,
                 "Pod": self.pods, "Event": self.events, "Job": self.owners,
                 "WorkloadPriorityClass": self.priority_classes, "ConfigMap": self.config_maps}
 
@@ -263,6 +274,10 @@ class ClusterState:
                 self.topologies[nm] = obj
             elif kind == "WorkloadPriorityClass":
                 self.priority_classes[nm] = obj
+            elif kind == "MultiKueueCluster":
+                self.multikueue_clusters[nm] = obj
+            elif kind == "MultiKueueConfig":
+                self.multikueue_configs[nm] = obj
             return True
         if group == "" and kind == "Pod" and nm and ns:
             self._unlink_pod((ns, nm))
@@ -386,7 +401,9 @@ class ClusterState:
             cluster = {"ClusterQueue": self.cluster_queues, "ResourceFlavor": self.flavors,
                        "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
                        "WorkloadPriorityClass": self.priority_classes,
-                       "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes}.get(kind)
+                       "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
+                       "MultiKueueCluster": self.multikueue_clusters,
+                       "MultiKueueConfig": self.multikueue_configs}.get(kind)
             if cluster is not None:
                 cluster.pop(nm, None)
                 if kind == "Node":
@@ -519,6 +536,11 @@ class ClusterState:
             return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
         if kind in ("ResourceFlavor", "AdmissionCheck", "Topology"):
             return {wl for cq in idx.cqs_referencing.get((kind, nm), ()) for wl in idx.workloads_by_cq.get(cq, ())}
+        if kind in ("MultiKueueCluster", "MultiKueueConfig"):  # the Workloads of every queue with a MultiKueue check
+            checks = [ac for ac, ac_obj in self.admission_checks.items()
+                      if s(spec(ac_obj).get("controllerName")) == MULTIKUEUE_CONTROLLER]
+            return {wl for ac in checks for cq in idx.cqs_referencing.get(("AdmissionCheck", ac), ())
+                    for wl in idx.workloads_by_cq.get(cq, ())}
         if kind == "Namespace":
             return {wl for wl in self.workloads if wl[0] == nm}
         if kind == "Pod":

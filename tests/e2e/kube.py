@@ -71,6 +71,7 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "Event", "events", True),
         Kind("v1", "LimitRange", "limitranges", True),
         Kind("v1", "ConfigMap", "configmaps", True),
+        Kind("v1", "Secret", "secrets", True),
         Kind("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True),
         Kind("ray.io/v1", "RayJob", "rayjobs", True),
         Kind("ray.io/v1", "RayCluster", "rayclusters", True),
@@ -101,6 +102,8 @@ KINDS: dict[str, Kind] = {
         Kind(KUEUE_API_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses", False),
         Kind(KUEUE_API_VERSION, "Topology", "topologies", False),
         Kind(KUEUE_API_VERSION, "ProvisioningRequestConfig", "provisioningrequestconfigs", False),
+        Kind(KUEUE_API_VERSION, "MultiKueueCluster", "multikueueclusters", False),
+        Kind(KUEUE_API_VERSION, "MultiKueueConfig", "multikueueconfigs", False),
         Kind("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests", True),
     )
 }

@@ -148,6 +148,8 @@ COLLECTIONS = {
     "Event": ("", "v1", "events"),
     "Namespace": ("", "v1", "namespaces"),
     "WorkloadPriorityClass": ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"),
+    "MultiKueueCluster": ("kueue.x-k8s.io", "v1beta2", "multikueueclusters"),
+    "MultiKueueConfig": ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs"),
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "ConfigMap": ("", "v1", "configmaps"),
     "Deployment": ("apps", "v1", "deployments"),

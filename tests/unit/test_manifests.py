@@ -98,7 +98,8 @@ def assert_operator_can_read_what_it_watches(rules: list[dict[str, Any]]) -> Non
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     needed = [("kueue.x-k8s.io", r) for r in ("workloads", "localqueues", "clusterqueues", "resourceflavors",
                                               "cohorts", "admissionchecks", "topologies",
-                                              "workloadpriorityclasses")]
+                                              "workloadpriorityclasses", "multikueueclusters",
+                                              "multikueueconfigs")]
     needed += [("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"),
                ("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs")]  # owners without Workload
     needed += [("batch", "jobs"), ("", "pods"), ("", "events"), ("", "namespaces"),

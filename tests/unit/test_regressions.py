@@ -157,6 +157,17 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "JobSet/first": (("Running",), "PodsReady"),
         "JobSet/second": (("WaitingForQuota",), "InsufficientUnusedQuota")},
     "scenario-family-jobset-deactivated": {"JobSet/paused": (("Deactivated",), "DeactivatedByUser")},
+    "scenario-family-multikueue-dispatched": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
+    "scenario-family-multikueue-worker-lost": {"Job/trainer": (("Running",), "DispatchedToWorkerCluster")},
+    "scenario-family-multikueue-worker-unreachable": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-worker-secret-missing": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-worker-kubeconfig-insecure": {
+        "Job/trainer": (("QueueMisconfigured",), "AdmissionCheckInactive")},
+    "scenario-family-multikueue-no-worker-quota": {
+        "Job/trainer": (("WaitingForAdmissionChecks",), "AdmissionCheckPending")},
+    "scenario-family-multikueue-rejected": {"Job/trainer": (("Deactivated",), "AdmissionCheckRejected")},
     "scenario-family-ray-rayjob-pending-quota": {
         "Job/hog": (("Running",), "PodsReady"),
         "RayJob/train": (("WaitingForQuota",), "InsufficientUnusedQuota")},
@@ -171,6 +182,12 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-trainer-pods-unschedulable": {"TrainJob/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
     "scenario-family-trainer-integration-disabled": {"TrainJob/orphan": (("NoWorkload",), "IntegrationNotEnabled")},
 }
+# MultiKueue snapshots read back through kueue.x-k8s.io/v1beta1 (MultiKueueCluster spec.kubeConfig, by Kueue's
+# conversion webhook): the same verdicts (tests/unit/test_multikueue.py compares the messages too)
+MULTIKUEUE_V1BETA1 = ("scenario-family-multikueue-dispatched", "scenario-family-multikueue-worker-unreachable",
+                      "scenario-family-multikueue-worker-secret-missing",
+                      "scenario-family-multikueue-worker-kubeconfig-insecure")
+OWNER_SCENARIOS.update({f"{name}-v1beta1": OWNER_SCENARIOS[name] for name in MULTIKUEUE_V1BETA1})
 
 
 def _load(name: str) -> list[dict[str, Any]]:

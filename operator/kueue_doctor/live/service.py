@@ -56,7 +56,9 @@ KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clu
                  ("topologies", "Topology")]
 OPTIONAL_WATCHES = [("batch", "v1", "jobs", "Job"), ("", "v1", "pods", "Pod"), ("", "v1", "events", "Event"),
                     ("", "v1", "namespaces", "Namespace"), (KUEUE, "v1beta2", "workloadpriorityclasses",
-                                                            "WorkloadPriorityClass"), *OWNER_RESOURCES]
+                                                            "WorkloadPriorityClass"),
+                    (KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster"),
+                    (KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig"), *OWNER_RESOURCES]
 
 
 def connection_info() -> kopf.ConnectionInfo:

@@ -68,6 +68,8 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("AdmissionCheck", kv + "/admissionchecks", False, av),
         Listing("Topology", kv + "/topologies", False, av),
         Listing("WorkloadPriorityClass", kv + "/workloadpriorityclasses", False, av),
+        Listing("MultiKueueCluster", kv + "/multikueueclusters", False, av),
+        Listing("MultiKueueConfig", kv + "/multikueueconfigs", False, av),
         # the same selectors as the operator's watches, so a LIST and a WATCH always agree on membership
         Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1", ({"labelSelector": JOB_SELECTOR},)),
         *(Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}",

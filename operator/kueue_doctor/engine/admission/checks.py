@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, spec
+from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
+from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 
@@ -134,11 +136,15 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
             + (f"; its controller is {controller}" if controller else "") + ".")
     if controller == PROVISIONING_CONTROLLER:
         text += " " + provisioning_detail(ctx, first)
+    elif controller == MULTIKUEUE_CONTROLLER:
+        text += multikueue.pending_check_detail(ctx, cname)
+        evidence += multikueue.evidence(ctx, cname)
     # Pending and Retry resolve themselves (Kueue retries after the back-off); Rejected needs the owner
     action = ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY
     if ac is not None and not is_true(conditions(ac).get("Active")):
         action = ActionBy.CLUSTER_ADMIN
-        text += f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller."
+        text += (" " + multikueue.inactive_check_detail(ctx, cname) if controller == MULTIKUEUE_CONTROLLER
+                 else f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller.")
     for c in pending[:4]:
         evidence.append(ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{c.get('name')}]",
                                             s(c.get("state")), s(c.get("message")),

@@ -19,7 +19,7 @@ from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
-from .. import messages
+from .. import messages, multikueue
 from ..context import Context
 from ..messages import Template
 from ..rules import Finding, Phase, pairs, rule
@@ -142,13 +142,26 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
         text = (f"ClusterQueue {cq_name} is inactive: it references ResourceFlavor(s) that do not exist ({what}); "
                 f"create them or fix spec.resourceGroups. No Workload of this queue is admitted meanwhile.")
     else:
-        text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message or 'no message'}. "
+        text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message.rstrip('.') or 'no message'}. "
                 "It admits nothing until fixed.")
+    evidence = [ctx.object_evidence("ClusterQueue", cq_name, "condition/Active", reason, message,
+                                    parse_time(active.get("lastTransitionTime")))]
+    hints = [cq_hint(cq_name)]
+    if cause == Cause.ADMISSION_CHECK_INACTIVE:
+        for check in _inactive_multikueue_checks(ctx):
+            text += " " + multikueue.inactive_check_detail(ctx, check)
+            evidence += multikueue.evidence(ctx, check)
+            hints.append(f"kubectl get admissioncheck {check} -o yaml")
     verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
-    return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since,
-                   evidence=[ctx.object_evidence("ClusterQueue", cq_name, "condition/Active", reason,
-                                                 message, parse_time(active.get("lastTransitionTime")))],
-                   hints=[cq_hint(cq_name)])
+    return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since, evidence=evidence, hints=hints)
+
+
+def _inactive_multikueue_checks(ctx: Context) -> list[str]:
+    """The ClusterQueue's MultiKueue AdmissionChecks that are in the input and not Active."""
+    names = [s(m(c).get("name")) for c in lst(m(spec(ctx.cq or {}).get("admissionChecksStrategy"))
+                                              .get("admissionChecks"))]
+    return [n for n in names if n and multikueue.is_multikueue(ctx, n)
+            and not is_true(conditions(ctx.state.admission_checks[n]).get("Active"))]
 
 
 def _missing_flavors(ctx: Context) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...kube.objects import format_time, i, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
+from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .checks import rejected_provisioning_detail
@@ -52,6 +53,6 @@ def deactivated(ctx: Context) -> Finding | None:
             f"(kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') "
             "or the Job is recreated.")
     if cause == Cause.ADMISSION_CHECK_REJECTED:
-        text += rejected_provisioning_detail(ctx)
+        text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx)
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, ActionBy.WORKLOAD_OWNER, since=since, evidence=ev)

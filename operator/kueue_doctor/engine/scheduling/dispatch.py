@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_duration, format_time, lst, m, name, s, spec
+from ...kube.objects import format_duration, format_time, lst, m, name, parse_time, s, spec
+from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
+from .. import multikueue as mk
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .owners import (
@@ -19,8 +21,6 @@ from .owners import (
     suspend_path,
     suspend_writer,
 )
-
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 
 @rule(Phase.ADMITTED, pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER))
@@ -36,8 +36,21 @@ def multikueue(ctx: Context) -> Finding | None:
     where = f"worker cluster {cluster}" if cluster else "a MultiKueue worker cluster"
     text = (f"Admitted and dispatched by MultiKueue to {where}: its Pods run there, not here. Look at the Workload "
             f"{ctx.ns}/{ctx.name} on {where} (run kueue-doctor there) for scheduling problems.")
-    return Finding(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER, text, ActionBy.NOBODY,
-                   since=admitted_since(ctx), evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+    lost, active = mk.cluster_text(ctx, cluster) if cluster else ("", None)
+    evidence = base_evidence(ctx)
+    if lost:
+        # workload.go: a Ready check whose admitting worker is unreachable waits workerLostTimeout, then Retry
+        text += (f" But {lost}: Kueue cannot see the Workload there; it keeps it admitted for "
+                 "multiKueue.workerLostTimeout (15m by default) after losing the worker, then sets the check to Retry "
+                 "(\"Admitting remote lost\") and requeues it. Platform admin: restore the connection "
+                 f"(`kubectl get multikueuecluster {cluster} -o yaml`).")
+        if active is not None:
+            evidence.append(ctx.object_evidence("MultiKueueCluster", cluster, "condition/Active",
+                                                s(active.get("reason")), s(active.get("message")),
+                                                parse_time(active.get("lastTransitionTime"))))
+    return Finding(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER, text,
+                   ActionBy.CLUSTER_ADMIN if lost else ActionBy.NOBODY,
+                   since=admitted_since(ctx), evidence=evidence, flavors=assigned_flavors(ctx))
 
 
 @rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.SUSPENDED_BY_OTHER_MANAGER, Cause.OWNER_SUSPENDED))

@@ -1,0 +1,126 @@
+"""MultiKueue as the manager cluster shows it: a check's MultiKueueConfig, its worker clusters and their Active
+conditions (Kueue v0.19.2 pkg/controller/admissionchecks/multikueue). kueue-doctor reads only the manager: what a
+worker's own Kueue says about the copy it was sent is on the worker, and the texts say so.
+
+The AdmissionCheck is Active while one worker is connected (`Active`, `SomeActiveClusters`), else False
+(`NoUsableClusters`: "Inactive clusters: [...]", `BadConfig`), which makes every ClusterQueue using it inactive;
+a MultiKueueCluster is Active=True `Active` "Connected", or False with `BadKubeConfig`, `InsecureKubeConfig`,
+`ClientConnectionFailed`, `BadClusterProfile`, ... and the error text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..kube.objects import conditions, is_true, lst, m, parse_time, s, spec
+from ..state import MULTIKUEUE_CONTROLLER
+from .context import Context
+
+# workload.go: a Rejected check's message gets ', Previously: "<state>"' appended
+_PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
+_LISTED_CLUSTERS = re.compile(r"(?:Missing|Inactive) clusters: \[([^\]]*)\]")
+
+
+def is_multikueue(ctx: Context, check_name: str) -> bool:
+    ac = ctx.state.admission_checks.get(check_name)
+    return ac is not None and s(spec(ac).get("controllerName")) == MULTIKUEUE_CONTROLLER
+
+
+def workers(ctx: Context, check_name: str) -> list[str]:
+    """The worker clusters of the check's MultiKueueConfig; without the config in the input, the ones the check's
+    Active message names ("Missing clusters: [a], Inactive clusters: [b c]", Go's %v of a list)."""
+    ac = ctx.state.admission_checks.get(check_name) or {}
+    config = ctx.state.multikueue_configs.get(s(m(spec(ac).get("parameters")).get("name")) or "")
+    if config is not None:
+        return [c for c in (s(x) for x in lst(spec(config).get("clusters"))) if c]
+    said = s(m(conditions(ac).get("Active")).get("message")) or ""
+    return [c for group in _LISTED_CLUSTERS.findall(said) for c in group.split()]
+
+
+def cluster_text(ctx: Context, cluster: str) -> tuple[str, Mapping[str, Any] | None]:
+    """How one worker stands (`` "" `` when it is connected), and its Active condition when it is not."""
+    obj = ctx.state.multikueue_clusters.get(cluster)
+    if obj is None:
+        if not ctx.state.knows("MultiKueueCluster"):
+            return "", None
+        return f"MultiKueueCluster {cluster} does not exist", None
+    active = conditions(obj).get("Active")
+    if is_true(active):
+        return "", None
+    if active is None:
+        return f"MultiKueueCluster {cluster} has no Active condition yet (Kueue has not connected to it)", None
+    kubeconfig = m(m(spec(obj).get("clusterSource")).get("kubeConfig"))
+    source = ""
+    if s(kubeconfig.get("locationType")) in (None, "Secret") and s(kubeconfig.get("location")):
+        source = f"; its kubeconfig is Secret {kubeconfig.get('location')} (key kubeconfig) in Kueue's namespace"
+    elif s(kubeconfig.get("location")):
+        source = f"; its kubeconfig is the file {kubeconfig.get('location')} on Kueue's Pod"
+    return (f"MultiKueueCluster {cluster} is not connected (Active=False {s(m(active).get('reason')) or '?'}: "
+            f"{s(m(active).get('message')) or 'no message'}){source}"), m(active)
+
+
+def inactive_workers(ctx: Context, check_name: str) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    """(cluster, text, its Active condition) for each worker of the check that is not connected."""
+    out = []
+    for cluster in workers(ctx, check_name):
+        text, active = cluster_text(ctx, cluster)
+        if text:
+            out.append((cluster, text, active))
+    return out
+
+
+def evidence(ctx: Context, check_name: str) -> list[dict[str, Any]]:
+    return [ctx.object_evidence("MultiKueueCluster", cluster, "condition/Active", s(active.get("reason")),
+                                s(active.get("message")), parse_time(active.get("lastTransitionTime")))
+            for cluster, _, active in inactive_workers(ctx, check_name)[:3] if active is not None]
+
+
+def inactive_check_detail(ctx: Context, check_name: str) -> str:
+    """Why a MultiKueue AdmissionCheck is not Active, down to its workers; who fixes it."""
+    ac = ctx.state.admission_checks.get(check_name) or {}
+    active = m(conditions(ac).get("Active"))
+    head = (f"MultiKueue AdmissionCheck {check_name} is not Active ({s(active.get('reason')) or '?'}: "
+            f"{s(active.get('message')) or 'no message'})")
+    down = inactive_workers(ctx, check_name)
+    if not down:
+        return head + "."
+    names = ", ".join(c for c, _, _ in down)
+    return (f"{head}: {'; '.join(t for _, t, _ in down)}. Platform admin: make worker cluster(s) {names} reachable "
+            "from Kueue's manager, or fix the kubeconfig it is given "
+            f"(`kubectl get multikueuecluster {down[0][0]} -o yaml`).")
+
+
+def pending_check_detail(ctx: Context, check_name: str) -> str:
+    """A MultiKueue check still Pending with quota reserved here: where the copies went, what is not visible."""
+    nominated = [c for c in (s(x) for x in lst(ctx.status.get("nominatedClusterNames"))) if c]
+    down = inactive_workers(ctx, check_name)
+    not_connected = (" Not connected: " + "; ".join(t for _, t, _ in down) + ".") if down else ""
+    if nominated:
+        where = ", ".join(nominated)
+        return (f" MultiKueue sent a copy to worker cluster(s) {where} (status.nominatedClusterNames) and waits for "
+                "one of them to admit it; this (manager) cluster does not show why none has: the worker's own Kueue "
+                f"keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run kueue-doctor there; "
+                "usually its ClusterQueue lacks quota for it). The quota reserved here stays held meanwhile."
+                + not_connected)
+    return " MultiKueue has not sent it to a worker cluster yet." + not_connected
+
+
+def rejected_detail(ctx: Context) -> str:
+    """A MultiKueue check that rejected the Workload: its words, and what the owner must change."""
+    for c in (m(x) for x in lst(ctx.status.get("admissionChecks"))):
+        cname = s(c.get("name")) or ""
+        if c.get("state") != "Rejected" or not is_multikueue(ctx, cname):
+            continue
+        said = _PREVIOUSLY.sub("", s(c.get("message")) or "")
+        text = f" MultiKueue check {cname} rejected it: {said or 'no message'}."
+        if "Expecting spec.managedBy" in said:
+            text += (" spec.managedBy cannot be changed on a Job: recreate it without spec.managedBy (Kueue's webhook "
+                     "then sets kueue.x-k8s.io/multikueue), or send it to a ClusterQueue without a MultiKueue check; "
+                     "setting spec.active back to true only gets it rejected again.")
+        elif said.startswith("No multikueue adapter found"):
+            text += (" MultiKueue cannot dispatch this kind of owner: submit it to a ClusterQueue without a MultiKueue "
+                     "check, or the platform admin enables MultiKueue for its integration.")
+        return text
+    return ""
