@@ -342,7 +342,16 @@ _NO_QUOTA = FlavorQuota(Decimal(0), None, None)
 
 def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
     """The ClusterQueue's path to the root of its cohort tree for (flavor, resource); None without a cohort or
-    with a cycle. A Cohort named but not in the input counts as one without quota (Kueue's implicit cohort)."""
+    with a cycle. A Cohort named but not in the input counts as one without quota (Kueue's implicit cohort).
+    Kept per index: every Workload of the queue short of (flavor, resource) asks for the same tree."""
+    memo = state.derived(COHORT_TREES)
+    key = (cq_name, flavor, resource)
+    if key not in memo:
+        memo[key] = _cohort_tree(state, cq_name, flavor, resource)
+    return memo[key]
+
+
+def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
     cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     if not cohort_name:
         return None
@@ -385,3 +394,7 @@ def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -
     if any(p is None for p in path):
         return None
     return CohortTree([p for p in path if p is not None])
+
+
+COHORT_TREES: Derived[dict[tuple[str, str, str], CohortTree | None]] = Derived("cohort tree per queue/flavor/resource",
+                                                                             lambda _: {})
