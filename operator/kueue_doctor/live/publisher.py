@@ -2,8 +2,9 @@
 
 Decides per diagnosis whether to write (`decide`, pure), keeps `status.since` across reason changes
 and restarts, applies in one server-side apply, and deletes diagnoses whose Workload is gone.
-A verdict change (stage, reason, cause, actionBy) is written at once; a change only in numbers or
-evidence at most once per refresh interval; identical content is never written.
+A verdict change (stage, reason, cause, actionBy, the ClusterQueue, a passed pending limit) is written at
+once; a change only in numbers or evidence at most once per refresh interval; identical content is never
+written.
 """
 
 from __future__ import annotations
