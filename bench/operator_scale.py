@@ -9,10 +9,15 @@ Measures, in one run and against the same cluster:
   with every other user's writes in the same window to show that nothing did change;
 * the time from a Kueue status change (QuotaReserved condition patched through /status) to
   (a) a bare watch client receiving it and (b) the updated AdmissionDiagnosis arriving on a watch,
-  p50/p99 of both and their ratio, side by side.
+  p50/p99 of both and their ratio, side by side;
+* with ``--peer ksm`` (the default once ``bash hack/ksm/build.sh`` has built it), kube-state-metrics with a
+  custom-resource-state configuration of the Workloads' conditions (hack/ksm/workload-conditions.yaml) and its
+  ``pods`` collector, started with the operator on the same cluster: its RSS, CPU, spawn -> every condition on
+  /metrics, and (c) the time from the same change until its /metrics shows it (scraped at 20 Hz).
 
     python bench/operator_scale.py                    # 10,000 Workloads, 50,000 Pods (~20 min)
     python bench/operator_scale.py --quick            # 1,000 / 5,000 (~5 min)
+    python bench/operator_scale.py --quick --peer ksm # the same, kube-state-metrics beside it (built if needed)
 
 The load (see docs/scale.md): 100 ClusterQueues in cohorts of 10, one LocalQueue each in its own
 namespace. Kueue really admits a share of the Workloads (their quota is sized so they fit exactly),
@@ -59,6 +64,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
+sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import localcluster as lc  # type: ignore[import-not-found]  # noqa: E402
@@ -73,6 +79,8 @@ from tests.builders import (  # noqa: E402
     Workload,
     condition,
 )
+
+import ksm as peer  # noqa: E402  (bench/ksm.py: kube-state-metrics beside the operator)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -448,6 +456,10 @@ class Sampler(threading.Thread):
     def peak_rss(self, t0: float, t1: float) -> int:
         return max((r for t, r, _ in self.samples if t0 <= t <= t1), default=0)
 
+    def rss_at(self, t: float) -> int:
+        """RSS (kB) of the last sample at or before t."""
+        return next((r for ts, r, _ in reversed(self.samples) if ts <= t), 0)
+
 
 def metrics_of(port: int) -> dict[str, float]:
     try:
@@ -489,6 +501,7 @@ class Bench:
         self.r: dict[str, Any] = {"args": {k: v for k, v in vars(args).items() if k != "func"}}
         self.cluster: lc.LocalCluster | None = None
         self.op: subprocess.Popen[bytes] | None = None
+        self.ksm: subprocess.Popen[bytes] | None = None
 
     # ---- cluster ----
     def start_cluster(self) -> None:
@@ -716,6 +729,8 @@ class Bench:
             dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "operator"],
                                    capture_output=True, text=True, check=True).stdout.strip()
             self.r["operator_commit"] = head + ("+dirty" if dirty else "")
+        if a.peer == "ksm":
+            self.start_ksm()
         t_spawn = time.time()
         with self.op_log.open("wb") as fh:
             self.op = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -760,6 +775,61 @@ class Bench:
         self.r["startup"]["operator_writes_by_verb"] = dict(Counter(e["verb"] for e in op_writes))
         self.t_spawn, self.t_all = t_spawn, t_all
         log(f"all {len(want)} diagnosed {t_all - t_spawn:.1f}s after spawn; RSS {st.get('VmRSS', 0) / 1024:.0f} MiB")
+        if self.ksm is not None:
+            self.ksm_ready.join(timeout=max(a.startup_timeout - (time.time() - t_spawn), 1))
+            self.r["ksm"]["rss_at_operator_all_diagnosed_mib"] = round(
+                self.ksm_sampler.rss_at(t_all) / 1024)
+
+    # ---- the peer: kube-state-metrics ----
+    def start_ksm(self) -> None:
+        """KSM on the same cluster, spawned just before the operator; a thread stamps when /metrics holds every
+        Workload condition (and every Pod, with the pods collector) that the apiserver holds now."""
+        a = self.args
+        binary = peer.build()
+        self.ksm_port, telemetry = free_port(), free_port()
+        self.ksm_log = self.workdir / "kube-state-metrics.log"
+        argv = peer.argv(binary, self.kubeconfig, peer.CONFIG, self.ksm_port, telemetry, a.ksm_resources)
+        wls, _ = list_all(self.api, f"{KUEUE}/workloads")
+        want_conditions = sum(len((w.get("status") or {}).get("conditions") or []) for w in wls)
+        want_pods = len(list_all(self.api, "/api/v1/pods")[0]) if "pods" in a.ksm_resources.split(",") else 0
+        version = subprocess.run([str(binary), "version"], capture_output=True, text=True).stdout.strip()
+        self.r["ksm"] = {"version": version.splitlines()[0] if version else "?", "resources": a.ksm_resources,
+                         "custom_resource_state_config": str(peer.CONFIG.relative_to(ROOT)),
+                         "command": " ".join(["kube-state-metrics", *(x.replace(str(self.workdir), "<workdir>")
+                                                                      for x in argv[1:])]),
+                         "want_conditions": want_conditions, "want_pods": want_pods}
+        t_spawn = time.time()
+        with self.ksm_log.open("wb") as fh:
+            self.ksm = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ksm_sampler = Sampler(self.ksm.pid)
+        self.ksm_sampler.start()
+        log(f"kube-state-metrics started (pid {self.ksm.pid}, :{self.ksm_port}, resources {a.ksm_resources!r}), "
+            f"waiting for {want_conditions} Workload condition series and {want_pods} Pods")
+        url = f"http://127.0.0.1:{self.ksm_port}/metrics"
+
+        def ready() -> None:
+            while self.ksm is not None and self.ksm.poll() is None:
+                with contextlib.suppress(OSError):
+                    text = peer.scrape(url)
+                    n_cond = text.count(peer.METRIC + "{")
+                    n_pods = text.count("\nkube_pod_info{")
+                    if n_cond >= want_conditions and n_pods >= want_pods:
+                        t = time.time()
+                        st = proc_status(self.ksm.pid)
+                        self.r["ksm"]["startup"] = {
+                            "to_all_exposed_s": round(t - t_spawn, 1), "series": n_cond, "pods": n_pods,
+                            "metrics_page_kib": round(len(text) / 1024),
+                            "rss_at_all_exposed_mib": round(st.get("VmRSS", 0) / 1024),
+                            "cpu_s_to_all_exposed": round(proc_cpu(self.ksm.pid), 1)}
+                        log(f"kube-state-metrics: all {n_cond} condition series and {n_pods} Pods on /metrics "
+                            f"{t - t_spawn:.1f}s after spawn; RSS {st.get('VmRSS', 0) / 1024:.0f} MiB")
+                        return
+                time.sleep(0.5)
+            log(f"kube-state-metrics exited ({self.ksm.returncode if self.ksm else '?'}):\n"
+                + "\n".join(self.ksm_log.read_text(errors="replace").splitlines()[-20:]))
+
+        self.ksm_ready = threading.Thread(target=ready, name="ksm-ready", daemon=True)
+        self.ksm_ready.start()
 
     def tail_log(self, n: int = 40) -> str:
         return "\n".join(self.op_log.read_text(errors="replace").splitlines()[-n:])
@@ -798,6 +868,7 @@ class Bench:
         if a.idle_cover_resync and resync_at + 30 > t0 + seconds:
             seconds = min(resync_at + 30 - t0, a.idle_seconds + a.resync_interval)
         log(f"idle window: {seconds:.0f}s (first resync due no earlier than {resync_at - t0:.0f}s into it)")
+        ksm_cpu0 = proc_cpu(self.ksm.pid) if self.ksm is not None else 0.0
         per_min: list[int] = []
         others: Counter[str] = Counter()
         op_all: list[dict[str, Any]] = []
@@ -835,6 +906,9 @@ class Bench:
             "operator_cpu_s": round(proc_cpu(self.op.pid) - cpu0, 1),  # type: ignore[union-attr]
             "rss_end_mib": round(proc_status(self.op.pid).get("VmRSS", 0) / 1024),  # type: ignore[union-attr]
         }
+        if self.ksm is not None:
+            self.r["ksm"]["idle"] = {"cpu_s": round(proc_cpu(self.ksm.pid) - ksm_cpu0, 1),
+                                     "rss_end_mib": round(proc_status(self.ksm.pid).get("VmRSS", 0) / 1024)}
         log(f"idle: {self.r['idle']}")
 
     def latency(self) -> None:
@@ -865,6 +939,17 @@ class Bench:
         rv = current_rv(api, f"{KUEUE}/workloads")
         bare_watch = Watcher(api, f"{KUEUE}/workloads", rv, on_wl, "bare-watch")
         bare_watch.start()
+        scraper: peer.Scraper | None = None
+        if self.ksm is not None:
+            # what KSM shows of the targets before: a reason it already shows cannot be seen to change
+            page = peer.condition_series(peer.scrape(f"http://127.0.0.1:{self.ksm_port}/metrics"), peer.METRIC,
+                                         "QuotaReserved")
+            ksm_before = Counter(f"{c.status}/{c.reason}" if c else "none"
+                                 for c in (page.get((ns, name, "QuotaReserved")) for ns, name in target_keys))
+            want = {(ns, name, "QuotaReserved"): ("False", "Inadmissible") for ns, name in target_keys}
+            scraper = peer.Scraper(f"http://127.0.0.1:{self.ksm_port}/metrics", "QuotaReserved", want, a.ksm_hz)
+            scraper.start()
+            ksm_cpu0 = proc_cpu(self.ksm.pid)
         time.sleep(1.0)
         self.audit_tail.read_new()
         cpu0 = proc_cpu(self.op.pid)  # type: ignore[union-attr]
@@ -879,6 +964,8 @@ class Bench:
                 time.sleep(delay)
             key = (w["ns"], w["name"])
             t_send = time.time()
+            if scraper is not None:
+                scraper.sent((*key, "QuotaReserved"), t_send)
             apply_status_condition(api, w["ns"], w["name"], condition(
                 "QuotaReserved", "False", "Inadmissible", "LocalQueue lq doesn't exist", now_rfc3339()))
             sent[key] = (t_send, time.time())
@@ -898,7 +985,7 @@ class Bench:
         while time.time() < deadline:
             with self.lock:
                 done = sum(1 for k in sent if updated(k) is not None)
-            if done == len(sent) and len(bare) >= len(sent):
+            if done == len(sent) and len(bare) >= len(sent) and (scraper is None or scraper.seen() >= len(sent)):
                 break
             time.sleep(0.2)
         t_end = time.time()
@@ -926,6 +1013,20 @@ class Bench:
         lat = self.r["latency"]
         lat["ratio_p50"] = round(lat["operator_ms"]["p50"] / lat["bare_watch_ms"]["p50"], 1)
         lat["ratio_p99"] = round(lat["operator_ms"]["p99"] / lat["bare_watch_ms"]["p99"], 1)
+        if scraper is not None and self.ksm is not None:
+            got = scraper.stop()
+            ksm_ms = [(t - sent[(ns, name)][0]) * 1e3 for (ns, name, _), t in got["seen"].items()]
+            scrape_ms = [d * 1e3 for d in got["scrape_s"]]
+            lat["ksm_ms"] = {"n": len(ksm_ms), "p50": round(pct(ksm_ms, 50), 1), "p99": round(pct(ksm_ms, 99), 1),
+                             "max": round(max(ksm_ms, default=float("nan")), 1)}
+            lat["ksm_scrapes"] = {"count": got["scrapes"], "errors": got["errors"], "hz_asked": a.ksm_hz,
+                                  "hz_got": round(got["scrapes"] / max(t_end - t_start, 1e-9), 1),
+                                  "duration_ms_p50": round(pct(scrape_ms, 50), 1),
+                                  "duration_ms_p99": round(pct(scrape_ms, 99), 1)}
+            lat["ksm_before"] = dict(ksm_before)
+            lat["ksm_cpu_s"] = round(proc_cpu(self.ksm.pid) - ksm_cpu0, 1)
+            lat["ratio_operator_ksm_p50"] = round(lat["operator_ms"]["p50"] / lat["ksm_ms"]["p50"], 2)
+            lat["ratio_operator_ksm_p99"] = round(lat["operator_ms"]["p99"] / lat["ksm_ms"]["p99"], 2)
         log(f"latency: {lat}")
 
     def finish(self) -> None:
@@ -940,11 +1041,21 @@ class Bench:
             items, _ = list_all(self.api, f"{ADIAG}/admissiondiagnoses")
             self.r["diagnoses_final"] = {"count": len(items),
                                          "by_reason": dict(Counter(i["status"]["reason"] for i in items))}
+            if self.ksm is not None and self.ksm.poll() is None:
+                st = proc_status(self.ksm.pid)
+                self.r["ksm"].update({
+                    "rss_end_mib": round(st.get("VmRSS", 0) / 1024),
+                    "peak_vmhwm_mib": round(st.get("VmHWM", 0) / 1024),
+                    "cpu_s_total": round(proc_cpu(self.ksm.pid), 1)})
             if self.cluster is not None:
                 self.r["component_rss_mib"] = {name: round(proc_status(pid).get("VmRSS", 0) / 1024)
                                                for name, pid in self.cluster.pids().items()}
 
     def stop(self) -> None:
+        if self.ksm is not None and self.ksm.poll() is None:
+            os.killpg(self.ksm.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.ksm.wait(timeout=10)
         if self.op is not None and self.op.poll() is None:
             os.killpg(self.op.pid, signal.SIGTERM)
             try:
@@ -989,10 +1100,38 @@ def table(r: dict[str, Any]) -> str:
         ("latency: ratio operator / bare", f"p50 {lat.get('ratio_p50')}x, p99 {lat.get('ratio_p99')}x"),
         ("latency: operator writes, CPU", f"{lat.get('operator_writes_during')} writes for {lat.get('changes')} "
                                           f"changes; CPU {lat.get('operator_cpu_share')} cores"),
+        *ksm_rows(r),
         ("run time", f"{r.get('run_seconds')} s"),
     ]
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def ksm_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The peer's rows, each beside the operator's figure of the same run."""
+    k = r.get("ksm")
+    if not k:
+        return []
+    su, lat, op = k.get("startup", {}), r.get("latency", {}), r.get("operator_rss", {})
+    op_all, ki, oi = r.get("startup", {}).get("to_all_diagnosed_s"), k.get("idle", {}), r.get("idle", {})
+    km, om = lat.get("ksm_ms", {}), lat.get("operator_ms", {})
+    sc = lat.get("ksm_scrapes", {})
+    return [
+        ("peer", f"{k.get('version')}, resources {k.get('resources')!r} + {k.get('custom_resource_state_config')}"),
+        ("peer: spawn -> all on /metrics", f"{su.get('to_all_exposed_s')} s ({su.get('series')} condition series, "
+                                           f"{su.get('pods')} Pods, page {su.get('metrics_page_kib')} KiB); "
+                                           f"operator all diagnosed {op_all} s"),
+        ("RSS steady (end of idle) KSM / op", f"{k.get('idle', {}).get('rss_end_mib')} / "
+                                              f"{r.get('idle', {}).get('rss_end_mib')} MiB"),
+        ("RSS peak (VmHWM) KSM / operator", f"{k.get('peak_vmhwm_mib')} / {op.get('peak_vmhwm_mib')} MiB"),
+        ("CPU total KSM / operator", f"{k.get('cpu_s_total')} / {op.get('cpu_s_total')} s (idle window: "
+                                     f"{ki.get('cpu_s')} / {oi.get('operator_cpu_s')} s)"),
+        ("latency: KSM /metrics p50 / p99", f"{km.get('p50')} / {km.get('p99')} ms (n={km.get('n')}; scrapes "
+                                            f"{sc.get('hz_got')}/s, each p50 {sc.get('duration_ms_p50')} ms)"),
+        ("latency: operator p99 vs KSM p99", f"{om.get('p99')} vs {km.get('p99')} ms: "
+                                             f"{lat.get('ratio_operator_ksm_p99')}x (p50 "
+                                             f"{lat.get('ratio_operator_ksm_p50')}x)"),
+    ]
 
 
 def machine() -> dict[str, Any]:
@@ -1028,6 +1167,11 @@ def main() -> int:
     ap.add_argument("--startup-timeout", type=float, default=900.0)
     ap.add_argument("--kueue-timeout", type=float, default=600.0)
     ap.add_argument("--latency-timeout", type=float, default=180.0)
+    ap.add_argument("--peer", choices=("auto", "ksm", "none"), default="auto",
+                    help="kube-state-metrics beside the operator (auto: when bash hack/ksm/build.sh has built it)")
+    ap.add_argument("--ksm-resources", default="pods",
+                    help="KSM's own collectors besides the Workload conditions (comma separated; '' for none)")
+    ap.add_argument("--ksm-hz", type=float, default=20.0, help="KSM /metrics scrapes per second during the changes")
     ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--json", help="also write the results here")
@@ -1035,6 +1179,9 @@ def main() -> int:
     if args.quick:
         args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
         args.changes, args.idle_seconds = min(args.changes, 100), min(args.idle_seconds, 60)
+    if args.peer == "auto":
+        built = subprocess.run(["bash", str(peer.BUILD), "--print-if-built"], capture_output=True).returncode == 0
+        args.peer = "ksm" if built else "none"
     bench = Bench(args)
     bench.r["machine"] = machine()
     bench.r["command"] = " ".join(["python", "bench/operator_scale.py", *sys.argv[1:]])
