@@ -56,9 +56,32 @@ def test_condition_series_finds_each_workload_condition_by_namespace_name_and_ty
     assert len(got) == 4
 
 
+def test_condition_series_reads_only_the_family_of_its_metric_on_a_page_with_other_families() -> None:
+    pods = "".join(f'kube_pod_info{{namespace="bench-000",pod="p-{i}"}} 1\n' for i in range(2000))
+    line = PAGE.splitlines()[2] + "\n"  # wl-00001's QuotaReserved
+    page = ("# HELP kube_pod_info Information about pod.\n# TYPE kube_pod_info gauge\n" + pods
+            + "# HELP kueue_workload_status_condition A condition.\n# TYPE kueue_workload_status_condition gauge\n"
+            + line + "# HELP kube_pod_status_phase The pods current phase.\n# TYPE kube_pod_status_phase gauge\n"
+            + 'kube_pod_status_phase{namespace="bench-000",pod="p-0",phase="Pending"} 1\n'
+            + 'kueue_workload_status_condition{namespace="stray",name="x",type="Admitted"} 1\n')
+    want = {("bench-000", "wl-00001", "QuotaReserved"): ksm.Condition("False", "Pending", 0.0)}
+    assert ksm.condition_series(page) == want
+    # the family at the end of the page, and a page without any header, read the same
+    tail = "# TYPE kueue_workload_status_condition gauge\n" + line
+    assert ksm.condition_series(tail) == ksm.condition_series(line) == want
+
+
 def test_condition_series_of_one_type_skips_the_others() -> None:
     got = ksm.condition_series(PAGE, condition_type="QuotaReserved")
     assert set(got) == {("bench-000", "wl-00001", "QuotaReserved"), ("bench-000", "wl-00000", "QuotaReserved")}
+
+
+def test_condition_series_of_one_reason_skips_the_others() -> None:
+    got = ksm.condition_series(PAGE, condition_type="QuotaReserved", reason="Pending")
+    assert set(got) == {("bench-000", "wl-00001", "QuotaReserved")}
+    # another label whose name ends in "reason" is not the reason
+    other = PAGE.replace('queue_name="lq",reason="QuotaReserved"', 'old_reason="Pending",reason="QuotaReserved"')
+    assert ksm.condition_series(other, condition_type="QuotaReserved", reason="Pending").keys() == got.keys()
 
 
 def test_first_seen_stamps_the_first_scrape_after_the_change_that_shows_the_new_state() -> None:
