@@ -128,9 +128,13 @@ def build() -> Path:
     return Path(out.strip().splitlines()[-1]) / "kube-state-metrics"
 
 
-def scrape(url: str, timeout: float = 30.0) -> str:
+def scrape_bytes(url: str, timeout: float = 60.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as rsp:
-        return str(rsp.read().decode())
+        return bytes(rsp.read())
+
+
+def scrape(url: str, timeout: float = 60.0) -> str:
+    return scrape_bytes(url, timeout).decode()
 
 
 # ------------------------------------------------------------------------------------------------
