@@ -4,9 +4,10 @@ condition change becomes visible on /metrics.
 
 KSM runs out of cluster against the bench's apiserver (`--kubeconfig`), with the custom-resource-state
 configuration of hack/ksm/workload-conditions.yaml (one `kueue_workload_status_condition` series per condition
-of every Workload) and, by default, its built-in `pods` collector too, as a platform team would run it; its
-/metrics is served on 127.0.0.1. It serves /metrics from its informer cache (each object's series are rendered
-once per watch event), so "visible on /metrics" is its watch latency plus one scrape.
+of every Workload), as a platform team would run it, alone or with some of its own collectors (the bench runs one
+instance without and one with `pods`); its /metrics is served on 127.0.0.1. It serves /metrics from its informer
+cache (each object's series are rendered once per watch event), so "visible on /metrics" is its watch latency
+plus one scrape.
 
 The scraper runs in a process of its own so that parsing a large /metrics page at 20 Hz never holds the GIL of
 the bench process, whose watch threads stamp the bare watch's and kueue-doctor's latencies.

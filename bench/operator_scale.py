@@ -472,7 +472,8 @@ class KsmInstance:
         self.argv = peer.argv(binary, kubeconfig, peer.CONFIG, self.port, telemetry, resources)
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.r: dict[str, Any] = {"resources": resources, "command": " ".join(
-            ["kube-state-metrics", *(x.replace(str(workdir), "<workdir>") for x in self.argv[1:])])}
+            ["kube-state-metrics", *(x.replace(str(workdir), "<workdir>").replace(str(ROOT) + "/", "")
+                                     for x in self.argv[1:])])}
         self.proc: subprocess.Popen[bytes] | None = None
         self.scraper: peer.Scraper | None = None
 
