@@ -9,10 +9,15 @@ Measures, in one run and against the same cluster:
   with every other user's writes in the same window to show that nothing did change;
 * the time from a Kueue status change (QuotaReserved condition patched through /status) to
   (a) a bare watch client receiving it and (b) the updated AdmissionDiagnosis arriving on a watch,
-  p50/p99 of both and their ratio, side by side.
+  p50/p99 of both and their ratio, side by side;
+* with ``--peer ksm`` (the default once ``bash hack/ksm/build.sh`` has built it), kube-state-metrics with a
+  custom-resource-state configuration of the Workloads' conditions (hack/ksm/workload-conditions.yaml) and its
+  ``pods`` collector, started with the operator on the same cluster: its RSS, CPU, spawn -> every condition on
+  /metrics, and (c) the time from the same change until its /metrics shows it (scraped at 20 Hz).
 
     python bench/operator_scale.py                    # 10,000 Workloads, 50,000 Pods (~20 min)
     python bench/operator_scale.py --quick            # 1,000 / 5,000 (~5 min)
+    python bench/operator_scale.py --quick --peer ksm # the same, kube-state-metrics beside it (built if needed)
 
 The load (see docs/scale.md): 100 ClusterQueues in cohorts of 10, one LocalQueue each in its own
 namespace. Kueue really admits a share of the Workloads (their quota is sized so they fit exactly),
@@ -59,6 +64,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
+sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import localcluster as lc  # type: ignore[import-not-found]  # noqa: E402
@@ -73,6 +79,8 @@ from tests.builders import (  # noqa: E402
     Workload,
     condition,
 )
+
+import ksm as peer  # noqa: E402  (bench/ksm.py: kube-state-metrics beside the operator)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -448,6 +456,115 @@ class Sampler(threading.Thread):
     def peak_rss(self, t0: float, t1: float) -> int:
         return max((r for t, r, _ in self.samples if t0 <= t <= t1), default=0)
 
+    def rss_at(self, t: float) -> int:
+        """RSS (kB) of the last sample at or before t."""
+        return next((r for ts, r, _ in reversed(self.samples) if ts <= t), 0)
+
+
+class KsmInstance:
+    """One kube-state-metrics process: the Workload conditions plus `resources` of its own collectors."""
+
+    def __init__(self, binary: Path, resources: str, kubeconfig: Path, workdir: Path, hz: float) -> None:
+        self.resources, self.hz = resources, hz
+        self.name = "ksm" + "".join(f"+{x}" for x in resources.split(",") if x)
+        self.port, telemetry = free_port(), free_port()
+        self.log_path = workdir / f"{self.name}.log"
+        self.argv = peer.argv(binary, kubeconfig, peer.CONFIG, self.port, telemetry, resources)
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self.r: dict[str, Any] = {"resources": resources, "command": " ".join(
+            ["kube-state-metrics", *(x.replace(str(workdir), "<workdir>").replace(str(ROOT) + "/", "")
+                                     for x in self.argv[1:])])}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.scraper: peer.Scraper | None = None
+
+    def start(self, conditions: int, pods: int) -> None:
+        """Spawn it; a thread stamps when /metrics holds `conditions` Workload condition series and `pods` Pods."""
+        self.r.update({"want_conditions": conditions, "want_pods": pods})
+        t_spawn = time.time()
+        with self.log_path.open("wb") as fh:
+            self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        self.sampler = Sampler(self.proc.pid)
+        self.sampler.start()
+        log(f"{self.name} started (pid {self.proc.pid}, :{self.port}), waiting for {conditions} Workload condition "
+            f"series and {pods} Pods on /metrics")
+
+        def ready() -> None:
+            while self.proc is not None and self.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    text = peer.scrape_bytes(self.url)  # counted as bytes: 4 KB a Pod, never decoded here
+                    n_cond = text.count(peer.METRIC.encode() + b"{")
+                    n_pods = text.count(b"\nkube_pod_info{")
+                    if n_cond >= conditions and n_pods >= pods:
+                        t = time.time()
+                        self.r["startup"] = {
+                            "to_all_exposed_s": round(t - t_spawn, 1), "series": n_cond, "pods": n_pods,
+                            "metrics_page_kib": round(len(text) / 1024), "rss_at_all_exposed_mib": self.rss_mib(),
+                            "cpu_s_to_all_exposed": round(self.cpu(), 1)}
+                        log(f"{self.name}: all {n_cond} condition series and {n_pods} Pods on /metrics "
+                            f"{t - t_spawn:.1f}s after spawn; RSS {self.rss_mib()} MiB, page {len(text) >> 10} KiB")
+                        return
+                time.sleep(0.5 if not pods else 2.0)
+            log(f"{self.name} exited ({self.proc.returncode if self.proc else '?'}):\n"
+                + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:]))
+
+        self.ready = threading.Thread(target=ready, name=f"{self.name}-ready", daemon=True)
+        self.ready.start()
+
+    def cpu(self) -> float:
+        return proc_cpu(self.proc.pid) if self.proc is not None else 0.0
+
+    def rss_mib(self) -> int:
+        return round(proc_status(self.proc.pid).get("VmRSS", 0) / 1024) if self.proc is not None else 0
+
+    def start_scraper(self, want: dict[peer.Key, tuple[str, str]]) -> None:
+        """Before the changes: what it shows of the targets (a reason it already shows cannot be seen to change),
+        then the scraper process (none at 0 Hz)."""
+        if not self.hz:
+            return
+        page = peer.condition_series(peer.scrape(self.url), peer.METRIC, "QuotaReserved")
+        self.before = Counter(f"{c.status}/{c.reason}" if c else "none" for c in map(page.get, want))
+        self.scraper = peer.Scraper(self.url, "QuotaReserved", want, self.hz)
+        self.scraper.start()
+        self.cpu0 = self.cpu()
+
+    def sent(self, key: peer.Key, t: float) -> None:
+        if self.scraper is not None:
+            self.scraper.sent(key, t)
+
+    def seen(self) -> int:
+        return self.scraper.seen() if self.scraper is not None else 1 << 30
+
+    def stop_scraper(self, sent: dict[tuple[str, str], float]) -> dict[str, Any]:
+        if self.scraper is None:
+            return {"n": 0, "p50": None, "p99": None, "hz_asked": 0, "note": "not scraped during the changes"}
+        got = self.scraper.stop()
+        self.scraper = None
+        ms = [(t - sent[(ns, name)]) * 1e3 for (ns, name, _), t in got["seen"].items()]
+        scrape_ms = [d * 1e3 for d in got["scrape_s"]]
+        return {"n": len(ms), "p50": round(pct(ms, 50), 1), "p99": round(pct(ms, 99), 1),
+                "max": round(max(ms, default=float("nan")), 1), "before": dict(self.before),
+                "scrapes": got["scrapes"], "scrape_errors": got["errors"], "hz_asked": self.hz,
+                "hz_got": round(got["scrapes"] / max(got["seconds"], 1e-9), 1),
+                "scrape_ms_p50": round(pct(scrape_ms, 50), 1), "scrape_ms_p99": round(pct(scrape_ms, 99), 1),
+                "cpu_s": round(self.cpu() - self.cpu0, 1)}
+
+    def finish(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            st = proc_status(self.proc.pid)
+            self.r.update({"rss_end_mib": round(st.get("VmRSS", 0) / 1024),
+                           "peak_vmhwm_mib": round(st.get("VmHWM", 0) / 1024),
+                           "peak_sampled_mib": round(max((x for _, x, _ in self.sampler.samples), default=0) / 1024),
+                           "cpu_s_total": round(self.cpu(), 1)})
+
+    def stop(self) -> None:
+        if self.scraper is not None:
+            with contextlib.suppress(Exception):
+                self.scraper.stop(timeout=5)
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+
 
 def metrics_of(port: int) -> dict[str, float]:
     try:
@@ -489,6 +606,7 @@ class Bench:
         self.r: dict[str, Any] = {"args": {k: v for k, v in vars(args).items() if k != "func"}}
         self.cluster: lc.LocalCluster | None = None
         self.op: subprocess.Popen[bytes] | None = None
+        self.ksms: list[KsmInstance] = []
 
     # ---- cluster ----
     def start_cluster(self) -> None:
@@ -716,6 +834,8 @@ class Bench:
             dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "operator"],
                                    capture_output=True, text=True, check=True).stdout.strip()
             self.r["operator_commit"] = head + ("+dirty" if dirty else "")
+        if a.peer == "ksm":
+            self.start_ksm()
         t_spawn = time.time()
         with self.op_log.open("wb") as fh:
             self.op = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -760,6 +880,29 @@ class Bench:
         self.r["startup"]["operator_writes_by_verb"] = dict(Counter(e["verb"] for e in op_writes))
         self.t_spawn, self.t_all = t_spawn, t_all
         log(f"all {len(want)} diagnosed {t_all - t_spawn:.1f}s after spawn; RSS {st.get('VmRSS', 0) / 1024:.0f} MiB")
+        for k in self.ksms:
+            k.ready.join(timeout=max(a.startup_timeout - (time.time() - t_spawn), 1))
+            k.r["rss_at_operator_all_diagnosed_mib"] = round(k.sampler.rss_at(t_all) / 1024)
+
+    # ---- the peer: kube-state-metrics ----
+    def start_ksm(self) -> None:
+        """Every KSM instance (one per --ksm-resources) on the same cluster, spawned just before the operator."""
+        a = self.args
+        binary = peer.build()
+        version = subprocess.run([str(binary), "version"], capture_output=True, text=True).stdout.strip()
+        wls, _ = list_all(self.api, f"{KUEUE}/workloads")
+        conditions = sum(len((w.get("status") or {}).get("conditions") or []) for w in wls)
+        pods = len(list_all(self.api, "/api/v1/pods")[0])
+        self.r["ksm"] = {}
+        for resources in a.ksm_resources:
+            own = [x for x in resources.split(",") if x]
+            hz = a.ksm_hz if not own else a.ksm_collectors_hz
+            k = KsmInstance(binary, resources, self.kubeconfig, self.workdir, hz)
+            k.r.update({"version": version.splitlines()[0] if version else "?",
+                        "custom_resource_state_config": str(peer.CONFIG.relative_to(ROOT))})
+            k.start(conditions, pods if "pods" in own else 0)
+            self.ksms.append(k)
+            self.r["ksm"][k.name] = k.r
 
     def tail_log(self, n: int = 40) -> str:
         return "\n".join(self.op_log.read_text(errors="replace").splitlines()[-n:])
@@ -798,6 +941,7 @@ class Bench:
         if a.idle_cover_resync and resync_at + 30 > t0 + seconds:
             seconds = min(resync_at + 30 - t0, a.idle_seconds + a.resync_interval)
         log(f"idle window: {seconds:.0f}s (first resync due no earlier than {resync_at - t0:.0f}s into it)")
+        ksm_cpu0 = {k.name: k.cpu() for k in self.ksms}
         per_min: list[int] = []
         others: Counter[str] = Counter()
         op_all: list[dict[str, Any]] = []
@@ -835,6 +979,8 @@ class Bench:
             "operator_cpu_s": round(proc_cpu(self.op.pid) - cpu0, 1),  # type: ignore[union-attr]
             "rss_end_mib": round(proc_status(self.op.pid).get("VmRSS", 0) / 1024),  # type: ignore[union-attr]
         }
+        for k in self.ksms:
+            k.r["idle"] = {"cpu_s": round(k.cpu() - ksm_cpu0[k.name], 1), "rss_end_mib": k.rss_mib()}
         log(f"idle: {self.r['idle']}")
 
     def latency(self) -> None:
@@ -865,6 +1011,9 @@ class Bench:
         rv = current_rv(api, f"{KUEUE}/workloads")
         bare_watch = Watcher(api, f"{KUEUE}/workloads", rv, on_wl, "bare-watch")
         bare_watch.start()
+        want = {(ns, name, "QuotaReserved"): ("False", "Inadmissible") for ns, name in target_keys}
+        for k in self.ksms:
+            k.start_scraper(want)
         time.sleep(1.0)
         self.audit_tail.read_new()
         cpu0 = proc_cpu(self.op.pid)  # type: ignore[union-attr]
@@ -879,6 +1028,8 @@ class Bench:
                 time.sleep(delay)
             key = (w["ns"], w["name"])
             t_send = time.time()
+            for k in self.ksms:
+                k.sent((*key, "QuotaReserved"), t_send)
             apply_status_condition(api, w["ns"], w["name"], condition(
                 "QuotaReserved", "False", "Inadmissible", "LocalQueue lq doesn't exist", now_rfc3339()))
             sent[key] = (t_send, time.time())
@@ -898,7 +1049,7 @@ class Bench:
         while time.time() < deadline:
             with self.lock:
                 done = sum(1 for k in sent if updated(k) is not None)
-            if done == len(sent) and len(bare) >= len(sent):
+            if done == len(sent) and len(bare) >= len(sent) and all(k.seen() >= len(sent) for k in self.ksms):
                 break
             time.sleep(0.2)
         t_end = time.time()
@@ -926,6 +1077,12 @@ class Bench:
         lat = self.r["latency"]
         lat["ratio_p50"] = round(lat["operator_ms"]["p50"] / lat["bare_watch_ms"]["p50"], 1)
         lat["ratio_p99"] = round(lat["operator_ms"]["p99"] / lat["bare_watch_ms"]["p99"], 1)
+        if self.ksms:
+            lat["ksm"] = {}
+        for k in self.ksms:
+            km = lat["ksm"][k.name] = k.stop_scraper({key: t for key, (t, _) in sent.items()})
+            for q in ("p50", "p99"):
+                km[f"ratio_operator_ksm_{q}"] = round(lat["operator_ms"][q] / km[q], 2) if km.get(q) else None
         log(f"latency: {lat}")
 
     def finish(self) -> None:
@@ -940,11 +1097,15 @@ class Bench:
             items, _ = list_all(self.api, f"{ADIAG}/admissiondiagnoses")
             self.r["diagnoses_final"] = {"count": len(items),
                                          "by_reason": dict(Counter(i["status"]["reason"] for i in items))}
+            for k in self.ksms:
+                k.finish()
             if self.cluster is not None:
                 self.r["component_rss_mib"] = {name: round(proc_status(pid).get("VmRSS", 0) / 1024)
                                                for name, pid in self.cluster.pids().items()}
 
     def stop(self) -> None:
+        for k in self.ksms:
+            k.stop()
         if self.op is not None and self.op.poll() is None:
             os.killpg(self.op.pid, signal.SIGTERM)
             try:
@@ -989,10 +1150,37 @@ def table(r: dict[str, Any]) -> str:
         ("latency: ratio operator / bare", f"p50 {lat.get('ratio_p50')}x, p99 {lat.get('ratio_p99')}x"),
         ("latency: operator writes, CPU", f"{lat.get('operator_writes_during')} writes for {lat.get('changes')} "
                                           f"changes; CPU {lat.get('operator_cpu_share')} cores"),
+        *ksm_rows(r),
         ("run time", f"{r.get('run_seconds')} s"),
     ]
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def ksm_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The peers' rows, each beside the operator's figure of the same run."""
+    lat, op, oi = r.get("latency", {}), r.get("operator_rss", {}), r.get("idle", {})
+    om = lat.get("operator_ms", {})
+    rows: list[tuple[str, str]] = []
+    for name, k in (r.get("ksm") or {}).items():
+        su, ki, km = k.get("startup", {}), k.get("idle", {}), lat.get("ksm", {}).get(name, {})
+        rows += [
+            (f"peer {name}", f"{k.get('version')}, resources {k.get('resources')!r} + "
+                             f"{k.get('custom_resource_state_config')}"),
+            (f"{name}: spawn -> all on /metrics", f"{su.get('to_all_exposed_s')} s ({su.get('series')} condition "
+                                                  f"series, {su.get('pods')} Pods, page {su.get('metrics_page_kib')} "
+                                                  f"KiB)"),
+            (f"{name}: RSS steady / peak", f"{ki.get('rss_end_mib')} / {k.get('peak_vmhwm_mib')} MiB (operator "
+                                           f"{oi.get('rss_end_mib')} / {op.get('peak_vmhwm_mib')} MiB)"),
+            (f"{name}: CPU total, idle window", f"{k.get('cpu_s_total')} s, {ki.get('cpu_s')} s (operator "
+                                                f"{op.get('cpu_s_total')} s, {oi.get('operator_cpu_s')} s)"),
+            (f"{name}: change -> /metrics p50/p99", f"{km.get('p50')} / {km.get('p99')} ms (n={km.get('n')}; "
+                                                   f"{km.get('hz_got')} scrapes/s of p50 {km.get('scrape_ms_p50')} "
+                                                   f"ms; operator {om.get('p50')} / {om.get('p99')} ms: "
+                                                   f"{km.get('ratio_operator_ksm_p50')}x / "
+                                                   f"{km.get('ratio_operator_ksm_p99')}x)"),
+        ]
+    return rows
 
 
 def machine() -> dict[str, Any]:
@@ -1028,6 +1216,16 @@ def main() -> int:
     ap.add_argument("--startup-timeout", type=float, default=900.0)
     ap.add_argument("--kueue-timeout", type=float, default=600.0)
     ap.add_argument("--latency-timeout", type=float, default=180.0)
+    ap.add_argument("--peer", choices=("auto", "ksm", "none"), default="auto",
+                    help="kube-state-metrics beside the operator (auto: when bash hack/ksm/build.sh has built it)")
+    ap.add_argument("--ksm-resources", action="append",
+                    help="one KSM instance per use: its own collectors besides the Workload conditions, comma "
+                         "separated, '' for none (default: two instances, '' and 'pods')")
+    ap.add_argument("--ksm-hz", type=float, default=20.0,
+                    help="/metrics scrapes per second during the changes, of an instance with no collectors of its own")
+    ap.add_argument("--ksm-collectors-hz", type=float, default=2.0,
+                    help="the same for an instance with collectors of its own (its page is about 4 KB per Pod; "
+                         "0: not scraped during the changes)")
     ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--json", help="also write the results here")
@@ -1035,6 +1233,10 @@ def main() -> int:
     if args.quick:
         args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
         args.changes, args.idle_seconds = min(args.changes, 100), min(args.idle_seconds, 60)
+    if args.peer == "auto":
+        built = subprocess.run(["bash", str(peer.BUILD), "--print-if-built"], capture_output=True).returncode == 0
+        args.peer = "ksm" if built else "none"
+    args.ksm_resources = args.ksm_resources if args.ksm_resources is not None else ["", "pods"]
     bench = Bench(args)
     bench.r["machine"] = machine()
     bench.r["command"] = " ".join(["python", "bench/operator_scale.py", *sys.argv[1:]])
