@@ -119,9 +119,9 @@ class Runtime:
         if shard.sharded:
             own = sum(1 for ns, _ in self.state.workloads if shard.owns(ns))
             log.info("Namespace %s: this replica diagnoses and writes for %d of the %d Workloads (those of the "
-                     "namespaces whose FNV-1a hash falls in its range); it keeps every Workload and LocalQueue for "
-                     "queue positions and cohort usage, and only its own namespaces' Pods, Events, owners and "
-                     "AdmissionDiagnoses.", shard.describe(), own, len(self.state.workloads))
+                     "namespaces whose FNV-1a hash modulo the shard count is its index); it keeps every Workload "
+                     "and LocalQueue for queue positions and cohort usage, and only its own namespaces' Pods, "
+                     "Events, owners and AdmissionDiagnoses.", shard.describe(), own, len(self.state.workloads))
 
     # ----- faults: RBAC and CRDs changing at runtime, watch gaps, failing watches -----
     async def run_watches(self, start: Callable[[asyncio.Event], Awaitable[None]]) -> None:
