@@ -141,8 +141,9 @@ def add_shard_flags(rn: argparse.ArgumentParser) -> None:
     sh.add_argument("--shard-index", type=int, default=None, metavar="I",
                     help="the shard this replica is, 0 to N-1 (default 0)")
     sh.add_argument("--shard-index-from-hostname", action="store_true",
-                    help="take the shard index from the ordinal ending the host name (a StatefulSet Pod's, "
-                    "kueue-doctor-2 is shard 2)")
+                    help="take the shard index from the ordinal ending the host name, modulo --total-shards (a "
+                    "StatefulSet Pod's: with 2 shards kueue-doctor-1 and kueue-doctor-3 are shard 1, the second its "
+                    "standby)")
 
 
 def shard_of(args: argparse.Namespace, err: IO[str], hostname: str | None = None) -> Shard | int:
@@ -157,11 +158,11 @@ def shard_of(args: argparse.Namespace, err: IO[str], hostname: str | None = None
             err.write(f"kueue-doctor run: --shard-index-from-hostname: the host name {host!r} does not end in "
                       "-<ordinal> (a StatefulSet Pod's name does); pass --shard-index instead\n")
             return EXIT_BAD_INPUT
-        if index is not None and index != int(ordinal):
+        if index is not None and index != int(ordinal) % max(args.total_shards, 1):
             err.write(f"kueue-doctor run: --shard-index {index} contradicts the host name {host!r} "
                       "(--shard-index-from-hostname); pass one of them\n")
             return EXIT_BAD_INPUT
-        index = int(ordinal)
+        index = int(ordinal) % max(args.total_shards, 1)
     shard = Shard(index or 0, args.total_shards)
     if shard.problems():
         err.write("kueue-doctor run: " + "; ".join(shard.problems()) + "\n")

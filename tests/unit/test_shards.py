@@ -101,6 +101,7 @@ def test_the_shard_flags() -> None:
     assert parse() == (Shard(0, 1), "")
     assert parse("--total-shards", "3", "--shard-index", "2") == (Shard(2, 3), "")
     assert parse("--total-shards", "3", "--shard-index-from-hostname", host="kueue-doctor-1") == (Shard(1, 3), "")
+    assert parse("--total-shards", "3", "--shard-index-from-hostname", host="kueue-doctor-4") == (Shard(1, 3), "")
     code, err = parse("--total-shards", "2", "--shard-index", "2")
     assert code == 2 and "--shard-index must be between 0 and 1 for 2 shard(s) (got 2)" in err
     code, err = parse("--total-shards", "2", "--shard-index-from-hostname", host="laptop")
