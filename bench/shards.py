@@ -1,18 +1,19 @@
 """Namespace shards beside one replica, on the same cluster and load: RSS, CPU and what each process diagnoses.
 
-Run after `python bench/operator_scale.py --keep --workdir DIR` (its cluster, load, CRD and the operator's
-least-privilege ServiceAccount stay up): this starts `kueue-doctor run` once unsharded, measures it, stops it,
-then starts `--total-shards N` processes at once (shard 0 .. N-1), and measures each. A process is measured once
+Run by `python bench/operator_scale.py --shards N` (its cluster, load, CRD and the operator's least-privilege
+ServiceAccount), or alone against a cluster that has them (`--kubeconfig`): this starts `kueue-doctor run` once
+unsharded, measures it, stops it, then starts `--total-shards N` processes at once (shard 0 .. N-1), and measures
+each. A process is measured once
 its first pass is done and the Workloads it exports have not changed for `--settle` seconds: VmRSS then, VmHWM
 (peak), CPU seconds since start, and the Workloads it exports (sum of kueue_doctor_workloads).
 
-    python bench/shards.py --workdir DIR [--shards 2] [--settle 20]
+    python bench/operator_scale.py --quick --shards 2
+    python bench/shards.py --kubeconfig operator.kubeconfig [--shards 2] [--settle 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -91,35 +92,44 @@ def stop(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
             proc.kill()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workdir", required=True, help="the --workdir of a kept bench/operator_scale.py run")
-    ap.add_argument("--shards", type=int, default=2)
-    ap.add_argument("--settle", type=float, default=20.0)
-    ap.add_argument("--timeout", type=float, default=900.0)
-    ap.add_argument("--json", help="also write the results here")
-    a = ap.parse_args()
-    workdir = Path(a.workdir)
-    kubeconfig = workdir / "operator.kubeconfig"
+def compare(kubeconfig: Path, workdir: Path, total: int, settle: float = 20.0, timeout: float = 900.0
+            ) -> dict[str, Any]:
+    """One unsharded process, measured and stopped; then `total` shards at once, each measured."""
     flags = ("--resync-interval", "3600")  # no resync inside the measurement
     one = [start(kubeconfig, workdir / "one.log", *flags)]
     try:
-        single = measure(one, a.settle, a.timeout)[0]
+        single = measure(one, settle, timeout)[0]
     finally:
         stop(one)
-    shards = [start(kubeconfig, workdir / f"shard-{i}.log", *flags, f"--total-shards={a.shards}",
-                    f"--shard-index={i}") for i in range(a.shards)]
+    shards = [start(kubeconfig, workdir / f"shard-{i}.log", *flags, f"--total-shards={total}", f"--shard-index={i}")
+              for i in range(total)]
     try:
-        sharded = measure(shards, a.settle, a.timeout)
+        sharded = measure(shards, settle, timeout)
     finally:
         stop(shards)
-    result = {"one_replica": single, "shards": sharded}
-    print(f"{'process':<14}{'RSS MiB':>9}{'peak MiB':>10}{'CPU s':>8}{'Workloads':>11}  RSS / one replica")
-    for name, r in [("one replica", single)] + [(f"shard {i}/{a.shards}", r) for i, r in enumerate(sharded)]:
-        print(f"{name:<14}{r['rss_mib']:>9}{r['peak_mib']:>10}{r['cpu_s']:>8}{r['workloads']:>11}  "
-              f"{r['rss_mib'] / max(single['rss_mib'], 1):.2f}")
-    if a.json:
-        Path(a.json).write_text(json.dumps(result, indent=2))
+    for r in sharded:
+        r["rss_vs_one_replica"] = round(r["rss_mib"] / max(single["rss_mib"], 1), 2)
+    return {"one_replica": single, "shards": sharded}
+
+
+def table(result: dict[str, Any]) -> str:
+    single, sharded = result["one_replica"], result["shards"]
+    rows = [f"{'process':<14}{'RSS MiB':>9}{'peak MiB':>10}{'CPU s':>8}{'Workloads':>11}{'RSS / one':>11}"]
+    for name, r in [("one replica", single)] + [(f"shard {i}/{len(sharded)}", r) for i, r in enumerate(sharded)]:
+        rows.append(f"{name:<14}{r['rss_mib']:>9}{r['peak_mib']:>10}{r['cpu_s']:>8}{r['workloads']:>11}"
+                    f"{r['rss_mib'] / max(single['rss_mib'], 1):>11.2f}")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kubeconfig", required=True, help="a kubeconfig of the operator's ServiceAccount")
+    ap.add_argument("--workdir", default=".", help="where the processes' logs go")
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--settle", type=float, default=20.0)
+    ap.add_argument("--timeout", type=float, default=900.0)
+    a = ap.parse_args()
+    print(table(compare(Path(a.kubeconfig), Path(a.workdir), a.shards, a.settle, a.timeout)))
     return 0
 
 

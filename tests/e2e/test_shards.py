@@ -148,7 +148,7 @@ def test_two_shards_each_write_only_their_own_namespaces_diagnoses_and_restore_o
     victim = next(ns for ns in namespaces if Shard(0, TOTAL).of(ns) == 1)
     since = time.time()
     kube.request_json(api, "DELETE", f"{ADIAG}/namespaces/{victim}/admissiondiagnoses/{workloads[victim]}")
-    kube.wait_for(lambda: reason_of(api, victim, workloads[victim]), timeout=30,
+    kube.wait_for(lambda: reason_of(api, victim, workloads[victim]), timeout=60,
                   message=lambda: f"the deleted diagnosis restored:\n{shards[1].tail()}")
     restores = [w for w in diagnosis_writes(cluster, user(ACCOUNTS[1]), victim, since - 1, workloads[victim])
                 if w.get("verb") in ("create", "patch", "update")]
