@@ -14,10 +14,13 @@ from kueue_doctor.cli import build_parser, election_config, shard_of
 from kueue_doctor.kube.shards import Shard, fnv1a64
 from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats
+from kueue_doctor.live.orphans import list_diagnoses
 from kueue_doctor.live.publisher import Publisher
+from kueue_doctor.live.snapshot import list_all, listings
 from kueue_doctor.state import ClusterState
 from tests.builders import ClusterQueue, LocalQueue, Pod, ResourceFlavor
 
+from .apiserver import FakeApiServer, collection_path
 from .scenario import waiting
 
 NAMES = [f"team-{i}" for i in range(2000)] + ["default", "kube-system", "kueue-system", "ml", "a" * 63]
@@ -116,3 +119,20 @@ def test_each_shard_elects_its_own_leader_on_its_own_lease() -> None:
     sharded = election_config(args, io.StringIO(), Shard(1, 2))
     assert not isinstance(unsharded, int) and unsharded is not None and unsharded.lease_name == "kueue-doctor"
     assert not isinstance(sharded, int) and sharded is not None and sharded.lease_name == "kueue-doctor-shard-1-of-2"
+
+
+def test_a_shard_lists_only_its_own_pods_and_diagnoses_so_its_resync_never_touches_another_shards() -> None:
+    """The resync deletes diagnoses it lists whose Workload is gone: listing another shard's would be a write fight
+    (an owner's own diagnosis, whose owner only the other shard keeps, would look orphaned here)."""
+    shard = Shard(0, 2)
+    mine, theirs = next((a, b) for a in NAMES for b in NAMES if shard.owns(a) and not shard.owns(b))
+    api = FakeApiServer()
+    api.serve_list(collection_path("AdmissionDiagnosis"), "kueue-doctor.dev/v1alpha1", "AdmissionDiagnosis",
+                   [{"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+                     "metadata": {"name": "job-a-00001", "namespace": ns, "uid": f"ad-{ns}"}} for ns in (mine, theirs)])
+    api.serve_list(collection_path("Pod"), "v1", "Pod", [Pod("p", ns).obj() for ns in (mine, theirs)])
+    assert [d["metadata"]["namespace"] for d in list_diagnoses(api, [], shard)] == [mine]
+    assert len(list_diagnoses(api, [])) == 2  # unsharded: all
+    pod_listing = next(lst for lst in listings("v1beta2") if lst.kind == "Pod")
+    kept = list_all(api, pod_listing, keep=shard.keeps)
+    assert kept is not None and [p["metadata"]["namespace"] for p in kept] == [mine]
