@@ -94,8 +94,15 @@ def stop(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
 
 def compare(kubeconfig: Path, workdir: Path, total: int, settle: float = 20.0, timeout: float = 900.0
             ) -> dict[str, Any]:
-    """One unsharded process, measured and stopped; then `total` shards at once, each measured."""
+    """One unsharded process, measured and stopped; then `total` shards at once, each measured. A first unsharded
+    process writes every diagnosis and is not measured: the measured ones all find them written (a first install's
+    writes would inflate whichever ran first)."""
     flags = ("--resync-interval", "3600")  # no resync inside the measurement
+    warm = [start(kubeconfig, workdir / "warm-up.log", *flags)]
+    try:
+        measure(warm, settle, timeout)
+    finally:
+        stop(warm)
     one = [start(kubeconfig, workdir / "one.log", *flags)]
     try:
         single = measure(one, settle, timeout)[0]
