@@ -1229,6 +1229,9 @@ def main() -> int:
     ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="above 1: after the load, one replica then N namespace shards side by side (bench/shards.py) "
+                    "instead of the start-up, idle and latency phases")
     args = ap.parse_args()
     if args.quick:
         args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
@@ -1244,10 +1247,17 @@ def main() -> int:
     try:
         bench.start_cluster()
         bench.create_load()
-        bench.run_operator()
-        bench.idle()
-        bench.latency()
-        bench.finish()
+        if args.shards > 1:
+            from shards import compare
+            from shards import table as shard_table
+
+            bench.r["shards"] = compare(bench.install_operator(), bench.workdir, args.shards)
+            log("namespace shards beside one replica, same load:\n" + shard_table(bench.r["shards"]))
+        else:
+            bench.run_operator()
+            bench.idle()
+            bench.latency()
+            bench.finish()
     except BaseException as exc:
         code = 1
         bench.r["error"] = f"{type(exc).__name__}: {exc}"

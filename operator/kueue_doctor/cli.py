@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from .live.team_labels import DEFAULT_LABEL_VALUES, OTHER_VALUE
 
 if TYPE_CHECKING:
     from .engine.queue_summary import Group
+    from .kube.shards import Shard
     from .live.leader import ElectionConfig
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -125,8 +128,46 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
                     "Workloads that are not running, for Policy Reporter to notify (docs/notifications.md; off by "
                     "default; needs the Report CRD and RBAC on reports)")
     rn.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_shard_flags(rn)
     add_leader_election_flags(rn)
     return parser
+
+
+def add_shard_flags(rn: argparse.ArgumentParser) -> None:
+    sh = rn.add_argument_group("namespace shards (beyond one replica; docs/scale.md#shards)")
+    sh.add_argument("--total-shards", type=int, default=1, metavar="N",
+                    help="split the namespaces among N replicas by the FNV-1a hash of their names; each diagnoses "
+                    "and writes only its own namespaces' Workloads (default 1: one replica owns all)")
+    sh.add_argument("--shard-index", type=int, default=None, metavar="I",
+                    help="the shard this replica is, 0 to N-1 (default 0)")
+    sh.add_argument("--shard-index-from-hostname", action="store_true",
+                    help="take the shard index from the ordinal ending the host name, modulo --total-shards (a "
+                    "StatefulSet Pod's: with 2 shards kueue-doctor-1 and kueue-doctor-3 are shard 1, the second its "
+                    "standby)")
+
+
+def shard_of(args: argparse.Namespace, err: IO[str], hostname: str | None = None) -> Shard | int:
+    """The shard asked for, or EXIT_BAD_INPUT after saying what is wrong."""
+    from .kube.shards import Shard
+
+    index = args.shard_index
+    if args.shard_index_from_hostname:
+        host = hostname if hostname is not None else (os.environ.get("HOSTNAME") or socket.gethostname())
+        ordinal = host.rsplit("-", 1)[-1]
+        if "-" not in host or not ordinal.isdigit():
+            err.write(f"kueue-doctor run: --shard-index-from-hostname: the host name {host!r} does not end in "
+                      "-<ordinal> (a StatefulSet Pod's name does); pass --shard-index instead\n")
+            return EXIT_BAD_INPUT
+        if index is not None and index != int(ordinal) % max(args.total_shards, 1):
+            err.write(f"kueue-doctor run: --shard-index {index} contradicts the host name {host!r} "
+                      "(--shard-index-from-hostname); pass one of them\n")
+            return EXIT_BAD_INPUT
+        index = int(ordinal) % max(args.total_shards, 1)
+    shard = Shard(index or 0, args.total_shards)
+    if shard.problems():
+        err.write("kueue-doctor run: " + "; ".join(shard.problems()) + "\n")
+        return EXIT_BAD_INPUT
+    return shard
 
 
 # kubectl's global flags that take a value; written before the command they are moved after it
@@ -162,7 +203,8 @@ def add_leader_election_flags(rn: argparse.ArgumentParser) -> None:
                     help="elect a leader on a coordination.k8s.io Lease: only the leader writes, the other replicas "
                     "keep their state warm and take over when its lease expires (default: off, a single writer)")
     le.add_argument("--leader-elect-resource-name", default="kueue-doctor", metavar="NAME",
-                    help="name of the Lease (one per namespace shard; default kueue-doctor)")
+                    help="name of the Lease (default kueue-doctor; with --total-shards N above 1, shard I uses "
+                    "NAME-shard-I-of-N)")
     le.add_argument("--leader-elect-resource-namespace", default="", metavar="NAMESPACE",
                     help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's namespace)")
     for name, default, meaning in (
@@ -173,14 +215,16 @@ def add_leader_election_flags(rn: argparse.ArgumentParser) -> None:
                         help=f"{meaning} (default {default:g})")
 
 
-def election_config(args: argparse.Namespace, err: IO[str]) -> ElectionConfig | int | None:
+def election_config(args: argparse.Namespace, err: IO[str], shard: Shard | None = None
+                    ) -> ElectionConfig | int | None:
     """The election asked for, None without --leader-elect, or EXIT_BAD_INPUT after saying what is wrong."""
+    from .kube.shards import Shard
     from .live.leader import ElectionConfig, default_namespace
 
     if not args.leader_elect:
         return None
     config = ElectionConfig(namespace=args.leader_elect_resource_namespace or default_namespace(),
-                            lease_name=args.leader_elect_resource_name,
+                            lease_name=(shard or Shard()).lease(args.leader_elect_resource_name),
                             lease_duration=args.leader_elect_lease_duration,
                             renew_deadline=args.leader_elect_renew_deadline,
                             retry_period=args.leader_elect_retry_period)
@@ -217,7 +261,10 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
 
-        election = election_config(args, err)
+        shard = shard_of(args, err)
+        if isinstance(shard, int):
+            return shard
+        election = election_config(args, err, shard)
         if isinstance(election, int):
             return election
         options = Options(namespaces=args.namespaces, refresh_interval=args.refresh_interval,
@@ -226,7 +273,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
                           refresh_writes_per_second=args.max_refresh_writes_per_second,
                           kueue_namespace=args.kueue_namespace,
                           metric_labels=args.metric_labels, metric_label_values=args.metric_label_values,
-                          reports=args.reports, recheck_interval=args.recheck_interval)
+                          reports=args.reports, recheck_interval=args.recheck_interval, shard=shard)
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose, election)
     return explain(args, stdin, out, err, plugin)

@@ -136,6 +136,7 @@ KIND_PATHS: dict[str, tuple[str, str, bool]] = {
     "Service": ("/api/v1", "services", True),
     "ConfigMap": ("/api/v1", "configmaps", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
@@ -301,6 +302,33 @@ def test_one_replica_without_leader_election_and_the_optional_network_policy(hel
     assert metrics_rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
     assert metrics_rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     assert health_rule == {"ports": [{"port": "health", "protocol": "TCP"}]}
+
+
+def test_shards_run_as_a_statefulset_whose_ordinal_is_the_shard_each_with_its_own_lease(
+        helm: str, tmp_path: Path) -> None:
+    objs = template(helm, tmp_path, values={"shards": 2})
+    assert "Deployment" not in kinds(objs)
+    sts = one(objs, "StatefulSet")
+    pod, dep_pod = sts["spec"]["template"], one(template(helm, tmp_path), "Deployment")["spec"]["template"]
+    assert pod["spec"]["containers"][0].pop("args")[:-2] == dep_pod["spec"]["containers"][0].pop("args")
+    assert pod == dep_pod, "the same hardened Pod as the Deployment's, only the shard flags added"
+    objs = template(helm, tmp_path, values={"shards": 2})
+    sts = one(objs, "StatefulSet")
+    assert sts["spec"]["replicas"] == 4  # 2 shards x replicaCount 2: ordinals 2 and 3 stand by for shards 0 and 1
+    assert sts["spec"]["podManagementPolicy"] == "Parallel" and sts["spec"]["serviceName"] == "kueue-doctor-metrics"
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    assert c["args"][-2:] == ["--total-shards=2", "--shard-index-from-hostname"]
+    assert "--leader-elect-resource-name=kueue-doctor" in c["args"]  # the operator appends -shard-I-of-N
+    create, renew = one(objs, "Role", "kueue-doctor-leader-election")["rules"]
+    assert renew["resourceNames"] == ["kueue-doctor-shard-0-of-2", "kueue-doctor-shard-1-of-2"]
+    assert renew["verbs"] == ["get", "update"] and create["verbs"] == ["create"]
+    svc = one(objs, "Service")
+    assert svc["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
+    # one shard is today's Deployment, unchanged
+    assert one(template(helm, tmp_path, values={"shards": 1}), "Deployment") == one(template(helm, tmp_path),
+                                                                                   "Deployment")
+    proc = run_helm(helm, "template", "kd", str(CHART), values={"shards": 0}, tmp=tmp_path, check=False)
+    assert proc.returncode != 0 and "shards" in proc.stderr
 
 
 def test_rendered_crd_is_the_committed_crd_and_is_kept_on_uninstall(helm: str, tmp_path: Path) -> None:
@@ -552,7 +580,7 @@ def release_namespace(cluster: ClusterHandle) -> Iterator[str]:
         kube.delete(cluster.api_client, "Namespace", name)
 
 
-@pytest.mark.parametrize("variant", ["default", "non-default", "stand-in-files"])
+@pytest.mark.parametrize("variant", ["default", "non-default", "stand-in-files", "shards"])
 def test_every_rendered_object_is_accepted_by_the_api_server(
         helm: str, cluster: ClusterHandle, monitoring_crds: list[dict[str, Any]], release_namespace: str, stand_in_chart: Path,
         tmp_path: Path, variant: str) -> None:
@@ -562,6 +590,8 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
         values = NON_DEFAULT_VALUES
     elif variant == "stand-in-files":
         values, chart = {**NON_DEFAULT_VALUES, **RULE_OVERRIDES, "reports": {"enabled": True}}, stand_in_chart
+    elif variant == "shards":
+        values = {"shards": 2}
     objs = template(helm, tmp_path, chart=chart, values=values, release=f"kd-{variant}",
                     namespace=release_namespace)
     unknown = sorted({o["kind"] for o in objs} - KIND_PATHS.keys())
@@ -571,7 +601,7 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
     for obj in objs:
         out = apply_dry_run(cluster.api_client, obj, release_namespace)
         assert out["kind"] == obj["kind"] and out["metadata"]["name"] == obj["metadata"]["name"]
-        if obj["kind"] == "Deployment":  # defaulting ran: the server saw the whole Pod template
+        if obj["kind"] in ("Deployment", "StatefulSet"):  # defaulting ran: the server saw the whole Pod template
             pod = out["spec"]["template"]["spec"]
             assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     # dry run persisted nothing

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..kube.kueue_names import expected_workload_name
 from ..kube.objects import m, name, namespace, s
+from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
 from .metrics import Stats, Verdict
@@ -64,9 +65,10 @@ def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 class Inbox:
-    def __init__(self, state: ClusterState, stats: Stats, publisher: Publisher, verdicts: dict[Key, Verdict]
-                 ) -> None:
+    def __init__(self, state: ClusterState, stats: Stats, publisher: Publisher, verdicts: dict[Key, Verdict],
+                 shard: Shard | None = None) -> None:
         self.state = state
+        self.shard = shard or Shard()  # only its namespaces' Workloads leave `take`; what `observe` keeps
         self.stats = stats
         self.publisher = publisher
         self.verdicts = verdicts
@@ -94,6 +96,8 @@ class Inbox:
         self.stats.count(self.stats.events, key[1] if key else "unknown")
         if key == ("", "Event") and not event_is_relevant(obj):
             return  # a Warning about a Node, a Service...: never read, so never kept
+        if not self.shard.keeps(obj):
+            return  # another namespace shard's Pod, Event, owner or diagnosis: decoded, counted, never kept
         if key is not None and self.stats.access.get(key[1]) is False:
             return  # RBAC no longer lets us list this kind: what a still-open watch sends is not used
         if event_type is None and self.live:
@@ -127,6 +131,8 @@ class Inbox:
     def take(self) -> set[Key]:
         """The Workloads marked so far, leaving none marked; the stale ones with them once they are due."""
         keys, self._dirty = self._dirty, set()
+        if self.shard.sharded:  # every Workload is kept (queue positions), only this shard's are diagnosed
+            keys = {k for k in keys if self.shard.owns(k[0])}
         due = self.stale_due()
         if due is not None and due <= time.monotonic():
             keys |= self._stale
@@ -186,7 +192,7 @@ class Inbox:
             if etype != "DELETED":
                 after |= self.state.affected_workloads(obj, status_only)
         self._dirty |= {k for k in before | after if self.state.diagnosable(k)}
-        stale = {k for k in stale - self._dirty if self.state.diagnosable(k)}
+        stale = {k for k in stale - self._dirty if self.state.diagnosable(k) and self.shard.owns(k[0])}
         if stale:
             if not self._stale:
                 self._stale_since = time.monotonic()

@@ -300,6 +300,15 @@ class LeaderOnly(Collector):
             "when the leader's Lease expires. Exactly one replica should say 1: alert on sum(kueue_doctor_leader) "
             "!= 1 (none: nothing is written; read the replicas' logs for the Lease).",
             value=1 if leader else 0)
+        shard = self.runtime.options.shard
+        info = GaugeMetricFamily(
+            "kueue_doctor_shard_info",
+            "Always 1: the namespace shard this replica is (--shard-index of --total-shards; 0 of 1 when not sharded). "
+            "It diagnoses, writes and exports only the Workloads of the namespaces whose FNV-1a hash falls in its "
+            "range, so sums over all replicas count every Workload once; each shard has its own leader.",
+            labels=["shard", "total"])
+        info.add_metric([str(shard.index), str(shard.total)], 1)
+        yield info
 
 
 def registry_for(runtime: Runtime) -> CollectorRegistry:

@@ -21,6 +21,7 @@ from typing import Any
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.kueue_config import CONFIG_MAP
 from ..kube.objects import m, name, namespace
+from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
 from . import kueue_install, rest
@@ -38,14 +39,15 @@ def deleting(obj: Mapping[str, Any]) -> bool:
     return bool(m(obj.get("metadata")).get("deletionTimestamp"))
 
 
-def list_diagnoses(api: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    """Every AdmissionDiagnosis in the watched namespaces, whole; on an error those read so far, and a warning."""
+def list_diagnoses(api: Any, namespaces: Sequence[str], shard: Shard | None = None) -> list[dict[str, Any]]:
+    """Every AdmissionDiagnosis in the watched namespaces (of this shard's namespaces: another shard's are never
+    repaired nor deleted here), whole; on an error those read so far, and a warning."""
     paths = [diagnosis_path(ns) for ns in namespaces] or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
     out: list[dict[str, Any]] = []
     for path in paths:
         try:
             for page in pages(api, path):
-                out.extend(page)
+                out.extend(o for o in page if shard is None or shard.owns(namespace(o)))
         except rest.ApiError as exc:
             log.warning("Cannot list AdmissionDiagnoses (%s): every diagnosis is rewritten once.", exc)
             return out
@@ -54,7 +56,7 @@ def list_diagnoses(api: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
 
 class Orphans:
     def __init__(self, api: Any, state: ClusterState, inbox: Inbox, discovery: Discovery, publisher: Publisher,
-                 verdicts: dict[Key, Verdict], stats: Stats) -> None:
+                 verdicts: dict[Key, Verdict], stats: Stats, shard: Shard | None = None) -> None:
         self.api = api
         self.state = state
         self.inbox = inbox
@@ -62,6 +64,7 @@ class Orphans:
         self.publisher = publisher
         self.verdicts = verdicts
         self.stats = stats
+        self.shard = shard or Shard()
 
     async def repair(self) -> set[Key]:
         """Repair what a watch gap hid: after a 410 Gone, Kopf re-lists without reporting deletions.
@@ -77,7 +80,8 @@ class Orphans:
                 continue
             with self.inbox.recording() as seen:
                 try:
-                    alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True)
+                    alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True, None,
+                                                    self.shard.keeps)
                 except LiveError:
                     raise  # the cluster cannot be reached: no other kind can be listed either
                 except Exception as exc:  # one kind failing must not stop the others
@@ -88,7 +92,8 @@ class Orphans:
                 continue
             gone |= self._reconcile(listing, alive, seen)
             if any(self._missing(listing.kind, o) for o in alive):
-                items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim)
+                items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim,
+                                                self.shard.keeps)
                 for obj in items or []:
                     if self._missing(listing.kind, obj):
                         self.inbox.put("ADDED", obj)
@@ -118,7 +123,7 @@ class Orphans:
         self.inbox.drain()
         await self.discovery.check_crd()
         if self.stats.crd_installed:
-            for obj in await asyncio.to_thread(list_diagnoses, self.api, namespaces):
+            for obj in await asyncio.to_thread(list_diagnoses, self.api, namespaces, self.shard):
                 key = (namespace(obj) or "", name(obj) or "")
                 if not self.state.diagnosable(key):  # an owner's own diagnosis lives as long as the owner
                     wl = await self._get_workload(key)

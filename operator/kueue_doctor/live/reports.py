@@ -23,6 +23,7 @@ from typing import Any
 
 from ..api import GROUP, KIND, LABEL_OWNER_KIND, LABEL_OWNER_NAME, PLURAL, VERSION
 from ..kube.objects import m, parse_time, s
+from ..kube.shards import Shard
 from ..vocabulary import ActionBy, Reason, Stage
 from . import rest
 
@@ -113,9 +114,10 @@ def digest(report: Mapping[str, Any]) -> str:
 
 
 class ReportMirror:
-    def __init__(self, api: Any, namespaces: list[str]) -> None:
+    def __init__(self, api: Any, namespaces: list[str], shard: Shard | None = None) -> None:
         self.api = api
         self.namespaces = namespaces  # empty: all
+        self.shard = shard or Shard()  # another shard's Reports are never rewritten nor deleted here
         self.results: dict[Key, dict[str, Any]] = {}  # what each diagnosed Workload contributes
         self.written: dict[str, str] = {}  # namespace -> digest of the Report in the cluster
         self.writes = 0  # applies and deletes done (tests and logs)
@@ -137,7 +139,8 @@ class ReportMirror:
                 continue
             for item in listing.get("items") or []:
                 md = m(item.get("metadata"))
-                if s(md.get("name")) == REPORT_NAME and s(md.get("namespace")):
+                if s(md.get("name")) == REPORT_NAME and s(md.get("namespace")) and self.shard.owns(
+                        s(md.get("namespace"))):
                     self.written[str(md["namespace"])] = digest(item)
         self._dirty |= set(self.written)  # checked after the first pass: kept, rewritten or deleted
 

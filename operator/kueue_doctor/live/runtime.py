@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import ClusterState, Key
 from . import kueue_install, rest
@@ -59,6 +60,7 @@ class Options:
     metric_label_values: int = DEFAULT_LABEL_VALUES  # distinct values per custom_ label (team_labels.py)
     reports: bool = False  # also mirror the verdicts into OpenReports Reports (reports.py)
     recheck_interval: float = 30.0  # RBAC, the AdmissionDiagnosis CRD and Kueue's API asked again this often
+    shard: Shard = field(default_factory=Shard)  # --shard-index/--total-shards: the namespaces this replica owns
 
 
 class Runtime:
@@ -73,12 +75,12 @@ class Runtime:
                                    refresh_writes_per_second=options.refresh_writes_per_second,
                                    on_write=self.stats.written)
         self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher, options.kueue_namespace)
-        self.inbox = Inbox(self.state, self.stats, self.publisher, self.verdicts)
+        self.inbox = Inbox(self.state, self.stats, self.publisher, self.verdicts, options.shard)
         self.orphans = Orphans(api, self.state, self.inbox, self.discovery, self.publisher, self.verdicts,
-                               self.stats)
+                               self.stats, options.shard)
         self.loop = DiagnosisLoop(self.state, self.inbox, self.orphans, self.publisher, self.verdicts, self.stats,
                                   options.debounce, options.resync_interval)
-        self.reports = ReportMirror(api, options.namespaces) if options.reports else None
+        self.reports = ReportMirror(api, options.namespaces, options.shard) if options.reports else None
         self.loop.reports = self.reports
         self.inbox.on_crd = self.crd_event
         self._stop_watches: asyncio.Event | None = None  # set to restart Kopf's watches (run_watches)
@@ -91,7 +93,8 @@ class Runtime:
         for listing in self.discovery.listings():
             if not self.discovery.allowed(listing.kind):
                 continue
-            items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim)
+            items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim,
+                                            self.options.shard.keeps)
             if items is None:
                 continue
             for obj in items:
@@ -101,7 +104,7 @@ class Runtime:
         for obj in install:
             self.state.upsert(slim(obj))
         self.state.complete_kinds = complete | readable
-        existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces)
+        existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces, self.options.shard)
         self.publisher.seed(existing)
         if self.reports is not None:
             await self.reports.seed()
@@ -112,6 +115,13 @@ class Runtime:
         await self.discovery.check_crd()
         log.info("Initial sync: %d Workloads, %d Pods, %d existing AdmissionDiagnoses; kinds listed: %s",
                  len(self.state.workloads), len(self.state.pods), len(existing), ", ".join(sorted(complete)))
+        shard = self.options.shard
+        if shard.sharded:
+            own = sum(1 for ns, _ in self.state.workloads if shard.owns(ns))
+            log.info("Namespace %s: this replica diagnoses and writes for %d of the %d Workloads (those of the "
+                     "namespaces whose FNV-1a hash modulo the shard count is its index); it keeps every Workload "
+                     "and LocalQueue for queue positions and cohort usage, and only its own namespaces' Pods, "
+                     "Events, owners and AdmissionDiagnoses.", shard.describe(), own, len(self.state.workloads))
 
     # ----- faults: RBAC and CRDs changing at runtime, watch gaps, failing watches -----
     async def run_watches(self, start: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -209,7 +219,8 @@ class Runtime:
         listing = next((lst for lst in self.discovery.listings() if lst.kind == kind), None)
         if listing is None:
             return
-        items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim)
+        items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim,
+                                        self.options.shard.keeps)
         if items is None:
             return
         self._drop_kind(kind)  # whatever was kept from before is replaced by the fresh list, in one step

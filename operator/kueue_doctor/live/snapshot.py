@@ -113,8 +113,10 @@ def pages(api: Any, path: str, query: Mapping[str, str] | None = None, metadata_
 
 
 def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadata_only: bool = False,
-             transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
-    """Every object of one kind in `namespaces` (all when empty), each page passed through `transform`.
+             transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+             keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]] | None:
+    """Every object of one kind in `namespaces` (all when empty) that `keep` accepts (a namespace shard's, checked
+    before `transform`: another shard's objects are never held), each page passed through `transform`.
 
     None when the kind cannot be read (forbidden, not served); LiveError when the cluster cannot be read at all.
     """
@@ -128,6 +130,8 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
                     for item in page:
                         item["kind"] = listing.kind
                         item["apiVersion"] = listing.api_version
+                        if keep is not None and not keep(item):
+                            continue
                         items.append(transform(item) if transform is not None else item)
             except rest.ApiError as exc:
                 if exc.status == 401:

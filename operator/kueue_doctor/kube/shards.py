@@ -1,0 +1,76 @@
+"""Namespace shards: which replica of `--total-shards N` owns a namespace.
+
+A namespace belongs to shard `fnv1a64(name) % N`: the 64-bit FNV-1a hash of the namespace's name (Go's hash/fnv
+New64a, the hash the apiserver's sharded list and watch uses, KEP-5866) modulo N. Not the KEP's split of the hash
+into N contiguous ranges: FNV-1a's high bits barely depend on a name's last characters, so names that differ only
+at their end (team-a ... team-z, team-0 ... team-1999) fall into one range (all 26 of team-a..z into one of 2
+ranges; team-0..1999 into 690/200/1110 of 3), while the low bits spread them evenly (13/13; 660/675/665).
+Python's `hash()` is salted per process and must never decide ownership: two replicas would disagree.
+
+What a shard keeps (`keeps`): every cluster-scoped object (ClusterQueues, Cohorts, flavors, Namespaces, ...) and
+every Workload and LocalQueue of the cluster, because a ClusterQueue's facts (queue positions, the usage of its
+cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; of the other
+namespaced kinds (Pods, Events, Jobs and other owners, our AdmissionDiagnoses) only those of its own namespaces.
+What it diagnoses, exports and writes (`owns`): the Workloads and owners of its own namespaces only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+SPACE = 1 << 64
+SHARED_KINDS = frozenset({"Workload", "LocalQueue"})  # kept by every shard: ClusterQueue-level facts need them all
+
+
+def fnv1a64(text: str) -> int:
+    """The 64-bit FNV-1a hash of `text` (UTF-8), as Go's hash/fnv New64a computes it."""
+    h = FNV_OFFSET
+    for byte in text.encode():
+        h = ((h ^ byte) * FNV_PRIME) % SPACE
+    return h
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int = 0
+    total: int = 1
+
+    def problems(self) -> list[str]:
+        if self.total < 1:
+            return [f"--total-shards must be 1 or more (got {self.total})"]
+        if not 0 <= self.index < self.total:
+            return [f"--shard-index must be between 0 and {self.total - 1} for {self.total} shard(s) "
+                    f"(got {self.index})"]
+        return []
+
+    @property
+    def sharded(self) -> bool:
+        return self.total > 1
+
+    def of(self, namespace: str) -> int:
+        """The shard that owns `namespace`."""
+        return fnv1a64(namespace) % self.total
+
+    def owns(self, namespace: str | None) -> bool:
+        """This shard diagnoses and writes for `namespace`; "" or None (cluster-scoped) belongs to every shard."""
+        return not self.sharded or not namespace or self.of(namespace) == self.index
+
+    def keeps(self, obj: Mapping[str, Any]) -> bool:
+        """This shard stores `obj` (see the module docstring): checked before an object is slimmed or queued."""
+        if not self.sharded:
+            return True
+        meta = obj.get("metadata")
+        ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+        return not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index
+
+    def lease(self, base: str) -> str:
+        """The leader-election Lease of this shard: `base` unsharded, else `base-shard-I-of-N` (a replica started
+        with another N never stands by for, nor leads, this shard)."""
+        return base if not self.sharded else f"{base}-shard-{self.index}-of-{self.total}"
+
+    def describe(self) -> str:
+        return f"shard {self.index} of {self.total}"

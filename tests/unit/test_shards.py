@@ -1,0 +1,138 @@
+"""Namespace shards (`--total-shards/--shard-index`): the partition, what a shard keeps, diagnoses and leads."""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kueue_doctor.cli import build_parser, election_config, shard_of
+from kueue_doctor.kube.shards import Shard, fnv1a64
+from kueue_doctor.live.inbox import Inbox
+from kueue_doctor.live.metrics import Stats
+from kueue_doctor.live.orphans import list_diagnoses
+from kueue_doctor.live.publisher import Publisher
+from kueue_doctor.live.snapshot import list_all, listings
+from kueue_doctor.state import ClusterState
+from tests.builders import ClusterQueue, LocalQueue, Pod, ResourceFlavor
+
+from .apiserver import FakeApiServer, collection_path
+from .scenario import waiting
+
+NAMES = [f"team-{i}" for i in range(2000)] + ["default", "kube-system", "kueue-system", "ml", "a" * 63]
+
+
+def test_the_hash_is_go_s_fnv1a_64() -> None:
+    """The apiserver's sharded list/watch (KEP-5866) hashes with Go's hash/fnv New64a: published test vectors."""
+    assert fnv1a64("") == 0xCBF29CE484222325
+    assert fnv1a64("a") == 0xAF63DC4C8601EC8C
+    assert fnv1a64("foobar") == 0x85944171F73967E8
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 4, 7])
+def test_every_namespace_belongs_to_exactly_one_shard_and_the_shards_are_balanced(total: int) -> None:
+    shards = [Shard(i, total) for i in range(total)]
+    owners = {ns: [s.index for s in shards if s.owns(ns)] for ns in NAMES}
+    assert all(len(o) == 1 for o in owners.values()), {ns: o for ns, o in owners.items() if len(o) != 1}
+    counts = [sum(1 for o in owners.values() if o == [i]) for i in range(total)]
+    assert min(counts) > 0.8 * len(NAMES) / total, counts  # no shard starved: the hash spreads names
+
+
+def test_the_partition_is_the_same_in_every_process() -> None:
+    """Python's hash() is salted per process; two replicas must agree on who owns a namespace."""
+    code = ("import sys; sys.path.insert(0, 'operator'); from kueue_doctor.kube.shards import Shard; "
+            "print([Shard(0, 3).of(f'team-{i}') for i in range(50)])")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert runs == {str([Shard(0, 3).of(f"team-{i}") for i in range(50)]) + "\n"}
+    assert [Shard(0, 2).of(ns) for ns in ("default", "team-a", "team-b", "ml")] == [
+        fnv1a64(ns) % 2 for ns in ("default", "team-a", "team-b", "ml")]
+
+
+def test_names_that_differ_only_at_their_end_spread_over_the_shards() -> None:
+    """team-a ... team-z: a split of the hash into ranges (KEP-5866's shardRange) would put all 26 in one shard."""
+    teams = [f"team-{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
+    for total in (2, 3, 4):
+        counts = [sum(1 for ns in teams if Shard(i, total).owns(ns)) for i in range(total)]
+        assert min(counts) >= len(teams) // total - 1, (total, counts)
+
+
+def test_cluster_scoped_objects_workloads_and_local_queues_go_to_every_shard_the_rest_only_to_its_own() -> None:
+    mine, theirs = next((a, b) for a in NAMES for b in NAMES if Shard(0, 2).owns(a) and not Shard(0, 2).owns(b))
+    shard = Shard(0, 2)
+    assert shard.keeps(ClusterQueue("cq").obj()) and shard.keeps(ResourceFlavor("rf").obj())
+    assert shard.keeps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": theirs}})
+    assert shard.keeps(LocalQueue("lq", theirs, "cq").obj())  # ClusterQueue-level facts read every Workload
+    wl = waiting().obj()
+    wl["metadata"]["namespace"] = theirs
+    assert shard.keeps(wl) and not shard.owns(theirs)  # kept for queue positions, never diagnosed here
+    assert shard.keeps(Pod("p", mine).obj()) and not shard.keeps(Pod("p", theirs).obj())
+    diagnosis = {"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+                 "metadata": {"name": "x", "namespace": theirs}}
+    assert not shard.keeps(diagnosis)
+    assert all(Shard(0, 1).keeps(o) for o in (Pod("p", theirs).obj(), diagnosis))  # unsharded: everything
+
+
+def test_a_shard_diagnoses_only_its_own_namespaces_workloads_and_drops_the_others_pods() -> None:
+    mine, theirs = next((a, b) for a in NAMES for b in NAMES if Shard(1, 2).owns(a) and not Shard(1, 2).owns(b))
+    objs = [ResourceFlavor("default-flavor").obj(), ClusterQueue("cq-a").obj()]
+    for ns in (mine, theirs):
+        wl = copy.deepcopy(waiting().obj())
+        wl["metadata"]["namespace"] = ns
+        objs.append(wl)
+    state = ClusterState.from_objects(objs)
+    box = Inbox(state, Stats(), Publisher(api=None), {}, Shard(1, 2))
+    box.mark(state.workloads)
+    assert {ns for ns, _ in box.take()} == {mine}
+    box.observe("ADDED", Pod("p-theirs", theirs).obj())
+    box.observe("ADDED", Pod("p-mine", mine).obj())
+    box.drain()
+    assert list(state.pods) == [(mine, "p-mine")]
+    assert box.stats.events["Pod"] == 2  # still received and decoded: the filtering is client-side
+
+
+def test_the_shard_flags() -> None:
+    parser = build_parser()
+    def parse(*argv: str, host: str | None = None) -> tuple[object, str]:
+        err = io.StringIO()
+        return shard_of(parser.parse_args(["run", *argv]), err, host), err.getvalue()
+
+    assert parse() == (Shard(0, 1), "")
+    assert parse("--total-shards", "3", "--shard-index", "2") == (Shard(2, 3), "")
+    assert parse("--total-shards", "3", "--shard-index-from-hostname", host="kueue-doctor-1") == (Shard(1, 3), "")
+    assert parse("--total-shards", "3", "--shard-index-from-hostname", host="kueue-doctor-4") == (Shard(1, 3), "")
+    code, err = parse("--total-shards", "2", "--shard-index", "2")
+    assert code == 2 and "--shard-index must be between 0 and 1 for 2 shard(s) (got 2)" in err
+    code, err = parse("--total-shards", "2", "--shard-index-from-hostname", host="laptop")
+    assert code == 2 and "'laptop' does not end in -<ordinal>" in err
+    code, err = parse("--total-shards", "2", "--shard-index", "0", "--shard-index-from-hostname", host="kd-1")
+    assert code == 2 and "contradicts" in err
+
+
+def test_each_shard_elects_its_own_leader_on_its_own_lease() -> None:
+    args = build_parser().parse_args(["run", "--leader-elect", "--leader-elect-resource-namespace", "ops"])
+    unsharded = election_config(args, io.StringIO(), Shard(0, 1))
+    sharded = election_config(args, io.StringIO(), Shard(1, 2))
+    assert not isinstance(unsharded, int) and unsharded is not None and unsharded.lease_name == "kueue-doctor"
+    assert not isinstance(sharded, int) and sharded is not None and sharded.lease_name == "kueue-doctor-shard-1-of-2"
+
+
+def test_a_shard_lists_only_its_own_pods_and_diagnoses_so_its_resync_never_touches_another_shards() -> None:
+    """The resync deletes diagnoses it lists whose Workload is gone: listing another shard's would be a write fight
+    (an owner's own diagnosis, whose owner only the other shard keeps, would look orphaned here)."""
+    shard = Shard(0, 2)
+    mine, theirs = next((a, b) for a in NAMES for b in NAMES if shard.owns(a) and not shard.owns(b))
+    api = FakeApiServer()
+    api.serve_list(collection_path("AdmissionDiagnosis"), "kueue-doctor.dev/v1alpha1", "AdmissionDiagnosis",
+                   [{"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
+                     "metadata": {"name": "job-a-00001", "namespace": ns, "uid": f"ad-{ns}"}} for ns in (mine, theirs)])
+    api.serve_list(collection_path("Pod"), "v1", "Pod", [Pod("p", ns).obj() for ns in (mine, theirs)])
+    assert [d["metadata"]["namespace"] for d in list_diagnoses(api, [], shard)] == [mine]
+    assert len(list_diagnoses(api, [])) == 2  # unsharded: all
+    pod_listing = next(lst for lst in listings("v1beta2") if lst.kind == "Pod")
+    kept = list_all(api, pod_listing, keep=shard.keeps)
+    assert kept is not None and [p["metadata"]["namespace"] for p in kept] == [mine]
