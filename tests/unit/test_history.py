@@ -9,6 +9,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
 from kueue_doctor.engine import history
@@ -205,3 +208,18 @@ def test_a_long_finished_message_stays_within_the_limit_and_the_same_when_conclu
     history.conclude(status)
     assert len(status["message"]) <= MAX_TEXT and status["message"] == once["message"]
     assert status["postMortem"].startswith("Where the time went: waited 4h17m for quota")
+
+
+_ENTRY = st.fixed_dictionaries({"stage": st.sampled_from(["Admission", "Running"]),
+                                "reason": st.text(st.sampled_from("a\x01\"é😀"), max_size=400),
+                                "since": st.just("2026-12-01T00:00:00Z")}, optional={"rebuilt": st.just(True)})
+_ASTRAL = {"stage": "Admission", "reason": "😀" * 300, "since": "2026-12-01T00:00:00Z"}  # 12 bytes each in JSON
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRY, min_size=1, max_size=8))
+@example([_ASTRAL, _ASTRAL])
+def test_the_4_kib_bound_is_kept_for_any_text_a_hand_edited_history_holds(entries: list[dict[str, Any]]) -> None:
+    """The cheap size bound never lets a history over MAX_BYTES of JSON through (escapes, surrogate pairs)."""
+    kept, _ = history._bounded([dict(e) for e in entries], [])
+    assert len(kept) == 1 or len(json.dumps(kept)) <= history.MAX_BYTES

@@ -182,8 +182,12 @@ def _over_bytes(entries: list[Entry]) -> bool:
     bound = 2
     for entry in entries:
         for key, value in entry.items():
-            # key and quotes, `": "`, `, `; a string escapes to at most 6 bytes a character
-            bound += len(key) + 8 + (6 * len(value) if type(value) is str else 0 if value is True else 64)
+            # key and quotes, `": "`, `, `; json.dumps escapes an ASCII character to at most 6 bytes (\u001f),
+            # any other to at most 12 (a surrogate pair); `true` is 4
+            if type(value) is str:
+                bound += len(key) + 8 + (6 if value.isascii() else 12) * len(value)
+            else:
+                bound += len(key) + 8 + (4 if value is True else 64)
     return bound > MAX_BYTES and len(json.dumps(entries)) > MAX_BYTES
 
 
