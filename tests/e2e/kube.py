@@ -313,11 +313,13 @@ def wait_for_workload(
     *,
     timeout: float = 60.0,
     what: str = "",
+    kind: str = "Job",
 ) -> dict[str, Any]:
+    """The Workload of the owner `kind`/`job_name` once `predicate` holds for it."""
     last: dict[str, Any] = {}
 
     def check() -> dict[str, Any] | None:
-        wl = workload_for(api, namespace, job_name)
+        wl = workload_for(api, namespace, job_name, kind)
         if wl is not None:
             last["wl"] = wl
             if predicate(wl):
@@ -327,7 +329,7 @@ def wait_for_workload(
     def message() -> str:
         wl = last.get("wl")
         conds = wl.get("status", {}).get("conditions") if wl else None
-        return f"Workload of Job {namespace}/{job_name} {what or 'to match'}; last conditions: {conds}"
+        return f"Workload of {kind} {namespace}/{job_name} {what or 'to match'}; last conditions: {conds}"
 
     return wait_for(check, timeout=timeout, message=message)
 

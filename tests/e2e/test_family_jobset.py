@@ -38,18 +38,6 @@ def _jobset(name: str, namespace: str, queue: str, *rjobs: dict[str, Any]) -> di
             "spec": {"replicatedJobs": list(rjobs)}}
 
 
-def _wl(api: Any, ns: str, name: str, ok: Any, what: str, timeout: float = 60) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-
-    def check() -> dict[str, Any] | None:
-        w = kube.workload_for(api, ns, name, "JobSet")
-        last["w"] = w
-        return w if w is not None and ok(w) else None
-
-    return wait_for(check, timeout=timeout, message=lambda: f"JobSet {ns}/{name}'s Workload {what}; last "
-                    f"{(last.get('w') or {}).get('status', {}).get('conditions')}")
-
-
 def _children_suspended(api: Any, namespace: str, jobset: str, count: int) -> None:
     """JobSet v0.12 creates its child Jobs at once, suspended like the JobSet; no Pod exists."""
     jobs = [j for j in kube.list_objects(api, "Job", namespace)
@@ -57,6 +45,10 @@ def _children_suspended(api: Any, namespace: str, jobset: str, count: int) -> No
     assert len(jobs) == count and all(j["spec"]["suspend"] is True for j in jobs), jobs
     assert not [p for p in kube.list_objects(api, "Pod", namespace)
                 if p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name") == jobset]
+
+
+def _wl(api: Any, ns: str, name: str, ok: Any, what: str, timeout: float = 60) -> dict[str, Any]:
+    return kube.wait_for_workload(api, ns, name, ok, timeout=timeout, what=what, kind="JobSet")
 
 
 def _qr_message(w: dict[str, Any]) -> str:

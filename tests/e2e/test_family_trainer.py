@@ -61,15 +61,7 @@ def _trainjob(name: str, namespace: str, queue: str | None, nodes: int, cpu: str
 
 
 def _wl(api: Any, ns: str, name: str, ok: Any, what: str, timeout: float = 60) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-
-    def check() -> dict[str, Any] | None:
-        w = kube.workload_for(api, ns, name, "TrainJob")
-        last["w"] = w
-        return w if w is not None and ok(w) else None
-
-    return wait_for(check, timeout=timeout, message=lambda: f"TrainJob {ns}/{name}'s Workload {what}; last "
-                    f"{(last.get('w') or {}).get('status', {}).get('conditions')}")
+    return kube.wait_for_workload(api, ns, name, ok, timeout=timeout, what=what, kind="TrainJob")
 
 
 def _qr_message(w: dict[str, Any]) -> str:
