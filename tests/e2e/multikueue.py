@@ -123,6 +123,21 @@ def setup(manager: Resources, worker: Resources, namespace: str, *, kubeconfig: 
     return MultiKueueSetup(name, config, check, cq, "main", flavor)
 
 
+def submit(api: Any, manager: Resources, namespace: str, s: MultiKueueSetup, job: dict[str, Any]) -> dict[str, Any]:
+    """Create ``job`` on the manager once Kueue's queue manager knows the LocalQueue; assert the webhook gave it
+    ``spec.managedBy`` MultiKueue. Kueue's job webhook defaults managedBy only when its in-memory queue manager maps
+    the LocalQueue to a ClusterQueue with a MultiKueue check; a Job created before that (the LocalQueue just made)
+    stays unmanaged and its check is Rejected "Expecting spec.managedBy ...". The LocalQueue's Active condition
+    (True or False) is written after the queue manager has it."""
+    wait_for(lambda: condition(kube.get(api, "LocalQueue", s.lq, namespace), "Active"), timeout=60,
+             message=f"LocalQueue {namespace}/{s.lq} reconciled by Kueue (an Active condition)")
+    created = manager.create(job)
+    assert created["spec"].get("managedBy") == MULTIKUEUE_CONTROLLER, (
+        f"Kueue's webhook did not hand Job {namespace}/{created['metadata']['name']} to MultiKueue: "
+        f"spec.managedBy={created['spec'].get('managedBy')!r}")
+    return created
+
+
 def wait_active(api: Any, kind: str, name: str, status: str = "True", timeout: float = 60) -> dict[str, Any]:
     """The object once its Active condition has ``status``."""
     last: dict[str, Any] = {}

@@ -101,8 +101,7 @@ def test_dispatched_and_running_on_the_worker(cluster: ClusterHandle, worker: mk
     mk.wait_active(api, "MultiKueueCluster", s.cluster)
     mk.wait_active(api, "AdmissionCheck", s.check)
     mk.wait_active(api, "ClusterQueue", s.cq)
-    job = resources.create(_job(namespace, "trainer", "500m"))
-    assert job["spec"].get("managedBy") == mk.MULTIKUEUE_CONTROLLER, "Kueue's webhook hands the Job to MultiKueue"
+    mk.submit(api, resources, namespace, s, _job(namespace, "trainer", "500m"))
     wait_for(lambda: [p for p in kube.pods_of_job(worker.api, namespace, "trainer")
                       if p["status"].get("phase") == "Running"], timeout=60,
              message="the Job's Pod Running on the worker")
@@ -132,7 +131,7 @@ def test_worker_apiserver_stops_after_admission(cluster: ClusterHandle, worker: 
     s = mk.setup(resources, worker_resources, namespace, kubeconfig=worker.kubeconfig, manager_cpu="4",
                  worker_cpu="4", worker_node_cpu="4")
     mk.wait_active(api, "ClusterQueue", s.cq)
-    resources.create(_job(namespace, "trainer", "500m"))
+    mk.submit(api, resources, namespace, s, _job(namespace, "trainer", "500m"))
     wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "Admitted")
                       and _check(w, s.check).get("state") == "Ready", timeout=60, what="Admitted, check Ready")
     with component_faults.component_down(worker.cluster, "kube-apiserver"):
@@ -179,7 +178,7 @@ def test_worker_not_connected(cluster: ClusterHandle, worker: mk.Worker, resourc
     ac = condition(mk.wait_active(api, "AdmissionCheck", s.check, "False"), "Active") or {}
     assert (ac["reason"], ac["message"]) == ("NoUsableClusters", f"Inactive clusters: [{s.cluster}]"), ac
     mk.wait_active(api, "ClusterQueue", s.cq, "False")
-    resources.create(_job(namespace, "trainer", "500m"))
+    mk.submit(api, resources, namespace, s, _job(namespace, "trainer", "500m"))
     wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "QuotaReserved", "False")
                            and "is inactive" in (condition(w, "QuotaReserved") or {}).get("message", ""),
                            timeout=30, what="pending on the inactive ClusterQueue")
@@ -216,7 +215,7 @@ def test_no_worker_has_quota(cluster: ClusterHandle, worker: mk.Worker, resource
                  worker_cpu="1")
     mk.wait_active(api, "AdmissionCheck", s.check)
     mk.wait_active(api, "ClusterQueue", s.cq)
-    resources.create(_job(namespace, "trainer", "2"))
+    mk.submit(api, resources, namespace, s, _job(namespace, "trainer", "2"))
     remote = wait_for(lambda: [w for w in kube.list_objects(worker.api, "Workload", namespace)
                                if "maximum capacity (1)" in (condition(w, "QuotaReserved") or {}).get("message", "")],
                       timeout=60, message="the worker's copy pending: 2 cpu > its maximum capacity (1)")
@@ -285,7 +284,7 @@ def test_operator_follows_a_multikueue_cluster_change(cluster: ClusterHandle, wo
     try:
         s = mk.setup(resources, worker_resources, namespace, kubeconfig=None, manager_cpu="4", worker_cpu="4")
         mk.wait_active(api, "ClusterQueue", s.cq, "False")
-        resources.create(_job(namespace, "trainer", "500m"))
+        mk.submit(api, resources, namespace, s, _job(namespace, "trainer", "500m"))
         wl = wait_for_workload(api, namespace, "trainer", lambda w: condition_is(w, "QuotaReserved", "False"),
                                timeout=30)
         name = wl["metadata"]["name"]
