@@ -164,9 +164,12 @@ def test_operator_follows_a_workload_from_exceeds_max_quota_to_running_and_remov
     resources.create(Job("big", namespace).queue("main").parallelism(3).request("cpu", "100m").manifest())
     wl = kube.wait_for_workload(api, namespace, "big")
     wl_name = wl["metadata"]["name"]
-    d = kube.wait_for(lambda: adiag(api, namespace, wl_name) if reason_of(api, namespace, wl_name) == "ExceedsMaxQuota"
-                      else None, timeout=60, message=lambda: f"ExceedsMaxQuota diagnosis:\n{operator.tail()}")
-    assert d["status"]["clusterQueue"] == cq
+    # the Workload's watch event may come before its LocalQueue's (separate watch streams): the diagnosis names
+    # the ClusterQueue once the LocalQueue is known, and is rewritten then
+    d = kube.wait_for(lambda: d if (d := adiag(api, namespace, wl_name)) and d["status"].get("reason") == "ExceedsMaxQuota"
+                      and d["status"].get("clusterQueue") == cq else None, timeout=60,
+                      message=lambda: f"ExceedsMaxQuota diagnosis naming {cq}: {adiag(api, namespace, wl_name)}\n"
+                      f"{operator.tail()}")
     assert d["metadata"]["labels"]["kueue-doctor.dev/reason"] == "ExceedsMaxQuota"
     assert d["metadata"]["ownerReferences"][0]["uid"] == wl["metadata"]["uid"]
     assert {"controller", "blockOwnerDeletion"}.isdisjoint(d["metadata"]["ownerReferences"][0])
