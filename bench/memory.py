@@ -4,8 +4,11 @@ the state's indices, measured with tracemalloc, beside the size of the same obje
 The `pods` mix of bench/engine.py (60% of Workloads admitted with 5 Pods each, Jobs, Warning Events, 40
 Nodes) is built, each object serialized and decoded again (as a watch delivers it), slimmed with
 `kube.slim.slim` and upserted into a `ClusterState` kind by kind; the bytes allocated per kind are those
-tracemalloc sees grow (the decoded full objects are dropped first). Kopf's own per-object memory is not in
-it: `bench/operator_scale.py` measures the whole process on the real control plane.
+tracemalloc sees grow (the decoded full objects are dropped first). Twice, side by side: a plain state (what
+`explain` and the engine bench build) and the operator's packed one (`ClusterState.packed()`: Pods compressed,
+kube/packed.py); then the cost of reading every admitted Workload's Pods from each, as the engine does.
+Kopf's own per-object memory is not in it: `bench/operator_scale.py` measures the whole process on the real
+control plane.
 
     python bench/memory.py [--workloads 10000] [--queues 100]
 """
@@ -16,6 +19,7 @@ import argparse
 import gc
 import json
 import sys
+import time
 import tracemalloc
 from collections import defaultdict
 from pathlib import Path
@@ -26,6 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from engine import pods_mix  # noqa: E402  (bench/engine.py: the mixes)
+from kueue_doctor.kube import slim as slim_module  # noqa: E402
 from kueue_doctor.kube.slim import slim  # noqa: E402
 from kueue_doctor.state import ClusterState  # noqa: E402
 
@@ -40,9 +45,47 @@ def main() -> None:
     by_kind: dict[str, list[str]] = defaultdict(list)
     for obj in pods_mix(args.workloads, args.queues):
         by_kind[obj["kind"]].append(json.dumps(obj))
-    state = ClusterState()
+    plain = measure(ClusterState(), by_kind)
+    packed = measure(ClusterState.packed(), by_kind)
+    print(f"{'kind':<16}{'objects':>9}{'JSON B/obj':>12}{'plain B/obj':>13}{'packed B/obj':>14}{'packed MiB':>12}"
+          "  target")
+    for (kind, n, kept, raw), (_, _, kept_packed, _) in zip(plain.rows, packed.rows, strict=True):
+        target = f"<= {TARGETS[kind]} B" if kind in TARGETS else ""
+        print(f"{kind:<16}{n:>9}{raw / n:>12.0f}{kept / n:>13.0f}{kept_packed / n:>14.0f}"
+              f"{kept_packed / 2**20:>12.1f}  {target}")
+    print(f"{'index':<16}{'':>9}{'':>12}{plain.index / 2**20:>11.1f}Mi{packed.index / 2**20:>12.1f}Mi")
+    print(f"{'total MiB':<16}{sum(r[1] for r in plain.rows):>9}{'':>12}{plain.total / 2**20:>13.1f}"
+          f"{packed.total / 2**20:>14.1f}")
+    # what packing costs the engine: each admitted Workload's Pods read once (Context.pods), best of 3
+    reads = {}
+    for label, state in (("plain", plain.state), ("packed", packed.state)):
+        admitted = [wl for wl in state.workloads.values() if "admission" in wl.get("status", {})]
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            n_pods = sum(len(state.pods_of(wl)) for wl in admitted)
+            best = min(best, time.perf_counter() - t0)
+        reads[label] = best
+        print(f"read the Pods of {len(admitted)} admitted Workloads ({n_pods} Pods), {label}: {best * 1e3:.0f} ms")
+    print(f"packed/plain read time: {reads['packed'] / reads['plain']:.2f}x; packed/plain memory: "
+          f"{packed.total / plain.total:.2f}x")
+
+
+class Measured:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.rows: list[tuple[str, int, int, int]] = []
+        self.index = 0
+
+    @property
+    def total(self) -> int:
+        return sum(r[2] for r in self.rows) + self.index
+
+
+def measure(state: ClusterState, by_kind: dict[str, list[str]]) -> Measured:
+    out = Measured(state)
+    slim_module._SHARED.clear()  # each state shares sub-trees only among its own objects
     tracemalloc.start()
-    rows = []
     for kind in sorted(by_kind, key=lambda k: -len(by_kind[k])):
         texts = by_kind[kind]
         gc.collect()
@@ -51,19 +94,13 @@ def main() -> None:
             state.upsert(slim(json.loads(text)))
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
-        rows.append((kind, len(texts), kept, sum(map(len, texts))))
+        out.rows.append((kind, len(texts), kept, sum(map(len, texts))))
     gc.collect()
     before = tracemalloc.get_traced_memory()[0]
     state.index  # noqa: B018  (the Workload/queue index, built on first use)
-    index = tracemalloc.get_traced_memory()[0] - before
+    out.index = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    print(f"{'kind':<16}{'objects':>9}{'kept MiB':>10}{'B/object':>10}{'JSON B/obj':>12}{'kept/JSON':>10}  target")
-    for kind, n, kept, raw in rows:
-        target = f"<= {TARGETS[kind]} B" if kind in TARGETS else ""
-        print(f"{kind:<16}{n:>9}{kept / 2**20:>10.1f}{kept / n:>10.0f}{raw / n:>12.0f}{kept / raw:>10.2f}  {target}")
-    print(f"{'index':<16}{'':>9}{index / 2**20:>10.1f}")
-    total = sum(r[2] for r in rows) + index
-    print(f"{'total':<16}{sum(r[1] for r in rows):>9}{total / 2**20:>10.1f}")
+    return out
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ Built at once from a file or a LIST (`ClusterState.from_objects`), or kept curre
 
 from __future__ import annotations
 
+import marshal
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
@@ -30,6 +31,7 @@ from .kube.objects import (
     spec,
     uid,
 )
+from .kube.packed import PackedObjects
 
 KUEUE = KUEUE_GROUP
 # Kueue's visibility API: its PendingWorkloadsSummary (the pending Workloads of a ClusterQueue in Kueue's order)
@@ -37,6 +39,7 @@ VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 PENDING_SUMMARY = "PendingWorkloadsSummary"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
@@ -149,8 +152,10 @@ class ClusterState:
     nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     owners: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)  # (ns, kind, name)
     owners_by_uid: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    pods: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
-    events: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # by uid or synthetic key
+    # a plain dict, or PackedObjects in the operator (compressed; each read decodes): read a Pod by key, or the
+    # Pods of a Workload (`pods_of`); what every pass needs of all Pods is kept beside it (`_bound`, `_groups`)
+    pods: MutableMapping[Key, Mapping[str, Any]] = field(default_factory=dict)
+    events: MutableMapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by uid or key; packed like pods
     priority_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # WorkloadPriorityClasses
     # Kueue's Configuration: the manager's ConfigMap (by namespace), or Configuration documents of a dump
     config_maps: dict[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -166,9 +171,16 @@ class ClusterState:
     nodes_version: int = 0
     # Pods and Events are the many: their indices are kept incrementally, keyed by what the objects
     # themselves say (annotations, labels, owner UIDs), so a Pod change never rebuilds anything.
-    _pods_by_ref: dict[tuple[str, ...], set[Key]] = field(default_factory=dict)
+    # ref -> its Pods; a dict as an ordered set: 224 bytes for 5 Pods where a set takes 728
+    _pods_by_ref: dict[tuple[str, ...], dict[Key, None]] = field(default_factory=dict)
     _pod_refs: dict[Key, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
-    _events_by_object: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    _ref_names: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    _bound: dict[Key, tuple[str, str, Mapping[str, Any]]] = field(default_factory=dict)  # see `bound_pods`
+    _groups: dict[Key, set[Key]] = field(default_factory=dict)  # (namespace, pod group) -> its queued Pods
+    _group_of: dict[Key, Key] = field(default_factory=dict)
+    _shapes: dict[bytes, Mapping[str, Any]] = field(default_factory=dict)  # shared requests of packed Pods
+    # (kind, namespace, name) -> its Events' keys in `events`, each with when it last happened (`_event_order`)
+    _events_by_object: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
     _event_refs: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     _owners_by_parent: dict[str, set[str]] = field(default_factory=dict)
     # the Workload name Kueue gives each owner -> the owner's key, to find an owner that has none yet
@@ -177,9 +189,9 @@ class ClusterState:
     _index: _Index | None = None
 
     @classmethod
-    def from_objects(cls, objects: Iterable[Mapping[str, Any]], complete_kinds: Iterable[str] | None = None
-                     ) -> ClusterState:
-        state = cls()
+    def from_objects(cls, objects: Iterable[Mapping[str, Any]], complete_kinds: Iterable[str] | None = None,
+                     *, packed: bool = False) -> ClusterState:
+        state = cls.packed() if packed else cls()
         with cycle_collection_paused():
             for obj in objects:
                 state.upsert(obj)
@@ -192,6 +204,11 @@ class ClusterState:
         else:
             state.complete_kinds = set(complete_kinds)
         return state
+
+    @classmethod
+    def packed(cls) -> ClusterState:
+        """A state that keeps its Pods compressed (kube/packed.py): the operator's, where Pods are the many."""
+        return cls(pods=PackedObjects(), events=PackedObjects())
 
     def _collections(self) -> dict[str, Mapping[Any, Any]]:
         return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
@@ -291,10 +308,10 @@ class ClusterState:
             ref = m(obj.get("involvedObject") or obj.get("regarding"))
             target = (s(ref.get("kind")) or "", s(ref.get("namespace")) or "", s(ref.get("name")) or "")
             kept = self._events_by_object.setdefault(target, {})
-            kept[ev_key] = obj
+            kept[ev_key] = _event_order(obj)
             self._event_refs[ev_key] = target
             if len(kept) > MAX_EVENTS_PER_OBJECT:
-                oldest = min(kept, key=lambda k: _event_order(kept[k]))
+                oldest = min(kept, key=kept.__getitem__)
                 self.events.pop(oldest, None)
                 self._unlink_event(oldest)
             return True
@@ -338,19 +355,47 @@ class ClusterState:
             if wl_name:
                 refs.append(("wl", ns, wl_name))
         refs.extend(("uid", u) for u in (s(r.get("uid")) for r in owner_refs(pod)) if u)
-        if uid(pod):
-            refs.append(("self", uid(pod) or ""))
+        kept = []
         for ref in refs:
-            self._pods_by_ref.setdefault(ref, set()).add(key)
-        self._pod_refs[key] = tuple(refs)
+            ref = self._ref_names.setdefault(ref, ref)  # one tuple per Workload/owner, not one per Pod
+            self._pods_by_ref.setdefault(ref, {})[key] = None
+            kept.append(ref)
+        self._pod_refs[key] = tuple(kept)
+        pod_spec = spec(pod)
+        node = s(pod_spec.get("nodeName"))
+        if node:
+            self._bound[key] = (node, s(m(pod.get("status")).get("phase")) or "", self._requests_shape(pod_spec))
+        group = s(labels(pod).get(POD_GROUP_LABEL))
+        if group and s(labels(pod).get(QUEUE_LABEL)):
+            self._groups.setdefault((ns, group), set()).add(key)
+            self._group_of[key] = (ns, group)
+
+    def _requests_shape(self, pod_spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What `quota.pod_requests` reads of a Pod's spec. A plain dict of Pods keeps the spec itself (no copy);
+        packed Pods share one copy per distinct shape (every Pod of a Job has the same)."""
+        if not isinstance(self.pods, PackedObjects):
+            return pod_spec
+        shape = {k: pod_spec[k] for k in ("containers", "initContainers", "overhead") if k in pod_spec}
+        try:
+            return self._shapes.setdefault(marshal.dumps(shape), shape)
+        except ValueError:  # not plain JSON values: kept unshared
+            return shape
 
     def _unlink_pod(self, key: Key) -> None:
+        self._bound.pop(key, None)
+        group = self._group_of.pop(key, None)
+        if group is not None:
+            members = self._groups[group]
+            members.discard(key)
+            if not members:
+                del self._groups[group]
         for ref in self._pod_refs.pop(key, ()):
             keys = self._pods_by_ref.get(ref)
             if keys is not None:
-                keys.discard(key)
+                keys.pop(key, None)
                 if not keys:
                     del self._pods_by_ref[ref]
+                    self._ref_names.pop(ref, None)
 
     def _unlink_event(self, ev_key: str) -> None:
         target = self._event_refs.pop(ev_key, None)
@@ -474,6 +519,10 @@ class ClusterState:
             return []
         ns, nm = namespace(workload) or "", name(workload) or ""
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
+        # plain Pods the Workload is owned by (Kueue's Pod integration): by name, the same UID checked below
+        owning = {(ns, s(r.get("name")) or ""): s(r.get("uid")) for r in owner_refs(workload) if r.get("kind") == "Pod"}
+        by_name = {k for k in owning if k in self.pods} - keys
+        keys |= by_name
         frontier = {u for u in (s(r.get("uid")) for r in owner_refs(workload)) if u}
         job_uid = s(labels(workload).get(JOB_UID_LABEL))
         if job_uid:
@@ -482,18 +531,30 @@ class ClusterState:
         for _ in range(4):  # bounded against cycles
             nxt: set[str] = set()
             for u in frontier - seen:
-                keys |= self._pods_by_ref.get(("uid", u), _NO_KEYS)
-                keys |= self._pods_by_ref.get(("self", u), _NO_KEYS)  # plain Pods the Workload is owned by
+                keys.update(self._pods_by_ref.get(("uid", u), ()))
                 nxt |= self._owners_by_parent.get(u, _NO_KEYS)
             seen |= frontier
             if not nxt:
                 break
             frontier = nxt
-        return [self.pods[k] for k in sorted(keys) if k in self.pods]
+        pods = [self.pods[k] for k in sorted(keys) if k in self.pods]
+        if by_name:  # found by name only: a Pod of that name recreated since (another UID) is not this Workload's
+            pods = [p for p in pods if (ns, name(p) or "") not in by_name or owning[ns, name(p) or ""] in ("", uid(p))]
+        return pods
+
+    def bound_pods(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+        """(node, phase, spec) of every Pod bound to a node; the spec has at least what `quota.pod_requests`
+        reads. Kept at upsert: a pass that needs every node's usage decodes no Pod."""
+        return iter(self._bound.values())
+
+    def pod_groups(self) -> Iterator[tuple[Key, list[Mapping[str, Any]]]]:
+        """((namespace, group), its Pods) for every Pod group with the queue label, in order."""
+        for group in sorted(self._groups):
+            yield group, [self.pods[k] for k in sorted(self._groups[group]) if k in self.pods]
 
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
         found = self._events_by_object.get((kind, ns or "", nm or ""))
-        return list(found.values()) if found else []  # most objects have none: no dict and view per miss
+        return [self.events[k] for k in found if k in self.events] if found else []  # most objects have none
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))

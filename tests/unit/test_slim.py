@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kueue_doctor import diagnose_objects
+from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.kube.slim import slim
+from kueue_doctor.state import ClusterState
 from tests.builders import Admission, ClusterQueue, Job, LocalQueue, Node, Pod, Workload, condition
 
 from . import test_engine
@@ -64,7 +66,7 @@ def test_slim_keeps_only_who_wrote_an_owners_suspend_flag() -> None:
          "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
 
 
-def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed() -> None:
+def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed_and_packed() -> None:
     # what the operator keeps in memory must give what `explain -f` gives on the full objects: every fixture
     # recorded on the real control plane (JobSets, Kueue's ConfigMap, managedFields of re-suspended Jobs)
     from datetime import timedelta
@@ -81,4 +83,18 @@ def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed() ->
         objects = [i for o in docs for i in (o.get("items") or [o])]
         now = newest_timestamp(objects)
         full = diagnose_objects(objects, now, grace=timedelta(0))
-        assert diagnose_objects([slim(o) for o in objects], now, grace=timedelta(0)) == full, path.name
+        slimmed = [slim(o) for o in objects]
+        assert diagnose_objects(slimmed, now, grace=timedelta(0)) == full, path.name
+        # and as the operator keeps them: Pods and Events packed (kube/packed.py)
+        assert diagnose(ClusterState.from_objects(slimmed, packed=True), now, grace=timedelta(0)) == full, path.name
+
+
+def test_sibling_workloads_share_one_copy_of_their_pod_sets_and_admission() -> None:
+    # 10,000 Workloads of a few Job templates keep a few copies of their pod sets (issue 12: <= 4 KiB each)
+    def wl(n: int, cpu: str) -> dict[str, Any]:
+        return slim(Workload(f"job-w{n}-1a2b3", "team-a").queue("user-queue").count(2).request("cpu", cpu).admission(
+            Admission("team-a-cq").assignment(count=2, flavors={"cpu": "default-flavor"}, usage={"cpu": "2"})).obj())
+    a, b, other = wl(1, "1"), wl(2, "1"), wl(3, "2")
+    assert a["spec"]["podSets"] is b["spec"]["podSets"] and a["status"]["admission"] is b["status"]["admission"]
+    assert other["spec"]["podSets"] is not a["spec"]["podSets"]
+    assert other["spec"]["podSets"] != a["spec"]["podSets"]

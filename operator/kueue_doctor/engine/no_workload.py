@@ -33,7 +33,7 @@ from ..kube.objects import (
     uid,
 )
 from ..kube.selectors import label_selector_matches
-from ..state import OWNER_KINDS, ClusterState
+from ..state import OWNER_KINDS, QUEUE_LABEL, ClusterState
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .pods.events import event_message
@@ -41,7 +41,6 @@ from .rules import Finding, Phase, rule
 from .scheduling.owners import owner_suspended, suspend_path
 
 GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
 
@@ -173,13 +172,8 @@ def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = G
     newest Pod was created: (namespace, group) -> a stand-in Workload named after the group."""
     if not state.knows("Workload"):
         return {}
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for (ns, _nm), pod in state.pods.items():
-        group = s(labels(pod).get(POD_GROUP_LABEL))
-        if group and s(labels(pod).get(QUEUE_LABEL)):
-            groups.setdefault((ns, group), []).append(pod)
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for (ns, group), pods in sorted(groups.items()):
+    for (ns, group), pods in state.pod_groups():
         total = _group_total(pods)
         if (ns, group) in state.workloads or total is None or len(_runnable(pods)) >= total:
             continue

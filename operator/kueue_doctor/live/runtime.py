@@ -67,7 +67,7 @@ class Runtime:
     def __init__(self, api: Any, options: Options) -> None:
         self.api = api
         self.options = options
-        self.state = ClusterState()  # filled in place by `initial_sync`: every part holds this one
+        self.state = ClusterState.packed()  # filled in place by `initial_sync`: every part holds this one
         self.stats = Stats()
         self.verdicts: dict[Key, Verdict] = {}  # the metrics' read model, one per diagnosed Workload
         self.ready = asyncio.Event()

@@ -180,12 +180,11 @@ def _used_on(ctx: Context, node_name: str) -> dict[str, Decimal]:
     usage = ctx.state.derived(NODE_USAGE)
     if usage.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
         usage.now, usage.by_node = ctx.now, {}
-        for pod in ctx.state.pods.values():
-            node = s(spec(pod).get("nodeName"))
-            if not node or s(status(pod).get("phase")) in ("Succeeded", "Failed"):
+        for node, phase, pod_spec in ctx.state.bound_pods():
+            if phase in ("Succeeded", "Failed"):
                 continue
             used = usage.by_node.setdefault(node, {"pods": Decimal(0)})
-            for r, v in quota.pod_requests(spec(pod)).items():
+            for r, v in quota.pod_requests(pod_spec).items():
                 used[r] = used.get(r, Decimal(0)) + v
             used["pods"] += 1
     return usage.by_node.get(node_name, {"pods": Decimal(0)})
