@@ -823,6 +823,8 @@ class Bench:
         self.op_log = self.workdir / "operator.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("KUBECONFIG", None)
+        if a.tracemalloc:  # live/memprofile.py: where the memory goes, written on SIGUSR2 at the end of the idle window
+            env["KUEUE_DOCTOR_TRACEMALLOC"] = str(self.workdir / "tracemalloc.txt")
         argv = [sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig),
                 "--metrics-port", str(self.metrics_port), "--health-port", str(health),
                 "--refresh-interval", str(a.refresh_interval), "--resync-interval", str(a.resync_interval)]
@@ -982,6 +984,21 @@ class Bench:
         for k in self.ksms:
             k.r["idle"] = {"cpu_s": round(k.cpu() - ksm_cpu0[k.name], 1), "rss_end_mib": k.rss_mib()}
         log(f"idle: {self.r['idle']}")
+        if a.tracemalloc:
+            self.r["tracemalloc"] = self.memory_report()
+
+    def memory_report(self) -> list[str]:
+        """The operator's live bytes by source file and line (live/memprofile.py), asked with SIGUSR2."""
+        report = self.workdir / "tracemalloc.txt"
+        report.unlink(missing_ok=True)
+        os.kill(self.op.pid, signal.SIGUSR2)  # type: ignore[union-attr]
+        deadline = time.time() + 120
+        while not report.exists() and time.time() < deadline:
+            time.sleep(0.5)
+        lines = report.read_text().splitlines() if report.exists() else ["no report within 120 s"]
+        log("operator memory (tracemalloc, traced while running: RSS is about doubled in this run):\n"
+            + "\n".join(lines[:30]))
+        return lines
 
     def latency(self) -> None:
         a = self.args
@@ -1226,6 +1243,9 @@ def main() -> int:
     ap.add_argument("--ksm-collectors-hz", type=float, default=2.0,
                     help="the same for an instance with collectors of its own (its page is about 4 KB per Pod; "
                          "0: not scraped during the changes)")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="trace the operator's allocations and report them by file and line after the idle window "
+                    "(its RSS figures are then about doubled: never compare them with an untraced run)")
     ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--json", help="also write the results here")

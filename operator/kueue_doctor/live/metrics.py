@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 WAITING_STAGES = ("Admission", "Scheduling", "Unknown")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What metrics need of one diagnosis."""
 

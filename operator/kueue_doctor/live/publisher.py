@@ -65,7 +65,7 @@ def verdict_of(obj: Mapping[str, Any]) -> tuple[str | None, ...]:
             s(st.get("clusterQueue")))
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """What the cluster holds for one diagnosis, as far as we know."""
 

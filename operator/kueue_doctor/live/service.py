@@ -23,7 +23,7 @@ import kopf
 from kopf._core.reactor import inventory  # no public name; the Kopf version is pinned (requirements.lock)
 from prometheus_client import start_http_server
 
-from . import rest
+from . import memprofile, rest
 from .discovery import Discovery
 from .leader import ElectionConfig, LeaderElector
 from .metrics import registry_for
@@ -346,6 +346,7 @@ def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kub
         context: str | None = None, log_format: str = "text", verbose: bool = False,
         election: ElectionConfig | None = None) -> int:
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
+    memprofile.install_from_env()
     if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     return asyncio.run(serve(options, metrics_port, health_port, kubeconfig, context, election, verbose))
