@@ -821,7 +821,8 @@ class Bench:
         self.audit_tail.skip_to_end()
         self.metrics_port, health = free_port(), free_port()
         self.op_log = self.workdir / "operator.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # this checkout's code, never whatever `pip install -e` last pointed the shared install at
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "operator")}
         env.pop("KUBECONFIG", None)
         if a.tracemalloc:  # live/memprofile.py: where the memory goes, written on SIGUSR2 at the end of the idle window
             env["KUEUE_DOCTOR_TRACEMALLOC"] = str(self.workdir / "tracemalloc.txt")
