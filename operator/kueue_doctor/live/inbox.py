@@ -105,6 +105,9 @@ class Inbox:
         for seen in self._recorders:
             seen.add((key[1] if key else "", self.state.key_of(key[1] if key else "", obj)))
         if key != DIAGNOSIS:  # our own objects are compared whole
+            if event_type is None and (prev := self._stored(key[1] if key else "", obj)) is not None and (
+                    _same_version(prev, obj)):
+                return  # listed at the version the state holds (Kopf lists what the start-up list just read)
             obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
         self._queue.append((event_type or "ADDED", obj))
         self.wake.set()

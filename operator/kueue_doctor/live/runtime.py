@@ -36,7 +36,7 @@ from .metrics import Stats, Verdict
 from .orphans import OWNER_KIND_NAMES, Orphans, list_diagnoses
 from .publisher import Publisher
 from .reports import ReportMirror
-from .snapshot import list_all
+from .snapshot import Listing, Unreadable, list_all, list_pages
 from .team_labels import DEFAULT_LABEL_VALUES
 
 log = logging.getLogger("kueue_doctor.runtime")
@@ -93,13 +93,8 @@ class Runtime:
         for listing in self.discovery.listings():
             if not self.discovery.allowed(listing.kind):
                 continue
-            items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim,
-                                            self.options.shard.keeps)
-            if items is None:
-                continue
-            for obj in items:
-                self.state.upsert(obj)
-            complete.add(listing.kind)
+            if await self._list_into_state(listing):
+                complete.add(listing.kind)
         install, readable = await asyncio.to_thread(kueue_install.read, self.api, self.options.kueue_namespace)
         for obj in install:
             self.state.upsert(slim(obj))
@@ -214,6 +209,20 @@ class Runtime:
         self.inbox.mark(self.state.owner_workload_names())
         self.inbox.wake.set()
         self.restart_watches()
+
+    async def _list_into_state(self, listing: Listing) -> bool:
+        """One kind's paged LIST, each page slimmed in a thread and stored (packed) before the next is read, so
+        the start-up never holds every Pod decoded at once (its peak is what the process keeps). False, and
+        nothing of the kind kept, when it cannot be read."""
+        listed = list_pages(self.api, listing, self.options.namespaces, False, slim, self.options.shard.keeps)
+        try:
+            while (page := await asyncio.to_thread(next, listed, None)) is not None:
+                for obj in page:
+                    self.state.upsert(obj)
+        except Unreadable:
+            self._drop_kind(listing.kind)  # forbidden half-way (RBAC changed): the state had none of it before
+            return False
+        return True
 
     async def _list_kind(self, kind: str) -> None:
         listing = next((lst for lst in self.discovery.listings() if lst.kind == kind), None)

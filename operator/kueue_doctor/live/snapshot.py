@@ -112,35 +112,52 @@ def pages(api: Any, path: str, query: Mapping[str, str] | None = None, metadata_
             return
 
 
-def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadata_only: bool = False,
-             transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-             keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]] | None:
-    """Every object of one kind in `namespaces` (all when empty) that `keep` accepts (a namespace shard's, checked
-    before `transform`: another shard's objects are never held), each page passed through `transform`.
+class Unreadable(Exception):
+    """The kind cannot be read (forbidden, not served)."""
 
-    None when the kind cannot be read (forbidden, not served); LiveError when the cluster cannot be read at all.
+
+def list_pages(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadata_only: bool = False,
+               transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+               keep: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """Every object of one kind in `namespaces` (all when empty) that `keep` accepts (a namespace shard's, checked
+    before `transform`: another shard's objects are never held), page by page, each passed through `transform`:
+    a caller that stores each page as it comes never holds 50,000 Pods decoded at once.
+
+    Unreadable when the kind cannot be read; LiveError when the cluster cannot be read at all.
     """
     scopes: Sequence[str | None] = namespaces if namespaces and listing.namespaced else [None]
-    items: list[dict[str, Any]] = []
     for ns in scopes:
         path = listing.path.format(ns=f"namespaces/{ns}/" if ns else "")
         for selector in listing.selectors:
             try:
                 for page in pages(api, path, selector, metadata_only):
+                    out = []
                     for item in page:
                         item["kind"] = listing.kind
                         item["apiVersion"] = listing.api_version
                         if keep is not None and not keep(item):
                             continue
-                        items.append(transform(item) if transform is not None else item)
+                        out.append(transform(item) if transform is not None else item)
+                    del page
+                    yield out
             except rest.ApiError as exc:
                 if exc.status == 401:
                     raise LiveError(f"the cluster refused our credentials (HTTP 401) listing {path}") from exc
                 if exc.status == 0:
                     raise LiveError(f"cannot reach the cluster listing {path}: check the kubeconfig's server"
                                     ) from exc
-                return None
-    return items
+                raise Unreadable(path) from exc
+
+
+def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadata_only: bool = False,
+             transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+             keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]] | None:
+    """`list_pages` in one list; None when the kind cannot be read (forbidden, not served)."""
+    try:
+        return [item for page in list_pages(api, listing, namespaces, metadata_only, transform, keep)
+                for item in page]
+    except Unreadable:
+        return None
 
 
 def named_owner(kueue_listings: Sequence[Listing], kind: str, name: str) -> Listing | None:
