@@ -9,7 +9,7 @@ import pytest
 import urllib3
 
 from kueue_doctor.live.orphans import list_diagnoses
-from kueue_doctor.live.snapshot import LiveError, list_all, listings, named_owner, snapshot
+from kueue_doctor.live.snapshot import LiveError, Unreadable, list_all, list_pages, listings, named_owner, snapshot
 from kueue_doctor.state import kind_key
 from tests.builders import Job, Pod
 
@@ -34,6 +34,23 @@ def test_a_list_follows_continue_page_by_page_with_the_watch_selector() -> None:
     assert [(r.query["limit"], r.query.get("continue")) for r in api.requests] == [
         ("500", None), ("500", "500"), ("500", "1000")]
     assert {r.query["labelSelector"] for r in api.requests} == {"kueue.x-k8s.io/podset"}
+
+
+def test_pages_come_one_at_a_time_so_the_start_up_never_holds_every_pod_decoded() -> None:
+    # the operator stores each page before the next is read (runtime.initial_sync): its start-up peak
+    api = FakeApiServer()
+    api.serve_list(collection_path("Pod"), "v1", "Pod", pods(1201))
+    listed = list_pages(api, LISTINGS["Pod"])
+    assert len(next(listed)) == 500 and len(api.requests) == 1  # the second page is not asked for yet
+    assert [len(page) for page in listed] == [500, 201] and len(api.requests) == 3
+
+
+def test_a_forbidden_kind_is_unreadable_not_an_empty_list() -> None:
+    api = FakeApiServer()
+    api.answer("GET", collection_path("Pod"), forbidden_list("pods", ""), 403)
+    with pytest.raises(Unreadable):
+        next(list_pages(api, LISTINGS["Pod"]))
+    assert list_all(api, LISTINGS["Pod"]) is None
 
 
 def test_each_page_is_slimmed_and_metadata_only_lists_ask_for_partial_objects() -> None:
