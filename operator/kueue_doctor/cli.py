@@ -114,12 +114,13 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
     rn.add_argument("--recheck-interval", type=float, default=30.0, metavar="SECONDS",
                     help="ask RBAC, the AdmissionDiagnosis CRD and Kueue's API again this often: access taken away "
                     "or given back at runtime is followed without a restart (default 30)")
-    rn.add_argument("--max-writes-per-second", type=float, default=100.0, metavar="N",
-                    help="cap on AdmissionDiagnosis writes, to spare the apiserver on a first install (default 100)")
+    rn.add_argument("--max-writes-per-second", type=float, default=1000.0, metavar="N",
+                    help="cap on AdmissionDiagnosis writes; below it, 8 writes in flight and the apiserver's answers "
+                    "(429 Retry-After) set the pace of a first install (default 1000)")
     rn.add_argument("--max-refresh-writes-per-second", type=float, default=50.0, metavar="N",
                     help="budget, across all diagnoses, for rewrites that only refresh numbers of an unchanged verdict "
                     "(every admission changes the usage numbers of every waiting Workload); verdict changes are "
-                    "never held back by it; 0: no budget (default 50, half of --max-writes-per-second)")
+                    "never held back by it; 0: no budget (default 50)")
     rn.add_argument("--kueue-namespace", default="kueue-system", metavar="NAMESPACE",
                     help="where Kueue runs: its ConfigMap kueue-manager-config and Deployment kueue-controller-manager "
                     "are read there (default kueue-system)")
