@@ -105,6 +105,7 @@ class Runtime:
             await self.reports.seed()
         self.inbox.mark(self.state.workloads)
         self.inbox.mark(self.state.owner_workload_names())  # owners Kueue has made no Workload for
+        self.inbox.wake.set()  # the first pass at once: Kopf's listing of the same objects wakes nobody
         self.loop.synced()
         self.inbox.live = True
         await self.discovery.check_crd()
