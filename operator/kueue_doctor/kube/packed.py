@@ -24,18 +24,14 @@ _WBITS = -15  # raw deflate: no zlib header or checksum on every blob (the bytes
 _LEVEL = 1  # level 6 is 10% smaller and 20% slower to write; every Pod event writes one
 
 
-class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
-    """A dict of objects whose values are stored compressed; each read returns a fresh decoded copy.
-
-    Callers must not rely on identity (two reads give equal, distinct dicts) nor mutate what they read in the
-    hope of changing what is stored: neither the state nor the engine does either.
-    """
+class Codec:
+    """Packs plain JSON values into raw deflate of their marshal bytes against the first value packed (the
+    preset dictionary, fixed for the codec's life); anything else is returned as it was given."""
 
     def __init__(self) -> None:
-        self._blobs: dict[K, bytes | Mapping[str, Any]] = {}
         self._zdict: bytes | None = None
 
-    def _pack(self, obj: Mapping[str, Any]) -> bytes | Mapping[str, Any]:
+    def pack(self, obj: Mapping[str, Any]) -> bytes | Mapping[str, Any]:
         try:
             raw = marshal.dumps(obj)  # type: ignore[arg-type]  # any JSON value; ValueError otherwise
         except ValueError:  # not plain JSON values (a Mapping subclass): kept as given
@@ -45,7 +41,8 @@ class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
         packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, 8, zlib.Z_DEFAULT_STRATEGY, self._zdict)
         return packer.compress(raw) + packer.flush()
 
-    def _unpack(self, blob: bytes | Mapping[str, Any]) -> Mapping[str, Any]:
+    def unpack(self, blob: bytes | Mapping[str, Any]) -> dict[str, Any]:
+        """A fresh decoded copy (what was given, when it was kept as given)."""
         if type(blob) is not bytes:
             return blob  # type: ignore[return-value]  # kept as it was given
         assert self._zdict is not None
@@ -53,11 +50,23 @@ class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
         obj: dict[str, Any] = marshal.loads(unpacker.decompress(blob) + unpacker.flush())
         return obj
 
+
+class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
+    """A dict of objects whose values are stored compressed; each read returns a fresh decoded copy.
+
+    Callers must not rely on identity (two reads give equal, distinct dicts) nor mutate what they read in the
+    hope of changing what is stored: neither the state nor the engine does either.
+    """
+
+    def __init__(self) -> None:
+        self._blobs: dict[K, bytes | Mapping[str, Any]] = {}
+        self._codec = Codec()
+
     def __getitem__(self, key: K) -> Mapping[str, Any]:
-        return self._unpack(self._blobs[key])
+        return self._codec.unpack(self._blobs[key])
 
     def __setitem__(self, key: K, obj: Mapping[str, Any]) -> None:
-        self._blobs[key] = self._pack(obj)
+        self._blobs[key] = self._codec.pack(obj)
 
     def __delitem__(self, key: K) -> None:
         del self._blobs[key]

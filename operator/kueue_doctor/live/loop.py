@@ -26,7 +26,7 @@ from ..state import ClusterState, Key
 from .inbox import Inbox
 from .metrics import Stats, Verdict
 from .orphans import Orphans, deleting
-from .publisher import Publisher
+from .publisher import Body, Publisher
 from .reports import ReportMirror
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
@@ -94,24 +94,34 @@ class DiagnosisLoop:
     async def _pass(self, keys: set[Key]) -> int:
         now = datetime.now(UTC)
         keys -= await self.orphans.confirm_restores(keys)
-        t0 = time.perf_counter()
-        diagnoses = []
         chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
         owners = sorted(k for k in keys if k not in self.state.workloads
                         and (self.state.diagnosable(k) or k in self.publisher.records))
-        for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
-            diagnoses.extend(diagnose(self.state, now, chunk[start:start + CHUNK]))
+        writes: list[tuple[Key, Body]] = []
+        elapsed, count = 0.0, 0
+        reporting = self.reports is not None and not self.publisher.paused and self.publisher.leading
+        # Chunk by chunk (yielding to the watchers between chunks): each chunk's diagnoses are taken into the
+        # metrics, the OpenReports results and the packed writes, then dropped, so a first pass over 10,000
+        # Workloads never holds 10,000 diagnoses at once; every metric is current before the first write goes out.
+        for start in range(0, len(chunk) + (CHUNK if owners else 0), CHUNK):
+            t0 = time.perf_counter()
+            if start < len(chunk):
+                part = diagnose(self.state, now, chunk[start:start + CHUNK])
+            else:  # one step after the Workloads: the owners Kueue has made no Workload for
+                part = await self._owners_without_workload(owners, now)
+            elapsed += time.perf_counter() - t0
+            count += len(part)
+            writes += self.publisher.prepare(part, now)
+            for d in part:  # `since` is the one written (kept across reason-stable passes)
+                self._remember(d, now)
+            if reporting and self.reports is not None:
+                self.reports.take(part)
+            del part
             self.stats.heartbeat = time.monotonic()
             await asyncio.sleep(0)
-        if owners:
-            diagnoses.extend(await self._owners_without_workload(owners, now))
-        elapsed = time.perf_counter() - t0
-        writes = self.publisher.prepare(diagnoses, now)
-        for d in diagnoses:  # `since` is the one written (kept across reason-stable passes); metrics are
-            self._remember(d, now)  # current before the writes go out (10,000 first writes take a while)
         failed = await self.publisher.write(writes)
         if self.reports is not None and not self.publisher.paused and self.publisher.leading:
-            await self.reports.sync(diagnoses, self.verdicts.keys())
+            await self.reports.sync((), self.verdicts.keys())
         if failed:
             self.inbox.mark(failed)
             self._retry_at = time.monotonic() + RETRY_AFTER
@@ -119,7 +129,7 @@ class DiagnosisLoop:
         self.stats.pass_seconds_sum += elapsed
         self.stats.last_pass = time.time()
         self.stats.heartbeat = time.monotonic()
-        return len(diagnoses)
+        return count
 
     async def _owners_without_workload(self, keys: list[Key], now: datetime) -> list[dict[str, Any]]:
         """Owners Kueue has made no Workload for (yet): diagnosed after the grace period, which the loop

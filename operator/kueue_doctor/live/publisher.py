@@ -31,10 +31,12 @@ from ..api import (
 )
 from ..engine import history
 from ..kube.objects import format_time, lst, m, parse_time, s
+from ..kube.packed import Codec
 from . import rest
 
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
+Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
 OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
 
 
@@ -142,7 +144,10 @@ class Publisher:
         self.api = api
         self.refresh = refresh_interval
         self.records: dict[Key, Record] = {}
-        self.deferred: dict[Key, tuple[float, dict[str, Any]]] = {}
+        # bodies waiting to be written (a pass's writes, the deferred refreshes) are kept packed: 10,000 first
+        # writes are 10,000 diagnoses of a few KB each, held until the apiserver has taken them all
+        self._codec = Codec()
+        self.deferred: dict[Key, tuple[float, Body]] = {}
         self._sem = asyncio.Semaphore(concurrency)
         self._interval = 1.0 / writes_per_second if writes_per_second > 0 else 0.0
         self._next_slot = 0.0
@@ -182,7 +187,7 @@ class Publisher:
         """Write what needs writing; the keys whose write failed (to retry)."""
         return await self.write(self.prepare(diagnoses, observed))
 
-    def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[tuple[Key, dict[str, Any]]]:
+    def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[tuple[Key, Body]]:
         """Give each diagnosis its kept `since` and history (in place) and decide what to write: what the
         metrics then show is final before the first write is sent."""
         now = time.monotonic()
@@ -193,12 +198,12 @@ class Publisher:
             new = with_history(with_since(new, prev, observed), prev)
             decision = decide(prev, new, now, self.refresh)
             if decision.write and _refresh_only(prev, new) and not self._refresh_token(now):
-                self.deferred[key] = (now + self._refresh_wait(), new)  # its turn comes within the budget
+                self.deferred[key] = (now + self._refresh_wait(), self._codec.pack(new))  # its turn comes
             elif decision.write:
                 self.deferred.pop(key, None)
-                writes.append((key, new))
+                writes.append((key, self._codec.pack(new)))
             elif decision.due is not None:
-                self.deferred[key] = (decision.due, new)
+                self.deferred[key] = (decision.due, self._codec.pack(new))
             else:
                 self.deferred.pop(key, None)
         written = {k for k, _ in writes}
@@ -216,7 +221,7 @@ class Publisher:
             return []
         return writes
 
-    async def write(self, writes: list[tuple[Key, dict[str, Any]]]) -> set[Key]:
+    async def write(self, writes: list[tuple[Key, Body]]) -> set[Key]:
         """Apply the prepared writes (paced, bounded concurrency); the keys whose write failed."""
         self._failed = set()
         if writes:
@@ -235,11 +240,12 @@ class Publisher:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, key: Key, obj: dict[str, Any]) -> None:
+    async def _write(self, key: Key, body: Body) -> None:
         async with self._sem:
             await self._slot()
             if not self.leading:  # stepped down while this write waited for its slot
                 return
+            obj = self._codec.unpack(body)
             try:
                 await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
             except rest.ApiError as exc:

@@ -146,6 +146,15 @@ class ReportMirror:
 
     async def sync(self, diagnoses: Iterable[Mapping[str, Any]], current: Iterable[Key]) -> None:
         """After a pass: take the published diagnoses, drop Workloads without a diagnosis, write what changed."""
+        self.take(diagnoses)
+        for key in self.results.keys() - set(current):
+            del self.results[key]
+            self._dirty.add(key[0])
+        if self._dirty:
+            await self._write_dirty()
+
+    def take(self, diagnoses: Iterable[Mapping[str, Any]]) -> None:
+        """A pass's diagnoses, chunk by chunk: their results kept, their namespaces marked for `sync`."""
         for d in diagnoses:
             md = m(d.get("metadata"))
             key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
@@ -156,11 +165,6 @@ class ReportMirror:
                     self.results.pop(key, None)
                 else:
                     self.results[key] = new
-        for key in self.results.keys() - set(current):
-            del self.results[key]
-            self._dirty.add(key[0])
-        if self._dirty:
-            await self._write_dirty()
 
     async def _write_dirty(self) -> None:
         owner = await self._owner_ref()
