@@ -173,7 +173,7 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
     parts = [f"{ps}: {'; '.join(whys[:4])}" for ps, whys in by.items()]
     parts += [f"{ps}: fits (placed tentatively)" for ps in ctx.requests if ps not in by]
     text = "Per pod set: " + ". ".join(parts) + "."
-    for resource in dict.fromkeys(f.resource for f in placed if f.resource):
+    for resource in dict.fromkeys(f.resource for f in failures if f in placed and f.resource):  # message order
         found = _fitting_placement(ctx, failures, resource)
         if found:
             shown = ", ".join(f"{ps} in {fl}" for ps, fl in found.items())
