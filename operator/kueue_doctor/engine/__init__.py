@@ -16,5 +16,5 @@ def clear_parse_caches() -> None:
     from . import diagnose, messages, pods
 
     for cache in (messages._parse_cached, pods._parse_cached, objects._parse_time, objects.format_time,
-                  quantity._parse, quantity.format_quantity, diagnose._label):
+                  objects._time_text, quantity._parse, quantity.format_quantity, diagnose._label):
         cache.cache_clear()

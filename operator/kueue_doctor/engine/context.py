@@ -23,6 +23,7 @@ from ..kube.objects import (
     s,
     spec,
     status,
+    time_text,
 )
 from ..state import ClusterState
 from . import messages, quota
@@ -168,7 +169,7 @@ class Context:
         out: dict[str, Any] = {"kind": "Workload", "name": self.name, "namespace": self.ns,
                                "field": f"condition/{ctype}"}
         for key, value in (("reason", s(c.get("reason"))), ("message", clip(c.get("message"), MAX_TEXT)),
-                           ("time", format_time(parse_time(c.get("lastTransitionTime"))))):
+                           ("time", time_text(c.get("lastTransitionTime")))):
             if value is not None:
                 out[key] = value
         return out

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..api import MAX_TEXT
 from ..kube.objects import clip, format_duration, format_time, lst, m, parse_time, s
+from ..vocabulary import Cause, Reason, Stage
 from .context import Context
 
 MAX_ENTRIES = 20
@@ -29,38 +30,56 @@ Entry = dict[str, Any]
 
 def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     """The history as far as Kueue's own timestamps tell it, ending with the current verdict."""
-    since = parse_time(status.get("since"))
+    # asked for every Workload of every pass: the conditions are read once, each time only if its status counts
+    since_text = status.get("since")
+    since = parse_time(since_text)
+    conds = ctx.conds
     points: list[tuple[datetime, str, str | None]] = []
     if ctx.created is not None:
         points.append((ctx.created, "Admission", None))
-    reserved, admitted = ctx.cond_time("QuotaReserved"), ctx.cond_time("Admitted")
-    if ctx.true("QuotaReserved") and reserved is not None and (admitted is None or admitted > reserved):
+    qr, adm = conds.get("QuotaReserved"), conds.get("Admitted")
+    admitted = parse_time(adm.get("lastTransitionTime")) if adm else None
+    if qr and qr.get("status") == "True" and (reserved := parse_time(qr.get("lastTransitionTime"))) is not None \
+            and (admitted is None or admitted > reserved):
         points.append((reserved, "Admission", "WaitingForAdmissionChecks"))
-    if ctx.true("Admitted") and admitted is not None:
+    if adm and adm.get("status") == "True" and admitted is not None:
         points.append((admitted, "Scheduling", None))
-    if ctx.true("PodsReady") and (ready := ctx.cond_time("PodsReady")) is not None:
-        points.append((ready, "Running", "Running"))
-    if ctx.true("Evicted") and (evicted := ctx.cond_time("Evicted")) is not None:
-        points.append((evicted, "Admission", "Preempted" if ctx.cond_reason("Evicted") == "Preempted" else "Evicted"))
-    points.sort(key=lambda p: p[0])
-    if any(reason in ("Preempted", "Evicted") for _, _, reason in points[1:]) and points[0][2] is None:
-        points[0] = (points[0][0], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
+    ready = conds.get("PodsReady")
+    if ready and ready.get("status") == "True" and (at := parse_time(ready.get("lastTransitionTime"))) is not None:
+        points.append((at, "Running", "Running"))
+    ev = conds.get("Evicted")
+    if ev and ev.get("status") == "True" and (at := parse_time(ev.get("lastTransitionTime"))) is not None:
+        points.append((at, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted"))
+    if len(points) > 1:
+        points.sort(key=_at)
+        if points[0][2] is None and any(reason in ("Preempted", "Evicted") for _, _, reason in points[1:]):
+            points[0] = (points[0][0], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
     entries: list[Entry] = []
     for at, stage, reason in points:
         if since is not None and at >= since:
             break
         if entries and entries[-1]["stage"] == stage and entries[-1].get("reason") == reason:
             continue
-        _close(entries, format_time(at))
-        entries.append(_entry(stage, reason, None, format_time(at), rebuilt=True))
-    _close(entries, status.get("since"))
+        when = format_time(at)
+        _close(entries, when)
+        entry: Entry = {"stage": stage, "reason": reason, "since": when, "rebuilt": True} if reason is not None \
+            else {"stage": stage, "since": when, "rebuilt": True}
+        entries.append(entry)
+    _close(entries, since_text)
     if entries:
-        last, start = entries[-1], parse_time(entries[-1].get("since"))
-        if last.get("reason") is None and last["stage"] == status.get("stage") and start is not None \
-                and since is not None and (since - start).total_seconds() < SETTLING:
+        last = entries[-1]
+        if last.get("reason") is None and last["stage"] == status.get("stage") and since is not None \
+                and (start := parse_time(last.get("since"))) is not None \
+                and (since - start).total_seconds() < SETTLING:
             entries.pop()  # Kueue's first attempt, seconds after creation: the current verdict tells it
     entries.append(_current(status))
+    if len(entries) <= _FITS_ANYWAY:
+        return entries
     return _bounded(entries, [])[0]
+
+
+def _at(point: tuple[datetime, str, str | None]) -> datetime:
+    return point[0]
 
 
 def _close(entries: list[Entry], until: str | None) -> None:
@@ -189,6 +208,14 @@ def _over_bytes(entries: list[Entry]) -> bool:
             else:
                 bound += len(key) + 8 + (4 if value is True else 64)
     return bound > MAX_BYTES and len(json.dumps(entries)) > MAX_BYTES
+
+
+# The most JSON one rebuilt entry can take by `_over_bytes`' bound: its values are vocabulary words and RFC 3339
+# times (20 characters), so this many entries never need the check.
+_WORST_ENTRY = sum(len(key) + 8 + 6 * width for key, width in (
+    ("stage", max(len(x.value) for x in Stage)), ("reason", max(len(x.value) for x in Reason)),
+    ("cause", max(len(x.value) for x in Cause)), ("since", 20), ("until", 20))) + len("rebuilt") + 8 + 4
+_FITS_ANYWAY = min(MAX_ENTRIES, (MAX_BYTES - 2) // _WORST_ENTRY)
 
 
 def _bounded(entries: list[Entry], folded: list[Entry]) -> tuple[list[Entry], list[Entry]]:

@@ -3,8 +3,13 @@
 Building the state and diagnosing allocate hundreds of thousands of short-lived dicts and lists but no
 reference cycles: reference counting frees them all. The cyclic collector, triggered by those
 allocations, would only walk the large and long-lived objects again and again (a quarter of a pass
-over 10,000 Workloads, measured in bench/engine.py). Cycles made meanwhile are collected once it is
-back on.
+over 10,000 Workloads, measured in bench/engine.py).
+
+Turned back on as it was, the collector's first young collection would walk everything the pass made and
+still holds (the verdicts: a twentieth of a pass) only to find them alive. So what survived the block goes
+straight to the oldest generation (`gc.freeze` + `gc.unfreeze` move the generations' lists, no walk); cycles
+made meanwhile, if any, are collected by the next full collection. Skipped when the caller froze objects of
+its own (a pre-fork server): unfreezing would undo that.
 """
 
 from __future__ import annotations
@@ -23,4 +28,7 @@ def cycle_collection_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()

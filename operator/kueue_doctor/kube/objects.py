@@ -137,6 +137,16 @@ def format_time(value: datetime | None) -> str | None:
     return value.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
+def time_text(value: object) -> str | None:
+    """`format_time(parse_time(value))`: a timestamp of an object as kueue-doctor writes times, in one lookup."""
+    return _time_text(value) if type(value) is str else None
+
+
+@lru_cache(maxsize=65536)
+def _time_text(value: str) -> str | None:
+    return format_time(parse_time(value))
+
+
 def format_duration(value: timedelta | int, precise: bool = False) -> str:
     """A compact duration from a timedelta or whole seconds; negative durations are "0s".
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, uid
+from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, time_text, uid
 from ...state import ClusterState, Derived, Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
@@ -100,7 +100,7 @@ def last_eviction(ctx: Context) -> dict[str, Any] | None:
         count = i(m(ctx.status.get("requeueState")).get("count"))
     out = {"reason": reason, "underlyingCause": underlying, "by": by,
            "message": (s(cond.get("message")) or "")[:1024] or None,
-           "time": format_time(parse_time(cond.get("lastTransitionTime"))), "count": count or None}
+           "time": time_text(cond.get("lastTransitionTime")), "count": count or None}
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -173,7 +173,7 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
     parts = [f"{ps}: {'; '.join(whys[:4])}" for ps, whys in by.items()]
     parts += [f"{ps}: fits (placed tentatively)" for ps in ctx.requests if ps not in by]
     text = "Per pod set: " + ". ".join(parts) + "."
-    for resource in dict.fromkeys(f.resource for f in placed if f.resource):
+    for resource in dict.fromkeys(f.resource for f in failures if f in placed and f.resource):  # message order
         found = _fitting_placement(ctx, failures, resource)
         if found:
             shown = ", ".join(f"{ps} in {fl}" for ps, fl in found.items())
@@ -364,7 +364,8 @@ def cumulative(failures: list[FlavorFailure], first: FlavorFailure) -> FlavorFai
 def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = cumulative(failures, failures[0])
     lines = _lines(ctx, failures)
-    line = quota_line(ctx, f) if f.resource and f.flavor else {}
+    # f's own line is among them (quota_line is pure): the one of the same position among the failures with a line
+    line = lines[[x for x in failures if x.resource and x.flavor].index(f)] if f.resource and f.flavor else {}
     together = f is not failures[0]
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = Cause.INSUFFICIENT_UNUSED_QUOTA

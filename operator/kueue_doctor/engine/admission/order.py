@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, spec
+from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, spec, time_text
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from ..context import Context
@@ -50,7 +50,7 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
     evicted = cond.get("Evicted")
     if is_true(evicted):  # GetQueueOrderTimestamp: some evictions requeue at the eviction time
         reason = s(m(evicted).get("reason"))
-        when = format_time(parse_time(m(evicted).get("lastTransitionTime")))
+        when = time_text(m(evicted).get("lastTransitionTime"))
         preempted = s(m(cond.get("Preempted")).get("reason"))
         if when and (reason in ("PodsReadyTimeout", "AdmissionCheck") or preempted == "InCohortReclaimWhileBorrowing"):
             stamp = when + ("+1ms" if preempted == "InCohortReclaimWhileBorrowing" else "")

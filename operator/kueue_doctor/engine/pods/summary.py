@@ -204,6 +204,20 @@ class _Group:
         )
 
 
+def _scheduled_and_ready(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The Pod's PodScheduled and Ready conditions, the last of each type as in `conditions` (one scan of the
+    list instead of a dict of all of them: asked for every Pod of every Workload)."""
+    sched = ready = EMPTY
+    for cond in lst(status.get("conditions")):
+        if type(cond) is dict or isinstance(cond, Mapping):
+            ctype = cond.get("type")
+            if ctype == "PodScheduled":
+                sched = cond
+            elif ctype == "Ready":
+                ready = cond
+    return sched, ready
+
+
 _Blocked = tuple[str, str, str, datetime | None, str]  # category, reason, message, since, detail
 
 
@@ -384,14 +398,12 @@ def summarize_pods(
             block("Terminating", "Terminating", name, s(status.get("message")) or "", as_time(deleted_at))
             continue
 
-        conds = conditions(pod)
-        sched = conds.get("PodScheduled", EMPTY)
+        sched, ready_cond = _scheduled_and_ready(status)
         is_scheduled = bool(s(spec.get("nodeName"))) or s(sched.get("status")) == "True"
         if is_scheduled:
             scheduled += 1
         if phase == "Running":
             running += 1
-        ready_cond = conds.get("Ready", EMPTY)
         if s(ready_cond.get("status")) == "True":
             ready += 1
             t = as_time(ready_cond.get("lastTransitionTime"))
