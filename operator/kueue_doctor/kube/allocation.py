@@ -20,15 +20,19 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Pause the cyclic collector for the block; leave it as it was (a caller may have it off already)."""
+def cycle_collection_paused(promote_survivors: bool = True) -> Iterator[None]:
+    """Pause the cyclic collector for the block; leave it as it was (a caller may have it off already).
+
+    `promote_survivors=False` for a long-lived process's many small passes (the operator's): promotion moves
+    every tracked object, the event loop's garbage cycles too, to the oldest generation without counting them
+    towards the next full collection, which would then come ever later."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
-            if not gc.get_freeze_count():
+            if promote_survivors and not gc.get_freeze_count():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
