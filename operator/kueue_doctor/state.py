@@ -58,6 +58,7 @@ Key = tuple[str, str]  # (namespace, name)
 # Warning Events kept per object (Pod, Job, Workload), newest first: a flood about one object (a crash-looping
 # controller, thousands of distinct events) costs at most this many; the rules read only the recent ones.
 MAX_EVENTS_PER_OBJECT = 20
+MAX_SHAPES = 20_000  # distinct Pod request shapes shared by a packed state (a Job's Pods share one)
 _NO_KEYS: frozenset[Any] = frozenset()  # the default of the index look-ups (no new empty set per miss)
 T = TypeVar("T")
 
@@ -207,7 +208,8 @@ class ClusterState:
 
     @classmethod
     def packed(cls) -> ClusterState:
-        """A state that keeps its Pods compressed (kube/packed.py): the operator's, where Pods are the many."""
+        """A state that keeps its Pods and Events compressed (kube/packed.py): the operator's, where they are
+        the many."""
         return cls(pods=PackedObjects(), events=PackedObjects())
 
     def _collections(self) -> dict[str, Mapping[Any, Any]]:
@@ -376,6 +378,8 @@ class ClusterState:
         if not isinstance(self.pods, PackedObjects):
             return pod_spec
         shape = {k: pod_spec[k] for k in ("containers", "initContainers", "overhead") if k in pod_spec}
+        if len(self._shapes) >= MAX_SHAPES:  # every Pod its own requests: sharing would only add the keys
+            return shape
         try:
             return self._shapes.setdefault(marshal.dumps(shape), shape)
         except ValueError:  # not plain JSON values: kept unshared
