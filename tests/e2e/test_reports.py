@@ -23,6 +23,7 @@ from .test_operator import (
     ROOT,
     SA_USER,
     Operator,
+    adiag,
     apply_manifest,
     install_crd_and_rbac,
     reason_of,
@@ -85,11 +86,16 @@ def test_report_mirrors_the_waiting_workloads_and_is_written_only_on_change(
             """The Report once it has `count` results, each the current reason of its diagnosis."""
             r = report(api, namespace)
             got = workloads_in(r)
-            return r if len(got) == count and all(reason_of(api, namespace, w) == x["policy"]
-                                                  for w, x in got.items()) else None
+            def same(w: str, x: dict[str, Any]) -> bool:
+                st = (adiag(api, namespace, w) or {}).get("status", {})
+                return bool(st.get("reason") == x["policy"] and st.get("actionBy") == x["properties"]["actionBy"])
+            return r if len(got) == count and all(same(w, x) for w, x in got.items()) else None
 
-        kube.wait_for(lambda: reason_of(api, namespace, wls["train-a"]) == "ExceedsMaxQuota", timeout=60,
-                      message=lambda: f"train-a ExceedsMaxQuota:\n{op.tail()}")
+        # the Workload's watch event may come before its queues' (separate streams): wait for the diagnosis that
+        # names its ClusterQueue (until then who must act cannot be told from the queue's quota)
+        kube.wait_for(lambda: (d := adiag(api, namespace, wls["train-a"])) and d["status"].get("reason") ==
+                      "ExceedsMaxQuota" and d["status"].get("clusterQueue") == cq, timeout=60,
+                      message=lambda: f"train-a ExceedsMaxQuota naming {cq}:\n{op.tail()}")
         rep = kube.wait_for(lambda: mirrored(2),
                             timeout=60, message=lambda: f"a Report with 2 results:\n{report(api, namespace)}\n{op.tail()}")
         results = workloads_in(rep)

@@ -38,7 +38,8 @@ def test_a_pass_leaves_objects_the_caller_froze_frozen() -> None:
     try:
         frozen = gc.get_freeze_count()
         diagnose_objects([Workload("job-a-1", "team-a").queue("q").obj()], NOW)
-        assert gc.get_freeze_count() == frozen > 0
+        # frozen objects that die meanwhile leave the count; a thaw would empty it
+        assert frozen > 0 and gc.get_freeze_count() > frozen // 2
     finally:
         gc.unfreeze()
 
