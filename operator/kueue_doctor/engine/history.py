@@ -62,9 +62,7 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
             continue
         when = format_time(at)
         _close(entries, when)
-        entry: Entry = {"stage": stage, "reason": reason, "since": when, "rebuilt": True} if reason is not None \
-            else {"stage": stage, "since": when, "rebuilt": True}
-        entries.append(entry)
+        entries.append(_entry(stage, reason, None, when, rebuilt=True))
     _close(entries, since_text)
     if entries:
         last = entries[-1]

@@ -8,7 +8,7 @@ the first object stored is the zlib preset dictionary of the store (its labels, 
 node names are what the others repeat), fixed for the store's life.
 
 `marshal` is the format because it is the fastest stdlib codec for plain JSON values and the bytes never leave
-the process; a value that is not plain JSON (a Mapping subclass, a tuple) is kept as it is, never mangled.
+the process; a value marshal refuses (a Mapping subclass, any non-builtin type) is kept as it is, never mangled.
 """
 
 from __future__ import annotations

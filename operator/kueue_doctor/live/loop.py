@@ -98,27 +98,35 @@ class DiagnosisLoop:
         owners = sorted(k for k in keys if k not in self.state.workloads
                         and (self.state.diagnosable(k) or k in self.publisher.records))
         writes: list[tuple[Key, Body]] = []
-        elapsed, count = 0.0, 0
-        reporting = self.reports is not None and not self.publisher.paused and self.publisher.leading
-        # Chunk by chunk (yielding to the watchers between chunks): each chunk's diagnoses are taken into the
-        # metrics, the OpenReports results and the packed writes, then dropped, so a first pass over 10,000
-        # Workloads never holds 10,000 diagnoses at once; every metric is current before the first write goes out.
-        for start in range(0, len(chunk) + (CHUNK if owners else 0), CHUNK):
-            t0 = time.perf_counter()
-            if start < len(chunk):
-                part = diagnose(self.state, now, chunk[start:start + CHUNK])
-            else:  # one step after the Workloads: the owners Kueue has made no Workload for
-                part = await self._owners_without_workload(owners, now)
-            elapsed += time.perf_counter() - t0
+        count = 0
+        reports = self.reports if not self.publisher.paused and self.publisher.leading else None
+
+        def take(part: list[dict[str, Any]]) -> None:
+            """One chunk's diagnoses into the metrics, the OpenReports results and the packed writes; then they
+            are dropped: a first pass over 10,000 Workloads never holds 10,000 diagnoses at once, and every metric
+            is current before the first write goes out."""
+            nonlocal writes, count
             count += len(part)
             writes += self.publisher.prepare(part, now)
             for d in part:  # `since` is the one written (kept across reason-stable passes)
                 self._remember(d, now)
-            if reporting and self.reports is not None:
-                self.reports.take(part)
+            if reports is not None:
+                reports.take(part)
+
+        elapsed = 0.0  # the engine's time (and the owners' checks), not the hand-over
+        for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
+            t0 = time.perf_counter()
+            part = diagnose(self.state, now, chunk[start:start + CHUNK])
+            elapsed += time.perf_counter() - t0
+            take(part)
             del part
             self.stats.heartbeat = time.monotonic()
             await asyncio.sleep(0)
+        if owners:
+            t0 = time.perf_counter()
+            part = await self._owners_without_workload(owners, now)
+            elapsed += time.perf_counter() - t0
+            take(part)
         failed = await self.publisher.write(writes)
         if self.reports is not None and not self.publisher.paused and self.publisher.leading:
             await self.reports.sync((), self.verdicts.keys())

@@ -285,9 +285,14 @@ def quota_line(ctx: Context, f: FlavorFailure,
     return line
 
 
+def _with_line(failures: list[FlavorFailure]) -> list[FlavorFailure]:
+    """The failures that name a resource and a flavor: those `_lines` gives a quota line, in that order."""
+    return [x for x in failures if x.resource and x.flavor]
+
+
 def _lines(ctx: Context, failures: list[FlavorFailure]) -> list[dict[str, Any]]:
     numbers = ctx.state.derived(QUEUE_NUMBERS)
-    return [quota_line(ctx, x, numbers) for x in failures if x.resource and x.flavor]
+    return [quota_line(ctx, x, numbers) for x in _with_line(failures)]
 
 
 def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
@@ -365,7 +370,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     f = cumulative(failures, failures[0])
     lines = _lines(ctx, failures)
     # f's own line is among them (quota_line is pure): the one of the same position among the failures with a line
-    line = lines[[x for x in failures if x.resource and x.flavor].index(f)] if f.resource and f.flavor else {}
+    line = lines[_with_line(failures).index(f)] if f.resource and f.flavor else {}
     together = f is not failures[0]
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = Cause.INSUFFICIENT_UNUSED_QUOTA
