@@ -51,6 +51,42 @@ def test_the_first_pass_runs_at_once_after_the_start_up_list_whatever_kopf_lists
     assert rt.stats.passes == 1 and len(api.applies()) == 2
 
 
+def test_a_change_is_diagnosed_while_the_periodic_resync_is_still_listing() -> None:
+    # at 50,000 Pods the resync's LISTs take tens of seconds: a change meanwhile must not wait for them
+    rt, api = started(objects())
+    asyncio.run(rt.loop.run_once())
+    listing = asyncio.Event()
+    resyncs: list[str] = []
+
+    async def slow_resync() -> None:
+        resyncs.append("started")
+        await listing.wait()
+        resyncs.append("done")
+
+    rt.orphans.resync = slow_resync  # type: ignore[method-assign]
+    rt.loop.synced()
+    rt.loop._next_resync = 0.0  # due now
+
+    async def scenario() -> None:
+        task = asyncio.create_task(rt.loop.run())
+        rt.inbox.observe("MODIFIED", waiting(MAX_CAPACITY).resource_version("201").obj())
+        for _ in range(500):
+            if len(api.applies()) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert resyncs == ["started"] and len(api.applies()) == 3  # written while the resync still lists
+        listing.set()
+        for _ in range(100):
+            if resyncs == ["started", "done"]:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert resyncs == ["started", "done"]
+    assert api.applies()[2].body["status"]["reason"] == "ExceedsMaxQuota"
+
+
 def test_a_restart_over_the_diagnoses_it_wrote_rewrites_none() -> None:
     objs = objects()
     before, first = started(objs)

@@ -5,8 +5,8 @@ to retry, the stale Workloads whose quoted numbers moved); a lone change is diag
 collected until it pauses (at most `debounce`), so a burst costs one pass. A pass diagnoses the dirty
 Workloads in chunks of 500 (yielding to the watches between them) and hands the diagnoses to the publisher;
 nothing is dirty, nothing is written. Neighbours: inbox.py supplies the dirty set; orphans.py runs the
-resync and confirms restores; the publisher decides what to write; the verdicts kept here after each pass
-are what metrics.py exports.
+resync (a task beside the passes: its LISTs must not hold back changes) and confirms restores; the publisher
+decides what to write; the verdicts kept here after each pass are what metrics.py exports.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class DiagnosisLoop:
         self.debounce = debounce  # the longest a burst of changes is collected before a pass
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
+        self._resync: asyncio.Task[None] | None = None  # the periodic repair, running beside the passes
         self._retry_at: float | None = None
         self._wake: dict[Key, float] = {}  # monotonic times when time alone changes a verdict (grace, limits)
         self.reports: ReportMirror | None = None  # OpenReports mirror (--reports), fed after each pass
@@ -56,6 +57,13 @@ class DiagnosisLoop:
 
     async def run(self) -> None:
         """Forever: wait for a change or a timer, collect the burst, run a pass."""
+        try:
+            await self._run()
+        finally:
+            if self._resync is not None:
+                self._resync.cancel()
+
+    async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.inbox.wake.wait(), timeout=self._sleep_for())
@@ -74,9 +82,9 @@ class DiagnosisLoop:
         """Drain the inbox and diagnose what is dirty; the number of Workloads diagnosed."""
         self.inbox.drain()
         mono = time.monotonic()
-        if mono >= self._next_resync:
-            await self.orphans.resync()
+        if mono >= self._next_resync and self._resync is None:
             self._next_resync = mono + self.resync_interval
+            self._resync = asyncio.create_task(self._resync_beside(), name="resync")
         due = self.publisher.next_due()
         if due is not None and due <= mono:
             self.inbox.mark(k for k in self.publisher.deferred if k in self.state.workloads)
@@ -90,6 +98,19 @@ class DiagnosisLoop:
         except BaseException:
             self.inbox.mark(keys)  # nothing is lost: the next pass takes them again
             raise
+
+    async def _resync_beside(self) -> None:
+        """The periodic repair (orphans.resync) as a task of its own: its LIST of every kind (50,000 Pods take tens
+        of seconds) must not hold back the passes that follow changes meanwhile; it marks every Workload when it
+        is done, and the next pass diagnoses them."""
+        try:
+            await self.orphans.resync()
+        except Exception as exc:  # the next resync retries; the passes go on meanwhile
+            self.stats.count(self.stats.errors, "resync")
+            log.exception("Resync failed (%s); trying again at the next resync.", exc)
+        finally:
+            self._resync = None
+            self.inbox.wake.set()
 
     async def _pass(self, keys: set[Key]) -> int:
         now = datetime.now(UTC)
