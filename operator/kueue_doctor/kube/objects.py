@@ -129,8 +129,8 @@ def _parse_time(value: str) -> datetime | None:
 
 def as_time(value: object) -> datetime | None:
     """`parse_time`, and a datetime as it is (naive means UTC): what a caller or a YAML loader hands over."""
-    if type(value) is str:
-        return parse_time(value)
+    if type(value) is str:  # `parse_time`'s checks inline: asked for several times of every Pod
+        return _parse_time(value) if value and len(value) <= 64 else None
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return None
