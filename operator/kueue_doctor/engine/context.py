@@ -168,10 +168,15 @@ class Context:
         c = m(self.conds.get(ctype))
         out: dict[str, Any] = {"kind": "Workload", "name": self.name, "namespace": self.ns,
                                "field": f"condition/{ctype}"}
-        for key, value in (("reason", s(c.get("reason"))), ("message", clip(c.get("message"), MAX_TEXT)),
-                           ("time", time_text(c.get("lastTransitionTime")))):
-            if value is not None:
-                out[key] = value
+        # asked for most verdicts: each field set inline, in the order of the object
+        reason, message, time = s(c.get("reason")), clip(c.get("message"), MAX_TEXT), \
+            time_text(c.get("lastTransitionTime"))
+        if reason is not None:
+            out["reason"] = reason
+        if message is not None:
+            out["message"] = message
+        if time is not None:
+            out["time"] = time
         return out
 
     def object_evidence(self, kind: str, obj_name: str | None, field_: str, reason: str | None = None,

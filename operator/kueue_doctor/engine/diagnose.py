@@ -133,9 +133,12 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     what is read from the Workload beyond the finding, for the verdict of a failed diagnosis)."""
     stage = _STAGE_OF[f.reason]
     ref = ctx.owner_ref
+    # the owner reference's fields, each read once (the labels, ownerReferences and spec.ownerRef use them)
+    ref_kind, ref_name, ref_uid = (s(ref.get("kind")), s(ref.get("name")), s(ref.get("uid"))) if ref is not None \
+        else (None, None, None)
     labels = {LABEL_STAGE: stage, LABEL_REASON: _label(_VALUE[f.reason]), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name),
-              LABEL_OWNER_KIND: _label(s(ref.get("kind"))) if ref else None,
-              LABEL_OWNER_NAME: _label(s(ref.get("name"))) if ref else None}
+              LABEL_OWNER_KIND: _label(ref_kind) if ref else None,
+              LABEL_OWNER_NAME: _label(ref_name) if ref else None}
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
     metadata: dict[str, Any] = {
         "name": ctx.name,
@@ -144,7 +147,7 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     }
     spec: dict[str, Any] = {}
     if ctx.stand_in:  # no Workload yet: owned by the owner, so it goes with it; workloadRef comes with the Workload
-        if ref is not None and s(ref.get("uid")):
+        if ref is not None and ref_uid:
             metadata["ownerReferences"] = [{"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
                                             "name": ref.get("name"), "uid": ref.get("uid")}]
     else:
@@ -152,10 +155,10 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
             metadata["ownerReferences"] = [{"apiVersion": wl_api, "kind": "Workload", "name": ctx.name,
                                             "uid": ctx.uid}]
         spec["workloadRef"] = {"apiVersion": wl_api, "kind": "Workload", "name": ctx.name, "uid": ctx.uid}
-    if ref is not None and s(ref.get("kind")) and s(ref.get("name")):
-        spec["ownerRef"] = {k: v for k, v in {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref.get("kind"),
-                                               "name": ref.get("name"), "uid": s(ref.get("uid"))}.items()
-                            if v is not None}
+    if ref is not None and ref_kind and ref_name:
+        spec["ownerRef"] = {"apiVersion": s(ref.get("apiVersion")) or "", "kind": ref_kind, "name": ref_name}
+        if ref_uid is not None:
+            spec["ownerRef"]["uid"] = ref_uid
     status: dict[str, Any] = {"stage": stage, "reason": _VALUE[f.reason]}
     if f.cause is not None:
         status["cause"] = _VALUE[f.cause]

@@ -184,10 +184,13 @@ def _current(status: Mapping[str, Any]) -> Entry:
 
 
 def _entry(stage: str, reason: str | None, cause: str | None, since: str | None, rebuilt: bool = False) -> Entry:
-    entry: Entry = {"stage": stage}
-    for key, value in (("reason", reason), ("cause", cause), ("since", since)):
-        if value is not None:
-            entry[key] = value
+    entry: Entry = {"stage": stage}  # one per verdict of every Workload of every pass: the keys set inline
+    if reason is not None:
+        entry["reason"] = reason
+    if cause is not None:
+        entry["cause"] = cause
+    if since is not None:
+        entry["since"] = since
     if rebuilt:
         entry["rebuilt"] = True
     return entry

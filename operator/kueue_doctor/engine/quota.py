@@ -212,9 +212,7 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     if not cohort_name:
         return None
-    cohort = state.cohorts.get(cohort_name)
-    if (cohort is not None and s(spec(cohort).get("parentName"))) or any(
-            s(spec(c).get("parentName")) == cohort_name for c in state.cohorts.values()):
+    if _in_tree(state, cohort_name):
         tree = cohort_tree(state, cq_name, flavor, resource)
         if tree is None:
             return None
@@ -223,6 +221,37 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     mine = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
     if mine is None:
         return None
+    pool, in_pool = _cohort_pool(state, cohort_name, flavor, resource)
+    nominal = mine.nominal or Decimal(0)
+    lendable, local = _split(mine)
+    used = reserved_in(state, cq_name, flavor, resource) or Decimal(0)
+    pool_free = max(Decimal(0), pool - in_pool)
+    if mine.borrowing_limit is not None:  # what it stored in the pool, less what it took, plus its limit
+        pool_free = min(pool_free, max(Decimal(0), lendable - max(Decimal(0), used - local) + mine.borrowing_limit))
+    available = max(Decimal(0), local - used) + pool_free
+    return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
+
+
+def _in_tree(state: ClusterState, cohort_name: str) -> bool:
+    """The cohort has a parent or child cohorts (a tree, not a flat cohort); per cohort, kept per index."""
+    memo = state.derived(COHORT_IN_TREE)
+    found = memo.get(cohort_name)
+    if found is None:
+        cohort = state.cohorts.get(cohort_name)
+        found = memo[cohort_name] = bool((cohort is not None and s(spec(cohort).get("parentName"))) or any(
+            s(spec(c).get("parentName")) == cohort_name for c in state.cohorts.values()))
+    return found
+
+
+def _cohort_pool(state: ClusterState, cohort_name: str, flavor: str, resource: str) -> tuple[Decimal, Decimal]:
+    """(pool, in pool) of a flat cohort for (flavor, resource): what its members and the Cohort itself lend,
+    and how much of that the members use beyond their local quota. The same for every member queue, so kept
+    per (cohort, flavor, resource) for the index: each member's Workloads ask for it."""
+    memo = state.derived(COHORT_POOLS)
+    key = (cohort_name, flavor, resource)
+    found = memo.get(key)
+    if found is not None:
+        return found
     pool = Decimal(0)
     in_pool = Decimal(0)
     for member in state.index.cqs_by_cohort.get(cohort_name, []):
@@ -236,14 +265,13 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     own = flavor_quota(state, "Cohort", cohort_name, flavor, resource)
     if own is not None:
         pool += own.nominal or Decimal(0)
-    nominal = mine.nominal or Decimal(0)
-    lendable, local = _split(mine)
-    used = reserved_in(state, cq_name, flavor, resource) or Decimal(0)
-    pool_free = max(Decimal(0), pool - in_pool)
-    if mine.borrowing_limit is not None:  # what it stored in the pool, less what it took, plus its limit
-        pool_free = min(pool_free, max(Decimal(0), lendable - max(Decimal(0), used - local) + mine.borrowing_limit))
-    available = max(Decimal(0), local - used) + pool_free
-    return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
+    found = memo[key] = (pool, in_pool)
+    return found
+
+
+COHORT_IN_TREE: Derived[dict[str, bool]] = Derived("cohort is part of a tree", lambda _: {})
+COHORT_POOLS: Derived[dict[tuple[str, str, str], tuple[Decimal, Decimal]]] = Derived(
+    "flat cohort pool per flavor/resource", lambda _: {})
 
 
 def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
@@ -253,8 +281,9 @@ def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
     return lendable, nominal - lendable
 
 
-def fmt(resource: str, value: Decimal | None) -> str | None:
-    return format_quantity(resource, value)
+# Kueue's formatting of a quantity (`format_quantity`, memoized): the name the engine uses, bound directly
+# (asked thousands of times per pass for the quota lines and remedies; a wrapper cost a call each).
+fmt = format_quantity
 
 
 # ---- hierarchical cohorts (Kueue's resource nodes, pkg/cache/scheduler/resource_node.go) ------------------

@@ -55,32 +55,47 @@ def int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# The accessors below are asked hundreds of times per Workload: each takes the plain-dict path inline and
+# leaves anything else to `m`/`s` (one Python call less per field read; the results are the same).
+
+
 def meta(obj: Obj) -> Mapping[str, Any]:
-    return m(obj.get("metadata"))
+    value = obj.get("metadata")
+    return value if type(value) is dict else m(value)
 
 
 def name(obj: Obj) -> str | None:
-    return s(meta(obj).get("name"))
+    md = obj.get("metadata")
+    value = (md if type(md) is dict else m(md)).get("name")
+    return value if type(value) is str and value else None
 
 
 def namespace(obj: Obj) -> str | None:
-    return s(meta(obj).get("namespace"))
+    md = obj.get("metadata")
+    value = (md if type(md) is dict else m(md)).get("namespace")
+    return value if type(value) is str and value else None
 
 
 def uid(obj: Obj) -> str | None:
-    return s(meta(obj).get("uid"))
+    md = obj.get("metadata")
+    value = (md if type(md) is dict else m(md)).get("uid")
+    return value if type(value) is str and value else None
 
 
 def labels(obj: Obj) -> Mapping[str, Any]:
-    return m(meta(obj).get("labels"))
+    md = obj.get("metadata")
+    value = (md if type(md) is dict else m(md)).get("labels")
+    return value if type(value) is dict else m(value)
 
 
 def spec(obj: Obj) -> Mapping[str, Any]:
-    return m(obj.get("spec"))
+    value = obj.get("spec")
+    return value if type(value) is dict else m(value)
 
 
 def status(obj: Obj) -> Mapping[str, Any]:
-    return m(obj.get("status"))
+    value = obj.get("status")
+    return value if type(value) is dict else m(value)
 
 
 def group_of(api_version: object) -> str:
@@ -114,8 +129,8 @@ def _parse_time(value: str) -> datetime | None:
 
 def as_time(value: object) -> datetime | None:
     """`parse_time`, and a datetime as it is (naive means UTC): what a caller or a YAML loader hands over."""
-    if type(value) is str:
-        return parse_time(value)
+    if type(value) is str:  # `parse_time`'s checks inline: asked for several times of every Pod
+        return _parse_time(value) if value and len(value) <= 64 else None
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return None
@@ -180,13 +195,15 @@ def conditions(obj: Obj) -> dict[str, Mapping[str, Any]]:
     out: dict[str, Mapping[str, Any]] = {}
     for cond in lst(status(obj).get("conditions")):
         if type(cond) is dict or isinstance(cond, Mapping):  # the common case first: the ABC check is slow
-            ctype = s(cond.get("type"))
-            if ctype:
+            ctype = cond.get("type")
+            if type(ctype) is str and ctype:
                 out[ctype] = cond
     return out
 
 
 def is_true(cond: Mapping[str, Any] | None) -> bool:
+    if type(cond) is dict:  # the common case (an empty dict has no status either)
+        return cond.get("status") == "True"
     return bool(cond) and m(cond).get("status") == "True"
 
 

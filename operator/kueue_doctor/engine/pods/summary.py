@@ -353,7 +353,7 @@ def summarize_pods(
     last_ready: datetime | None = None
     groups: dict[tuple[str, str], _Group] = {}
     past: dict[tuple[str, str], _Group] = {}
-    unschedulable_messages: Counter[str] = Counter()
+    unschedulable_messages: dict[str, int] = {}  # a plain dict: a Counter's constructor is Python code, per Workload
 
     def block(category: str, reason: str, pod: str, message: str, since: datetime | None,
               detail: str = "", into: dict[tuple[str, str], _Group] = groups) -> None:
@@ -419,7 +419,7 @@ def summarize_pods(
             found = _unbound_blocker(spec, sched, created_at, evs)
         category, reason, message, since, detail = found
         if category == "Unschedulable" and reason != "SchedulerError" and message:
-            unschedulable_messages[message] += 1
+            unschedulable_messages[message] = unschedulable_messages.get(message, 0) + 1
         block(category, reason, name, message, since, detail)
 
     blockers = tuple(sorted((g.freeze() for g in groups.values()),
