@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from typing import Any
 
+import pytest
 from prometheus_client import generate_latest
 
+from kueue_doctor.live import loop as loop_module
 from kueue_doctor.live.metrics import registry_for
 from tests.builders import Namespace, condition
 
@@ -85,6 +88,37 @@ def test_a_change_is_diagnosed_while_the_periodic_resync_is_still_listing() -> N
     asyncio.run(scenario())
     assert resyncs == ["started", "done"]
     assert api.applies()[2].body["status"]["reason"] == "ExceedsMaxQuota"
+
+
+def test_a_resync_beside_a_pass_changes_the_state_only_after_the_pass_has_read_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a pass yields between chunks; every Workload of a pass is diagnosed against one state, so what the
+    # resync (a task beside the loop) drains waits until the pass has diagnosed its last chunk
+    monkeypatch.setattr(loop_module, "CHUNK", 1)
+    rt, _api = started(objects())
+    queued_at_chunk: list[int] = []
+    real = loop_module.diagnose
+
+    def diagnose(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        queued_at_chunk.append(len(rt.inbox))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "diagnose", diagnose)
+
+    async def scenario() -> None:
+        rt.inbox.mark(rt.state.workloads)
+        pass_ = asyncio.create_task(rt.loop.run_once())
+        await asyncio.sleep(0)  # the pass diagnosed its first chunk and yields
+        rt.inbox.observe("MODIFIED", waiting(MAX_CAPACITY).resource_version("201").obj())
+        drained = asyncio.create_task(rt.inbox.drain_between_passes())
+        await asyncio.sleep(0)
+        assert not drained.done()  # held back while the pass reads the state
+        await pass_
+        await drained
+
+    asyncio.run(scenario())
+    assert len(queued_at_chunk) == 2 and queued_at_chunk[1] == 1  # the change was still queued, not applied
+    assert len(rt.inbox) == 0 and rt.inbox.take()  # applied after the pass, and its Workload marked
 
 
 def test_a_restart_over_the_diagnoses_it_wrote_rewrites_none() -> None:

@@ -82,6 +82,9 @@ class Inbox:
         self.live = False  # set once the start-up list is in the state: a type-None event after it is a re-list
         self.relisted_at: float | None = None  # monotonic time of the last re-listed object not yet repaired
         self._recorders: list[set[tuple[str, Any]]] = []
+        # held while a pass reads the state and while a task beside the passes (the resync, an RBAC recheck)
+        # changes it: a pass yields between chunks, and its Workloads must all be diagnosed against one state
+        self.state_lock = asyncio.Lock()
 
     def __len__(self) -> int:
         """Events queued and not yet drained (the loop's debounce watches this grow)."""
@@ -149,6 +152,11 @@ class Inbox:
         return None if self._stale_since is None or not self._stale else self._stale_since + self.numbers_pace
 
     # ----- applying a batch -----
+    async def drain_between_passes(self) -> None:
+        """`drain` from a task beside the loop: waits for a pass in progress to finish reading the state."""
+        async with self.state_lock:
+            self.drain()
+
     def drain(self) -> None:
         if not self._queue:
             return

@@ -5,7 +5,8 @@ to retry, the stale Workloads whose quoted numbers moved); a lone change is diag
 collected until it pauses (at most `debounce`), so a burst costs one pass. A pass diagnoses the dirty
 Workloads in chunks of 500 (yielding to the watches between them) and hands the diagnoses to the publisher;
 nothing is dirty, nothing is written. Neighbours: inbox.py supplies the dirty set; orphans.py runs the
-resync (a task beside the passes: its LISTs must not hold back changes) and confirms restores; the publisher
+resync (a task beside the passes: its LISTs must not hold back changes, and what it found is applied only
+between passes, under the inbox's state lock) and confirms restores; the publisher
 decides what to write; the verdicts kept here after each pass are what metrics.py exports.
 """
 
@@ -114,40 +115,41 @@ class DiagnosisLoop:
 
     async def _pass(self, keys: set[Key]) -> int:
         now = datetime.now(UTC)
-        keys -= await self.orphans.confirm_restores(keys)
-        chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
-        owners = sorted(k for k in keys if k not in self.state.workloads
-                        and (self.state.diagnosable(k) or k in self.publisher.records))
-        writes: list[tuple[Key, Body]] = []
-        count = 0
-        reports = self.reports if not self.publisher.paused and self.publisher.leading else None
+        async with self.inbox.state_lock:  # one state for the whole pass: a resync drains only between passes
+            keys -= await self.orphans.confirm_restores(keys)
+            chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
+            owners = sorted(k for k in keys if k not in self.state.workloads
+                            and (self.state.diagnosable(k) or k in self.publisher.records))
+            writes: list[tuple[Key, Body]] = []
+            count = 0
+            reports = self.reports if not self.publisher.paused and self.publisher.leading else None
 
-        def take(part: list[dict[str, Any]]) -> None:
-            """One chunk's diagnoses into the metrics, the OpenReports results and the packed writes; then they
-            are dropped: a first pass over 10,000 Workloads never holds 10,000 diagnoses at once, and every metric
-            is current before the first write goes out."""
-            nonlocal writes, count
-            count += len(part)
-            writes += self.publisher.prepare(part, now)
-            for d in part:  # `since` is the one written (kept across reason-stable passes)
-                self._remember(d, now)
-            if reports is not None:
-                reports.take(part)
+            def take(part: list[dict[str, Any]]) -> None:
+                """One chunk's diagnoses into the metrics, the OpenReports results and the packed writes; then they
+                are dropped: a first pass over 10,000 Workloads never holds 10,000 diagnoses at once, and every metric
+                is current before the first write goes out."""
+                nonlocal writes, count
+                count += len(part)
+                writes += self.publisher.prepare(part, now)
+                for d in part:  # `since` is the one written (kept across reason-stable passes)
+                    self._remember(d, now)
+                if reports is not None:
+                    reports.take(part)
 
-        elapsed = 0.0  # the engine's time (and the owners' checks), not the hand-over
-        for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
-            t0 = time.perf_counter()
-            part = diagnose(self.state, now, chunk[start:start + CHUNK])
-            elapsed += time.perf_counter() - t0
-            take(part)
-            del part
-            self.stats.heartbeat = time.monotonic()
-            await asyncio.sleep(0)
-        if owners:
-            t0 = time.perf_counter()
-            part = await self._owners_without_workload(owners, now)
-            elapsed += time.perf_counter() - t0
-            take(part)
+            elapsed = 0.0  # the engine's time (and the owners' checks), not the hand-over
+            for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
+                t0 = time.perf_counter()
+                part = diagnose(self.state, now, chunk[start:start + CHUNK])
+                elapsed += time.perf_counter() - t0
+                take(part)
+                del part
+                self.stats.heartbeat = time.monotonic()
+                await asyncio.sleep(0)
+            if owners:
+                t0 = time.perf_counter()
+                part = await self._owners_without_workload(owners, now)
+                elapsed += time.perf_counter() - t0
+                take(part)
         failed = await self.publisher.write(writes)
         if self.reports is not None and not self.publisher.paused and self.publisher.leading:
             await self.reports.sync((), self.verdicts.keys())

@@ -128,7 +128,7 @@ class Orphans:
             self.stats.count(self.stats.errors, "resync")
             log.warning("Resync skipped: %s. Trying again at the next resync.", exc)
             return
-        self.inbox.drain()
+        await self.inbox.drain_between_passes()
         await self.discovery.check_crd()
         if self.stats.crd_installed:
             for obj in await asyncio.to_thread(list_diagnoses, self.api, namespaces, self.shard):
@@ -155,8 +155,9 @@ class Orphans:
         if "ConfigMap" in readable and not any(o.get("kind") == "ConfigMap" for o in install):
             self.inbox.put("DELETED", {"apiVersion": "v1", "kind": "ConfigMap",
                                        "metadata": {"name": CONFIG_MAP, "namespace": kueue_ns}})
-        self.state.complete_kinds |= readable
-        self.inbox.drain()
+        async with self.inbox.state_lock:
+            self.state.complete_kinds |= readable
+            self.inbox.drain()
 
     def _missing(self, kind: str, obj: Mapping[str, Any]) -> bool:
         return self.state.key_of(kind, obj) not in (self.state.collection(kind) or {})

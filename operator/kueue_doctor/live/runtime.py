@@ -205,7 +205,8 @@ class Runtime:
             if allowed:
                 await self._list_kind(kind)
             else:
-                self._drop_kind(kind)
+                async with self.inbox.state_lock:  # never in the middle of a pass
+                    self._drop_kind(kind)
         self.inbox.mark(self.state.workloads)
         self.inbox.mark(self.state.owner_workload_names())
         self.inbox.wake.set()
@@ -233,10 +234,11 @@ class Runtime:
                                         self.options.shard.keeps)
         if items is None:
             return
-        self._drop_kind(kind)  # whatever was kept from before is replaced by the fresh list, in one step
-        for obj in items:
-            self.state.upsert(obj)
-        self.state.complete_kinds.add(kind)
+        async with self.inbox.state_lock:  # never in the middle of a pass
+            self._drop_kind(kind)  # whatever was kept from before is replaced by the fresh list, in one step
+            for obj in items:
+                self.state.upsert(obj)
+            self.state.complete_kinds.add(kind)
 
     def _drop_kind(self, kind: str) -> None:
         """Forget every object of `kind`: what we may not see must not decide a verdict."""
