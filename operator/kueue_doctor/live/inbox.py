@@ -33,11 +33,12 @@ from typing import Any
 
 from ..kube.kueue_names import expected_workload_name
 from ..kube.objects import m, name, namespace, s
+from ..kube.packed import Codec
 from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
 from .metrics import Stats, Verdict
-from .publisher import Publisher
+from .publisher import Body, Publisher
 
 DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
 CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
@@ -73,7 +74,10 @@ class Inbox:
         self.publisher = publisher
         self.verdicts = verdicts
         self.wake = asyncio.Event()  # set on every observed event; the loop waits on it
-        self._queue: deque[tuple[str, Mapping[str, Any]]] = deque()
+        # queued packed (kube/packed.Codec): the loop drains between passes, and a first pass's 10,000 writes
+        # take minutes, during which every write comes back as a watch event of its own diagnosis
+        self._queue: deque[tuple[str, Body]] = deque()
+        self._codec = Codec()
         self._dirty: set[Key] = set()
         self._stale: set[Key] = set()  # waiting Workloads whose quoted numbers moved (see the module docstring)
         self._stale_since: float | None = None  # monotonic time of the first numbers-only change not yet taken
@@ -89,6 +93,10 @@ class Inbox:
     def __len__(self) -> int:
         """Events queued and not yet drained (the loop's debounce watches this grow)."""
         return len(self._queue)
+
+    def queued_bytes(self) -> int:
+        """The packed bytes of what is queued (a few hundred per event)."""
+        return sum(len(body) for _etype, body in self._queue if isinstance(body, bytes))
 
     # ----- fed by the Kopf handlers -----
     def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
@@ -107,12 +115,15 @@ class Inbox:
             self.relisted_at = time.monotonic()
         for seen in self._recorders:
             seen.add((key[1] if key else "", self.state.key_of(key[1] if key else "", obj)))
-        if key != DIAGNOSIS:  # our own objects are compared whole
+        if key == DIAGNOSIS:  # compared whole (publisher.digest), but for the apiserver's bookkeeping
+            md = m(obj.get("metadata"))
+            obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+        else:
             if event_type is None and (prev := self._stored(key[1] if key else "", obj)) is not None and (
                     _same_version(prev, obj)):
                 return  # listed at the version the state holds (Kopf lists what the start-up list just read)
             obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
-        self._queue.append((event_type or "ADDED", obj))
+        self._queue.append((event_type or "ADDED", self._codec.pack(obj)))
         self.wake.set()
 
     @contextlib.contextmanager
@@ -166,7 +177,8 @@ class Inbox:
         before: set[Key] = set()
         stale: set[Key] = set()
         todo: list[tuple[str, Mapping[str, Any], bool]] = []
-        for etype, obj in batch:
+        for etype, body in batch:
+            obj: Mapping[str, Any] = self._codec.unpack(body)
             key = kind_key(obj)
             if key == DIAGNOSIS:
                 self._diagnosis_event(etype, obj)
