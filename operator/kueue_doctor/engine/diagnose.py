@@ -134,17 +134,25 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     stage = _STAGE_OF[f.reason]
     ref = ctx.owner_ref
     # the owner reference's fields, each read once (the labels, ownerReferences and spec.ownerRef use them)
-    ref_kind, ref_name, ref_uid = (s(ref.get("kind")), s(ref.get("name")), s(ref.get("uid"))) if ref is not None \
+    ref_kind, ref_name, ref_uid = (ref.get("kind"), ref.get("name"), ref.get("uid")) if ref is not None \
         else (None, None, None)
-    labels = {LABEL_STAGE: stage, LABEL_REASON: _label(_VALUE[f.reason]), LABEL_CLUSTER_QUEUE: _label(ctx.cq_name),
-              LABEL_OWNER_KIND: _label(ref_kind) if ref else None,
-              LABEL_OWNER_NAME: _label(ref_name) if ref else None}
+    # `s()` of each, inline (three calls per Workload)
+    ref_kind = ref_kind if type(ref_kind) is str and ref_kind else None
+    ref_name = ref_name if type(ref_name) is str and ref_name else None
+    ref_uid = ref_uid if type(ref_uid) is str and ref_uid else None
+    # the labels in their fixed order, each only when it is a valid label value (`_label` gives None or the value)
+    labels = {LABEL_STAGE: stage}
+    if (value := _label(_VALUE[f.reason])) is not None:
+        labels[LABEL_REASON] = value
+    if (value := _label(ctx.cq_name)) is not None:
+        labels[LABEL_CLUSTER_QUEUE] = value
+    if ref:
+        if (value := _label(ref_kind)) is not None:
+            labels[LABEL_OWNER_KIND] = value
+        if (value := _label(ref_name)) is not None:
+            labels[LABEL_OWNER_NAME] = value
     wl_api = s(ctx.wl.get("apiVersion")) or "kueue.x-k8s.io/v1beta2"
-    metadata: dict[str, Any] = {
-        "name": ctx.name,
-        "namespace": ctx.ns,
-        "labels": {k: v for k, v in labels.items() if v},
-    }
+    metadata: dict[str, Any] = {"name": ctx.name, "namespace": ctx.ns, "labels": labels}
     spec: dict[str, Any] = {}
     if ctx.stand_in:  # no Workload yet: owned by the owner, so it goes with it; workloadRef comes with the Workload
         if ref is not None and ref_uid:
@@ -165,10 +173,14 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     status["actionBy"] = _VALUE[f.actor]
     wording = kueue_wording(ctx, f)  # the sentence survives clipping: it tells which reason Kueue wrote
     status["message"] = (clip(f.message, MAX_TEXT - len(wording)) or "") + wording
-    for key, value in (("since", format_time(f.since or ctx.created)), ("clusterQueue", ctx.cq_name),
-                       ("localQueue", ctx.lq_name), ("cohort", ctx.cohort)):
-        if value is not None:
-            status[key] = value
+    if (value := format_time(f.since or ctx.created)) is not None:
+        status["since"] = value
+    if (value := ctx.cq_name) is not None:
+        status["clusterQueue"] = value
+    if (value := ctx.lq_name) is not None:
+        status["localQueue"] = value
+    if (value := ctx.cohort) is not None:
+        status["cohort"] = value
     if f.flavors:
         status["flavors"] = f.flavors
     if f.quota:
@@ -209,7 +221,8 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["hints"] = list(dict.fromkeys(hints))[:MAX_HINTS]
     if sections:
         status["history"] = history.rebuild(ctx, status)
-        history.conclude(status)
+        if stage == "Finished" or len(status["message"]) > MAX_TEXT:  # else a no-op: no post-mortem, clipped
+            history.conclude(status)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -260,6 +273,8 @@ def _admission_checks(ctx: Context) -> list[dict[str, Any]]:
 
 
 def _dedupe(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(items) < 2:  # the common case: nothing to compare
+        return list(items)
     seen: set[tuple[Any, ...]] = set()
     out = []
     for item in items:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from ..api import MAX_TEXT
@@ -51,7 +52,7 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     if ev and ev.get("status") == "True" and (at := parse_time(ev.get("lastTransitionTime"))) is not None:
         points.append((at, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted"))
     if len(points) > 1:
-        points.sort(key=_at)
+        points.sort(key=itemgetter(0))  # by time only, stable: the order above breaks ties
         if points[0][2] is None and any(reason in ("Preempted", "Evicted") for _, _, reason in points[1:]):
             points[0] = (points[0][0], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
     entries: list[Entry] = []
@@ -62,7 +63,9 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
             continue
         when = format_time(at)
         _close(entries, when)
-        entries.append(_entry(stage, reason, None, when, rebuilt=True))
+        # `_entry(stage, reason, None, when, rebuilt=True)`, inline: a time is never None
+        entries.append({"stage": stage, "since": when, "rebuilt": True} if reason is None else
+                       {"stage": stage, "reason": reason, "since": when, "rebuilt": True})
     _close(entries, since_text)
     if entries:
         last = entries[-1]
@@ -74,10 +77,6 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     if len(entries) <= _FITS_ANYWAY:
         return entries
     return _bounded(entries, [])[0]
-
-
-def _at(point: tuple[datetime, str, str | None]) -> datetime:
-    return point[0]
 
 
 def _close(entries: list[Entry], until: str | None) -> None:
@@ -179,8 +178,16 @@ def _phrase(stage: str, reason: str | None, seconds: float, cluster_queue: str |
 
 
 def _current(status: Mapping[str, Any]) -> Entry:
-    return _entry(s(status.get("stage")) or "Unknown", s(status.get("reason")), s(status.get("cause")),
-                  s(status.get("since")))
+    """`_entry` of the verdict in `status`, read inline (once per Workload of every pass)."""
+    stage, reason, cause, since = status.get("stage"), status.get("reason"), status.get("cause"), status.get("since")
+    entry: Entry = {"stage": stage if type(stage) is str and stage else "Unknown"}
+    if type(reason) is str and reason:
+        entry["reason"] = reason
+    if type(cause) is str and cause:
+        entry["cause"] = cause
+    if type(since) is str and since:
+        entry["since"] = since
+    return entry
 
 
 def _entry(stage: str, reason: str | None, cause: str | None, since: str | None, rebuilt: bool = False) -> Entry:

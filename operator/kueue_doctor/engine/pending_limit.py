@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.objects import format_duration, format_time, m, meta, name, namespace, parse_time, s
+from ..kube.objects import format_duration, format_time, m, name, namespace, parse_time, s
 from .context import Context
 
 ANNOTATION = "kueue-doctor.dev/max-pending"
@@ -32,14 +32,22 @@ def parse_duration(text: str) -> int | None:
 
 def _declared(ctx: Context) -> tuple[str, Mapping[str, Any], str] | None:
     """(kind, object, value) of the nearest declaration: the owner, then the LocalQueue, then the ClusterQueue."""
-    for kind, obj in ((s(m(ctx.owner).get("kind")) or "", ctx.owner), ("LocalQueue", ctx.lq),
-                      ("ClusterQueue", ctx.cq)):
-        if obj is None:
-            continue
-        value = m(meta(obj).get("annotations")).get(ANNOTATION)
-        if isinstance(value, str):
-            return kind, obj, value
+    # asked for every waiting Workload of every pass: one plain call per object, the owner's kind only when needed
+    owner, lq, cq = ctx.owner, ctx.lq, ctx.cq
+    if owner is not None and isinstance(value := _annotation(owner), str):
+        return s(owner.get("kind")) or "", owner, value
+    if lq is not None and isinstance(value := _annotation(lq), str):
+        return "LocalQueue", lq, value
+    if cq is not None and isinstance(value := _annotation(cq), str):
+        return "ClusterQueue", cq, value
     return None
+
+
+def _annotation(obj: Mapping[str, Any]) -> Any:
+    """`m(meta(obj).get("annotations")).get(ANNOTATION)` in one call."""
+    md = obj.get("metadata")
+    annotations = (md if type(md) is dict else m(md)).get("annotations")
+    return (annotations if type(annotations) is dict else m(annotations)).get(ANNOTATION)
 
 
 def waiting_since(ctx: Context, last_eviction: Mapping[str, Any] | None) -> datetime | None:

@@ -34,7 +34,7 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
     if f.cause == Cause.NO_MATCHING_FLAVOR:
         return flavor_match_remedies(ctx, f)
     if f.reason == Reason.WAITING_FOR_QUOTA:
-        return [r for q in _whole_shortfalls(f.quota) if (r := _freed_remedy(ctx, q)) is not None]
+        return _freed_remedies(ctx, f.quota)
     if f.reason != Reason.EXCEEDS_MAX_QUOTA or not f.quota:
         return []
     short = [q for q in f.quota if _over(_dec(q.get("requested")), _dec(q.get("maximum")))]
@@ -93,6 +93,58 @@ def _freed_remedy(ctx: Context, line: Mapping[str, Any]) -> dict[str, Any] | Non
                         + ("." if exact else " (an estimate: the cohort's lending and reclaim may change it)."))}
 
 
+def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`_freed_remedy` of each whole shortfall, the queue's facts read once per Workload and the amounts'
+    texts made once per pass (FREED_TEXTS): the Workloads waiting in a queue repeat a few of them."""
+    cq_name, cohort = ctx.cq_name, ctx.cohort
+    paths = _paths_of(ctx)
+    memo = ctx.state.derived(FREED_TEXTS)
+    who = ActionBy.QUEUE_ADMIN.value if cohort is None else ActionBy.CLUSTER_ADMIN.value
+    out: list[dict[str, Any]] = []
+    for line in _whole_shortfalls(lines):
+        flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
+        found = paths.get((flavor, resource))
+        if found is None or not cq_name:  # no field to name: no remedy, by the long way (odd amounts raise as ever)
+            _freed_remedy(ctx, line)
+            continue
+        missing, nominal = line.get("missing"), line.get("nominal")
+        if type(missing) is str and type(nominal) is str:
+            key = (resource, missing, nominal)
+            texts = memo.get(key)
+            if texts is None:
+                texts = memo[key] = _freed_texts(resource, missing, nominal)
+        else:
+            texts = _freed_texts(resource, missing, nominal)
+        if not texts:
+            continue
+        need, now_text, enough = texts
+        exact = cohort is None and line.get("source") == "Kueue"
+        out.append({"actionBy": who, "kind": "ClusterQueue", "name": cq_name, "field": f"{found}.nominalQuota",
+                    "now": now_text, "enough": enough, "exact": exact,
+                    "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
+                               f"{cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
+                               f"{_FREED_EXACT if exact else _FREED_ESTIMATE}"})
+    return out
+
+
+_FREED_EXACT, _FREED_ESTIMATE = ".", " (an estimate: the cohort's lending and reclaim may change it)."
+
+
+def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[str, ...]:
+    """(needed, nominal now, enough) as `_freed_remedy` writes them; () when the line is no shortfall.
+    Parsed and compared in `_freed_remedy`'s order, so odd amounts raise where they always did."""
+    missing, nominal = _dec(missing_text), _dec(nominal_text)
+    if missing is None or missing <= 0 or nominal is None:
+        return ()
+    need, now_text = quota.fmt(resource, missing) or str(missing), quota.fmt(resource, nominal) or str(nominal)
+    return need, now_text, quota.fmt(resource, nominal + missing) or str(nominal + missing)
+
+
+# per pass: (resource, missing, nominal) texts -> `_freed_texts`
+FREED_TEXTS: Derived[dict[tuple[str, str, str], tuple[str, ...]]] = Derived(
+    "freed-quota remedy texts", lambda _: {})
+
+
 def _whole_shortfalls(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """One line per flavor and resource, the largest "more needed": Kueue counts the earlier pod sets in a later
     one's figure (`flavors.cumulative`), so the per-pod-set figures must not be added up."""
@@ -106,11 +158,17 @@ def _whole_shortfalls(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 
 
 def _quota_path(ctx: Context, flavor: str, resource: str, field_name: str) -> str | None:
-    at = ctx.state.derived(QUOTA_PATHS).get(ctx.cq_name or "")
-    if at is None:
-        at = ctx.state.derived(QUOTA_PATHS)[ctx.cq_name or ""] = _quota_paths(ctx.cq or {})
-    found = at.get((flavor, resource))
+    found = _paths_of(ctx).get((flavor, resource))
     return f"{found}.{field_name}" if found is not None else None
+
+
+def _paths_of(ctx: Context) -> dict[tuple[str, str], str]:
+    """`_quota_paths` of the Workload's ClusterQueue, made once per pass."""
+    per_queue = ctx.state.derived(QUOTA_PATHS)
+    at = per_queue.get(ctx.cq_name or "")
+    if at is None:
+        at = per_queue[ctx.cq_name or ""] = _quota_paths(ctx.cq or {})
+    return at
 
 
 def _quota_paths(cq: Mapping[str, Any]) -> dict[tuple[str, str], str]:

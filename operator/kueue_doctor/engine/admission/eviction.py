@@ -75,7 +75,14 @@ def _evicted_parsed(ctx: Context) -> messages.ParsedMessage:
 
 
 def last_eviction(ctx: Context) -> dict[str, Any] | None:
-    """The latest eviction, from the Evicted condition (True now, or False 'Previously: ...')."""
+    """The latest eviction, from the Evicted condition (True now, or False 'Previously: ...'). Once per
+    Workload: the eviction rules read it, then the renderer writes it (status.lastEviction); nobody changes it."""
+    if not ctx.conds.get("Evicted"):  # most Workloads: no memo needed
+        return None
+    return ctx.lazy(_last_eviction)
+
+
+def _last_eviction(ctx: Context) -> dict[str, Any] | None:
     cond = ctx.cond("Evicted")
     if not cond:
         return None
