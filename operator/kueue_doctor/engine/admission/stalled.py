@@ -137,13 +137,27 @@ NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort with
 
 
 def _request_totals(ctx: Context) -> dict[str, Decimal]:
-    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it."""
+    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it. Asked
+    through `ctx.lazy` (`might_fit`, then `fits_unused_quota`); read-only."""
     totals: dict[str, Decimal] = {}
     for per_podset in ctx.requests.values():
         for res, amount in per_podset.items():
             totals[res] = totals.get(res, Decimal(0)) + amount
-    covered = quota.covered_resources(ctx.cq or {})
+    covered = _covered(ctx)
     return {r: v for r, v in totals.items() if v > 0 and (r in covered or r != "pods")}
+
+
+def _covered(ctx: Context) -> frozenset[str]:
+    """The resources the ClusterQueue covers, read once per index (every waiting Workload of it asks)."""
+    memo = ctx.state.derived(COVERED)
+    cq_name = ctx.cq_name or ""
+    found = memo.get(cq_name)
+    if found is None:
+        found = memo[cq_name] = frozenset(quota.covered_resources(ctx.cq or {}))
+    return found
+
+
+COVERED: Derived[dict[str, frozenset[str]]] = Derived("resources covered per ClusterQueue", lambda _: {})
 
 
 def _most_free(ctx: Context, resource: str) -> Decimal | None:
@@ -173,7 +187,7 @@ MOST_FREE: Derived[dict[tuple[str, str], Decimal | None]] = Derived("most unused
 
 def might_fit(ctx: Context) -> bool:
     """False when some request is above what any flavor has free: the cheap test before `fits_unused_quota`."""
-    for res, want in _request_totals(ctx).items():
+    for res, want in ctx.lazy(_request_totals).items():
         free = _most_free(ctx, res)
         if free is None or free < want:
             return False
@@ -186,8 +200,8 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     cq = ctx.cq
     if cq is None or not lst(status(cq).get("flavorsReservation")):
         return None
-    totals = _request_totals(ctx)
-    covered = quota.covered_resources(cq)
+    totals = ctx.lazy(_request_totals)
+    covered = _covered(ctx)
     if not totals or any(r not in covered for r in totals):
         return None
     fits: list[Fit] = []
