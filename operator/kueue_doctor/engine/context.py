@@ -61,7 +61,8 @@ class Context:
         self.spec = spec(workload)
         self.status = status(workload)
         self.conds = conditions(workload)
-        self.stand_in = is_stand_in(workload)  # an owner without a Workload, diagnosed in its place
+        # an owner without a Workload, diagnosed in its place (`is_stand_in`, from the metadata at hand)
+        self.stand_in = m(md.get("annotations")).get(STAND_IN_ANNOTATION) == "true"
         self._lazy: dict[Callable[[Context], Any], Any] = {}
 
     def lazy(self, fact: Callable[[Context], T]) -> T:

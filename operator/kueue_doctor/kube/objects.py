@@ -159,7 +159,11 @@ def time_text(value: object) -> str | None:
 
 @lru_cache(maxsize=65536)
 def _time_text(value: str) -> str | None:
-    return format_time(parse_time(value))
+    parsed = parse_time(value)
+    # "2026-11-30T09:08:48Z", the apiserver's form, is already what format_time writes: no formatting
+    if parsed is not None and len(value) == 20 and value[4::3] == "--T::Z" and value.isascii():
+        return value
+    return format_time(parsed)
 
 
 def format_duration(value: timedelta | int, precise: bool = False) -> str:

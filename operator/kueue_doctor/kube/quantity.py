@@ -14,6 +14,8 @@ _DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10*
 
 def parse(text: object) -> Decimal | None:
     """Parse a quantity; None for anything that is not one (bad input never raises)."""
+    if type(text) is str:  # the common case first: two isinstance checks fewer per quantity read
+        return _parse(text) if text and text != UNLIMITED and len(text) <= 64 else None
     if isinstance(text, bool) or text is None:
         return None
     if isinstance(text, int):

@@ -203,7 +203,8 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
     placed = _placed_elsewhere(ctx, failures)
-    severities = {_severity(f, placed) for f in failures}
+    # nothing placed elsewhere (most messages): each failure's rank is its kind's, without a call per failure
+    severities = {_severity(f, placed) for f in failures} if placed else {SEVERITY.get(f.kind) for f in failures}
     if len(severities) == 1:  # one rank for all (most messages): it decides, whatever the groups are
         severity = next(iter(severities)) or Severity.NONE
         decisive = failures
@@ -213,7 +214,8 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
         if stated is not None and stated in severities and not placed:
             severity = stated
         decisive = [f for f in failures if _severity(f, placed) == severity] or failures
-    decisive = sorted(decisive, key=lambda f: f in placed)  # a stated shortfall ("N more needed") first
+    # a stated shortfall ("N more needed") first; a copy either way
+    decisive = sorted(decisive, key=lambda f: f in placed) if placed else list(decisive)
     verdict = _BY_SEVERITY.get(severity)
     if verdict is not None:
         found = verdict(ctx, decisive, granular)

@@ -63,6 +63,7 @@ class _Heads:
 
     now: datetime | None = None
     by_cq: dict[str, list[tuple[Order, str, str]]] = field(default_factory=dict)
+    keys: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # the Workloads of each list
 
 
 STRICT_FIFO_HEADS: Derived[_Heads] = Derived("StrictFIFO queue heads", lambda _: _Heads())
@@ -72,7 +73,7 @@ def _pending_in(ctx: Context, cq_name: str) -> list[tuple[Order, str, str]]:
     """The ClusterQueue's pending Workloads in Kueue's order; sorted once per ClusterQueue, index and clock."""
     heads = ctx.state.derived(STRICT_FIFO_HEADS)
     if heads.now != ctx.now:  # back-off ends with time: the order is per clock, not only per index
-        heads.now, heads.by_cq = ctx.now, {}
+        heads.now, heads.by_cq, heads.keys = ctx.now, {}, {}
     entries = heads.by_cq.get(cq_name)
     if entries is None:
         entries = []
@@ -82,7 +83,17 @@ def _pending_in(ctx: Context, cq_name: str) -> list[tuple[Order, str, str]]:
                 entries.append((order, *key))
         entries.sort()
         heads.by_cq[cq_name] = entries
+        heads.keys[cq_name] = {(ns, nm) for _, ns, nm in entries}
     return entries
+
+
+def _in_queue(ctx: Context, cq_name: str) -> bool:
+    """`queue_order(ctx.wl) is not None`, read from the sorted list when the Workload is the state's own (it
+    was ordered there already)."""
+    key = (ctx.ns, ctx.name)
+    if ctx.state.workloads.get(key) is ctx.wl and key in ctx.state.derived(STRICT_FIFO_HEADS).keys[cq_name]:
+        return True
+    return queue_order(ctx.wl, ctx.state, ctx.now) is not None
 
 
 def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
@@ -93,7 +104,7 @@ def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     if not entries:
         return None
     order, hns, hname = entries[0]
-    if (hns, hname) == (ctx.ns, ctx.name) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
+    if (hns, hname) == (ctx.ns, ctx.name) or not _in_queue(ctx, ctx.cq_name or ""):
         return None
     return hns, hname, order[2] or None
 

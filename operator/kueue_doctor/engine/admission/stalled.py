@@ -14,7 +14,7 @@ Neighbours: `flavors.py` (Kueue's own flavor-assignment failures), `order.py` (q
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -137,13 +137,27 @@ NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort with
 
 
 def _request_totals(ctx: Context) -> dict[str, Decimal]:
-    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it."""
+    """What all pod sets request together, per resource; `pods` only where the ClusterQueue counts it. Asked
+    through `ctx.lazy` (`might_fit`, then `fits_unused_quota`); read-only."""
     totals: dict[str, Decimal] = {}
     for per_podset in ctx.requests.values():
         for res, amount in per_podset.items():
             totals[res] = totals.get(res, Decimal(0)) + amount
-    covered = quota.covered_resources(ctx.cq or {})
+    covered = _covered(ctx)
     return {r: v for r, v in totals.items() if v > 0 and (r in covered or r != "pods")}
+
+
+def _covered(ctx: Context) -> frozenset[str]:
+    """The resources the ClusterQueue covers, read once per index (every waiting Workload of it asks)."""
+    memo = ctx.state.derived(COVERED)
+    cq_name = ctx.cq_name or ""
+    found = memo.get(cq_name)
+    if found is None:
+        found = memo[cq_name] = frozenset(quota.covered_resources(ctx.cq or {}))
+    return found
+
+
+COVERED: Derived[dict[str, frozenset[str]]] = Derived("resources covered per ClusterQueue", lambda _: {})
 
 
 def _most_free(ctx: Context, resource: str) -> Decimal | None:
@@ -173,7 +187,7 @@ MOST_FREE: Derived[dict[tuple[str, str], Decimal | None]] = Derived("most unused
 
 def might_fit(ctx: Context) -> bool:
     """False when some request is above what any flavor has free: the cheap test before `fits_unused_quota`."""
-    for res, want in _request_totals(ctx).items():
+    for res, want in ctx.lazy(_request_totals).items():
         free = _most_free(ctx, res)
         if free is None or free < want:
             return False
@@ -186,8 +200,8 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     cq = ctx.cq
     if cq is None or not lst(status(cq).get("flavorsReservation")):
         return None
-    totals = _request_totals(ctx)
-    covered = quota.covered_resources(cq)
+    totals = ctx.lazy(_request_totals)
+    covered = _covered(ctx)
     if not totals or any(r not in covered for r in totals):
         return None
     fits: list[Fit] = []
@@ -218,47 +232,62 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     return fits
 
 
-def _latest_change(ctx: Context) -> datetime | None:
-    """The latest condition transition of any Workload of the ClusterQueue and its cohort: when Kueue (or a
-    finishing Job) last changed something there. Kept per ClusterQueue until the index is rebuilt."""
-    memo = ctx.state.derived(LATEST_AROUND)
+@dataclass
+class _Changes:
+    """Per ClusterQueue: did any of its Workloads change a condition after `after`? Kept for one clock value."""
+
+    after: datetime | None = None
+    by_cq: dict[str, bool] = field(default_factory=dict)
+
+
+RECENT_CHANGE: Derived[_Changes] = Derived("Workload condition changes per ClusterQueue", lambda _: _Changes())
+
+
+def _changed_around(ctx: Context, after: datetime) -> bool:
+    """Whether a condition of any Workload of the ClusterQueue or its cohort changed after `after`: when
+    Kueue (or a finishing Job) last changed something there. Kept per ClusterQueue and clock value."""
+    memo = ctx.state.derived(RECENT_CHANGE)
+    if memo.after != after:  # the answer moves with the clock: kept for one value only
+        memo.after, memo.by_cq = after, {}
     cq_name = ctx.cq_name or ""
-    if cq_name not in memo:
-        cqs = {cq_name, *(ctx.state.index.cqs_by_cohort.get(ctx.cohort, []) if ctx.cohort else [])}
-        known = [x for x in (_latest_in(ctx, cq) for cq in cqs) if x is not None]
-        memo[cq_name] = max(known) if known else None
-    return memo[cq_name]
+    return _changed_in(ctx, memo.by_cq, cq_name, after) or any(
+        _changed_in(ctx, memo.by_cq, cq, after) for cq in
+        (ctx.state.index.cqs_by_cohort.get(ctx.cohort, ()) if ctx.cohort else ()) if cq != cq_name)
 
 
-def _latest_in(ctx: Context, cq_name: str) -> datetime | None:
-    memo = ctx.state.derived(LATEST_CHANGE)
-    if cq_name not in memo:
-        latest: datetime | None = None
+def _changed_in(ctx: Context, memo: dict[str, bool], cq_name: str, after: datetime) -> bool:
+    """The walk stops at the first change after `after`: a busy queue (the common case) costs a few Workloads,
+    not all of them."""
+    found = memo.get(cq_name)
+    if found is None:
+        found = False
+        workloads = ctx.state.workloads
         for key in ctx.state.index.workloads_by_cq.get(cq_name, ()):
-            for cond in conditions(ctx.state.workloads[key]).values():
+            for cond in conditions(workloads[key]).values():
                 when = parse_time(cond.get("lastTransitionTime"))
-                if when is not None and (latest is None or when > latest):
-                    latest = when
-        memo[cq_name] = latest
-    return memo[cq_name]
+                if when is not None and when > after:
+                    found = True
+                    break
+            if found:
+                break
+        memo[cq_name] = found
+    return found
 
 
-LATEST_CHANGE: Derived[dict[str, datetime | None]] = Derived("latest Workload change per ClusterQueue", lambda _: {})
-LATEST_AROUND: Derived[dict[str, datetime | None]] = Derived("latest Workload change in a ClusterQueue's cohort",
-                                                             lambda _: {})
-
-
-def _quiet_since(ctx: Context) -> datetime | None:
-    """When the ClusterQueue (and its cohort) last saw a change, or Kueue last wrote an event about this
-    Workload: a stall means nothing moved, so quota freed seconds ago by a finishing Workload (which Kueue
+def _quiet(ctx: Context) -> bool:
+    """Nothing changed in the ClusterQueue (and its cohort) and Kueue wrote no event about this Workload for
+    `STALL_AFTER`: a stall means nothing moved, so quota freed seconds ago by a finishing Workload (which Kueue
     is about to use) never counts."""
-    times = [_latest_change(ctx)]
+    after = ctx.now - STALL_AFTER
+    if _changed_around(ctx, after):
+        return False
     for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
         series = m(ev.get("series"))
-        times.append(parse_time(series.get("lastObservedTime") or ev.get("lastTimestamp") or ev.get("eventTime")
-                                or ev.get("deprecatedLastTimestamp")))
-    known = [x for x in times if x is not None]
-    return max(known) if known else None
+        when = parse_time(series.get("lastObservedTime") or ev.get("lastTimestamp") or ev.get("eventTime")
+                          or ev.get("deprecatedLastTimestamp"))
+        if when is not None and when > after:
+            return False
+    return True
 
 
 def _cq_active(ctx: Context) -> bool:
@@ -275,8 +304,7 @@ def kueue_stalled(ctx: Context) -> Finding | None:
     since = ctx.cond_time("QuotaReserved") or ctx.created
     if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx):
         return None
-    quiet = _quiet_since(ctx)  # the cheapest test, kept per ClusterQueue: a busy queue is no stall
-    if quiet is not None and ctx.now - quiet < STALL_AFTER:
+    if not _quiet(ctx):  # the cheapest test, kept per ClusterQueue: a busy queue is no stall
         return None
     if not might_fit(ctx) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
         return None  # does not fit anywhere; or held, gated, in back-off: Kueue waits on purpose

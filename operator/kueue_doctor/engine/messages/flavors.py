@@ -212,6 +212,12 @@ def unparsed(podset: str, text: str) -> FlavorFailure:
     return FlavorFailure(FailureKind.UNPARSED, podset, text)
 
 
+_new_tuple = tuple.__new__
+# the FlavorFailure fields after `missing`, at their defaults: what an "insufficient unused quota" reason leaves out
+_UNUSED_TAIL = tuple(FlavorFailure._field_defaults[f] for f in FlavorFailure._fields[6:])
+assert FlavorFailure._fields[:6] == ("kind", "podset", "text", "resource", "flavor", "missing")
+
+
 def _unused_run(podset: str, part: str) -> list[FlavorFailure] | None:
     """The reasons of a part made only of "insufficient unused quota" reasons, else None.
 
@@ -225,9 +231,10 @@ def _unused_run(podset: str, part: str) -> list[FlavorFailure] | None:
     found = _UNUSED_RX.findall(part)
     if ", ".join([f[0] for f in found]) != part:
         return None
-    kind = FailureKind.INSUFFICIENT_UNUSED_QUOTA
-    return [FlavorFailure(kind, podset, text, resource, flavor, missing)
-            for text, resource, flavor, missing in found]
+    # each built by tuple.__new__ from (text, resource, flavor, missing) and the defaults of the other fields: a C
+    # call where the NamedTuple's generated __new__ is a Python frame per failure
+    head = (FailureKind.INSUFFICIENT_UNUSED_QUOTA, podset)
+    return [_new_tuple(FlavorFailure, head + f + _UNUSED_TAIL) for f in found]
 
 
 def scan_reasons(podset: str, part: str, truncated: bool = False) -> list[FlavorFailure]:

@@ -201,11 +201,24 @@ def _fmt(resource: str, value: Decimal) -> str:
 @dataclass
 class _Funnels:
     """Funnels by Pod shape, for one Node version and clock: the Pods of a Job (and most Jobs of a queue) share
-    their selector, tolerations and requests, so one walk over the Nodes serves them all."""
+    their selector, tolerations and requests, so one walk over the Nodes serves them all. The steps before
+    the requests (selector, taints, cordons) are kept apart too: shapes of different requests share them."""
 
     version: Any = None
     nodes: list[Node] = field(default_factory=list)
-    by_shape: dict[str, Funnel] = field(default_factory=dict)
+    by_shape: dict[tuple[str, str], Funnel] = field(default_factory=dict)
+    by_filter: dict[str, _Filtered] = field(default_factory=dict)
+    allocatable: dict[str, dict[str, Decimal | None]] = field(default_factory=dict)  # node name -> parsed
+
+
+@dataclass(frozen=True)
+class _Filtered:
+    """The nodes that pass a Pod's selector and affinity, its tolerations, and no cordon; the taints it lacks."""
+
+    selected: list[Node]
+    tolerated: list[Node]
+    schedulable: list[Node]
+    untolerated: list[str]  # most common first
 
 
 FUNNELS: Derived[_Funnels] = Derived("node funnel per Pod shape", lambda _: _Funnels())
@@ -218,16 +231,20 @@ def funnel(ctx: Context, pc: PodConstraints) -> Funnel | None:
     memo = ctx.state.derived(FUNNELS)
     version = (ctx.state.nodes_version, len(ctx.state.nodes), ctx.now)
     if memo.version != version:
-        memo.version, memo.by_shape = version, {}
+        memo.version, memo.by_shape, memo.by_filter, memo.allocatable = version, {}, {}, {}
         memo.nodes = sorted(ctx.state.nodes.values(), key=lambda n: name(n) or "")
-    shape = repr((sorted(pc.node_selector.items()), pc.terms, pc.tolerations, sorted(pc.requests.items())))
+    fkey = repr((sorted(pc.node_selector.items()), pc.terms, pc.tolerations))
+    shape = (fkey, repr(sorted(pc.requests.items())))
     found = memo.by_shape.get(shape)
     if found is None:
-        found = memo.by_shape[shape] = _funnel(ctx, pc, memo.nodes)
+        filtered = memo.by_filter.get(fkey)
+        if filtered is None:
+            filtered = memo.by_filter[fkey] = _filter(pc, memo.nodes)
+        found = memo.by_shape[shape] = _funnel(ctx, pc, memo, filtered)
     return found
 
 
-def _funnel(ctx: Context, pc: PodConstraints, nodes: list[Node]) -> Funnel:
+def _filter(pc: PodConstraints, nodes: list[Node]) -> _Filtered:
     selected = [n for n in nodes if pc.selects(n)]
     counts: dict[str, int] = {}
     tolerated = []
@@ -238,29 +255,37 @@ def _funnel(ctx: Context, pc: PodConstraints, nodes: list[Node]) -> Funnel:
         if not taints:
             tolerated.append(n)
     schedulable = [n for n in tolerated if not spec(n).get("unschedulable")]
+    return _Filtered(selected, tolerated, schedulable, sorted(counts, key=lambda t: (-counts[t], t)))
+
+
+def _funnel(ctx: Context, pc: PodConstraints, memo: _Funnels, filtered: _Filtered) -> Funnel:
+    nodes, selected, tolerated, schedulable = memo.nodes, filtered.selected, filtered.tolerated, filtered.schedulable
     wanted = {r: v for r, v in pc.requests.items() if v > 0}
     largest: dict[str, tuple[Decimal, str]] = {}
     most_free: dict[str, tuple[Decimal, str]] = {}
     allocatable, free = [], []
     for n in schedulable:
-        alloc = {r: parse(v) for r, v in m(status(n).get("allocatable")).items()}
-        used = _used_on(ctx, name(n) or "")
+        node_name = name(n) or ""
+        alloc = memo.allocatable.get(node_name)
+        if alloc is None:
+            alloc = memo.allocatable[node_name] = {r: parse(v) for r, v in m(status(n).get("allocatable")).items()}
+        used = _used_on(ctx, node_name)
         fits_alloc = fits_free = True
         for r, need in wanted.items():
             have = alloc.get(r) or Decimal(0)
             left = have - used.get(r, Decimal(0))
             if have > largest.get(r, (Decimal(-1), ""))[0]:
-                largest[r] = (have, name(n) or "")
+                largest[r] = (have, node_name)
             if left > most_free.get(r, (Decimal(-1), ""))[0]:
-                most_free[r] = (left, name(n) or "")
+                most_free[r] = (left, node_name)
             fits_alloc = fits_alloc and have >= need
             fits_free = fits_free and left >= need
         if fits_alloc:
             allocatable.append(n)
             if fits_free:
                 free.append(n)
-    f = Funnel(len(nodes), selected, tolerated, schedulable, allocatable, free,
-               sorted(counts, key=lambda t: (-counts[t], t)), largest, most_free)
+    f = Funnel(len(nodes), selected, tolerated, schedulable, allocatable, free, list(filtered.untolerated), largest,
+               most_free)
     f.steps.append({"constraint": "Nodes", "nodes": len(nodes), "exact": True})
     if pc.node_selector or pc.terms:
         f.steps.append({"constraint": "NodeSelector", "value": pc.selector_text(), "nodes": len(selected),
