@@ -74,28 +74,11 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
                                                           " (an estimate: the cohort's lending may change it)."))}
 
 
-def _freed_remedy(ctx: Context, line: Mapping[str, Any]) -> dict[str, Any] | None:
-    """WaitingForQuota with Kueue's "N more needed": N must be freed by running Workloads, or added to the
-    nominal quota (exact only without a cohort, where nothing else can lend or reclaim)."""
-    flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
-    missing, nominal = _dec(line.get("missing")), _dec(line.get("nominal"))
-    path = _quota_path(ctx, flavor, resource, "nominalQuota")
-    if missing is None or missing <= 0 or nominal is None or path is None or not ctx.cq_name:
-        return None
-    exact = ctx.cohort is None and line.get("source") == "Kueue"
-    need, now_text = quota.fmt(resource, missing) or str(missing), quota.fmt(resource, nominal) or str(nominal)
-    enough = quota.fmt(resource, nominal + missing) or str(nominal + missing)
-    return {"actionBy": ActionBy.QUEUE_ADMIN.value if ctx.cohort is None else ActionBy.CLUSTER_ADMIN.value,
-            "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text, "enough": enough,
-            "exact": exact,
-            "message": (f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
-                        f"{ctx.cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
-                        + ("." if exact else " (an estimate: the cohort's lending and reclaim may change it)."))}
-
-
 def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`_freed_remedy` of each whole shortfall, the queue's facts read once per Workload and the amounts'
-    texts made once per pass (FREED_TEXTS): the Workloads waiting in a queue repeat a few of them."""
+    """WaitingForQuota with Kueue's "N more needed", per whole shortfall: N must be freed by running Workloads,
+    or added to the nominal quota (exact only without a cohort, where nothing else can lend or reclaim). The
+    queue's facts are read once per Workload and the amounts' texts made once per pass (FREED_TEXTS): the
+    Workloads waiting in a queue repeat a few of them."""
     cq_name, cohort = ctx.cq_name, ctx.cohort
     paths = _paths_of(ctx)
     memo = ctx.state.derived(FREED_TEXTS)
@@ -104,8 +87,7 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
     for line in _whole_shortfalls(lines):
         flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
         found = paths.get((flavor, resource))
-        if found is None or not cq_name:  # no field to name: no remedy, by the long way (odd amounts raise as ever)
-            _freed_remedy(ctx, line)
+        if found is None or not cq_name:  # no field to name: no remedy
             continue
         missing, nominal = line.get("missing"), line.get("nominal")
         if type(missing) is str and type(nominal) is str:
@@ -131,8 +113,7 @@ _FREED_EXACT, _FREED_ESTIMATE = ".", " (an estimate: the cohort's lending and re
 
 
 def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[str, ...]:
-    """(needed, nominal now, enough) as `_freed_remedy` writes them; () when the line is no shortfall.
-    Parsed and compared in `_freed_remedy`'s order, so odd amounts raise where they always did."""
+    """(needed, nominal now, enough) as the remedy writes them; () when the line is no shortfall."""
     missing, nominal = _dec(missing_text), _dec(nominal_text)
     if missing is None or missing <= 0 or nominal is None:
         return ()
