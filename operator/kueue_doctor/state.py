@@ -352,18 +352,16 @@ class ClusterState:
     def _link_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
         ns = key[0]
         refs: list[tuple[str, ...]] = []
-        md = meta(pod)  # `labels` and `owner_refs`, from one metadata read, in plain loops (once per Pod)
-        pod_labels = m(md.get("labels"))
-        annotated = s(m(md.get("annotations")).get(WORKLOAD_ANNOTATION))
+        pod_labels = labels(pod)  # read once: the group and the queue label both come from it
+        annotated = s(m(meta(pod).get("annotations")).get(WORKLOAD_ANNOTATION))
         group = s(pod_labels.get(POD_GROUP_LABEL))
         for wl_name in (annotated, group):
             if wl_name:
                 refs.append(("wl", ns, wl_name))
-        for r in lst(md.get("ownerReferences")):
-            if type(r) is dict or isinstance(r, Mapping):
-                u = s(r.get("uid"))
-                if u:
-                    refs.append(("uid", u))
+        for r in owner_refs(pod):
+            u = s(r.get("uid"))
+            if u:
+                refs.append(("uid", u))
         kept = []
         for ref in refs:
             ref = self._ref_names.setdefault(ref, ref)  # one tuple per Workload/owner, not one per Pod

@@ -134,12 +134,8 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     stage = _STAGE_OF[f.reason]
     ref = ctx.owner_ref
     # the owner reference's fields, each read once (the labels, ownerReferences and spec.ownerRef use them)
-    ref_kind, ref_name, ref_uid = (ref.get("kind"), ref.get("name"), ref.get("uid")) if ref is not None \
+    ref_kind, ref_name, ref_uid = (s(ref.get("kind")), s(ref.get("name")), s(ref.get("uid"))) if ref is not None \
         else (None, None, None)
-    # `s()` of each, inline (three calls per Workload)
-    ref_kind = ref_kind if type(ref_kind) is str and ref_kind else None
-    ref_name = ref_name if type(ref_name) is str and ref_name else None
-    ref_uid = ref_uid if type(ref_uid) is str and ref_uid else None
     # the labels in their fixed order, each only when it is a valid label value (`_label` gives None or the value)
     labels = {LABEL_STAGE: stage}
     if (value := _label(_VALUE[f.reason])) is not None:

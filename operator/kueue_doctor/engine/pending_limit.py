@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.objects import format_duration, format_time, m, name, namespace, parse_time, s
+from ..kube.objects import format_duration, format_time, m, meta, name, namespace, parse_time, s
 from .context import Context
 
 ANNOTATION = "kueue-doctor.dev/max-pending"
@@ -44,10 +44,7 @@ def _declared(ctx: Context) -> tuple[str, Mapping[str, Any], str] | None:
 
 
 def _annotation(obj: Mapping[str, Any]) -> Any:
-    """`m(meta(obj).get("annotations")).get(ANNOTATION)` in one call."""
-    md = obj.get("metadata")
-    annotations = (md if type(md) is dict else m(md)).get("annotations")
-    return (annotations if type(annotations) is dict else m(annotations)).get(ANNOTATION)
+    return m(meta(obj).get("annotations")).get(ANNOTATION)
 
 
 def waiting_since(ctx: Context, last_eviction: Mapping[str, Any] | None) -> datetime | None:

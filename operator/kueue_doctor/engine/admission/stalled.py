@@ -260,17 +260,11 @@ def _changed_in(ctx: Context, memo: dict[str, bool], cq_name: str, after: dateti
     not all of them."""
     found = memo.get(cq_name)
     if found is None:
-        found = False
         workloads = ctx.state.workloads
-        for key in ctx.state.index.workloads_by_cq.get(cq_name, ()):
-            for cond in conditions(workloads[key]).values():
-                when = parse_time(cond.get("lastTransitionTime"))
-                if when is not None and when > after:
-                    found = True
-                    break
-            if found:
-                break
-        memo[cq_name] = found
+        found = memo[cq_name] = any(
+            when is not None and when > after
+            for key in ctx.state.index.workloads_by_cq.get(cq_name, ())
+            for when in (parse_time(c.get("lastTransitionTime")) for c in conditions(workloads[key]).values()))
     return found
 
 
