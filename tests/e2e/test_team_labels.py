@@ -12,7 +12,7 @@ from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, ResourceFla
 
 from . import kube
 from .conftest import ClusterHandle
-from .test_operator import Operator, reason_of, run_operator
+from .test_operator import Operator, adiag, run_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -56,10 +56,16 @@ def test_team_labels_come_from_the_workload_else_localqueue_else_clusterqueue_an
     # Kueue copies only configured labels from the Job; the Workload's own label is what the operator reads first
     kube.patch(api, "Workload", wl["metadata"]["name"], {"metadata": {"labels": {"team": "search"}}}, namespaces[0])
     names = {ns: kube.wait_for_workload(api, ns, "big")["metadata"]["name"] for ns in namespaces}
-    # every verdict exists before the first scrape, which admits the values (in sorted order) into the 2 places
-    kube.wait_for(lambda: all(reason_of(api, ns, n) for ns, n in names.items()), timeout=60,
-                  message=lambda: f"the four diagnoses, got {[reason_of(api, ns, n) for ns, n in names.items()]}\n"
-                  f"{labelled_operator.tail()}")
+    # every verdict names its ClusterQueue before the first scrape, which admits the values (in sorted order) into
+    # the 2 places: a verdict still without its queue (the LocalQueue not yet seen) would give the empty value and
+    # let `search` take the place `platform` is meant to win
+    def queues() -> list[tuple[str | None, str | None]]:
+        found = [adiag(api, ns, n) for ns, n in names.items()]
+        return [(d["status"].get("reason"), d["status"].get("clusterQueue")) if d else (None, None) for d in found]
+
+    unsettled = {None, "NoWorkload", "QueueMisconfigured"}  # the queue objects not all seen yet
+    kube.wait_for(lambda: all(r not in unsettled and q == cq for r, q in queues()), timeout=60,
+                  message=lambda: f"the four diagnoses on {cq}, got {queues()}\n{labelled_operator.tail()}")
 
     # at most 2 values per label (--metric-label-values 2): ml and platform (sorted first), the rest untracked
     untracked = "kueue.x-k8s.io/_UNTRACKED_VALUE_"
