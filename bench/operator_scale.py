@@ -10,6 +10,9 @@ Measures, in one run and against the same cluster:
 * the time from a Kueue status change (QuotaReserved condition patched through /status) to
   (a) a bare watch client receiving it and (b) the updated AdmissionDiagnosis arriving on a watch,
   p50/p99 of both and their ratio, side by side;
+* Kueue-paced churn (bench/churn.py, ``--churn-seconds``/``--churn-rate``): admitted Workloads finish and as many
+  arrive while the real Kueue admits into the freed quota at its own pace; beside a bare watch in the same run, the
+  operator's backlog each second, its reaction per transition (p50/p99), and that the backlog drains;
 * with ``--peer ksm`` (the default once ``bash hack/ksm/build.sh`` has built it), kube-state-metrics with a
   custom-resource-state configuration of the Workloads' conditions (hack/ksm/workload-conditions.yaml) and its
   ``pods`` collector, started with the operator on the same cluster: its RSS, CPU, spawn -> every condition on
@@ -67,6 +70,10 @@ sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
+# run as a script, this module is __main__: the phases in bench/churn.py and bench/shards.py import it by name,
+# and must get this module (its clock T0, its classes), not a second copy
+sys.modules.setdefault("operator_scale", sys.modules[__name__])
+
 import localcluster as lc  # type: ignore[import-not-found]  # noqa: E402
 from tests.builders import (  # noqa: E402
     ClusterQueue,
@@ -81,6 +88,7 @@ from tests.builders import (  # noqa: E402
 )
 
 import ksm as peer  # noqa: E402  (bench/ksm.py: kube-state-metrics beside the operator)
+from churn import rows as churn_rows  # noqa: E402  (bench/churn.py: the Kueue-paced phase)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -390,21 +398,38 @@ class AuditTail:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.offset = 0
+        self.inode: int | None = None  # of the file `offset` is in
 
     def skip_to_end(self) -> None:
         if self.path and self.path.exists():
-            self.offset = self.path.stat().st_size
+            st = self.path.stat()
+            self.offset, self.inode = st.st_size, st.st_ino
 
     def read_new(self) -> list[dict[str, Any]]:
         if not self.path or not self.path.exists():
             return []
+        data = b""
+        inode = self.path.stat().st_ino
+        if self.inode is not None and inode != self.inode:
+            # rotated (--audit-log-maxsize, every 100 MB: a churn phase writes more): the rest of the file we were
+            # reading, now the newest backup (audit-<time>.log, all kept), then the new file from its start
+            old = [b for b in self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}")
+                   if b.stat().st_ino == self.inode]
+            if old:
+                with old[0].open("rb") as fh:
+                    fh.seek(self.offset)
+                    data = fh.read()
+                    data = data[:data.rfind(b"\n") + 1]
+            self.offset = 0
+        self.inode = inode
         with self.path.open("rb") as fh:
             fh.seek(self.offset)
-            data = fh.read()
-        end = data.rfind(b"\n") + 1
+            fresh = fh.read()
+        end = fresh.rfind(b"\n") + 1
         self.offset += end
+        data += fresh[:end]
         out = []
-        for line in data[:end].splitlines():
+        for line in data.splitlines():
             with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
         return out
@@ -799,12 +824,14 @@ class Bench:
         self.diag: dict[tuple[str, str], tuple[float, str]] = {}
         self.diag_first: dict[tuple[str, str], float] = {}
         self.diag_history: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+        self.diag_stages: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)  # for bench/churn.py
         self.lock = threading.Lock()
 
         def on_diag(t: float, ev: dict[str, Any]) -> None:
             md = ev["object"]["metadata"]
             key = (md["namespace"], md["name"])
-            reason = (ev["object"].get("status") or {}).get("reason", "")
+            status = ev["object"].get("status") or {}
+            reason = status.get("reason", "")
             with self.lock:
                 if ev["type"] == "DELETED":
                     self.diag.pop(key, None)
@@ -812,6 +839,7 @@ class Bench:
                 self.diag[key] = (t, reason)
                 self.diag_first.setdefault(key, t)
                 self.diag_history[key].append((t, reason))
+                self.diag_stages[key].append((t, status.get("stage", "")))
 
         rv = current_rv(self.api, f"{ADIAG}/admissiondiagnoses")
         self.diag_watch = Watcher(self.api, f"{ADIAG}/admissiondiagnoses", rv, on_diag, "adiag-watch")
@@ -839,6 +867,8 @@ class Bench:
             self.r["operator_commit"] = head + ("+dirty" if dirty else "")
         if a.peer == "ksm":
             self.start_ksm()
+        if a.apf_shares:
+            self.throttle(a.apf_shares)
         t_spawn = time.time()
         with self.op_log.open("wb") as fh:
             self.op = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -889,11 +919,46 @@ class Bench:
         op_writes = [e for e in writes if e["user"]["username"] == SA_USER]
         self.r["startup"]["operator_writes"] = len(op_writes)
         self.r["startup"]["operator_writes_by_verb"] = dict(Counter(e["verb"] for e in op_writes))
+        codes = Counter((e.get("responseStatus") or {}).get("code") for e in op_writes)
+        self.r["startup"]["operator_writes_by_code"] = {str(k): v for k, v in codes.items()}
+        span = max((audit_ts(e) for e in op_writes), default=t_spawn) - min((audit_ts(e) for e in op_writes),
+                                                                           default=t_spawn)
+        self.r["startup"]["operator_writes_accepted_per_s"] = round(
+            sum(v for k, v in codes.items() if k and 200 <= k < 300) / max(span, 1e-9), 1)
+        if a.apf_shares:
+            m = metrics_of(self.metrics_port)
+            self.r["startup"]["throttled_metric"] = m.get('kueue_doctor_errors_total{kind="throttled"}', 0)
         self.t_spawn, self.t_all = t_spawn, t_all
         log(f"all {len(want)} diagnosed {t_all - t_spawn:.1f}s after spawn; RSS {st.get('VmRSS', 0) / 1024:.0f} MiB")
         for k in self.ksms:
             k.ready.join(timeout=max(a.startup_timeout - (time.time() - t_spawn), 1))
             k.r["rss_at_operator_all_diagnosed_mib"] = round(k.sampler.rss_at(t_all) / 1024)
+
+    def throttle(self, shares: int) -> None:
+        """API Priority and Fairness holds the operator's ServiceAccount to `shares` nominal concurrency shares and
+        rejects (429, Retry-After) what does not fit: the start-up writes then go as fast as the apiserver lets
+        them, and none may be lost. Left in place for the rest of the run."""
+        fc = "/apis/flowcontrol.apiserver.k8s.io/v1"
+        name = "kueue-doctor-bench-throttle"
+        level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+                 "metadata": {"name": name}, "spec": {"type": "Limited", "limited": {
+                     "nominalConcurrencyShares": shares, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                     "limitResponse": {"type": "Reject"}}}}
+        schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": name},
+                  "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 100,
+                           "distinguisherMethod": {"type": "ByUser"},
+                           "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
+                               "name": SA_NAME, "namespace": SA_NAMESPACE}}],
+                               "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                  "clusterScope": True, "namespaces": ["*"]}],
+                               "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+        self.api.request("POST", f"{fc}/prioritylevelconfigurations", level)
+        self.api.request("POST", f"{fc}/flowschemas", schema)
+        self.wait_until(lambda: any(c.get("type") == "Dangling" and c.get("status") == "False" for c in (
+            self.api.request("GET", f"{fc}/flowschemas/{name}").get("status") or {}).get("conditions") or []),
+            30, "the FlowSchema to be served")
+        self.r["apf"] = {"priority_level": name, "nominal_concurrency_shares": shares, "limit_response": "Reject"}
+        log(f"API Priority and Fairness: the operator's ServiceAccount held to {shares} share(s), excess rejected")
 
     # ---- the peer: kube-state-metrics ----
     def start_ksm(self) -> None:
@@ -1157,6 +1222,10 @@ def table(r: dict[str, Any]) -> str:
         ("start-up: spawn -> all on /metrics", f"{su.get('to_all_on_metrics_s')} s (the first complete pass)"),
         ("start-up: spawn -> all diagnosed", f"{su.get('to_all_diagnosed_s')} s  ({su.get('operator_writes')} writes "
                                              f"{su.get('operator_writes_by_verb')})"),
+        ("start-up writes by HTTP code", f"{su.get('operator_writes_by_code')}, accepted "
+                                         f"{su.get('operator_writes_accepted_per_s')}/s"
+                                         + (f"; APF {r['apf']['nominal_concurrency_shares']} share(s), Reject: "
+                                            f"throttled metric {su.get('throttled_metric')}" if r.get("apf") else "")),
         ("operator CPU to all diagnosed", f"{su.get('cpu_s_to_all_diagnosed')} s"),
         ("operator RSS at all diagnosed", f"{su.get('rss_at_all_diagnosed_mib')} MiB"),
         ("operator RSS end / peak (VmHWM)", f"{r.get('operator_rss', {}).get('end_mib')} MiB / "
@@ -1178,6 +1247,7 @@ def table(r: dict[str, Any]) -> str:
         ("latency: operator writes, CPU", f"{lat.get('operator_writes_during')} writes for {lat.get('changes')} "
                                           f"changes; CPU {lat.get('operator_cpu_share')} cores"),
         *ksm_rows(r),
+        *churn_rows(r),
         ("run time", f"{r.get('run_seconds')} s"),
     ]
     w = max(len(k) for k, _ in rows)
@@ -1234,6 +1304,11 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=200)
     ap.add_argument("--change-rate", type=float, default=5.0)
     ap.add_argument("--idle-seconds", type=float, default=120.0)
+    ap.add_argument("--churn-seconds", type=float, default=120.0,
+                    help="Kueue-paced churn after the latency phase (bench/churn.py): admitted Workloads finish and as "
+                    "many arrive, Kueue admits into the freed quota; 0 skips it")
+    ap.add_argument("--churn-rate", type=float, default=40.0,
+                    help="finishes (and arrivals) per second during the churn; Kueue's perf scenarios admit about 42/s")
     ap.add_argument("--idle-cover-resync", action=argparse.BooleanOptionalAction, default=True,
                     help="stretch the idle window past the operator's first resync (default on)")
     ap.add_argument("--settle", type=float, default=5.0, help="seconds after all diagnosed before the idle window")
@@ -1253,6 +1328,9 @@ def main() -> int:
     ap.add_argument("--ksm-collectors-hz", type=float, default=2.0,
                     help="the same for an instance with collectors of its own (its page is about 4 KB per Pod; "
                          "0: not scraped during the changes)")
+    ap.add_argument("--apf-shares", type=int, default=0,
+                    help="above 0: a FlowSchema holds the operator's ServiceAccount to this many nominal concurrency "
+                    "shares and rejects the rest with 429 + Retry-After, for the whole run (0: not throttled)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="trace the operator's allocations and report them by file and line after the idle window "
                     "(its RSS figures are then about doubled: never compare them with an untraced run)")
@@ -1266,6 +1344,7 @@ def main() -> int:
     if args.quick:
         args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
         args.changes, args.idle_seconds = min(args.changes, 100), min(args.idle_seconds, 60)
+        args.churn_seconds, args.churn_rate = min(args.churn_seconds, 60), min(args.churn_rate, 10)
     if args.peer == "auto":
         built = subprocess.run(["bash", str(peer.BUILD), "--print-if-built"], capture_output=True).returncode == 0
         args.peer = "ksm" if built else "none"
@@ -1287,6 +1366,10 @@ def main() -> int:
             bench.run_operator()
             bench.idle()
             bench.latency()
+            if args.churn_seconds > 0:
+                from churn import churn
+
+                bench.r["churn"] = churn(bench, args.churn_seconds, args.churn_rate)
             bench.finish()
     except BaseException as exc:
         code = 1
