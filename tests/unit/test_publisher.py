@@ -84,3 +84,86 @@ def test_numbers_only_refreshes_share_a_budget_and_never_hold_back_a_verdict_cha
     assert "w99" in names and len(first) <= 11  # the verdict change, and one second's budget of refreshes
     assert len(pub.deferred) == 100 - len(first)
     assert pub.next_due() is not None
+
+
+def _named(name: str, reason: str) -> dict[str, Any]:
+    d = diag(reason=reason)
+    d["metadata"]["name"] = name
+    return d
+
+
+def _slow_apiserver(monkeypatch: Any) -> tuple[list[tuple[str, str]], Any]:
+    """rest.apply held at a gate (a throttled or slow apiserver); the (name, reason) of each write in order."""
+    import threading
+
+    from kueue_doctor.live import rest
+
+    gate, applied, inside, lock = threading.Event(), [], [], threading.Lock()
+
+    def apply(api: Any, path: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        with lock:
+            assert name not in inside, f"two writes of {name} in flight at once: the older may land last"
+            inside.append(name)
+        gate.wait(timeout=10)
+        with lock:
+            inside.remove(name)
+            applied.append((name, obj["status"]["reason"]))
+
+    monkeypatch.setattr(rest, "apply", apply)
+    return applied, gate
+
+
+def test_writes_stream_and_a_diagnosis_that_changes_while_it_waits_is_written_once_with_its_newest_content(
+        monkeypatch: Any) -> None:
+    """A pass hands its writes over and goes on; while the apiserver is slow, a Workload whose verdict moves again
+    is written once, in its first place in line, and one in flight is written again only after it lands."""
+    import asyncio
+
+    from kueue_doctor.live.publisher import Publisher
+
+    applied, gate = _slow_apiserver(monkeypatch)
+    pub = Publisher(None, concurrency=2, writes_per_second=0)
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+    async def scenario() -> None:
+        pub.submit(pub.prepare([_named("w1", "NotYetEvaluated")], observed))
+        await asyncio.sleep(0.05)  # w1 is in flight, held at the gate; the second writer is idle
+        pub.submit(pub.prepare([_named("w1", "WaitingForQuota")], observed))  # must wait for the first to land
+        pub.submit(pub.prepare([_named("w2", "NotYetEvaluated"), _named("w3", "NotYetEvaluated")], observed))
+        pub.submit(pub.prepare([_named("w3", "WaitingForQuota")], observed))  # replaces its queued body
+        await asyncio.sleep(0.05)
+        assert pub.queued() == 4  # w1 and w2 in flight; w1 (again) and w3 (newest body) queued
+        gate.set()
+        await pub.flush()
+        await pub.close()
+
+    asyncio.run(scenario())
+    assert sorted(applied) == [("w1", "NotYetEvaluated"), ("w1", "WaitingForQuota"), ("w2", "NotYetEvaluated"),
+                               ("w3", "WaitingForQuota")]
+    assert applied.index(("w1", "NotYetEvaluated")) < applied.index(("w1", "WaitingForQuota"))
+    assert pub.records[("ns", "w1")].verdict[1] == pub.records[("ns", "w3")].verdict[1] == "WaitingForQuota"
+
+
+def test_a_queued_write_is_withdrawn_when_the_verdict_returns_to_what_the_cluster_holds(monkeypatch: Any) -> None:
+    import asyncio
+
+    from kueue_doctor.live.publisher import Publisher
+
+    applied, gate = _slow_apiserver(monkeypatch)
+    pub = Publisher(None, concurrency=1, writes_per_second=0)
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    pub.seed([_named("w1", "WaitingForQuota")])
+
+    async def scenario() -> None:
+        pub.submit(pub.prepare([_named("w0", "NotYetEvaluated")], observed))
+        await asyncio.sleep(0.05)  # w0 in flight
+        pub.submit(pub.prepare([_named("w1", "ExceedsMaxQuota")], observed))  # queued behind it
+        pub.submit(pub.prepare([_named("w1", "WaitingForQuota")], observed))  # back to what is stored
+        assert pub.queued() == 1
+        gate.set()
+        await pub.flush()
+        await pub.close()
+
+    asyncio.run(scenario())
+    assert applied == [("w0", "NotYetEvaluated")]

@@ -48,8 +48,9 @@ class DiagnosisLoop:
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._resync: asyncio.Task[None] | None = None  # the periodic repair, running beside the passes
-        self._retry_at: float | None = None
         self._wake: dict[Key, float] = {}  # monotonic times when time alone changes a verdict (grace, limits)
+        self._retry_at: float | None = None  # a pass is due then for the writes that failed since the last one
+        publisher.on_failed = self._write_failed
         self.reports: ReportMirror | None = None  # OpenReports mirror (--reports), fed after each pass
 
     def synced(self) -> None:
@@ -63,24 +64,40 @@ class DiagnosisLoop:
         finally:
             if self._resync is not None:
                 self._resync.cancel()
+            await self.publisher.close()
 
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.inbox.wake.wait(), timeout=self._sleep_for())
             self.inbox.wake.clear()
-            self._retry_at = None
             self.stats.heartbeat = time.monotonic()
             await self._collect_burst()
             try:
-                await self.run_once()
+                await self.run_once(wait_for_writes=False)
             except Exception as exc:  # a failed pass must not stop the operator; the next one retries
                 self.stats.count(self.stats.errors, type(exc).__name__)
                 log.exception("Diagnosis pass failed (%s); retrying on the next change or resync.", exc)
                 await asyncio.sleep(5)
 
-    async def run_once(self) -> int:
-        """Drain the inbox and diagnose what is dirty; the number of Workloads diagnosed."""
+    def _write_failed(self, key: Key) -> None:
+        """A write failed (the publisher's callback): its Workload is diagnosed and written again on the next pass,
+        which comes in RETRY_AFTER at the latest."""
+        self.inbox.mark([key])
+        due = time.monotonic() + RETRY_AFTER
+        if self._retry_at is None or due < self._retry_at:
+            self._retry_at = due
+
+    async def run_once(self, wait_for_writes: bool = True) -> int:
+        """Drain the inbox and diagnose what is dirty; the number of Workloads diagnosed. Its writes stream to the
+        publisher's writers; `wait_for_writes` (a one-off pass, the tests) waits until every one has landed."""
+        count = await self._run_once()
+        if wait_for_writes:
+            await self.publisher.flush()
+        return count
+
+    async def _run_once(self) -> int:
+        self._retry_at = None  # this pass takes the failed writes' Workloads (marked)
         self.inbox.drain()
         mono = time.monotonic()
         if mono >= self._next_resync and self._resync is None:
@@ -150,12 +167,9 @@ class DiagnosisLoop:
                 part = await self._owners_without_workload(owners, now)
                 elapsed += time.perf_counter() - t0
                 take(part)
-        failed = await self.publisher.write(writes)
+        self.publisher.submit(writes)  # the writers apply them while the next changes are collected
         if self.reports is not None and not self.publisher.paused and self.publisher.leading:
             await self.reports.sync((), self.verdicts.keys())
-        if failed:
-            self.inbox.mark(failed)
-            self._retry_at = time.monotonic() + RETRY_AFTER
         self.stats.passes += 1
         self.stats.pass_seconds_sum += elapsed
         self.stats.last_pass = time.time()
@@ -212,11 +226,13 @@ class DiagnosisLoop:
         candidates = [self._next_resync - mono]
         if due is not None:
             candidates.append(due - mono)
-        if self._retry_at is not None:
-            candidates.append(self._retry_at - mono)
         if self._wake:
             candidates.append(min(self._wake.values()) - mono)
         stale = self.inbox.stale_due()
         if stale is not None:
             candidates.append(stale - mono)
+        if self._retry_at is not None:
+            candidates.append(self._retry_at - mono)
+        if self.publisher.queued():  # a write may yet fail while the loop sleeps: look again by then
+            candidates.append(RETRY_AFTER)
         return max(0.05, min(candidates))

@@ -5,6 +5,12 @@ and restarts, applies in one server-side apply, and deletes diagnoses whose Work
 A verdict change (stage, reason, cause, actionBy, the ClusterQueue, a passed pending limit) is written at
 once; a change only in numbers or evidence at most once per refresh interval; identical content is never
 written.
+
+Writes stream: a pass hands its writes over (`submit`) and goes on, and a fixed set of writers applies them
+in the order they became due, each Workload's newest body only, one write per Workload in flight at a time.
+When the apiserver is the slower side (Kueue admitting tens of Workloads a second on a busy control plane), the
+passes, and so the metrics, stay current; a diagnosis that changes again while it waits is written once, with
+its newest content, in its first place in line.
 """
 
 from __future__ import annotations
@@ -148,7 +154,14 @@ class Publisher:
         # writes are 10,000 diagnoses of a few KB each, held until the apiserver has taken them all
         self._codec = Codec()
         self.deferred: dict[Key, tuple[float, Body]] = {}
-        self._sem = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._queue: dict[Key, Body] = {}  # due writes in the order they became due; a key keeps its first place
+        self._flying: dict[Key, Body] = {}  # being applied now (one per key)
+        self._workers: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the writers' loop (tests run several, one by one)
+        self._work = asyncio.Event()
+        self._drained = asyncio.Event()
+        self.on_failed: Callable[[Key], None] = lambda key: None  # the loop retries it (set by DiagnosisLoop)
         self._interval = 1.0 / writes_per_second if writes_per_second > 0 else 0.0
         self._next_slot = 0.0
         self._on_write = on_write or (lambda result: None)
@@ -191,11 +204,14 @@ class Publisher:
         """Give each diagnosis its kept `since` and history (in place) and decide what to write: what the
         metrics then show is final before the first write is sent."""
         now = time.monotonic()
-        writes = []
+        writes: list[tuple[Key, Body]] = []
         for new in diagnoses:
             key = (new["metadata"]["namespace"], new["metadata"]["name"])
             prev = self.records.get(key)
             new = with_history(with_since(new, prev, observed), prev)
+            if key in self._queue or key in self._flying:  # a write of it is on its way: replace, or withdraw
+                self._supersede(key, new, prev, writes)
+                continue
             decision = decide(prev, new, now, self.refresh)
             if decision.write and _refresh_only(prev, new) and not self._refresh_token(now):
                 self.deferred[key] = (now + self._refresh_wait(), self._codec.pack(new))  # its turn comes
@@ -221,12 +237,89 @@ class Publisher:
             return []
         return writes
 
+    def _supersede(self, key: Key, new: Mapping[str, Any], prev: Record | None,
+                   writes: list[tuple[Key, Body]]) -> None:
+        """A newer diagnosis of a Workload whose write is queued or in flight: what will be stored once that
+        write lands (or what is stored, while only queued) is compared with it: equal, the queued write is
+        withdrawn; different, the newest body takes the queued one's place."""
+        landing = self._flying.get(key)
+        target = digest(self._codec.unpack(landing)) if landing is not None else (prev.digest if prev else "")
+        if digest(new) == target:
+            self._queue.pop(key, None)
+        else:
+            self.deferred.pop(key, None)
+            writes.append((key, self._codec.pack(new)))
+
+    def submit(self, writes: list[tuple[Key, Body]]) -> None:
+        """Hand the prepared writes to the writers and return at once: a Workload already queued keeps its place
+        with the newest body; one in flight is written again after it lands."""
+        if not writes:
+            return
+        for key, body in writes:
+            self._queue[key] = body
+        self._bind()
+        self._drained.clear()
+        self._work.set()
+
+    def _bind(self) -> None:
+        """Writers (and their events) on the running loop, started on first use."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # the first use, or a new loop after the last one ended (its writers with it)
+            self._loop, self._work, self._drained = loop, asyncio.Event(), asyncio.Event()
+            self._workers = []
+        if not self._workers and self._queue:
+            self._workers = [asyncio.create_task(self._writer(), name=f"writer-{n}")
+                             for n in range(self._concurrency)]
+
     async def write(self, writes: list[tuple[Key, Body]]) -> set[Key]:
-        """Apply the prepared writes (paced, bounded concurrency); the keys whose write failed."""
+        """Submit the prepared writes and wait until every queued write has landed; the keys of these whose
+        write failed."""
         self._failed = set()
-        if writes:
-            await asyncio.gather(*(self._write(key, obj) for key, obj in writes))
-        return self._failed
+        self.submit(writes)
+        await self.flush()
+        return self._failed & {k for k, _ in writes}
+
+    async def flush(self) -> None:
+        """Until nothing is queued or in flight."""
+        self._bind()
+        while self._queue or self._flying:
+            self._drained.clear()
+            await self._drained.wait()
+
+    def queued(self) -> int:
+        """Writes due and not yet landed (queued or in flight): how far the apiserver is behind the passes."""
+        return len(self._queue) + len(self._flying)
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+
+    def _next(self) -> Key | None:
+        return next((k for k in self._queue if k not in self._flying), None)
+
+    async def _writer(self) -> None:
+        while True:
+            key = self._next()
+            if key is None:
+                if not self._queue and not self._flying:
+                    self._drained.set()
+                self._work.clear()
+                await self._work.wait()
+                continue
+            body = self._flying[key] = self._queue.pop(key)
+            try:
+                landed = await self._write(key, body)
+            finally:
+                del self._flying[key]
+            if not landed:
+                self._failed.add(key)
+                self.on_failed(key)
+            if key in self._queue:  # a newer body waited for this one to land
+                self._work.set()
+            if not self._queue and not self._flying:
+                self._drained.set()
 
     def next_due(self) -> float | None:
         return min((due for due, _ in self.deferred.values()), default=None)
@@ -240,30 +333,30 @@ class Publisher:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, key: Key, body: Body) -> None:
-        async with self._sem:
-            await self._slot()
-            if not self.leading:  # stepped down while this write waited for its slot
-                return
-            obj = self._codec.unpack(body)
-            try:
-                await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
-            except rest.ApiError as exc:
-                self._on_write("error")
-                prev = self.records.get(key)
-                if prev is not None:  # unknown state: written again on retry, with the history kept
-                    self.records[key] = unsure(prev)
-                self._failed.add(key)
-                if exc.status == 404 and not self.paused:
-                    self.paused = True
-                    log.error("Cannot write AdmissionDiagnosis objects: %s. Is the CRD installed (crds/, or the "
-                              "Helm chart)? Writing resumes when it is.", exc)
-                elif exc.status != 404:
-                    log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
-                                "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
-                return
+    async def _write(self, key: Key, body: Body) -> bool:
+        """Apply one diagnosis; False when it failed (its record is then unsure: rewritten on retry)."""
+        await self._slot()
+        if not self.leading:  # stepped down while this write waited for its slot
+            return True
+        obj = self._codec.unpack(body)
+        try:
+            await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
+        except rest.ApiError as exc:
+            self._on_write("error")
+            prev = self.records.get(key)
+            if prev is not None:  # unknown state: written again on retry, with the history kept
+                self.records[key] = unsure(prev)
+            if exc.status == 404 and not self.paused:
+                self.paused = True
+                log.error("Cannot write AdmissionDiagnosis objects: %s. Is the CRD installed (crds/, or the "
+                          "Helm chart)? Writing resumes when it is.", exc)
+            elif exc.status != 404:
+                log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
+                            "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
+            return False
         self.records[key] = record_of(obj, time.monotonic())
         self._on_write("applied")
+        return True
 
     # ----- external changes to our objects -----
     def observed(self, obj: Mapping[str, Any]) -> bool:
@@ -273,6 +366,8 @@ class Publisher:
         prev = self.records.get(key)
         if not self.leading:  # a standby adopts what the leader stored: a takeover rewrites nothing unchanged
             self.records[key] = record_of(obj, time.monotonic())
+            return False
+        if key in self._flying:  # most likely our own write, seen before its answer: that answer sets the record
             return False
         if prev is None:
             self.records[key] = record_of(obj, None)
@@ -303,8 +398,12 @@ class Publisher:
     def forget(self, key: Key) -> None:
         self.records.pop(key, None)
         self.deferred.pop(key, None)
+        self._queue.pop(key, None)
 
     async def delete(self, key: Key) -> None:
+        self._queue.pop(key, None)  # a queued write of it must not bring it back
+        while key in self._flying:  # nor one in flight, landing after the delete
+            await asyncio.sleep(0.01)
         if not self.leading:  # the leader deletes it; its watch event then makes us forget it
             return
         try:
