@@ -240,6 +240,12 @@ class DiagnosisCollector(Collector):
         for result, n in sorted(st.writes.items()):
             writes.add_metric([result], n)
         yield writes
+        yield GaugeMetricFamily(
+            "kueue_doctor_writes_pending",
+            "AdmissionDiagnosis writes due and not yet accepted by the apiserver (queued or in flight). Growing for "
+            "minutes: the apiserver takes fewer writes than the verdicts change (look at kueue_doctor_errors_total"
+            "{kind=\"throttled\"} for 429s, and the apiserver's load); the metrics stay current, the objects lag.",
+            value=rt.publisher.queued())
         events = CounterMetricFamily("kueue_doctor_watch_events", "Watch events received, by kind.",
                                      labels=["kind"])
         for kind, n in sorted(st.events.items()):

@@ -267,9 +267,10 @@ class Publisher:
         if loop is not self._loop:  # the first use, or a new loop after the last one ended (its writers with it)
             self._loop, self._work, self._drained = loop, asyncio.Event(), asyncio.Event()
             self._workers = []
-        if not self._workers and self._queue:
-            self._workers = [asyncio.create_task(self._writer(), name=f"writer-{n}")
-                             for n in range(self._concurrency)]
+        self._workers = [t for t in self._workers if not t.done()]  # one ended by a cancel is replaced
+        if len(self._workers) < self._concurrency and self._queue:
+            self._workers += [asyncio.create_task(self._writer(), name=f"writer-{n}")
+                              for n in range(len(self._workers), self._concurrency)]
 
     async def write(self, writes: list[tuple[Key, Body]]) -> set[Key]:
         """Submit the prepared writes and wait until every queued write has landed; the keys of these whose
@@ -311,6 +312,10 @@ class Publisher:
             body = self._flying[key] = self._queue.pop(key)
             try:
                 landed = await self._write(key, body)
+            except Exception as exc:  # never the end of a writer: the write is retried like a failed one
+                log.exception("Writing AdmissionDiagnosis %s/%s failed unexpectedly (%s); retrying on the next pass.",
+                              key[0], key[1], exc)
+                landed = False
             finally:
                 del self._flying[key]
             if not landed:
