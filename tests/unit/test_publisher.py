@@ -167,3 +167,33 @@ def test_a_queued_write_is_withdrawn_when_the_verdict_returns_to_what_the_cluste
 
     asyncio.run(scenario())
     assert applied == [("w0", "NotYetEvaluated")]
+
+
+def test_a_verdict_change_is_written_before_numbers_only_refreshes_queued_earlier(monkeypatch: Any) -> None:
+    """When the apiserver is the slower side, refreshes of waiting Workloads' numbers (every admission changes
+    them) must not hold back the Workload that was just admitted."""
+    import asyncio
+
+    from kueue_doctor.live.publisher import Publisher
+
+    applied, gate = _slow_apiserver(monkeypatch)
+    pub = Publisher(None, refresh_interval=0, concurrency=1, writes_per_second=0)
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    pub.seed([_named("w1", "WaitingForQuota"), _named("w2", "WaitingForQuota")])
+
+    def numbers(name: str) -> dict[str, Any]:
+        d = _named(name, "WaitingForQuota")
+        d["status"]["message"] = "Needs 3 more cpu"
+        return d
+
+    async def scenario() -> None:
+        pub.submit(pub.prepare([_named("w0", "NotYetEvaluated")], observed))
+        await asyncio.sleep(0.05)  # w0 in flight
+        pub.submit(pub.prepare([numbers("w1")], observed))
+        pub.submit(pub.prepare([_named("w2", "Running")], observed))
+        gate.set()
+        await pub.flush()
+        await pub.close()
+
+    asyncio.run(scenario())
+    assert applied == [("w0", "NotYetEvaluated"), ("w2", "Running"), ("w1", "WaitingForQuota")]

@@ -155,7 +155,11 @@ class Publisher:
         self._codec = Codec()
         self.deferred: dict[Key, tuple[float, Body]] = {}
         self._concurrency = concurrency
-        self._queue: dict[Key, Body] = {}  # due writes in the order they became due; a key keeps its first place
+        # due writes in the order they became due (a key keeps its first place): verdict changes before
+        # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
+        self._urgent: dict[Key, Body] = {}
+        self._minor: dict[Key, Body] = {}
+        self._minor_next: set[Key] = set()  # of the writes `prepare` just returned: the numbers-only refreshes
         self._flying: dict[Key, Body] = {}  # being applied now (one per key)
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the writers' loop (tests run several, one by one)
@@ -209,15 +213,18 @@ class Publisher:
             key = (new["metadata"]["namespace"], new["metadata"]["name"])
             prev = self.records.get(key)
             new = with_history(with_since(new, prev, observed), prev)
-            if key in self._queue or key in self._flying:  # a write of it is on its way: replace, or withdraw
+            if key in self._urgent or key in self._minor or key in self._flying:  # on its way: replace or withdraw
                 self._supersede(key, new, prev, writes)
                 continue
             decision = decide(prev, new, now, self.refresh)
-            if decision.write and _refresh_only(prev, new) and not self._refresh_token(now):
+            minor = decision.write and _refresh_only(prev, new)
+            if minor and not self._refresh_token(now):
                 self.deferred[key] = (now + self._refresh_wait(), self._codec.pack(new))  # its turn comes
             elif decision.write:
                 self.deferred.pop(key, None)
                 writes.append((key, self._codec.pack(new)))
+                if minor:
+                    self._minor_next.add(key)
             elif decision.due is not None:
                 self.deferred[key] = (decision.due, self._codec.pack(new))
             else:
@@ -230,6 +237,7 @@ class Publisher:
                     continue
                 del self.deferred[key]
                 writes.append((key, obj))
+                self._minor_next.add(key)  # a deferred write is a numbers-only refresh
         if self.paused or not self.leading:
             for new in diagnoses:  # keep since across the pause; nothing is written
                 key = (new["metadata"]["namespace"], new["metadata"]["name"])
@@ -245,18 +253,26 @@ class Publisher:
         landing = self._flying.get(key)
         target = digest(self._codec.unpack(landing)) if landing is not None else (prev.digest if prev else "")
         if digest(new) == target:
-            self._queue.pop(key, None)
+            self._urgent.pop(key, None)
+            self._minor.pop(key, None)
         else:
             self.deferred.pop(key, None)
             writes.append((key, self._codec.pack(new)))
+            if _refresh_only(prev, new):
+                self._minor_next.add(key)
 
     def submit(self, writes: list[tuple[Key, Body]]) -> None:
         """Hand the prepared writes to the writers and return at once: a Workload already queued keeps its place
         with the newest body; one in flight is written again after it lands."""
+        minor, self._minor_next = self._minor_next, set()
         if not writes:
             return
         for key, body in writes:
-            self._queue[key] = body
+            if key in minor and key not in self._urgent:
+                self._minor[key] = body
+            else:
+                self._minor.pop(key, None)
+                self._urgent[key] = body
         self._bind()
         self._drained.clear()
         self._work.set()
@@ -268,7 +284,7 @@ class Publisher:
             self._loop, self._work, self._drained = loop, asyncio.Event(), asyncio.Event()
             self._workers = []
         self._workers = [t for t in self._workers if not t.done()]  # one ended by a cancel is replaced
-        if len(self._workers) < self._concurrency and self._queue:
+        if len(self._workers) < self._concurrency and (self._urgent or self._minor):
             self._workers += [asyncio.create_task(self._writer(), name=f"writer-{n}")
                               for n in range(len(self._workers), self._concurrency)]
 
@@ -283,13 +299,13 @@ class Publisher:
     async def flush(self) -> None:
         """Until nothing is queued or in flight."""
         self._bind()
-        while self._queue or self._flying:
+        while self.queued():
             self._drained.clear()
             await self._drained.wait()
 
     def queued(self) -> int:
         """Writes due and not yet landed (queued or in flight): how far the apiserver is behind the passes."""
-        return len(self._queue) + len(self._flying)
+        return len(self._urgent) + len(self._minor) + len(self._flying)
 
     async def close(self) -> None:
         for task in self._workers:
@@ -297,19 +313,24 @@ class Publisher:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
 
-    def _next(self) -> Key | None:
-        return next((k for k in self._queue if k not in self._flying), None)
+    def _next(self) -> tuple[dict[Key, Body], Key] | None:
+        for queue in (self._urgent, self._minor):
+            for key in queue:
+                if key not in self._flying:
+                    return queue, key
+        return None
 
     async def _writer(self) -> None:
         while True:
-            key = self._next()
-            if key is None:
-                if not self._queue and not self._flying:
+            found = self._next()
+            if found is None:
+                if not self.queued():
                     self._drained.set()
                 self._work.clear()
                 await self._work.wait()
                 continue
-            body = self._flying[key] = self._queue.pop(key)
+            queue, key = found
+            body = self._flying[key] = queue.pop(key)
             try:
                 landed = await self._write(key, body)
             except Exception as exc:  # never the end of a writer: the write is retried like a failed one
@@ -321,9 +342,9 @@ class Publisher:
             if not landed:
                 self._failed.add(key)
                 self.on_failed(key)
-            if key in self._queue:  # a newer body waited for this one to land
+            if key in self._urgent or key in self._minor:  # a newer body waited for this one to land
                 self._work.set()
-            if not self._queue and not self._flying:
+            if not self.queued():
                 self._drained.set()
 
     def next_due(self) -> float | None:
@@ -403,10 +424,12 @@ class Publisher:
     def forget(self, key: Key) -> None:
         self.records.pop(key, None)
         self.deferred.pop(key, None)
-        self._queue.pop(key, None)
+        self._urgent.pop(key, None)
+        self._minor.pop(key, None)
 
     async def delete(self, key: Key) -> None:
-        self._queue.pop(key, None)  # a queued write of it must not bring it back
+        self._urgent.pop(key, None)  # a queued write of it must not bring it back
+        self._minor.pop(key, None)
         while key in self._flying:  # nor one in flight, landing after the delete
             await asyncio.sleep(0.01)
         if not self.leading:  # the leader deletes it; its watch event then makes us forget it
