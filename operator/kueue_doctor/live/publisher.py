@@ -171,7 +171,6 @@ class Publisher:
         self._on_write = on_write or (lambda result: None)
         self.paused = False  # the CRD is missing: compute, do not write
         self.leading = True  # False on a standby replica (leader.py): compute, write nothing, adopt what is stored
-        self._failed: set[Key] = set()
         # numbers-only refreshes share a budget (a token bucket): when every admission changes the usage
         # numbers of every waiting Workload, they are rewritten in turn, not all at each refresh interval
         self._refresh_rate = refresh_writes_per_second
@@ -291,10 +290,20 @@ class Publisher:
     async def write(self, writes: list[tuple[Key, Body]]) -> set[Key]:
         """Submit the prepared writes and wait until every queued write has landed; the keys of these whose
         write failed."""
-        self._failed = set()
-        self.submit(writes)
-        await self.flush()
-        return self._failed & {k for k, _ in writes}
+        failed: set[Key] = set()
+        outer = self.on_failed
+
+        def collect(key: Key) -> None:
+            failed.add(key)
+            outer(key)
+
+        self.on_failed = collect
+        try:
+            self.submit(writes)
+            await self.flush()
+        finally:
+            self.on_failed = outer
+        return failed & {k for k, _ in writes}
 
     async def flush(self) -> None:
         """Until nothing is queued or in flight."""
@@ -340,7 +349,6 @@ class Publisher:
             finally:
                 del self._flying[key]
             if not landed:
-                self._failed.add(key)
                 self.on_failed(key)
             if key in self._urgent or key in self._minor:  # a newer body waited for this one to land
                 self._work.set()
