@@ -115,7 +115,7 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
         body = {"apiVersion": osb.KUEUE_API, "kind": "Workload", "metadata": {"name": key[1], "namespace": key[0]},
                 "status": {"conditions": [
                     condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is "
-                                  "running", osb.now_rfc3339()),
+                              "running", osb.now_rfc3339()),
                     condition("Finished", "True", "Succeeded", "Job finished successfully", osb.now_rfc3339())]}}
         osb.retrying(lambda: api.request("PATCH", f"{kueue}/namespaces/{key[0]}/workloads/{key[1]}/status", body,
                                          query={"fieldManager": osb.BENCH_MANAGER, "force": "true"},
