@@ -80,7 +80,7 @@ def test_numbers_only_refreshes_share_a_budget_and_never_hold_back_a_verdict_cha
     pub.seed([named(n) for n in range(100)])  # found at start-up: written_at unknown, due for a refresh
     changed = [named(n, message="Needs 2 more cpu") for n in range(99)] + [named(99, reason="ExceedsMaxQuota")]
     first = pub.prepare(changed, observed)
-    names = [k[1] for k, _ in first]
+    names = [w.key[1] for w in first]
     assert "w99" in names and len(first) <= 11  # the verdict change, and one second's budget of refreshes
     assert len(pub.deferred) == 100 - len(first)
     assert pub.next_due() is not None

@@ -27,7 +27,7 @@ from ..state import ClusterState, Key
 from .inbox import Inbox
 from .metrics import Stats, Verdict
 from .orphans import Orphans, deleting
-from .publisher import Body, Publisher
+from .publisher import Publisher, Write
 from .reports import ReportMirror
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
@@ -137,7 +137,7 @@ class DiagnosisLoop:
             chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
             owners = sorted(k for k in keys if k not in self.state.workloads
                             and (self.state.diagnosable(k) or k in self.publisher.records))
-            writes: list[tuple[Key, Body]] = []
+            writes: list[Write] = []
             count = 0
             reports = self.reports if not self.publisher.paused and self.publisher.leading else None
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..api import (
     GROUP,
@@ -121,6 +121,14 @@ def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
     return new
 
 
+class Write(NamedTuple):
+    """A diagnosis to write: `minor` when it only refreshes numbers of the verdict the cluster shows."""
+
+    key: Key
+    body: Body
+    minor: bool
+
+
 def _refresh_only(prev: Record | None, new: Mapping[str, Any]) -> bool:
     """A write that only refreshes numbers or evidence of a verdict the cluster already shows."""
     return prev is not None and bool(prev.digest) and prev.verdict == verdict_of(new)
@@ -159,7 +167,6 @@ class Publisher:
         # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
         self._urgent: dict[Key, Body] = {}
         self._minor: dict[Key, Body] = {}
-        self._minor_next: set[Key] = set()  # of the writes `prepare` just returned: the numbers-only refreshes
         self._flying: dict[Key, Body] = {}  # being applied now (one per key)
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the writers' loop (tests run several, one by one)
@@ -199,15 +206,11 @@ class Publisher:
             self.records[key] = record_of(obj, None)
 
     # ----- the pass -----
-    async def publish(self, diagnoses: list[dict[str, Any]], observed: datetime) -> set[Key]:
-        """Write what needs writing; the keys whose write failed (to retry)."""
-        return await self.write(self.prepare(diagnoses, observed))
-
-    def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[tuple[Key, Body]]:
+    def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[Write]:
         """Give each diagnosis its kept `since` and history (in place) and decide what to write: what the
         metrics then show is final before the first write is sent."""
         now = time.monotonic()
-        writes: list[tuple[Key, Body]] = []
+        writes: list[Write] = []
         for new in diagnoses:
             key = (new["metadata"]["namespace"], new["metadata"]["name"])
             prev = self.records.get(key)
@@ -221,22 +224,19 @@ class Publisher:
                 self.deferred[key] = (now + self._refresh_wait(), self._codec.pack(new))  # its turn comes
             elif decision.write:
                 self.deferred.pop(key, None)
-                writes.append((key, self._codec.pack(new)))
-                if minor:
-                    self._minor_next.add(key)
+                writes.append(Write(key, self._codec.pack(new), minor))
             elif decision.due is not None:
                 self.deferred[key] = (decision.due, self._codec.pack(new))
             else:
                 self.deferred.pop(key, None)
-        written = {k for k, _ in writes}
+        written = {w.key for w in writes}
         for key, (due, obj) in list(self.deferred.items()):
             if due <= now and key not in written:
                 if not self._refresh_token(now):
                     self.deferred[key] = (now + self._refresh_wait(), obj)
                     continue
                 del self.deferred[key]
-                writes.append((key, obj))
-                self._minor_next.add(key)  # a deferred write is a numbers-only refresh
+                writes.append(Write(key, obj, True))  # a deferred write is a numbers-only refresh
         if self.paused or not self.leading:
             for new in diagnoses:  # keep since across the pause; nothing is written
                 key = (new["metadata"]["namespace"], new["metadata"]["name"])
@@ -245,7 +245,7 @@ class Publisher:
         return writes
 
     def _supersede(self, key: Key, new: Mapping[str, Any], prev: Record | None,
-                   writes: list[tuple[Key, Body]]) -> None:
+                   writes: list[Write]) -> None:
         """A newer diagnosis of a Workload whose write is queued or in flight: what will be stored once that
         write lands (or what is stored, while only queued) is compared with it: equal, the queued write is
         withdrawn; different, the newest body takes the queued one's place."""
@@ -256,18 +256,15 @@ class Publisher:
             self._minor.pop(key, None)
         else:
             self.deferred.pop(key, None)
-            writes.append((key, self._codec.pack(new)))
-            if _refresh_only(prev, new):
-                self._minor_next.add(key)
+            writes.append(Write(key, self._codec.pack(new), _refresh_only(prev, new)))
 
-    def submit(self, writes: list[tuple[Key, Body]]) -> None:
+    def submit(self, writes: list[Write]) -> None:
         """Hand the prepared writes to the writers and return at once: a Workload already queued keeps its place
         with the newest body; one in flight is written again after it lands."""
-        minor, self._minor_next = self._minor_next, set()
         if not writes:
             return
-        for key, body in writes:
-            if key in minor and key not in self._urgent:
+        for key, body, minor in writes:
+            if minor and key not in self._urgent:
                 self._minor[key] = body
             else:
                 self._minor.pop(key, None)
@@ -286,24 +283,6 @@ class Publisher:
         if len(self._workers) < self._concurrency and (self._urgent or self._minor):
             self._workers += [asyncio.create_task(self._writer(), name=f"writer-{n}")
                               for n in range(len(self._workers), self._concurrency)]
-
-    async def write(self, writes: list[tuple[Key, Body]]) -> set[Key]:
-        """Submit the prepared writes and wait until every queued write has landed; the keys of these whose
-        write failed."""
-        failed: set[Key] = set()
-        outer = self.on_failed
-
-        def collect(key: Key) -> None:
-            failed.add(key)
-            outer(key)
-
-        self.on_failed = collect
-        try:
-            self.submit(writes)
-            await self.flush()
-        finally:
-            self.on_failed = outer
-        return failed & {k for k, _ in writes}
 
     async def flush(self) -> None:
         """Until nothing is queued or in flight."""
