@@ -43,15 +43,13 @@ class Transition:
     caught_up: float | None = None  # the operator's diagnosis showed it (received on the diagnosis watch)
 
 
-def _true(obj: dict[str, Any], ctype: str) -> bool:
-    return any(c.get("type") == ctype and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
-
-
 def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.0) -> dict[str, Any]:
     from tests.builders import condition
 
     import operator_scale as osb
+
+    def _true(obj: dict[str, Any], ctype: str) -> bool:
+        return (osb.cond_of(obj, ctype) or {}).get("status") == "True"
 
     api, plan = bench.api, bench.plan
     t_begin = time.time()
@@ -112,14 +110,11 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
             return sum(1 for tr in still if tr.seen <= now)
 
     def finish_one(key: Key) -> None:
-        body = {"apiVersion": osb.KUEUE_API, "kind": "Workload", "metadata": {"name": key[1], "namespace": key[0]},
-                "status": {"conditions": [
-                    condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is "
-                              "running", osb.now_rfc3339()),
-                    condition("Finished", "True", "Succeeded", "Job finished successfully", osb.now_rfc3339())]}}
-        osb.retrying(lambda: api.request("PATCH", f"{kueue}/namespaces/{key[0]}/workloads/{key[1]}/status", body,
-                                         query={"fieldManager": osb.BENCH_MANAGER, "force": "true"},
-                                         content_type="application/apply-patch+yaml"), f"finish {key}")
+        # PodsReady with it: the bench's apply owns both, and one without the other would drop PodsReady
+        ready = condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is running",
+                          osb.now_rfc3339())
+        done = condition("Finished", "True", "Succeeded", "Job finished successfully", osb.now_rfc3339())
+        osb.retrying(lambda: osb.apply_status_condition(api, *key, ready, done), f"finish {key}")
 
     def arrive(replaces: Key, i: int) -> None:
         ns = replaces[0]

@@ -85,6 +85,7 @@ from tests.builders import (  # noqa: E402
     ResourceFlavor,
     Workload,
     condition,
+    throttle,
 )
 
 import ksm as peer  # noqa: E402  (bench/ksm.py: kube-state-metrics beside the operator)
@@ -322,9 +323,9 @@ def running_status(w: dict[str, Any], i: int, node: str, started: str) -> dict[s
     return {"status": status}
 
 
-def apply_status_condition(api: Api, ns: str, name: str, cond: dict[str, Any]) -> Any:
+def apply_status_condition(api: Api, ns: str, name: str, *conds: dict[str, Any]) -> Any:
     body = {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": ns},
-            "status": {"conditions": [cond]}}  # a server-side apply patch: only the condition the bench owns
+            "status": {"conditions": list(conds)}}  # a server-side apply patch: only the conditions the bench owns
     return api.request("PATCH", f"{KUEUE}/namespaces/{ns}/workloads/{name}/status", body,
                        query={"fieldManager": BENCH_MANAGER, "force": "true"},
                        content_type="application/apply-patch+yaml")
@@ -940,18 +941,7 @@ class Bench:
         them, and none may be lost. Left in place for the rest of the run."""
         fc = "/apis/flowcontrol.apiserver.k8s.io/v1"
         name = "kueue-doctor-bench-throttle"
-        level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-                 "metadata": {"name": name}, "spec": {"type": "Limited", "limited": {
-                     "nominalConcurrencyShares": shares, "lendablePercent": 0, "borrowingLimitPercent": 0,
-                     "limitResponse": {"type": "Reject"}}}}
-        schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": name},
-                  "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 100,
-                           "distinguisherMethod": {"type": "ByUser"},
-                           "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
-                               "name": SA_NAME, "namespace": SA_NAMESPACE}}],
-                               "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                  "clusterScope": True, "namespaces": ["*"]}],
-                               "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+        level, schema = throttle(name, SA_NAME, SA_NAMESPACE, shares)
         self.api.request("POST", f"{fc}/prioritylevelconfigurations", level)
         self.api.request("POST", f"{fc}/flowschemas", schema)
         self.wait_until(lambda: any(c.get("type") == "Dangling" and c.get("status") == "False" for c in (

@@ -155,6 +155,25 @@ def taint(key: str, value: str | None = None, effect: str = "NoSchedule") -> Obj
     return out
 
 
+def throttle(name: str, service_account: str, namespace: str, shares: int = 1) -> tuple[Obj, Obj]:
+    """API Priority and Fairness holding one ServiceAccount to `shares` nominal concurrency shares, rejecting
+    (429 + Retry-After) what does not fit: the PriorityLevelConfiguration and the FlowSchema, both named `name`."""
+    group = "flowcontrol.apiserver.k8s.io/v1"
+    level = {"apiVersion": group, "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
+             "spec": {"type": "Limited", "limited": {
+                 "nominalConcurrencyShares": shares, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                 "limitResponse": {"type": "Reject"}}}}
+    schema = {"apiVersion": group, "kind": "FlowSchema", "metadata": {"name": name},
+              "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 100,
+                       "distinguisherMethod": {"type": "ByUser"},
+                       "rules": [{"subjects": [{"kind": "ServiceAccount",
+                                                "serviceAccount": {"name": service_account, "namespace": namespace}}],
+                                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                     "clusterScope": True, "namespaces": ["*"]}],
+                                  "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+    return level, schema
+
+
 def ref(kind: str, name: str, namespace: str | None = None, uid: str | None = None,
         api_version: str = "v1") -> Obj:
     """An object reference (Event involvedObject/regarding) by name; the UID defaults to ``uid_for``."""

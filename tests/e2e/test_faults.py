@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload, throttle
 
 from . import kube
 from .conftest import ClusterHandle
@@ -601,18 +601,7 @@ def test_throttled_by_priority_and_fairness_it_honours_429_and_loses_no_write(
         cluster: ClusterHandle, launch: Callable[..., Operator], resources: kube.Resources, namespace: str) -> None:
     api = cluster.api_client
     flowcontrol = "/apis/flowcontrol.apiserver.k8s.io/v1"
-    level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-             "metadata": {"name": SA}, "spec": {"type": "Limited", "limited": {
-                 "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
-                 "limitResponse": {"type": "Reject"}}}}
-    schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": SA},
-              "spec": {"priorityLevelConfiguration": {"name": SA}, "matchingPrecedence": 100,
-                       "distinguisherMethod": {"type": "ByUser"},
-                       "rules": [{"subjects": [{"kind": "ServiceAccount",
-                                                "serviceAccount": {"name": SA, "namespace": SA_NAMESPACE}}],
-                                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                     "clusterScope": True, "namespaces": ["*"]}],
-                                  "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+    level, schema = throttle(SA, SA, SA_NAMESPACE, shares=1)
     hold_queue(resources, namespace)
     count = 60
     create_many(api, [workload(f"w{n:02d}", namespace) for n in range(count)])
