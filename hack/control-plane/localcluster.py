@@ -1051,8 +1051,10 @@ class LocalCluster:
         canary: bool = True,
         jobset_crd: bool = True,
         verbose: bool = False,
+        apiserver_args: Iterable[str] = (),
     ) -> None:
         self._own_workdir = workdir is None
+        self.apiserver_args = tuple(apiserver_args)  # appended last, so they win (a bench: "--profiling=true")
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kueue-doctor-cp-"))
         self.bin_dir = Path(bin_dir) if bin_dir else None
         self.kueue = kueue or KueueSettings()
@@ -1440,6 +1442,7 @@ class LocalCluster:
                 "--audit-log-mode=blocking",
                 "--audit-log-maxbackup=0",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         api_ctx = ssl.create_default_context(cafile=str(pki.ca.cert))

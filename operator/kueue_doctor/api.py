@@ -401,8 +401,10 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 def openapi_schema() -> dict[str, Any]:
     full = AdmissionDiagnosis.model_json_schema()
     defs = full.get("$defs", {})
-    spec = _structural(full["properties"]["spec"], defs)
-    status = _structural(full["properties"]["status"], defs)
+    # Atomic for server-side apply: one writer owns them whole, so the apiserver neither tracks nor stores
+    # ownership per field (bench/write_cost.py: 0.83x its CPU per write, managedFields 854 -> 386 bytes).
+    spec = {**_structural(full["properties"]["spec"], defs), "x-kubernetes-map-type": "atomic"}
+    status = {**_structural(full["properties"]["status"], defs), "x-kubernetes-map-type": "atomic"}
     return {
         "type": "object",
         "description": AdmissionDiagnosis.__doc__,

@@ -173,6 +173,9 @@ def test_operator_follows_a_workload_from_exceeds_max_quota_to_running_and_remov
     assert d["metadata"]["labels"]["kueue-doctor.dev/reason"] == "ExceedsMaxQuota"
     assert d["metadata"]["ownerReferences"][0]["uid"] == wl["metadata"]["uid"]
     assert {"controller", "blockOwnerDeletion"}.isdisjoint(d["metadata"]["ownerReferences"][0])
+    # spec and status are atomic: the apiserver records the operator as the owner of each whole, not per field
+    mine = [e for e in d["metadata"]["managedFields"] if e["manager"] == "kueue-doctor"]
+    assert [(e["fieldsV1"]["f:spec"], e["fieldsV1"]["f:status"]) for e in mine] == [({}, {})], mine
 
     # the platform admin raises the quota: Kueue admits, the diagnosis follows
     kube.patch(api, "ClusterQueue", cq, {"spec": {"resourceGroups": [{"coveredResources": ["cpu", "pods"], "flavors": [
