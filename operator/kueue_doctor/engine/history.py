@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..api import MAX_TEXT
-from ..kube.objects import clip, format_duration, format_time, lst, m, parse_time, s
+from ..kube.objects import clip, format_duration, lst, m, meta, parse_time, s, time_text
 from ..vocabulary import Cause, Reason, Stage
 from .context import Context
 
@@ -35,33 +35,37 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     since_text = status.get("since")
     since = parse_time(since_text)
     conds = ctx.conds
-    points: list[tuple[datetime, str, str | None]] = []
+    # (time, the text it was read from, stage, reason): an entry writes the text as `time_text` gives it, which
+    # is `format_time` of the time without formatting one (Kueue's timestamps are already in that form)
+    points: list[tuple[datetime, Any, str, str | None]] = []
     if ctx.created is not None:
-        points.append((ctx.created, "Admission", None))
+        points.append((ctx.created, meta(ctx.wl)["creationTimestamp"], "Admission", None))
     qr, adm = conds.get("QuotaReserved"), conds.get("Admitted")
-    admitted = parse_time(adm.get("lastTransitionTime")) if adm else None
-    if qr and qr.get("status") == "True" and (reserved := parse_time(qr.get("lastTransitionTime"))) is not None \
-            and (admitted is None or admitted > reserved):
-        points.append((reserved, "Admission", "WaitingForAdmissionChecks"))
+    admitted_text = adm.get("lastTransitionTime") if adm else None
+    admitted = parse_time(admitted_text)
+    if qr and qr.get("status") == "True" and (reserved := parse_time(text := qr.get("lastTransitionTime"))) \
+            is not None and (admitted is None or admitted > reserved):
+        points.append((reserved, text, "Admission", "WaitingForAdmissionChecks"))
     if adm and adm.get("status") == "True" and admitted is not None:
-        points.append((admitted, "Scheduling", None))
+        points.append((admitted, admitted_text, "Scheduling", None))
     ready = conds.get("PodsReady")
-    if ready and ready.get("status") == "True" and (at := parse_time(ready.get("lastTransitionTime"))) is not None:
-        points.append((at, "Running", "Running"))
+    if ready and ready.get("status") == "True" and (at := parse_time(text := ready.get("lastTransitionTime"))) \
+            is not None:
+        points.append((at, text, "Running", "Running"))
     ev = conds.get("Evicted")
-    if ev and ev.get("status") == "True" and (at := parse_time(ev.get("lastTransitionTime"))) is not None:
-        points.append((at, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted"))
+    if ev and ev.get("status") == "True" and (at := parse_time(text := ev.get("lastTransitionTime"))) is not None:
+        points.append((at, text, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted"))
     if len(points) > 1:
         points.sort(key=itemgetter(0))  # by time only, stable: the order above breaks ties
-        if points[0][2] is None and any(reason in ("Preempted", "Evicted") for _, _, reason in points[1:]):
-            points[0] = (points[0][0], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
+        if points[0][3] is None and any(point[3] in ("Preempted", "Evicted") for point in points[1:]):
+            points[0] = (*points[0][:2], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
     entries: list[Entry] = []
-    for at, stage, reason in points:
+    for at, text, stage, reason in points:
         if since is not None and at >= since:
             break
         if entries and entries[-1]["stage"] == stage and entries[-1].get("reason") == reason:
             continue
-        when = format_time(at)
+        when = time_text(text)
         _close(entries, when)
         # `_entry(stage, reason, None, when, rebuilt=True)`, inline: a time is never None
         entries.append({"stage": stage, "since": when, "rebuilt": True} if reason is None else
