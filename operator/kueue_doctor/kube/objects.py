@@ -149,7 +149,9 @@ def earliest(a: datetime | None, b: datetime | None) -> datetime | None:
 def format_time(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+    # "+00:00" replaced by "Z": one C call fewer than dropping microseconds and zone with `replace` (most times
+    # are formatted once: each Workload's own)
+    return value.astimezone(UTC).isoformat(timespec="seconds")[:-6] + "Z"
 
 
 def time_text(value: object) -> str | None:
