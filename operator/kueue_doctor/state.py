@@ -473,10 +473,13 @@ class ClusterState:
 
     def derived(self, fact: Derived[T]) -> T:
         """The fact for the current objects: built on first use, dropped when the index is rebuilt."""
-        cache = self.index.derived
-        if fact not in cache:
-            cache[fact] = fact.build(self)
-        return cast(T, cache[fact])
+        # asked several times per Workload: the built index read directly, one look-up when the fact is there
+        cache = (self._index if self._index is not None else self.index).derived
+        try:
+            return cast(T, cache[fact])
+        except KeyError:
+            found = cache[fact] = fact.build(self)
+            return found
 
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds
