@@ -292,11 +292,14 @@ _TRAILER_RX = re.compile(
     r"|Pending the migration of (?P<migrating>\d+) workload\(s\))\Z"
 )
 _TRAILER_WINDOW = 64
+_TRAILER_ENDS = ("workload(s)", "will retry.")  # how every trailer of _TRAILER_RX ends
 
 
 def _strip_trailers(text: str) -> tuple[str, int | None, int | None, int | None]:
     pending = failed = migrating = None
     for _ in range(3):
+        if not text.endswith(_TRAILER_ENDS):  # no trailer (most messages): no regex search
+            break
         m = _TRAILER_RX.search(text, max(0, len(text) - _TRAILER_WINDOW))
         if m is None:
             break
