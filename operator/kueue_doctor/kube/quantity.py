@@ -5,8 +5,6 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-from kubernetes.utils.quantity import parse_quantity
-
 UNLIMITED = "<unlimited>"
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 _DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
@@ -25,13 +23,34 @@ def parse(text: object) -> Decimal | None:
     return _parse(text)
 
 
+# The suffixes of the Python client's kubernetes.utils.quantity.parse_quantity, which multiplies the number by
+# `base ** Decimal(exponent)` of its suffix, a Decimal power computed on every call: here each suffix's factor is
+# that same expression, computed once
+_EXPONENTS = {"n": -3, "u": -2, "m": -1, "K": 1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_BINARY_PREFIXES = "KMGTPE"
+_FACTORS: dict[str, Decimal] = {
+    **{p: 1000 ** Decimal(e) for p, e in _EXPONENTS.items()},
+    **{f"{p}i": 1024 ** Decimal(e) for p, e in _EXPONENTS.items() if p in _BINARY_PREFIXES},
+}
+
+
 @lru_cache(maxsize=4096)
 def _parse(text: str) -> Decimal | None:
+    """parse_quantity's reading (the same suffixes, the same Decimal, None where it raises)."""
+    quantity = text.strip()
+    number, factor = quantity, None
+    if len(quantity) >= 2 and quantity[-1] == "i":
+        if quantity[-2] in _EXPONENTS:
+            number, factor = quantity[:-2], _FACTORS.get(quantity[-2:])
+            if factor is None:  # "ki", "mi": no binary suffix
+                return None
+    elif len(quantity) >= 1 and quantity[-1] in _EXPONENTS:
+        number, factor = quantity[:-1], _FACTORS[quantity[-1]]
     try:
-        value = parse_quantity(text.strip())  # type: ignore[no-untyped-call]
+        value = Decimal(number)
+        return value if factor is None else value * factor
     except (ValueError, TypeError, InvalidOperation, ArithmeticError):
         return None
-    return value if isinstance(value, Decimal) else Decimal(value)
 
 
 def is_binary_resource(resource: str) -> bool:
@@ -58,10 +77,19 @@ def format_quantity(resource: str, value: Decimal | None) -> str | None:
 def _with_suffix(value: Decimal, table: tuple[tuple[str, int], ...]) -> str:
     if value == 0 or value != value.to_integral_value():
         return _plain(value)
+    if -_EXACT < value < _EXACT:  # whole and this small: int arithmetic, as exact, without a conversion per try
+        whole = int(value)
+        for suffix, factor in table:
+            if whole % factor == 0:
+                return f"{whole // factor}{suffix}"
+        return str(whole)
     for suffix, factor in table:
         if value % factor == 0:
             return f"{int(value // factor)}{suffix}"
     return str(int(value))
+
+
+_EXACT = 10**18
 
 
 def _plain(value: Decimal) -> str:
