@@ -1,4 +1,4 @@
-"""What every rule may ask about one Workload, computed once and lazily.
+"""What every rule may ask about one Workload: what every verdict writes read at once, the rest lazily, once.
 
 A rule (`rules.py`) gets a `Context` and returns a `Finding` or None; the first rule that answers wins.
 Facts that only some rules need are computed through `Context.lazy`, once per Workload, without
@@ -64,6 +64,16 @@ class Context:
         # an owner without a Workload, diagnosed in its place (`is_stand_in`, from the metadata at hand)
         self.stand_in = m(md.get("annotations")).get(STAND_IN_ANNOTATION) == "true"
         self._lazy: dict[Callable[[Context], Any], Any] = {}
+        # ----- what every verdict writes (its queues, owner, creation): read here, not through a lazy property -----
+        self.lq_name = s(self.spec.get("queueName"))
+        self.lq = state.local_queues.get((self.ns, self.lq_name or ""))
+        # the ClusterQueue it is admitted to, else its LocalQueue's
+        self.cq_name = s(m(self.status.get("admission")).get("clusterQueue")) or (
+            s(spec(self.lq).get("clusterQueue")) if self.lq is not None else None)
+        self.cq = state.cluster_queues.get(self.cq_name or "")
+        self.cohort = s(spec(self.cq).get("cohortName")) if self.cq else None
+        self.owner_ref = controller_ref(workload)
+        self.created = parse_time(md.get("creationTimestamp"))
 
     def lazy(self, fact: Callable[[Context], T]) -> T:
         """`fact(self)`, computed on first use (a Pod summary, say), then kept for this Workload."""
@@ -98,23 +108,6 @@ class Context:
 
     # ----- queues -----
     @cached_property
-    def lq_name(self) -> str | None:
-        return s(self.spec.get("queueName"))
-
-    @cached_property
-    def lq(self) -> Mapping[str, Any] | None:
-        return self.state.local_queues.get((self.ns, self.lq_name or ""))
-
-    @cached_property
-    def cq_name(self) -> str | None:
-        admitted = s(m(self.status.get("admission")).get("clusterQueue"))
-        if admitted:
-            return admitted
-        if self.lq is not None:
-            return s(spec(self.lq).get("clusterQueue"))
-        return None
-
-    @cached_property
     def cq_text(self) -> str:
         """How messages name the ClusterQueue, also when the input lacks the LocalQueue that names it."""
         if self.cq_name:
@@ -122,20 +115,8 @@ class Context:
         return f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (not in the input)"
 
     @cached_property
-    def cq(self) -> Mapping[str, Any] | None:
-        return self.state.cluster_queues.get(self.cq_name or "")
-
-    @cached_property
-    def cohort(self) -> str | None:
-        return s(spec(self.cq).get("cohortName")) if self.cq else None
-
-    @cached_property
     def owner(self) -> Mapping[str, Any] | None:
         return self.state.owner_of(self.wl)
-
-    @cached_property
-    def owner_ref(self) -> Mapping[str, Any] | None:
-        return controller_ref(self.wl)
 
     @cached_property
     def pods(self) -> list[Mapping[str, Any]]:
@@ -145,12 +126,12 @@ class Context:
     def _requests(self) -> tuple[quota.Requests, str]:
         return quota.workload_requests(self.wl)
 
-    @property
+    @cached_property  # then a plain attribute: read several times per quota line
     def requests(self) -> quota.Requests:
         """Total requests per PodSet (Kueue's own numbers when it wrote them)."""
         return self._requests[0]
 
-    @property
+    @cached_property
     def requests_source(self) -> str:
         """"Kueue" (status.resourceRequests / admission) or "Estimate" (computed from the Pod templates)."""
         return self._requests[1]
@@ -159,10 +140,6 @@ class Context:
     def priority(self) -> int:
         p = self.spec.get("priority")
         return p if isinstance(p, int) and not isinstance(p, bool) else 0
-
-    @cached_property
-    def created(self) -> datetime | None:
-        return parse_time(m(self.wl.get("metadata")).get("creationTimestamp"))
 
     # ----- evidence helpers -----
     def condition_evidence(self, ctype: str) -> dict[str, Any]:
