@@ -285,7 +285,17 @@ def _quiet(ctx: Context) -> bool:
 
 
 def _cq_active(ctx: Context) -> bool:
-    return any(m(c).get("type") == "Active" and is_true(m(c)) for c in lst(status(ctx.cq or {}).get("conditions")))
+    """Some Active condition of the ClusterQueue is True; kept per index (every waiting Workload of it asks)."""
+    memo = ctx.state.derived(CQ_ACTIVE)
+    cq_name = ctx.cq_name or ""
+    found = memo.get(cq_name)
+    if found is None:
+        found = memo[cq_name] = any(m(c).get("type") == "Active" and is_true(m(c))
+                                    for c in lst(status(ctx.cq or {}).get("conditions")))
+    return found
+
+
+CQ_ACTIVE: Derived[dict[str, bool]] = Derived("ClusterQueue active", lambda _: {})
 
 
 @rule(Phase.PENDING, [(Reason.NOT_YET_EVALUATED, Cause.KUEUE_STALLED), (Reason.WAITING_FOR_QUOTA, Cause.KUEUE_STALLED)])
