@@ -45,7 +45,9 @@ class cached_property(Generic[T]):
 
     def __get__(self, obj: Any, cls: Any = None) -> T:
         value = self.fn(obj)
-        obj.__dict__[self.name] = value
+        # setattr, not obj.__dict__[...]: reading __dict__ turns the instance's inline attribute values into a dict,
+        # which makes every later attribute read and write of it slower
+        setattr(obj, self.name, value)
         return value
 
 
