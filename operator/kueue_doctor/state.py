@@ -379,7 +379,7 @@ class ClusterState:
     def _requests_shape(self, pod_spec: Mapping[str, Any]) -> Mapping[str, Any]:
         """What `quota.pod_requests` reads of a Pod's spec. A plain dict of Pods keeps the spec itself (no copy);
         packed Pods share one copy per distinct shape (every Pod of a Job has the same)."""
-        if not isinstance(self.pods, PackedObjects):
+        if type(self.pods) is dict or not isinstance(self.pods, PackedObjects):  # a plain dict: no ABC check per Pod
             return pod_spec
         shape = {k: pod_spec[k] for k in ("containers", "initContainers", "overhead") if k in pod_spec}
         if len(self._shapes) >= MAX_SHAPES:  # every Pod its own requests: sharing would only add the keys

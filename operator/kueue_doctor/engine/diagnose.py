@@ -92,7 +92,9 @@ def phase_of(ctx: Context) -> Phase:
 
 def decide(ctx: Context) -> tuple[Rule | None, Finding]:
     """The first rule of the Workload's phase that answers, and its finding (no rule: Unknown)."""
-    if not ctx.stand_in and (not ctx.uid or not isinstance(ctx.wl.get("spec"), Mapping)):
+    raw_spec = ctx.wl.get("spec")
+    # a plain dict first: the ABC check is a Python call, once per Workload
+    if not ctx.stand_in and (not ctx.uid or (type(raw_spec) is not dict and not isinstance(raw_spec, Mapping))):
         missing = "metadata.uid" if not ctx.uid else "spec"
         return None, Finding(Reason.UNKNOWN, Cause.MALFORMED_WORKLOAD,
                              f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input "

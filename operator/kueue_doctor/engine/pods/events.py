@@ -106,7 +106,9 @@ class PodEvents:
 
     def __init__(self, events: object, reasons: Collection[str]) -> None:
         self._by_name: dict[str, list[tuple[str, str, str, EventInfo]]] = {}
-        for ev in events if isinstance(events, Iterable) and not isinstance(events, str | bytes) else ():
+        # a list first: the ABC check is a Python call, once per admitted Workload
+        for ev in events if type(events) is list or (isinstance(events, Iterable) and not isinstance(
+                events, str | bytes)) else ():
             ev = m(ev)
             reason = s(ev.get("reason")) or ""
             if reason not in reasons:
