@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
@@ -476,10 +476,10 @@ class ClusterState:
         # asked several times per Workload: the built index read directly, one look-up when the fact is there
         cache = (self._index if self._index is not None else self.index).derived
         try:
-            return cast(T, cache[fact])
+            found: T = cache[fact]  # typed by assignment: typing.cast would be one more Python call
         except KeyError:
             found = cache[fact] = fact.build(self)
-            return found
+        return found
 
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from ..api import MAX_TEXT
 from ..kube.objects import (
@@ -81,7 +81,8 @@ class Context:
         """`fact(self)`, computed on first use (a Pod summary, say), then kept for this Workload."""
         if fact not in self._lazy:
             self._lazy[fact] = fact(self)
-        return cast(T, self._lazy[fact])
+        found: T = self._lazy[fact]  # typed by assignment: typing.cast would be one more Python call
+        return found
 
     # ----- conditions -----
     def cond(self, ctype: str) -> Mapping[str, Any] | None:
