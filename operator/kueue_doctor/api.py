@@ -7,6 +7,7 @@ the two differ. The engine builds plain dicts for speed; tests validate them aga
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -419,6 +420,7 @@ def openapi_schema() -> dict[str, Any]:
     }
 
 
+@cache  # the operator compares it every recheck (30 s) and on every CRD event: pydantic's schema built once
 def schema_hash() -> str:
     """A short hash of the CRD spec this operator writes against; stored as an annotation on the CRD."""
     import hashlib
