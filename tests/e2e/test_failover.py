@@ -140,18 +140,22 @@ class VersionWatch(threading.Thread):
         from kubernetes import client, watch
 
         custom = client.CustomObjectsApi(self.api)
+        rv: str | None = None  # each 5 s stream goes on from the last version seen: a new LIST would skip versions
         while not self.stopped.is_set():
             w = watch.Watch()
             try:
                 for event in w.stream(custom.list_namespaced_custom_object, "kueue-doctor.dev", "v1alpha1",
-                                      self.namespace, "admissiondiagnoses", timeout_seconds=5):
+                                      self.namespace, "admissiondiagnoses", timeout_seconds=5,
+                                      **({"resource_version": rv} if rv else {})):
                     md = event["object"]["metadata"]
+                    rv = md.get("resourceVersion") or rv
                     seen = self.versions.setdefault(md["name"], [])
                     if event["type"] in ("ADDED", "MODIFIED") and md["resourceVersion"] not in seen:
                         seen.append(md["resourceVersion"])
                     if self.stopped.is_set():
                         w.stop()
-            except Exception:  # the namespace or the cluster going away at the end of the test
+            except Exception:  # 410 Gone (list again), or the namespace or the cluster going away at the end
+                rv = None
                 if self.stopped.wait(1):
                     return
 

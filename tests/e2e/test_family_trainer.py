@@ -173,7 +173,8 @@ def test_trainjob_pending_for_quota(cluster: Any, resources: Resources, namespac
     tj = kube.get(api, "trainer.kubeflow.org/TrainJob", "waits", namespace)
     assert tj is not None and tj["spec"]["suspend"] is True
     # the Trainer builds the JobSet at once, suspended like the TrainJob; JobSet makes its Job, suspended; no Pod
-    js, jobs, pods = _chain(api, namespace, "waits")
+    js, jobs, pods = wait_for(lambda: c if (c := _chain(api, namespace, "waits"))[1] else None, timeout=30,
+                              message="the JobSet's Job (the JobSet controller makes it in its own time)")
     assert js["spec"]["suspend"] is True and [j["spec"]["suspend"] for j in jobs] == [True] and not pods, (js, jobs)
     assert [w["metadata"]["name"] for w in kube.list_objects(api, "Workload", namespace)
             if _controller(w)[0] != "Job"] == [wl["metadata"]["name"]], "one Workload, the TrainJob's: none for its JobSet"
