@@ -109,23 +109,29 @@ INACTIVE_VERDICTS = [*pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INAC
 
 @rule(Phase.PENDING, INACTIVE_VERDICTS)
 def cluster_queue_inactive(ctx: Context) -> Finding | None:
-    active = _active_condition(ctx) if _queues_known(ctx) and ctx.cq else None
-    if active is None or is_true(active):
+    if not ctx.cq or ctx.lq is None:  # `_queues_known` and a ClusterQueue object, without a call
+        return None
+    active = _inactive_condition(ctx)
+    if active is None:
         return None
     return inactive(ctx, m(active), _since(ctx))
 
 
-def _active_condition(ctx: Context) -> Mapping[str, Any] | None:
-    """The ClusterQueue's Active condition, read once per index (every Workload of the queue asks)."""
-    memo = ctx.state.derived(ACTIVE_CONDITIONS)
+def _inactive_condition(ctx: Context) -> Mapping[str, Any] | None:
+    """The ClusterQueue's Active condition when it is not True, else None: kept per index with its test (every
+    pending Workload of the queue asks; the answer is the queue's alone)."""
+    memo = ctx.state.derived(INACTIVE_CONDITIONS)
     cq_name = ctx.cq_name or ""
-    if cq_name not in memo:
-        memo[cq_name] = conditions(ctx.cq).get("Active") if ctx.cq else None
-    return memo[cq_name]
+    try:
+        found: Mapping[str, Any] | None = memo[cq_name]
+    except KeyError:
+        active = conditions(ctx.cq).get("Active") if ctx.cq else None
+        found = memo[cq_name] = None if active is None or is_true(active) else active
+    return found
 
 
-ACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived("Active condition per ClusterQueue",
-                                                                         lambda _: {})
+INACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived(
+    "Active condition per ClusterQueue, when not True", lambda _: {})
 
 
 def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:
