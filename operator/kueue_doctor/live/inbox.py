@@ -16,8 +16,10 @@ within the publisher's refresh budget anyway.
 
 Watch gaps: Kopf re-lists a kind after a "410 Gone" (or when its watches restart) and reports the listed
 objects as events of type None, but never the objects deleted meanwhile. `relisted` says when such a re-list
-came in after the operator's own start-up list, so that runtime.py compares a fresh LIST with the state
-(orphans.py `repair`); `recording` collects what was observed during that LIST, which is not taken as gone.
+came in after the operator's own start-up list, and `take_relisted` which objects each re-listed kind listed
+(their keys' hashes), so that runtime.py asks the apiserver about only what the state holds and the re-list did
+not bring (orphans.py `after_relist`): Kopf's own first listing after start-up costs nothing more.
+`recording` collects what was observed during a repair's LIST, which is not taken as gone.
 Events of a kind RBAC no longer lets us list are dropped (the state must not hold what we may not see), and
 events of our own CRD go to `on_crd` (discovery.py pauses or resumes writing at once).
 """
@@ -85,6 +87,10 @@ class Inbox:
         self.on_crd: Callable[[str | None, Mapping[str, Any]], None] = lambda event_type, obj: None
         self.live = False  # set once the start-up list is in the state: a type-None event after it is a re-list
         self.relisted_at: float | None = None  # monotonic time of the last re-listed object not yet repaired
+        # per re-listed kind, hash(key) of each object it listed: 64-bit hashes, not the keys (50,000 Pods listed
+        # by Kopf at start-up would hold ~10 MB of new key tuples); a collision (~1e-10 at 50,000) only defers the
+        # removal of one deleted object to the next resync
+        self._relisted: dict[str, set[int]] = {}
         self._recorders: list[set[tuple[str, Any]]] = []
         # held while a pass reads the state and while a task beside the passes (the resync, an RBAC recheck)
         # changes it: a pass yields between chunks, and its Workloads must all be diagnosed against one state
@@ -111,10 +117,15 @@ class Inbox:
             return  # another namespace shard's Pod, Event, owner or diagnosis: decoded, counted, never kept
         if key is not None and self.stats.access.get(key[1]) is False:
             return  # RBAC no longer lets us list this kind: what a still-open watch sends is not used
+        kind = key[1] if key else ""
         if event_type is None and self.live:
             self.relisted_at = time.monotonic()
+            listed = self._relisted.get(kind)
+            if listed is None:
+                listed = self._relisted[kind] = set()
+            listed.add(hash(self.state.key_of(kind, obj)))
         for seen in self._recorders:
-            seen.add((key[1] if key else "", self.state.key_of(key[1] if key else "", obj)))
+            seen.add((kind, self.state.key_of(kind, obj)))
         if key == DIAGNOSIS:  # compared whole (publisher.digest), but for the apiserver's bookkeeping
             md = m(obj.get("metadata"))
             obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
@@ -125,6 +136,16 @@ class Inbox:
             obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
         self._queue.append((event_type or "ADDED", self._codec.pack(obj)))
         self.wake.set()
+
+    def take_relisted(self) -> dict[str, set[int]]:
+        """Per kind Kopf re-listed since the last call, the hashes of the listed objects' keys."""
+        taken, self._relisted = self._relisted, {}
+        return taken
+
+    def give_back_relisted(self, taken: dict[str, set[int]]) -> None:
+        """A repair that failed: what it took is compared again with what was re-listed since."""
+        for kind, listed in taken.items():
+            self._relisted.setdefault(kind, set()).update(listed)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[set[tuple[str, Any]]]:

@@ -1,11 +1,12 @@
 """Repairs: what a watch gap hid, diagnoses whose Workload is gone, and restores that must not happen.
 
-After a 410 Gone, Kopf re-lists without reporting deletions, so `repair` compares a metadata-only LIST
-of each kind with the ClusterState and queues the difference in the inbox: runtime.py calls it (through
-`after_relist`) seconds after such a re-list, and `resync` on every resync interval; the resync deletes a
-diagnosis only after a GET confirms its Workload is gone (or being deleted). `confirm_restores` runs before each pass:
-a diagnosis someone deleted is re-created only if a GET shows its Workload alive, since the garbage
-collector deletes the dependents of a Workload in foreground deletion and re-creating them would fight it.
+After a 410 Gone, Kopf re-lists without reporting deletions: seconds after such a re-list runtime.py calls
+`after_relist`, which asks the apiserver about what the state holds and the re-list did not bring, and queues
+the deleted ones in the inbox. `resync`, on every resync interval, compares a metadata-only LIST of each kind
+with the state (`repair`), and deletes a diagnosis only after a GET confirms its Workload is gone (or being
+deleted). `confirm_restores` runs before each pass: a diagnosis someone deleted is re-created only if a GET
+shows its Workload alive, since the garbage collector deletes the dependents of a Workload in foreground
+deletion and re-creating them would fight it.
 Neighbours: loop.py calls both on its timers; inbox.py applies the repairs; discovery.py says which kinds
 may be listed and re-checks the CRD; the publisher deletes (it is the only writer).
 """
@@ -33,6 +34,7 @@ from .snapshot import Listing, LiveError, list_all, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
+RELIST_CHECKS = 50  # objects of one kind a re-list did not bring, asked about one by one; more: the kind is listed
 
 
 def _identity_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -81,42 +83,109 @@ class Orphans:
         watch event about them came in while listing: it is newer than the LIST), objects missing from memory
         are fetched. The Workloads found gone.
         """
-        namespaces = self.discovery.namespaces
         gone: set[Key] = set()
         for listing in self.discovery.listings():
-            if not self.discovery.allowed(listing.kind) or listing.kind not in self.state.complete_kinds:
-                continue
-            with self.inbox.recording() as seen:
-                try:
-                    alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True, _identity_of,
-                                                    self.shard.keeps)
-                except LiveError:
-                    raise  # the cluster cannot be reached: no other kind can be listed either
-                except Exception as exc:  # one kind failing must not stop the others
-                    self.stats.count(self.stats.errors, "resync")
-                    log.warning("Resync could not list %s: %s", listing.kind, exc)
-                    continue
-            if alive is None:
-                continue
-            gone |= self._reconcile(listing, alive, seen)
-            if any(self._missing(listing.kind, o) for o in alive):
-                items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim,
+            if self.discovery.allowed(listing.kind) and listing.kind in self.state.complete_kinds:
+                gone |= await self._repair_kind(listing)
+        return gone
+
+    async def _repair_kind(self, listing: Listing) -> set[Key]:
+        namespaces = self.discovery.namespaces
+        with self.inbox.recording() as seen:
+            try:
+                alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True, _identity_of,
                                                 self.shard.keeps)
-                for obj in items or []:
-                    if self._missing(listing.kind, obj):
-                        self.inbox.put("ADDED", obj)
-            self.stats.heartbeat = time.monotonic()
+            except LiveError:
+                raise  # the cluster cannot be reached: no other kind can be listed either
+            except Exception as exc:  # one kind failing must not stop the others
+                self.stats.count(self.stats.errors, "resync")
+                log.warning("Resync could not list %s: %s", listing.kind, exc)
+                return set()
+        if alive is None:
+            return set()
+        gone = self._reconcile(listing, alive, seen)
+        if any(self._missing(listing.kind, o) for o in alive):
+            items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim, self.shard.keeps)
+            for obj in items or []:
+                if self._missing(listing.kind, obj):
+                    self.inbox.put("ADDED", obj)
+        self.stats.heartbeat = time.monotonic()
         return gone
 
     async def after_relist(self) -> int:
-        """Kopf re-listed (after a 410 Gone, or its watches restarted): drop what vanished meanwhile, with its
-        diagnosis, at once rather than at the next resync. The number of Workloads found gone."""
-        gone = await self.repair()
+        """Kopf re-listed some kinds (after a 410 Gone, when its watches restart, and once after start-up): drop
+        what vanished meanwhile, with its diagnosis, at once rather than at the next resync. The number of
+        Workloads found gone.
+
+        A re-list brings every object alive, so only what the state holds and the re-list did not bring can be
+        gone: each is asked about with a LIST by name (`_still_listed`), or, past RELIST_CHECKS of one kind (the
+        re-list was cut short), the kind is listed whole (`_repair_kind`). Kopf's listing right after start-up
+        brings what the start-up list read: it costs nothing (it was a metadata LIST of every kind, 10-20 s of
+        CPU at 10,000 Workloads). A kind whose re-list came back empty sends no event, so the objects it held
+        are dropped by the next resync, not here.
+        """
+        relisted = self.inbox.take_relisted()
+        try:
+            gone = await self._repair_relisted(relisted)
+        except Exception:
+            self.inbox.give_back_relisted(relisted)  # compared again on the retry
+            raise
         for key in sorted(gone):
             if key in self.publisher.records:
                 await self.publisher.delete(key)  # the garbage collector may have been first: a 404 is fine
         self.inbox.wake.set()
         return len(gone)
+
+    async def _repair_relisted(self, relisted: dict[str, set[int]]) -> set[Key]:
+        gone: set[Key] = set()
+        for listing in self.discovery.listings():
+            listed = relisted.get(listing.kind)
+            if listed is None or not self.discovery.allowed(listing.kind) or (
+                    listing.kind not in self.state.complete_kinds):
+                continue
+            collection = self.state.collection(listing.kind) or {}
+            owners = listing.kind in OWNER_KIND_NAMES  # owners of every kind share one collection
+            unlisted = [k for k in list(collection) if hash(k) not in listed and (not owners or k[1] == listing.kind)]
+            if len(unlisted) > RELIST_CHECKS:
+                gone |= await self._repair_kind(listing)
+                continue
+            for key in unlisted:
+                obj = collection.get(key)
+                if obj is None:
+                    continue  # a watch event removed it meanwhile
+                with self.inbox.recording() as seen:
+                    listed_now = await asyncio.to_thread(self._still_listed, listing, namespace(obj) or "",
+                                                         name(obj) or "")
+                if listed_now is False and (listing.kind, key) not in seen:  # else an event is newer
+                    self.inbox.put("DELETED", obj)
+                    if listing.kind == "Workload":
+                        gone.add(key)
+            self.stats.heartbeat = time.monotonic()
+        return gone
+
+    def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool | None:
+        """Does the listing (its selectors included: an object that stopped matching is gone for us too) still
+        hold this object? None when the apiserver will not say (forbidden, not served); rest.ApiError when it
+        cannot say now."""
+        scoped = listing.namespaced and bool(self.discovery.namespaces)  # namespaced RBAC: no cluster-wide LIST
+        path = listing.path.format(ns=f"namespaces/{ns}/" if scoped else "")
+        by_name = f"metadata.name={nm}" + (f",metadata.namespace={ns}" if listing.namespaced and not scoped else "")
+        try:
+            for selector in listing.selectors:
+                query = dict(selector)
+                query["fieldSelector"] = ",".join(f for f in (query.get("fieldSelector"), by_name) if f)
+                for page in pages(self.api, path, query, metadata_only=True):
+                    # compared by name too: a server that ignored the field selector answers the whole list
+                    if any(name(o) == nm and (namespace(o) or "") == ns for o in page):
+                        return True
+        except rest.ApiError as exc:
+            if exc.status not in (403, 404):
+                raise  # unreachable, restarting: runtime.py tries the whole comparison again shortly
+            self.stats.count(self.stats.errors, "resync")
+            log.warning("Could not check whether %s %s/%s still exists after a re-list (%s): the next resync "
+                        "will.", listing.kind, ns, nm, exc)
+            return None
+        return False
 
     async def resync(self) -> None:
         """The periodic repair (`repair`), the CRD re-checked, diagnoses of gone Workloads deleted, Kueue's

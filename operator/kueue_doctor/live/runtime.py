@@ -12,8 +12,9 @@ watches going through faults (`run_watches`, `supervise`):
 * every recheck interval RBAC and the CRD are asked again (`Discovery.recheck_access`, `check_crd`): a kind
   taken away is dropped from the state and no longer complete (verdicts say what is not visible), a kind
   given back is listed and watched again; a CRD event pauses or resumes writing at once;
-* seconds after Kopf re-listed a kind (after a 410 Gone), a fresh LIST is compared with the state
-  (`Orphans.after_relist`): what vanished in the gap is dropped with its metrics and diagnosis.
+* seconds after Kopf re-listed a kind (after a 410 Gone), the apiserver is asked about what the state holds
+  and the re-list did not bring (`Orphans.after_relist`): what vanished in the gap is dropped with its metrics
+  and diagnosis.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .snapshot import Listing, Unreadable, list_all, list_pages
 from .team_labels import DEFAULT_LABEL_VALUES
 
 log = logging.getLogger("kueue_doctor.runtime")
-RELIST_SETTLE = 1.0  # seconds without re-listed objects before the re-list is compared with a fresh LIST
+RELIST_SETTLE = 1.0  # seconds without re-listed objects before the re-list is compared with the state
 RELIST_RETRY = 5.0  # seconds before a comparison that failed (apiserver unreachable) is tried again
 TICK = 0.25  # how often the supervisor looks at what came in
 WATCH_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)  # between restarts of failed watches; reset after a quiet minute
