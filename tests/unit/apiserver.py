@@ -63,6 +63,7 @@ class FakeApiServer:
         self._answers: dict[tuple[str, str], tuple[int, Any]] = {}
         self._lists: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}
         self._rv = 1000
+        self.namespaced_lists = True  # a namespace's path of a served collection answers its part (as an apiserver)
 
     # ----- what the test says the cluster holds -----
     def answer(self, method: str, path: str, body: Any, code: int = 200) -> None:
@@ -107,6 +108,8 @@ class FakeApiServer:
             return Response(code, copy.deepcopy(answer))
         if method == "GET" and parts.path in self._lists:
             return Response(200, self._list_body(parts.path, query, METADATA_ONLY in req.accept))
+        if method == "GET" and self.namespaced_lists and (served := self._namespaced(parts.path)) is not None:
+            return Response(200, self._list_body(served[0], query, METADATA_ONLY in req.accept, served[1]))
         if method == "PATCH" and req.content_type == "application/apply-patch+yaml":
             self._rv += 1
             applied = copy.deepcopy(body)
@@ -116,8 +119,26 @@ class FakeApiServer:
             return Response(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
         return Response(404, status(404, "NotFound", "the server could not find the requested resource"))
 
-    def _list_body(self, path: str, query: dict[str, str], metadata_only: bool) -> dict[str, Any]:
+    def _namespaced(self, path: str) -> tuple[str, dict[str, str]] | None:
+        """A namespace's collection of a served cluster-wide one: (that path, the namespace as a field selector)."""
+        head, sep, rest = path.partition("/namespaces/")
+        ns, _, plural = rest.partition("/")
+        if not sep or not ns or "/" in plural or f"{head}/{plural}" not in self._lists:
+            return None
+        return f"{head}/{plural}", {"metadata.namespace": ns}
+
+    def _list_body(self, path: str, query: dict[str, str], metadata_only: bool,
+                   scope: dict[str, str] | None = None) -> dict[str, Any]:
+        """The list as the apiserver answers it: paged, `metadata.name`/`metadata.namespace` field selectors (and a
+        namespace's path) applied; other selectors are not evaluated (the fixtures hold only matching objects)."""
         api_version, kind, items = self._lists[path]
+        wanted = dict(scope or {})
+        for term in (query.get("fieldSelector") or "").split(","):
+            field_name, eq, value = term.partition("=")
+            if eq and field_name in ("metadata.name", "metadata.namespace") and not value.startswith("="):
+                wanted[field_name] = value
+        if wanted:
+            items = [o for o in items if all((o["metadata"].get(f.split(".")[1]) or "") == v for f, v in wanted.items())]
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items)
         page = items[start:start + limit]

@@ -49,6 +49,7 @@ def test_a_forbidden_kueue_kind_is_a_missing_diagnosis_not_a_missing_detail(capl
 
 def test_with_namespaces_access_is_checked_in_each_of_them() -> None:
     api = cluster([])
+    api.namespaced_lists = False  # only the namespaces' Workloads have a route
     for ns in ("team-a", "team-b"):
         api.serve_list(collection_path("Workload", ns), "kueue.x-k8s.io/v1beta2", "Workload", [])
     rt = Runtime(api, Options(namespaces=["team-a", "team-b"]))

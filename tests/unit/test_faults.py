@@ -11,6 +11,7 @@ import pytest
 
 from kueue_doctor.live import discovery, orphans, rest
 from kueue_doctor.live.runtime import Options, Runtime
+from kueue_doctor.live.snapshot import LiveError
 from kueue_doctor.state import MAX_EVENTS_PER_OBJECT, ClusterState
 from tests.builders import Event, Pod
 
@@ -70,12 +71,19 @@ def test_after_a_re_list_what_vanished_is_dropped_with_its_diagnosis_and_metrics
     api.serve_list(collection_path("Workload"), "kueue.x-k8s.io/v1beta2", "Workload", [objs[4]])
     rt.inbox.observe(None, copy.deepcopy(objs[4]))
     assert rt.inbox.relisted_at is not None
+    late = copy.deepcopy(objs[5])  # created after the re-list: the watch brings it, it is alive, never asked about
+    late["metadata"].update(name="job-late-00003", uid="wl-00003", resourceVersion="500")
+    rt.inbox.observe("ADDED", copy.deepcopy(late))
+    before = len(api.requests)
     gone = asyncio.run(rt.orphans.after_relist())
     assert gone == 1
+    asked = [(r.path, r.query.get("fieldSelector")) for r in api.requests[before:] if r.method == "GET"]
+    assert asked == [(collection_path("Workload", "team-a"), "metadata.name=job-wait-00002")]
     assert [r.path for r in api.writes if r.method == "DELETE"] == [f"{DIAGNOSES}/job-wait-00002"]
     asyncio.run(rt.loop.run_once())
-    assert set(rt.state.workloads) == {RUNNING} and set(rt.verdicts) == {RUNNING}
-    assert len(api.applies()) == 2  # nothing rewritten: the re-listed one has the resourceVersion we had
+    late_key = ("team-a", "job-late-00003")
+    assert set(rt.state.workloads) == {RUNNING, late_key} and set(rt.verdicts) == {RUNNING, late_key}
+    assert len(api.applies()) == 3  # nothing rewritten: the re-listed one has the resourceVersion we had
 
 
 def test_kopfs_own_listing_after_start_up_brings_what_the_state_holds_and_costs_no_request() -> None:
@@ -115,11 +123,12 @@ def test_a_re_list_repair_that_fails_is_tried_again_with_what_was_re_listed() ->
     rt, api = started(objs)
     asyncio.run(rt.loop.run_once())
     rt.inbox.observe(None, copy.deepcopy(objs[4]))  # the waiting one was deleted in the gap
-    api.answer("GET", collection_path("Workload"), status(503, "ServiceUnavailable", "etcd is restarting"), 503)
-    with pytest.raises(rest.ApiError):  # runtime.py logs it and tries again in RELIST_RETRY seconds
+    in_team_a = collection_path("Workload", "team-a")  # asked in its namespace: the apiserver reads one key
+    api.answer("GET", in_team_a, status(503, "ServiceUnavailable", "etcd is restarting"), 503)
+    with pytest.raises(LiveError):  # runtime.py logs it and tries again in RELIST_RETRY seconds
         asyncio.run(rt.orphans.after_relist())
     assert WAITING in rt.state.workloads  # nothing dropped on a failed check
-    api.forget("GET", collection_path("Workload"))
+    api.forget("GET", in_team_a)
     api.serve_list(collection_path("Workload"), "kueue.x-k8s.io/v1beta2", "Workload", [objs[4]])
     assert asyncio.run(rt.orphans.after_relist()) == 1  # what was re-listed before the failure still counts
     asyncio.run(rt.loop.run_once())

@@ -31,6 +31,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.kueue_names import expected_workload_name
@@ -67,6 +68,18 @@ def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
 
 
+@dataclass
+class Relisted:
+    """One kind's re-list: the hashes of the keys it listed, and of those the watch brought after it (alive too),
+    and the namespaces it listed objects in (a watch per namespace re-lists its namespace only).
+
+    64-bit hashes, not the keys: 50,000 Pods listed by Kopf at start-up would hold ~10 MB of new key tuples; a
+    collision (~1e-10 at 50,000) only defers the removal of one deleted object to the next resync."""
+
+    keys: set[int] = field(default_factory=set)
+    namespaces: set[str] = field(default_factory=set)
+
+
 class Inbox:
     def __init__(self, state: ClusterState, stats: Stats, publisher: Publisher, verdicts: dict[Key, Verdict],
                  shard: Shard | None = None) -> None:
@@ -87,10 +100,8 @@ class Inbox:
         self.on_crd: Callable[[str | None, Mapping[str, Any]], None] = lambda event_type, obj: None
         self.live = False  # set once the start-up list is in the state: a type-None event after it is a re-list
         self.relisted_at: float | None = None  # monotonic time of the last re-listed object not yet repaired
-        # per re-listed kind, hash(key) of each object it listed: 64-bit hashes, not the keys (50,000 Pods listed
-        # by Kopf at start-up would hold ~10 MB of new key tuples); a collision (~1e-10 at 50,000) only defers the
-        # removal of one deleted object to the next resync
-        self._relisted: dict[str, set[int]] = {}
+        # per re-listed kind, what it listed and what the watch brought since (`Relisted`)
+        self._relisted: dict[str, Relisted] = {}
         self._recorders: list[set[tuple[str, Any]]] = []
         # held while a pass reads the state and while a task beside the passes (the resync, an RBAC recheck)
         # changes it: a pass yields between chunks, and its Workloads must all be diagnosed against one state
@@ -118,12 +129,15 @@ class Inbox:
         if key is not None and self.stats.access.get(key[1]) is False:
             return  # RBAC no longer lets us list this kind: what a still-open watch sends is not used
         kind = key[1] if key else ""
-        if event_type is None and self.live:
-            self.relisted_at = time.monotonic()
+        if self.live:
             listed = self._relisted.get(kind)
-            if listed is None:
-                listed = self._relisted[kind] = set()
-            listed.add(hash(self.state.key_of(kind, obj)))
+            if event_type is None:
+                self.relisted_at = time.monotonic()
+                if listed is None:
+                    listed = self._relisted[kind] = Relisted()
+                listed.namespaces.add(namespace(obj) or "")
+            if listed is not None and event_type != "DELETED":  # what the watch brought after the re-list is alive
+                listed.keys.add(hash(self.state.key_of(kind, obj)))
         for seen in self._recorders:
             seen.add((kind, self.state.key_of(kind, obj)))
         if key == DIAGNOSIS:  # compared whole (publisher.digest), but for the apiserver's bookkeeping
@@ -137,15 +151,17 @@ class Inbox:
         self._queue.append((event_type or "ADDED", self._codec.pack(obj)))
         self.wake.set()
 
-    def take_relisted(self) -> dict[str, set[int]]:
-        """Per kind Kopf re-listed since the last call, the hashes of the listed objects' keys."""
+    def take_relisted(self) -> dict[str, Relisted]:
+        """What Kopf re-listed since the last call, per kind."""
         taken, self._relisted = self._relisted, {}
         return taken
 
-    def give_back_relisted(self, taken: dict[str, set[int]]) -> None:
+    def give_back_relisted(self, taken: dict[str, Relisted]) -> None:
         """A repair that failed: what it took is compared again with what was re-listed since."""
         for kind, listed in taken.items():
-            self._relisted.setdefault(kind, set()).update(listed)
+            mine = self._relisted.setdefault(kind, Relisted())
+            mine.keys |= listed.keys
+            mine.namespaces |= listed.namespaces
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[set[tuple[str, Any]]]:

@@ -27,7 +27,7 @@ from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
 from . import kueue_install, rest
 from .discovery import Discovery
-from .inbox import Inbox
+from .inbox import Inbox, Relisted
 from .metrics import Stats, Verdict
 from .publisher import Publisher, diagnosis_path
 from .snapshot import Listing, LiveError, list_all, pages
@@ -89,7 +89,9 @@ class Orphans:
                 gone |= await self._repair_kind(listing)
         return gone
 
-    async def _repair_kind(self, listing: Listing) -> set[Key]:
+    async def _repair_kind(self, listing: Listing, strict: bool = False) -> set[Key]:
+        """`strict`: raise when the kind cannot be listed (a re-list's repair is tried again shortly), instead of
+        leaving it to the next resync."""
         namespaces = self.discovery.namespaces
         with self.inbox.recording() as seen:
             try:
@@ -98,10 +100,14 @@ class Orphans:
             except LiveError:
                 raise  # the cluster cannot be reached: no other kind can be listed either
             except Exception as exc:  # one kind failing must not stop the others
+                if strict:
+                    raise
                 self.stats.count(self.stats.errors, "resync")
                 log.warning("Resync could not list %s: %s", listing.kind, exc)
                 return set()
         if alive is None:
+            if strict:
+                raise LiveError(f"{listing.kind} could not be listed (forbidden or not served)")
             return set()
         gone = self._reconcile(listing, alive, seen)
         if any(self._missing(listing.kind, o) for o in alive):
@@ -131,12 +137,12 @@ class Orphans:
             self.inbox.give_back_relisted(relisted)  # compared again on the retry
             raise
         for key in sorted(gone):
-            if key in self.publisher.records:
+            if self.shard.owns(key[0]):  # not only recorded ones: the inbox may have drained the deletion already
                 await self.publisher.delete(key)  # the garbage collector may have been first: a 404 is fine
         self.inbox.wake.set()
         return len(gone)
 
-    async def _repair_relisted(self, relisted: dict[str, set[int]]) -> set[Key]:
+    async def _repair_relisted(self, relisted: dict[str, Relisted]) -> set[Key]:
         gone: set[Key] = set()
         for listing in self.discovery.listings():
             listed = relisted.get(listing.kind)
@@ -145,9 +151,12 @@ class Orphans:
                 continue
             collection = self.state.collection(listing.kind) or {}
             owners = listing.kind in OWNER_KIND_NAMES  # owners of every kind share one collection
-            unlisted = [k for k in list(collection) if hash(k) not in listed and (not owners or k[1] == listing.kind)]
+            unlisted = [k for k in list(collection)
+                        if hash(k) not in listed.keys and (not owners or k[1] == listing.kind)]
+            if listing.namespaced and self.discovery.namespaces:  # a watch per namespace: only its own re-listed
+                unlisted = [k for k in unlisted if namespace(collection.get(k) or {}) in listed.namespaces]
             if len(unlisted) > RELIST_CHECKS:
-                gone |= await self._repair_kind(listing)
+                gone |= await self._repair_kind(listing, strict=True)
                 continue
             for key in unlisted:
                 obj = collection.get(key)
@@ -156,20 +165,20 @@ class Orphans:
                 with self.inbox.recording() as seen:
                     listed_now = await asyncio.to_thread(self._still_listed, listing, namespace(obj) or "",
                                                          name(obj) or "")
-                if listed_now is False and (listing.kind, key) not in seen:  # else an event is newer
+                if not listed_now and (listing.kind, key) not in seen:  # else an event is newer
                     self.inbox.put("DELETED", obj)
                     if listing.kind == "Workload":
                         gone.add(key)
             self.stats.heartbeat = time.monotonic()
         return gone
 
-    def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool | None:
+    def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool:
         """Does the listing (its selectors included: an object that stopped matching is gone for us too) still
-        hold this object? None when the apiserver will not say (forbidden, not served); rest.ApiError when it
-        cannot say now."""
-        scoped = listing.namespaced and bool(self.discovery.namespaces)  # namespaced RBAC: no cluster-wide LIST
-        path = listing.path.format(ns=f"namespaces/{ns}/" if scoped else "")
-        by_name = f"metadata.name={nm}" + (f",metadata.namespace={ns}" if listing.namespaced and not scoped else "")
+        hold this object? LiveError when the apiserver does not say."""
+        # in the namespace's own path: the apiserver reads one key there, while a cluster-wide LIST filtered by
+        # namespace scans the whole kind
+        path = listing.path.format(ns=f"namespaces/{ns}/" if listing.namespaced else "")
+        by_name = f"metadata.name={nm}"
         try:
             for selector in listing.selectors:
                 query = dict(selector)
@@ -178,13 +187,8 @@ class Orphans:
                     # compared by name too: a server that ignored the field selector answers the whole list
                     if any(name(o) == nm and (namespace(o) or "") == ns for o in page):
                         return True
-        except rest.ApiError as exc:
-            if exc.status not in (403, 404):
-                raise  # unreachable, restarting: runtime.py tries the whole comparison again shortly
-            self.stats.count(self.stats.errors, "resync")
-            log.warning("Could not check whether %s %s/%s still exists after a re-list (%s): the next resync "
-                        "will.", listing.kind, ns, nm, exc)
-            return None
+        except rest.ApiError as exc:  # a restarting apiserver answers 403 for seconds: runtime.py tries again
+            raise LiveError(f"could not check whether {listing.kind} {ns}/{nm} still exists ({exc})") from exc
         return False
 
     async def resync(self) -> None:
