@@ -4,10 +4,12 @@ It sleeps until the inbox wakes it or a timer is due (the next resync, a deferre
 to retry, the stale Workloads whose quoted numbers moved); a lone change is diagnosed at once, a burst is
 collected until it pauses (at most `debounce`), so a burst costs one pass. A pass diagnoses the dirty
 Workloads in chunks of 500 (yielding to the watches between them) and hands the diagnoses to the publisher;
-nothing is dirty, nothing is written. Neighbours: inbox.py supplies the dirty set; orphans.py runs the
-resync (a task beside the passes: its LISTs must not hold back changes, and what it found is applied only
-between passes, under the inbox's state lock) and confirms restores; the publisher
-decides what to write; the verdicts kept here after each pass are what metrics.py exports.
+nothing is dirty, nothing is written. What no event named (the resync's every Workload, the stale ones) comes
+from the inbox a batch per pass, and the next pass follows at once until none is left.
+Neighbours: inbox.py supplies the dirty set; orphans.py runs the resync (a task beside the passes: its LISTs
+must not hold back changes, and what it found is applied only between passes, under the inbox's state lock)
+and confirms restores; the publisher decides what to write; the verdicts kept here after each pass are what
+metrics.py exports.
 """
 
 from __future__ import annotations
@@ -233,6 +235,8 @@ class DiagnosisLoop:
             candidates.append(stale - mono)
         if self._retry_at is not None:
             candidates.append(self._retry_at - mono)
+        if self.inbox.background():  # the next batch at once (the changes meanwhile join it)
+            candidates.append(0.0)
         if self.publisher.queued():  # a write may yet fail while the loop sleeps: look again by then
             candidates.append(RETRY_AFTER)
         return max(0.05, min(candidates))

@@ -211,8 +211,8 @@ class Orphans:
                     if wl is None or deleting(wl):
                         await self.publisher.delete(key)
         await self._reread_kueue_install()
-        self.inbox.mark(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
-        self.inbox.mark(self.state.owner_workload_names())
+        self.inbox.mark_background(self.state.workloads)  # time alone moves some verdicts (deadlines, back-off)
+        self.inbox.mark_background(self.state.owner_workload_names())
 
     async def _reread_kueue_install(self) -> None:
         """Kueue reads its Configuration when it starts: a resync is soon enough to notice a change."""
