@@ -62,14 +62,20 @@ def test_a_429_is_retried_after_its_retry_after_and_the_write_lands(monkeypatch:
     assert waits[2:] == [rest.MAX_RETRY_AFTER] * rest.THROTTLE_RETRIES
 
 
-def test_after_a_re_list_what_vanished_is_dropped_with_its_diagnosis_and_metrics_at_once() -> None:
+def waiting_deleted_in_a_gap() -> tuple[Runtime, FakeApiServer, list[dict[str, Any]]]:
+    """Both Workloads diagnosed; then a watch gap (410 Gone) in which the waiting one was deleted: the cluster
+    lists only the running one, and Kopf re-lists it."""
     objs = objects()
     rt, api = started(objs)
     asyncio.run(rt.loop.run_once())
-    assert set(rt.verdicts) == {RUNNING, WAITING}
-    # 410 Gone: Kopf re-lists; the waiting Workload was deleted in the gap, so only the running one comes again
     api.serve_list(collection_path("Workload"), "kueue.x-k8s.io/v1beta2", "Workload", [objs[4]])
     rt.inbox.observe(None, copy.deepcopy(objs[4]))
+    return rt, api, objs
+
+
+def test_after_a_re_list_what_vanished_is_dropped_with_its_diagnosis_and_metrics_at_once() -> None:
+    rt, api, objs = waiting_deleted_in_a_gap()
+    assert set(rt.verdicts) == {RUNNING, WAITING}
     assert rt.inbox.relisted_at is not None
     late = copy.deepcopy(objs[5])  # created after the re-list: the watch brings it, it is alive, never asked about
     late["metadata"].update(name="job-late-00003", uid="wl-00003", resourceVersion="500")
@@ -105,11 +111,7 @@ def test_after_a_cut_short_re_list_the_kind_is_listed_whole(monkeypatch: pytest.
     """More unlisted objects of a kind than RELIST_CHECKS (the re-list was interrupted): one metadata LIST of
     that kind, not a request per object; kinds Kopf did not re-list are not listed at all."""
     monkeypatch.setattr(orphans, "RELIST_CHECKS", 0)
-    objs = objects()
-    rt, api = started(objs)
-    asyncio.run(rt.loop.run_once())
-    api.serve_list(collection_path("Workload"), "kueue.x-k8s.io/v1beta2", "Workload", [objs[4]])
-    rt.inbox.observe(None, copy.deepcopy(objs[4]))
+    rt, api, _ = waiting_deleted_in_a_gap()
     before = len(api.requests)
     assert asyncio.run(rt.orphans.after_relist()) == 1
     listed = [r for r in api.requests[before:] if r.method == "GET"]
@@ -119,17 +121,13 @@ def test_after_a_cut_short_re_list_the_kind_is_listed_whole(monkeypatch: pytest.
 
 
 def test_a_re_list_repair_that_fails_is_tried_again_with_what_was_re_listed() -> None:
-    objs = objects()
-    rt, api = started(objs)
-    asyncio.run(rt.loop.run_once())
-    rt.inbox.observe(None, copy.deepcopy(objs[4]))  # the waiting one was deleted in the gap
+    rt, api, _ = waiting_deleted_in_a_gap()
     in_team_a = collection_path("Workload", "team-a")  # asked in its namespace: the apiserver reads one key
     api.answer("GET", in_team_a, status(503, "ServiceUnavailable", "etcd is restarting"), 503)
     with pytest.raises(LiveError):  # runtime.py logs it and tries again in RELIST_RETRY seconds
         asyncio.run(rt.orphans.after_relist())
     assert WAITING in rt.state.workloads  # nothing dropped on a failed check
     api.forget("GET", in_team_a)
-    api.serve_list(collection_path("Workload"), "kueue.x-k8s.io/v1beta2", "Workload", [objs[4]])
     assert asyncio.run(rt.orphans.after_relist()) == 1  # what was re-listed before the failure still counts
     asyncio.run(rt.loop.run_once())
     assert set(rt.state.workloads) == {RUNNING}

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..api import GROUP, PLURAL, VERSION
@@ -174,22 +175,18 @@ class Orphans:
 
     def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool:
         """Does the listing (its selectors included: an object that stopped matching is gone for us too) still
-        hold this object? LiveError when the apiserver does not say."""
-        # in the namespace's own path: the apiserver reads one key there, while a cluster-wide LIST filtered by
-        # namespace scans the whole kind
-        path = listing.path.format(ns=f"namespaces/{ns}/" if listing.namespaced else "")
-        by_name = f"metadata.name={nm}"
-        try:
-            for selector in listing.selectors:
-                query = dict(selector)
-                query["fieldSelector"] = ",".join(f for f in (query.get("fieldSelector"), by_name) if f)
-                for page in pages(self.api, path, query, metadata_only=True):
-                    # compared by name too: a server that ignored the field selector answers the whole list
-                    if any(name(o) == nm and (namespace(o) or "") == ns for o in page):
-                        return True
-        except rest.ApiError as exc:  # a restarting apiserver answers 403 for seconds: runtime.py tries again
-            raise LiveError(f"could not check whether {listing.kind} {ns}/{nm} still exists ({exc})") from exc
-        return False
+        hold this object? Asked in the namespace's own path, where the apiserver reads one key (a cluster-wide
+        LIST filtered by namespace scans the whole kind). LiveError when the apiserver does not say (a restarting
+        one answers 403 for seconds: runtime.py tries again)."""
+        by_name = replace(listing, selectors=tuple(
+            {**selector, "fieldSelector": ",".join(f for f in (selector.get("fieldSelector"), f"metadata.name={nm}")
+                                                   if f)} for selector in listing.selectors))
+        items = list_all(self.api, by_name, [ns], metadata_only=True)
+        if items is None:
+            raise LiveError(f"could not check whether {listing.kind} {ns}/{nm} still exists (forbidden, not "
+                            "served or failing)")
+        # compared by name too: a server that ignored the field selector answers the whole list
+        return any(name(o) == nm and (namespace(o) or "") == ns for o in items)
 
     async def resync(self) -> None:
         """The periodic repair (`repair`), the CRD re-checked, diagnoses of gone Workloads deleted, Kueue's
