@@ -7,10 +7,12 @@ Nodes) is built, each object serialized and decoded again (as a watch delivers i
 tracemalloc sees grow (the decoded full objects are dropped first). Twice, side by side: a plain state (what
 `explain` and the engine bench build) and the operator's packed one (`ClusterState.packed()`: Pods compressed,
 kube/packed.py); then the cost of reading every admitted Workload's Pods from each, as the engine does.
+The last column is what a namespace shard keeps of a Workload another shard diagnoses (kube/slim.foreign_workload,
+packed: `ClusterState.packed(own)`), with the index it builds from those projections.
 Kopf's own per-object memory is not in it: `bench/operator_scale.py` measures the whole process on the real
 control plane.
 
-    python bench/memory.py [--workloads 10000] [--queues 100]
+    python bench/memory.py [--workloads 10000] [--queues 100] [--mix pods|quota]
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ import sys
 import time
 import tracemalloc
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from engine import pods_mix  # noqa: E402  (bench/engine.py: the mixes)
+from engine import pods_mix, quota_mix  # noqa: E402  (bench/engine.py: the mixes)
 from kueue_doctor.kube import slim as slim_module  # noqa: E402
-from kueue_doctor.kube.slim import slim  # noqa: E402
+from kueue_doctor.kube.slim import foreign_workload, slim  # noqa: E402
 from kueue_doctor.state import ClusterState  # noqa: E402
 
 TARGETS = {"Workload": 4096, "Pod": 1024}  # bytes per object, issue 12
@@ -41,19 +45,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", type=int, default=10_000)
     ap.add_argument("--queues", type=int, default=100)
+    ap.add_argument("--mix", choices=("pods", "quota"), default="pods",
+                    help="bench/engine.py's mix: pods (5 Pods per admitted Workload) or quota (long Kueue messages)")
     args = ap.parse_args()
     by_kind: dict[str, list[str]] = defaultdict(list)
-    for obj in pods_mix(args.workloads, args.queues):
+    for obj in (pods_mix if args.mix == "pods" else quota_mix)(args.workloads, args.queues):
         by_kind[obj["kind"]].append(json.dumps(obj))
     plain = measure(ClusterState(), by_kind)
     packed = measure(ClusterState.packed(), by_kind)
+    other = measure(ClusterState.packed(own=lambda _key: False), {"Workload": by_kind["Workload"]},
+                    foreign_workload)
     print(f"{'kind':<16}{'objects':>9}{'JSON B/obj':>12}{'plain B/obj':>13}{'packed B/obj':>14}{'packed MiB':>12}"
-          "  target")
+          f"{'other shard B/obj':>19}  target")
     for (kind, n, kept, raw), (_, _, kept_packed, _) in zip(plain.rows, packed.rows, strict=True):
         target = f"<= {TARGETS[kind]} B" if kind in TARGETS else ""
+        foreign = f"{other.rows[0][2] / n:.0f}" if kind == "Workload" else ""
         print(f"{kind:<16}{n:>9}{raw / n:>12.0f}{kept / n:>13.0f}{kept_packed / n:>14.0f}"
-              f"{kept_packed / 2**20:>12.1f}  {target}")
-    print(f"{'index':<16}{'':>9}{'':>12}{plain.index / 2**20:>11.1f}Mi{packed.index / 2**20:>12.1f}Mi")
+              f"{kept_packed / 2**20:>12.1f}{foreign:>19}  {target}")
+    print(f"{'index':<16}{'':>9}{'':>12}{plain.index / 2**20:>11.1f}Mi{packed.index / 2**20:>12.1f}Mi"
+          f"{other.index / 2**20:>18.1f}Mi")
     print(f"{'total MiB':<16}{sum(r[1] for r in plain.rows):>9}{'':>12}{plain.total / 2**20:>13.1f}"
           f"{packed.total / 2**20:>14.1f}")
     # what packing costs the engine: each admitted Workload's Pods read once (Context.pods), best of 3
@@ -82,7 +92,8 @@ class Measured:
         return sum(r[2] for r in self.rows) + self.index
 
 
-def measure(state: ClusterState, by_kind: dict[str, list[str]]) -> Measured:
+def measure(state: ClusterState, by_kind: dict[str, list[str]],
+            transform: Callable[[Mapping[str, Any]], dict[str, Any]] = slim) -> Measured:
     out = Measured(state)
     slim_module._SHARED.clear()  # each state shares sub-trees only among its own objects
     tracemalloc.start()
@@ -91,7 +102,7 @@ def measure(state: ClusterState, by_kind: dict[str, list[str]]) -> Measured:
         gc.collect()
         before = tracemalloc.get_traced_memory()[0]
         for text in texts:
-            state.upsert(slim(json.loads(text)))
+            state.upsert(transform(json.loads(text)))
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
         out.rows.append((kind, len(texts), kept, sum(map(len, texts))))

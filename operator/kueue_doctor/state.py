@@ -77,13 +77,6 @@ class Derived(Generic[T]):
 _PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 
-def _holds_quota(wl: Mapping[str, Any] | None) -> bool:
-    for cond in lst(m(m(wl).get("status")).get("conditions")):
-        if m(cond).get("type") == "QuotaReserved":
-            return m(cond).get("status") == "True"
-    return False
-
-
 def _evicted_message(obj: Mapping[str, Any]) -> str:
     for cond in lst(m(obj.get("status")).get("conditions")):
         if m(cond).get("type") == "Evicted":
@@ -139,7 +132,9 @@ def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass
 class ClusterState:
-    workloads: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
+    # a plain dict, or in a namespace shard PackedObjects keeping its own Workloads whole and the other shards'
+    # (projections: kube/slim.foreign_workload) compressed, decoded when a ClusterQueue's facts read them
+    workloads: MutableMapping[Key, Mapping[str, Any]] = field(default_factory=dict)
     local_queues: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
     cluster_queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     flavors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -207,10 +202,11 @@ class ClusterState:
         return state
 
     @classmethod
-    def packed(cls) -> ClusterState:
+    def packed(cls, own: Callable[[Key], bool] | None = None) -> ClusterState:
         """A state that keeps its Pods and Events compressed (kube/packed.py): the operator's, where they are
-        the many."""
-        return cls(pods=PackedObjects(), events=PackedObjects())
+        the many. `own`: a namespace shard's Workloads, kept whole; the others are kept compressed too."""
+        return cls(pods=PackedObjects(), events=PackedObjects(),
+                   workloads=PackedObjects(own) if own is not None else {})
 
     def _collections(self) -> dict[str, Mapping[Any, Any]]:
         return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
@@ -423,7 +419,7 @@ class ClusterState:
         idx = self._index if group == KUEUE else None
         if idx is not None:
             idx.derived.clear()
-        coll: dict[Any, Any] | None = {"Workload": self.workloads, "LocalQueue": self.local_queues}.get(kind)
+        coll: MutableMapping[Any, Any] | None = {"Workload": self.workloads, "LocalQueue": self.local_queues}.get(kind)
         if coll is not None:
             gone = coll.pop((ns, nm), None)
             if idx is not None and gone is not None:
@@ -602,7 +598,7 @@ class ClusterState:
         if kind == "ClusterQueue":
             cohort = idx.workloads_in_cohort_of(self, nm)
             if status_only:
-                return {k for k in cohort if not _holds_quota(self.workloads.get(k))}
+                return {k for k in cohort if not idx.holds_quota(k)}
             return cohort
         if kind == "Cohort":
             return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
@@ -667,6 +663,7 @@ class _Links(NamedTuple):
     cluster_queue: str | None
     uid: str | None
     preempted: bool
+    holds_quota: bool  # read at every ClusterQueue status change, for every Workload of its cohort
 
 
 @dataclass
@@ -718,18 +715,23 @@ class _Index:
         if not wl_cq:
             lq = state.local_queues.get((ns, queue))
             wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
-        preempted = False
+        preempted = holds_quota = False
         for cond in lst(status.get("conditions")):
             cond = m(cond)
-            if cond.get("type") == "Evicted":
+            ctype = cond.get("type")
+            if ctype == "Evicted":
                 preempted = cond.get("status") == "True" and cond.get("reason") == "Preempted"
-                break
-        return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted)
+            elif ctype == "QuotaReserved":
+                holds_quota = cond.get("status") == "True"
+        return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted,
+                      holds_quota)
 
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
-        if self._links.get(key) == links:
-            return  # a status change that moves nothing (the common case): the index stays as it is
+        old = self._links.get(key)
+        if old is not None and old[:-1] == links[:-1]:  # a status change that moves nothing (the common case)
+            self._links[key] = links  # holds_quota may have changed: no list to move
+            return
         self.unlink_workload(key)
         self._links[key] = links
         for u in links.uid_links:
@@ -765,6 +767,11 @@ class _Index:
         self.preempted.discard(key)
         if self._workloads_by_uid is not None and links.uid:
             _discard(self._workloads_by_uid, links.uid, key)
+
+    def holds_quota(self, key: Key) -> bool:
+        """Its QuotaReserved condition is True (read from the links: another shard's Workload is not decoded)."""
+        links = self._links.get(key)
+        return links is not None and links.holds_quota
 
     def relink_local_queue(self, state: ClusterState, lq: Key) -> None:
         """The LocalQueue points at another ClusterQueue (or is gone): its waiting Workloads move."""

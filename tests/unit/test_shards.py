@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import copy
 import io
+import marshal
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from kueue_doctor.cli import build_parser, election_config, shard_of
+from kueue_doctor.engine.diagnose import diagnose
+from kueue_doctor.kube.load import newest_timestamp
+from kueue_doctor.kube.packed import PackedObjects
 from kueue_doctor.kube.shards import Shard, fnv1a64
+from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats
 from kueue_doctor.live.orphans import list_diagnoses
 from kueue_doctor.live.publisher import Publisher
 from kueue_doctor.live.snapshot import list_all, listings
-from kueue_doctor.state import ClusterState
+from kueue_doctor.state import ClusterState, Key
 from tests.builders import ClusterQueue, LocalQueue, Pod, ResourceFlavor
 
 from .apiserver import FakeApiServer, collection_path
@@ -136,3 +146,99 @@ def test_a_shard_lists_only_its_own_pods_and_diagnoses_so_its_resync_never_touch
     pod_listing = next(lst for lst in listings("v1beta2") if lst.kind == "Pod")
     kept = list_all(api, pod_listing, keep=shard.keeps)
     assert kept is not None and [p["metadata"]["namespace"] for p in kept] == [mine]
+
+
+def _sources() -> list[tuple[str, list[dict[str, Any]], datetime]]:
+    """Every catalog scenario and every fixture recorded on the real control plane, as (name, objects, now)."""
+    from tests.unit.test_catalog import PASSING, gen
+
+    out = [(f"catalog {s['name']}", s["objects"], gen.parse_now(s["now"])) for s in PASSING]
+    for path in sorted((Path(__file__).parents[1] / "e2e" / "fixtures").glob("*.yaml")):
+        docs = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict)]
+        objects = [i for o in docs for i in (o.get("items") or [o])]
+        out.append((f"fixture {path.name}", objects, newest_timestamp(objects)))
+    from .test_engine import NOW
+
+    return [*out, ("StrictFIFO heap", _strict_fifo_heap(), NOW)]
+
+
+def _strict_fifo_heap() -> list[dict[str, Any]]:
+    """A StrictFIFO ClusterQueue whose oldest Workloads Kueue does not hold in its heap (in back-off, gated,
+    parked for a namespace mismatch; all three of a higher priority), and a younger one boosted above the oldest
+    held: it heads the queue."""
+    from tests.builders import condition
+
+    from .test_engine import queue_setup, team_a_cq, workload
+
+    short = condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient "
+                      "unused quota for cpu in flavor default-flavor, 1 more needed")
+    return [
+        *queue_setup(team_a_cq().queueing_strategy("StrictFIFO")),
+        workload("job-backoff-00001").created("2026-11-30T08:00:00Z").priority(100).condition(short).requeue_state(
+            1, "2026-11-30T10:05:00Z").obj(),
+        workload("job-gated-00002").created("2026-11-30T08:01:00Z").priority(100).annotation(
+            "kueue.x-k8s.io/admission-gated-by", "example.com/budget").obj(),
+        workload("job-parked-00003").created("2026-11-30T08:02:00Z").priority(100).condition(condition(
+            "QuotaReserved", "False", "Inadmissible", "workload namespace doesn't match ClusterQueue selector")).obj(),
+        workload("job-oldest-00004").created("2026-11-30T08:03:00Z").condition(short).obj(),
+        workload("job-boosted-00005").created("2026-11-30T09:00:00Z").condition(short).annotation(
+            "kueue.x-k8s.io/priority-boost", "10").obj(),
+        workload("job-behind-00006").created("2026-11-30T09:30:00Z").condition(short).obj(),
+    ]
+
+
+def test_the_strict_fifo_head_is_the_first_workload_kueue_holds_in_its_heap() -> None:
+    from tests.unit.test_engine import verdict
+
+    st = verdict(_strict_fifo_heap(), "job-behind-00006")
+    assert (st["cause"], [b["name"] for b in st["blockedBy"]]) == ("BlockedByQueueHead", ["job-boosted-00005"])
+
+
+def _projected(objects: list[dict[str, Any]], own: Callable[[Key], bool], complete: set[str]) -> ClusterState:
+    """The state a shard keeps: its own Workloads slimmed and whole, every other one projected and packed."""
+    state = ClusterState.packed(own)
+    for obj in objects:
+        is_wl = obj.get("kind") == "Workload" and obj.get("apiVersion", "").startswith("kueue.x-k8s.io/")
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"].get("name", ""))
+        state.upsert(foreign_workload(obj) if is_wl and not own(key) else slim(obj))
+    state.complete_kinds = set(complete)
+    return state
+
+
+def test_a_workload_gets_the_same_verdict_when_every_other_workload_is_kept_as_another_shards_projection() -> None:
+    """What a shard keeps of the other shards' Workloads (kube/slim.foreign_workload) is all that queue order,
+    positions, StrictFIFO heads, victims and "nothing moved" read: each Workload of every scenario, diagnosed
+    with all the others projected, gets the verdict it gets with them whole."""
+    checked = 0
+    for label, objects, now in _sources():
+        whole = ClusterState.from_objects([slim(o) for o in objects])
+        expected = {(d["metadata"]["namespace"], d["metadata"]["name"]): d
+                    for d in diagnose(whole, now, grace=timedelta(0))}
+        for key, verdict in expected.items():
+            state = _projected(objects, lambda k, key=key: k == key, whole.complete_kinds)  # type: ignore[misc]
+            found = [d for d in diagnose(state, now, grace=timedelta(0))
+                     if (d["metadata"]["namespace"], d["metadata"]["name"]) == key]
+            assert found == [verdict], (label, key)
+            checked += 1
+    assert checked > 300  # the catalog's and the fixtures' Workloads and owners
+
+
+def test_another_shards_workload_is_kept_small_and_packed_while_the_shards_own_are_kept_whole() -> None:
+    mine, theirs = next((a, b) for a in NAMES for b in NAMES if Shard(0, 2).owns(a) and not Shard(0, 2).owns(b))
+    shard = Shard(0, 2)
+    wl = waiting().obj()
+    wl["metadata"].update(namespace=theirs, labels={"team": "x"}, annotations={
+        "kueue.x-k8s.io/priority-boost": "5", "example.com/note": "y" * 500})
+    projected = shard.slim(wl)
+    assert "podSets" not in projected["spec"] and "labels" not in projected["metadata"]
+    assert projected["metadata"]["annotations"] == {"kueue.x-k8s.io/priority-boost": "5"}
+    assert len(marshal.dumps(projected)) < 0.7 * len(marshal.dumps(slim(wl)))
+    assert shard.slim(copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}}) == slim(
+        copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}})  # its own: slimmed only
+    state = ClusterState.packed(lambda key: shard.owns(key[0]))
+    own = {**slim(wl), "metadata": {**slim(wl)["metadata"], "namespace": mine}}
+    state.upsert(own)
+    state.upsert(projected)
+    assert state.workloads[mine, own["metadata"]["name"]] is own  # the engine reads its own by identity
+    assert state.workloads[theirs, wl["metadata"]["name"]] == projected
+    assert isinstance(state.workloads, PackedObjects) and state.workloads.stored_bytes() < 400

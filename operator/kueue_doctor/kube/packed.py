@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import marshal
 import zlib
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -52,21 +52,24 @@ class Codec:
 
 
 class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
-    """A dict of objects whose values are stored compressed; each read returns a fresh decoded copy.
+    """A dict of objects whose values are stored compressed; each read returns a fresh decoded copy, but for the
+    keys `whole` accepts, whose objects are kept as given (the same object on every read).
 
     Callers must not rely on identity (two reads give equal, distinct dicts) nor mutate what they read in the
     hope of changing what is stored: neither the state nor the engine does either.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, whole: Callable[[K], bool] | None = None) -> None:
         self._blobs: dict[K, bytes | Mapping[str, Any]] = {}
         self._codec = Codec()
+        # keys whose objects are kept as given (a namespace shard's own Workloads, read many times per pass)
+        self._whole = whole
 
     def __getitem__(self, key: K) -> Mapping[str, Any]:
         return self._codec.unpack(self._blobs[key])
 
     def __setitem__(self, key: K, obj: Mapping[str, Any]) -> None:
-        self._blobs[key] = self._codec.pack(obj)
+        self._blobs[key] = obj if self._whole is not None and self._whole(key) else self._codec.pack(obj)
 
     def __delitem__(self, key: K) -> None:
         del self._blobs[key]

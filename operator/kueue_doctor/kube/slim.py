@@ -135,6 +135,53 @@ def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What another namespace shard's Workload is read for (kube/shards.py: a shard keeps every Workload, since a
+# ClusterQueue's facts come from all of them, and diagnoses only its own): the queue order and position
+# (engine/queue_position.py, engine/admission/order.py: priority, boost, creation, back-off, gates, the eviction
+# that requeues at the back, the namespace-mismatch parking read from the start of the QuotaReserved message),
+# "nothing moved" (engine/admission/stalled.py: every condition's time), the victims of a preemptor
+# (engine/admission/eviction.py: the Evicted message, whole) and the index's queue links (state._Index). A rule
+# that starts reading more of other Workloads adds it here; tests/unit/test_shards.py compares every verdict of a
+# shard holding projections with the verdicts of a state holding the Workloads whole.
+_FOREIGN_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "resourceVersion")
+_FOREIGN_ANNOTATIONS = ("kueue.x-k8s.io/admission-gated-by", "kueue.x-k8s.io/priority-boost")
+_FOREIGN_SPEC = ("active", "priority", "queueName")
+_FOREIGN_CONDITION = ("type", "status", "reason", "lastTransitionTime")
+_FOREIGN_MESSAGE = 64  # characters of a condition's message kept, the Evicted one's whole
+_WHOLE_MESSAGE = frozenset({"Evicted"})
+
+
+def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a shard keeps of a Workload another shard diagnoses: a fifth of the memory (its pod sets, owners,
+    labels and checks are never read for another Workload's verdict)."""
+    md, sp, st = m(obj.get("metadata")), m(obj.get("spec")), m(obj.get("status"))
+    meta = {k: md[k] for k in _FOREIGN_META if k in md}
+    ann = {k: v for k, v in m(md.get("annotations")).items() if k in _FOREIGN_ANNOTATIONS}
+    if ann:
+        meta["annotations"] = ann
+    status: dict[str, Any] = {}
+    cluster_queue = m(st.get("admission")).get("clusterQueue")
+    if cluster_queue is not None:
+        status["admission"] = {"clusterQueue": cluster_queue}
+    if "requeueState" in st:
+        status["requeueState"] = st["requeueState"]
+    conds = []
+    for cond in lst(st.get("conditions")):
+        cond = m(cond)
+        kept = {k: cond[k] for k in _FOREIGN_CONDITION if k in cond}
+        message = cond.get("message")
+        if isinstance(message, str) and message:
+            kept["message"] = message if cond.get("type") in _WHOLE_MESSAGE else message[:_FOREIGN_MESSAGE]
+        conds.append(kept)
+    if conds:
+        status["conditions"] = conds
+    out: dict[str, Any] = compact({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta,
+                                   "spec": {k: sp[k] for k in _FOREIGN_SPEC if k in sp}, "status": status})
+    if "admission" in status:
+        out["status"]["admission"] = shared(out["status"]["admission"])  # one per ClusterQueue
+    return out
+
+
 def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     kind = obj.get("kind")
     out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": _meta(obj)}

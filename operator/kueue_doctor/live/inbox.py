@@ -43,7 +43,6 @@ from ..kube.kueue_names import expected_workload_name
 from ..kube.objects import m, name, namespace, s
 from ..kube.packed import Codec
 from ..kube.shards import Shard
-from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
 from .metrics import Stats, Verdict
 from .publisher import Body, Publisher
@@ -154,7 +153,7 @@ class Inbox:
             if event_type is None and (prev := self._stored(key[1] if key else "", obj)) is not None and (
                     _same_version(prev, obj)):
                 return  # listed at the version the state holds (Kopf lists what the start-up list just read)
-            obj = slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
+            obj = self.shard.slim(obj)  # queued slim: a re-list of 50,000 Pods must not sit in memory whole
         self._queue.append((event_type or "ADDED", self._codec.pack(obj)))
         self.wake.set()
 

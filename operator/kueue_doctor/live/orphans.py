@@ -112,7 +112,8 @@ class Orphans:
             return set()
         gone = self._reconcile(listing, alive, seen)
         if any(self._missing(listing.kind, o) for o in alive):
-            items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, slim, self.shard.keeps)
+            items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, self.shard.slim,
+                                           self.shard.keeps)
             for obj in items or []:
                 if self._missing(listing.kind, obj):
                     self.inbox.put("ADDED", obj)

@@ -68,7 +68,9 @@ class Runtime:
     def __init__(self, api: Any, options: Options) -> None:
         self.api = api
         self.options = options
-        self.state = ClusterState.packed()  # filled in place by `initial_sync`: every part holds this one
+        shard = options.shard  # a shard keeps the other shards' Workloads as compressed projections
+        own = (lambda key: shard.owns(key[0])) if shard.sharded else None
+        self.state = ClusterState.packed(own)  # filled in place by `initial_sync`: every part holds this one
         self.stats = Stats()
         self.verdicts: dict[Key, Verdict] = {}  # the metrics' read model, one per diagnosed Workload
         self.ready = asyncio.Event()
@@ -217,7 +219,8 @@ class Runtime:
         """One kind's paged LIST, each page slimmed in a thread and stored (packed) before the next is read, so
         the start-up never holds every Pod decoded at once (its peak is what the process keeps). False, and
         nothing of the kind kept, when it cannot be read."""
-        listed = list_pages(self.api, listing, self.options.namespaces, False, slim, self.options.shard.keeps)
+        listed = list_pages(self.api, listing, self.options.namespaces, False, self.options.shard.slim,
+                            self.options.shard.keeps)
         try:
             while (page := await asyncio.to_thread(next, listed, None)) is not None:
                 for obj in page:
@@ -231,8 +234,8 @@ class Runtime:
         listing = next((lst for lst in self.discovery.listings() if lst.kind == kind), None)
         if listing is None:
             return
-        items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False, slim,
-                                        self.options.shard.keeps)
+        items = await asyncio.to_thread(list_all, self.api, listing, self.options.namespaces, False,
+                                        self.options.shard.slim, self.options.shard.keeps)
         if items is None:
             return
         async with self.inbox.state_lock:  # never in the middle of a pass
