@@ -9,11 +9,12 @@ Python's `hash()` is salted per process and must never decide ownership: two rep
 
 What a shard keeps (`keeps`): every cluster-scoped object (ClusterQueues, Cohorts, flavors, Namespaces, ...) and
 every Workload and LocalQueue of the cluster, because a ClusterQueue's facts (queue positions, the usage of its
-cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; of the other
-namespaced kinds (Pods, Events, Jobs and other owners, our AdmissionDiagnoses) only those of its own namespaces.
-What it diagnoses, exports and writes (`owns`): the Workloads and owners of its own namespaces only. The other
-shards' Workloads are kept as projections of what those facts read (`slim`: kube/slim.foreign_workload), and
-the state keeps them compressed (`ClusterState.packed(own)`): a fifth of a Workload's memory, or less.
+cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; every Pod
+bound to a node, because a node's free capacity counts all its Pods; of the other namespaced kinds (Events, Jobs
+and other owners, our AdmissionDiagnoses, unbound Pods) only those of its own namespaces. What it diagnoses,
+exports and writes (`owns`): the Workloads and owners of its own namespaces only. Of the other shards' objects
+it keeps projections of what those facts read (`slim`: kube/slim.foreign_workload and foreign_pod), and the
+state keeps the Workloads among them compressed (`ClusterState.packed(own)`): a tenth of their memory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .slim import foreign_workload
+from .slim import foreign_pod, foreign_workload
 from .slim import slim as slim_whole
 
 FNV_OFFSET = 0xCBF29CE484222325
@@ -70,15 +71,21 @@ class Shard:
             return True
         meta = obj.get("metadata")
         ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-        return not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index
+        if not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index:
+            return True
+        if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":  # bound: it takes capacity of its node
+            sp = obj.get("spec")
+            return isinstance(sp, Mapping) and bool(sp.get("nodeName"))
+        return False
 
     def slim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """What this shard stores of `obj` (one it `keeps`): slimmed, or projected when it is another shard's
-        Workload."""
-        if self.sharded and obj.get("kind") == "Workload":
+        Workload or Pod."""
+        kind = obj.get("kind")
+        if self.sharded and (kind == "Workload" or kind == "Pod"):
             meta = obj.get("metadata")
             if not self.owns(str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""):
-                return foreign_workload(obj)
+                return foreign_workload(obj) if kind == "Workload" else foreign_pod(obj)
         return slim_whole(obj)
 
     def lease(self, base: str) -> str:
