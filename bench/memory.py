@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from engine import pods_mix, quota_mix  # noqa: E402  (bench/engine.py: the mixes)
-from kueue_doctor.kube import slim as slim_module  # noqa: E402
 from kueue_doctor.kube.slim import foreign_workload, slim  # noqa: E402
 from kueue_doctor.state import ClusterState  # noqa: E402
 
@@ -53,7 +52,7 @@ def main() -> None:
         by_kind[obj["kind"]].append(json.dumps(obj))
     plain = measure(ClusterState(), by_kind)
     packed = measure(ClusterState.packed(), by_kind)
-    other = measure(ClusterState.packed(own=lambda _key: False), {"Workload": by_kind["Workload"]},
+    other = measure(ClusterState.packed(), {"Workload": by_kind["Workload"]},
                     foreign_workload)
     print(f"{'kind':<16}{'objects':>9}{'JSON B/obj':>12}{'plain B/obj':>13}{'packed B/obj':>14}{'packed MiB':>12}"
           f"{'other shard B/obj':>19}  target")
@@ -95,7 +94,6 @@ class Measured:
 def measure(state: ClusterState, by_kind: dict[str, list[str]],
             transform: Callable[[Mapping[str, Any]], dict[str, Any]] = slim) -> Measured:
     out = Measured(state)
-    slim_module._SHARED.clear()  # each state shares sub-trees only among its own objects
     tracemalloc.start()
     for kind in sorted(by_kind, key=lambda k: -len(by_kind[k])):
         texts = by_kind[kind]

@@ -6,6 +6,7 @@ Built at once from a file or a LIST (`ClusterState.from_objects`), or kept curre
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import re
 from collections import defaultdict
@@ -132,8 +133,8 @@ def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass
 class ClusterState:
-    # a plain dict, or in a namespace shard PackedObjects keeping its own Workloads whole and the other shards'
-    # (projections: kube/slim.foreign_workload) compressed, decoded when a ClusterQueue's facts read them
+    # a plain dict, or PackedObjects in the operator (compressed; a namespace shard keeps the other shards' as
+    # projections, kube/slim.foreign_workload)
     workloads: MutableMapping[Key, Mapping[str, Any]] = field(default_factory=dict)
     local_queues: dict[Key, Mapping[str, Any]] = field(default_factory=dict)
     cluster_queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -202,11 +203,10 @@ class ClusterState:
         return state
 
     @classmethod
-    def packed(cls, own: Callable[[Key], bool] | None = None) -> ClusterState:
-        """A state that keeps its Pods and Events compressed (kube/packed.py): the operator's, where they are
-        the many. `own`: a namespace shard's Workloads, kept whole; the others are kept compressed too."""
-        return cls(pods=PackedObjects(), events=PackedObjects(),
-                   workloads=PackedObjects(own) if own is not None else {})
+    def packed(cls) -> ClusterState:
+        """A state that keeps its Workloads, Pods and Events compressed (kube/packed.py): the operator's, where
+        they are the many. A pass decodes each Workload it reads once (`reading`)."""
+        return cls(pods=PackedObjects(), events=PackedObjects(), workloads=PackedObjects())
 
     def _collections(self) -> dict[str, Mapping[Any, Any]]:
         return {"Workload": self.workloads, "LocalQueue": self.local_queues, "ClusterQueue": self.cluster_queues,
@@ -476,6 +476,12 @@ class ClusterState:
         except KeyError:
             found = cache[fact] = fact.build(self)
         return found
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """A pass: each packed Workload it reads is decoded once, and read again as that same copy (identity holds
+        as with a plain dict) until the block ends (kube/packed.PackedObjects.remembering)."""
+        workloads = self.workloads
+        return workloads.remembering() if isinstance(workloads, PackedObjects) else contextlib.nullcontext()
 
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds

@@ -1,4 +1,5 @@
-"""The operator keeps its Pods packed (kube/packed.py): the same verdicts, the projections kept current, little memory."""
+"""The operator keeps its Workloads, Pods and Events packed (kube/packed.py): the same verdicts, the projections kept
+current, little memory, one decoded copy per pass."""
 
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ def test_a_read_gives_an_equal_fresh_copy_and_a_non_json_value_is_kept_as_given(
     assert "a" not in store and len(store) == 1 and list(store) == ["odd"]
 
 
+def test_while_remembering_each_object_is_decoded_once_and_a_write_replaces_the_copy() -> None:
+    store: PackedObjects[str] = PackedObjects()
+    store["a"] = slim(_kubelet_pod("trainer-0", "node-1"))
+    with store.remembering():
+        first = store["a"]
+        assert store["a"] is first  # a pass reads one copy (the engine compares Workloads by identity)
+        with store.remembering():  # nested (the loop's chunk, then the engine's pass)
+            assert store["a"] is first
+        assert store["a"] is first
+        store["a"] = slim(_kubelet_pod("trainer-0", "node-2"))
+        assert store["a"]["spec"]["nodeName"] == "node-2"  # written meanwhile: the new object, not the copy
+        del store["a"]
+        assert "a" not in store
+    store["a"] = first
+    assert store["a"] is not store["a"]  # outside a pass: fresh copies, nothing kept
+
+
 class _Odd(dict[str, Any]):
     pass
 
@@ -51,6 +69,7 @@ def test_the_slim_scenario_gets_the_same_verdicts_from_packed_pods() -> None:
     objects = test_slim.scenario()
     packed = ClusterState.from_objects([slim(o) for o in objects], packed=True)
     assert isinstance(packed.pods, PackedObjects) and len(packed.pods) == 2
+    assert isinstance(packed.workloads, PackedObjects) and len(packed.workloads) == 2
     assert diagnose(packed, test_slim.NOW) == diagnose_objects(objects, test_slim.NOW)
 
 

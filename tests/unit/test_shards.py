@@ -18,7 +18,6 @@ import yaml
 from kueue_doctor.cli import build_parser, election_config, shard_of
 from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.kube.load import newest_timestamp
-from kueue_doctor.kube.packed import PackedObjects
 from kueue_doctor.kube.shards import Shard, fnv1a64
 from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
@@ -210,7 +209,7 @@ def _as_a_shard_keeps(objects: list[dict[str, Any]], key: Key, complete: set[str
     Kueue's ConfigMap and Deployment are read by every shard), and stricter: the other Workloads of its own
     namespace are projected too, so every Workload but `key` is read through its projection."""
     shard = _shard_owning_only(key[0], {o["metadata"].get("namespace") or "" for o in objects} - {""})
-    state = ClusterState.packed(lambda k: k == key)
+    state = ClusterState.packed()
     for obj in objects:
         md, kind = obj["metadata"], obj.get("kind")
         if md.get("namespace") == "kueue-system" and kind in ("ConfigMap", "Deployment"):
@@ -242,7 +241,7 @@ def test_a_workload_gets_the_same_verdict_from_a_shard_as_from_one_replica() -> 
     assert checked > 300  # the catalog's and the fixtures' Workloads and owners
 
 
-def test_another_shards_workload_is_kept_small_and_packed_while_the_shards_own_are_kept_whole() -> None:
+def test_another_shards_workload_is_kept_as_a_small_projection_its_own_slimmed() -> None:
     mine, theirs = next((a, b) for a in NAMES for b in NAMES if Shard(0, 2).owns(a) and not Shard(0, 2).owns(b))
     shard = Shard(0, 2)
     wl = waiting().obj()
@@ -254,10 +253,3 @@ def test_another_shards_workload_is_kept_small_and_packed_while_the_shards_own_a
     assert len(marshal.dumps(projected)) < 0.7 * len(marshal.dumps(slim(wl)))
     assert shard.slim(copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}}) == slim(
         copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}})  # its own: slimmed only
-    state = ClusterState.packed(lambda key: shard.owns(key[0]))
-    own = {**slim(wl), "metadata": {**slim(wl)["metadata"], "namespace": mine}}
-    state.upsert(own)
-    state.upsert(projected)
-    assert state.workloads[mine, own["metadata"]["name"]] is own  # the engine reads its own by identity
-    assert state.workloads[theirs, wl["metadata"]["name"]] == projected
-    assert isinstance(state.workloads, PackedObjects) and state.workloads.stored_bytes() < 400

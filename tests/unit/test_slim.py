@@ -87,14 +87,3 @@ def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed_and_
         assert diagnose_objects(slimmed, now, grace=timedelta(0)) == full, path.name
         # and as the operator keeps them: Pods and Events packed (kube/packed.py)
         assert diagnose(ClusterState.from_objects(slimmed, packed=True), now, grace=timedelta(0)) == full, path.name
-
-
-def test_sibling_workloads_share_one_copy_of_their_pod_sets_and_admission() -> None:
-    # 10,000 Workloads of a few Job templates keep a few copies of their pod sets (issue 12: <= 4 KiB each)
-    def wl(n: int, cpu: str) -> dict[str, Any]:
-        return slim(Workload(f"job-w{n}-1a2b3", "team-a").queue("user-queue").count(2).request("cpu", cpu).admission(
-            Admission("team-a-cq").assignment(count=2, flavors={"cpu": "default-flavor"}, usage={"cpu": "2"})).obj())
-    a, b, other = wl(1, "1"), wl(2, "1"), wl(3, "2")
-    assert a["spec"]["podSets"] is b["spec"]["podSets"] and a["status"]["admission"] is b["status"]["admission"]
-    assert other["spec"]["podSets"] is not a["spec"]["podSets"]
-    assert other["spec"]["podSets"] != a["spec"]["podSets"]

@@ -109,3 +109,11 @@ def test_an_owner_kueue_made_no_workload_for_gives_its_own_label_first() -> None
     rt.verdicts["ns-b", name] = Verdict("ns-b", name, "main", "cq-a", "Admission", "NoWorkload", "ClusterAdmin", 50.0)
     per = {s["workload"]: s["custom_team"] for s in _samples(rt, "kueue_doctor_workload_waiting_since_timestamp_seconds")}
     assert per[name] == "owner-team" and per["wl-3"] == "from-cq"
+
+
+def test_a_workload_relabelled_between_scrapes_shows_its_new_value_on_the_next() -> None:
+    rt = _runtime(["team"])
+    assert {s["custom_team"] for s in _samples(rt, "kueue_doctor_workloads")} == {"ml", "from-lq", "from-cq"}
+    rt.state.upsert(Workload("wl-1", "ns-a").queue("main").label("team", "ml-platform").obj())
+    rt.state.upsert(Workload("wl-3", "ns-b").queue("main").label("team", "speech").obj())
+    assert {s["custom_team"] for s in _samples(rt, "kueue_doctor_workloads")} == {"ml-platform", "from-lq", "speech"}

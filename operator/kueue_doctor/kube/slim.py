@@ -7,8 +7,6 @@ the engine does not need, and the like.
 
 from __future__ import annotations
 
-import hashlib
-import marshal
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -106,32 +104,9 @@ def compact(value: Any) -> Any:
     return value
 
 
-_SHARED: dict[bytes, Any] = {}
-_SHARED_MAX = 16_384  # distinct sub-trees remembered; then forgotten at once (only future sharing is lost)
-
-
-def shared(value: Any) -> Any:
-    """One copy of a sub-tree that many objects repeat: the pod sets of every Workload of one Job template and
-    their admission (about 1 KB of dicts each). Keyed by a 128-bit digest of its marshal bytes, so the memo holds
-    no second copy; safe because nothing mutates what the state keeps (the engine is pure)."""
-    try:
-        key = hashlib.blake2b(marshal.dumps(value), digest_size=16).digest()
-    except ValueError:  # not plain JSON values
-        return value
-    if len(_SHARED) >= _SHARED_MAX:
-        _SHARED.clear()
-    return _SHARED.setdefault(key, value)
-
-
 def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What the engine reads of `obj`, compacted; a Workload's pod sets and admission shared with its siblings'."""
+    """What the engine reads of `obj`, compacted."""
     out: dict[str, Any] = compact(_slim(obj))
-    if out.get("kind") == "Workload":
-        sp, st = out["spec"], out["status"]
-        if "podSets" in sp:
-            sp["podSets"] = shared(sp["podSets"])
-        if "admission" in st:
-            st["admission"] = shared(st["admission"])
     return out
 
 
@@ -177,8 +152,6 @@ def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
         status["conditions"] = conds
     out: dict[str, Any] = compact({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta,
                                    "spec": {k: sp[k] for k in _FOREIGN_SPEC if k in sp}, "status": status})
-    if "admission" in status:
-        out["status"]["admission"] = shared(out["status"]["admission"])  # one per ClusterQueue
     return out
 
 

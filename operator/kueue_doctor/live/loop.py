@@ -24,6 +24,7 @@ from typing import Any
 
 from ..engine.diagnose import diagnose
 from ..engine.no_workload import grace_ends, should_have_workload
+from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import parse_time
 from ..state import ClusterState, Key
 from .inbox import Inbox
@@ -136,7 +137,7 @@ class DiagnosisLoop:
         now = datetime.now(UTC)
         async with self.inbox.state_lock:  # one state for the whole pass: a resync drains only between passes
             keys -= await self.orphans.confirm_restores(keys)
-            chunk = sorted(k for k in keys if k in self.state.workloads and not deleting(self.state.workloads[k]))
+            chunk = sorted(k for k in keys if k in self.state.workloads)  # those being deleted are left out below
             owners = sorted(k for k in keys if k not in self.state.workloads
                             and (self.state.diagnosable(k) or k in self.publisher.records))
             writes: list[Write] = []
@@ -158,7 +159,10 @@ class DiagnosisLoop:
             elapsed = 0.0  # the engine's time (and the owners' checks), not the hand-over
             for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
                 t0 = time.perf_counter()
-                part = diagnose(self.state, now, chunk[start:start + CHUNK])
+                # each packed Workload decoded once for the check and the diagnosis, no cycle collection meanwhile
+                with cycle_collection_paused(promote_survivors=False), self.state.reading():
+                    part = diagnose(self.state, now, [k for k in chunk[start:start + CHUNK]
+                                                      if not deleting(self.state.workloads[k])])
                 elapsed += time.perf_counter() - t0
                 take(part)
                 del part

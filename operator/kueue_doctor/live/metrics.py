@@ -23,7 +23,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..kube.objects import parse_time
+from ..kube.objects import m, parse_time
+from ..kube.packed import PackedObjects
+from ..state import Key
 from .team_labels import BoundedValues, parse_specs, raw_values
 
 if TYPE_CHECKING:
@@ -111,6 +113,9 @@ class DiagnosisCollector(Collector):
         self.specs = parse_specs(runtime.options.metric_labels)  # --metric-label-from: custom_<label> per queue
         self.custom = [s.metric_label for s in self.specs]
         self.bounded = BoundedValues(self.specs, runtime.options.metric_label_values)
+        # each Workload's labels for the specs, with the stored form they were read from (PackedObjects.token):
+        # a scrape decodes only the Workloads that changed since the last one
+        self._labels: dict[Key, tuple[object, Mapping[str, Any]]] = {}
 
     def team_values(self, verdicts: list[Verdict]) -> dict[tuple[str, str], tuple[str, ...]]:
         """Each Workload's custom label values, read now from the Workload (or owner), LocalQueue, ClusterQueue
@@ -119,13 +124,34 @@ class DiagnosisCollector(Collector):
             return {}
         state = self.runtime.state
         raw = {}
+        labels: dict[Key, tuple[object, Mapping[str, Any]]] = {}
         for v in verdicts:
             key = (v.namespace, v.name)
-            first = state.workloads.get(key) or state.owner_for_workload_name(key)
+            first = self._workload_labels(key, labels) or state.owner_for_workload_name(key)
             raw[key] = raw_values(self.specs, [first, state.local_queues.get((v.namespace, v.local_queue)),
                                                state.cluster_queues.get(v.cluster_queue)])
+        self._labels = labels  # only the Workloads still diagnosed
         self.bounded.refresh(raw.values())
         return {k: self.bounded.bounded(vals) for k, vals in raw.items()}
+
+    def _workload_labels(self, key: Key, into: dict[Key, tuple[object, Mapping[str, Any]]]
+                         ) -> Mapping[str, Any] | None:
+        """The Workload as far as the specs read it (its labels), None when there is no Workload."""
+        workloads = self.runtime.state.workloads
+        if not isinstance(workloads, PackedObjects):
+            return workloads.get(key)
+        try:  # the loop may remove it meanwhile (a scrape runs in its own thread)
+            token = workloads.token(key)
+            kept = self._labels.get(key)
+            wl = workloads[key] if kept is None or kept[0] is not token else None
+        except KeyError:
+            return None
+        if kept is None or wl is not None:  # first seen, or changed since the last scrape
+            wl_labels = m(m(m(wl).get("metadata")).get("labels"))
+            kept = (token, {"metadata": {"labels": {s.key: wl_labels[s.key] for s in self.specs
+                                                    if s.key in wl_labels}}})
+        into[key] = kept
+        return kept[1]
 
     def collect(self) -> Iterator[Metric]:
         rt = self.runtime

@@ -68,9 +68,7 @@ class Runtime:
     def __init__(self, api: Any, options: Options) -> None:
         self.api = api
         self.options = options
-        shard = options.shard  # a shard keeps the other shards' Workloads as compressed projections
-        own = (lambda key: shard.owns(key[0])) if shard.sharded else None
-        self.state = ClusterState.packed(own)  # filled in place by `initial_sync`: every part holds this one
+        self.state = ClusterState.packed()  # filled in place by `initial_sync`: every part holds this one
         self.stats = Stats()
         self.verdicts: dict[Key, Verdict] = {}  # the metrics' read model, one per diagnosed Workload
         self.ready = asyncio.Event()
