@@ -49,6 +49,11 @@ def test_while_remembering_each_object_is_decoded_once_and_a_write_replaces_the_
         assert "a" not in store
     store["a"] = first
     assert store["a"] is not store["a"]  # outside a pass: fresh copies, nothing kept
+    store["b"] = first
+    with store.remembering():  # a walk over every object (the index build) keeps none of them decoded
+        walked = dict(store.items())
+        assert walked == {"a": first, "b": first} and list(store.values()) == [first, first]
+        assert store["a"] is not walked["a"] and store["a"] is store["a"]
 
 
 class _Odd(dict[str, Any]):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import zlib
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import ItemsView, Iterator, Mapping, MutableMapping, ValuesView
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -85,6 +85,14 @@ class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
         if self._memo is not None:
             self._memo.pop(key, None)
 
+    def items(self) -> ItemsView[K, Mapping[str, Any]]:
+        """Every object, each decoded afresh even while `remembering`: a walk over all of them (the index build)
+        must not leave them all decoded in the memo."""
+        return _Items(self)
+
+    def values(self) -> ValuesView[Mapping[str, Any]]:
+        return _Values(self)
+
     @contextlib.contextmanager
     def remembering(self) -> Iterator[None]:
         """Each object read while the block runs is decoded once and the same copy returned again: a diagnosis
@@ -116,3 +124,21 @@ class PackedObjects(MutableMapping[K, Mapping[str, Any]], Generic[K]):
     def stored_bytes(self) -> int:
         """The compressed bytes held (the blobs, not the dict's own table): for the memory bench."""
         return sum(len(b) for b in self._blobs.values() if type(b) is bytes)
+
+
+class _Items(ItemsView[K, Mapping[str, Any]]):
+    _mapping: PackedObjects[K]
+
+    def __iter__(self) -> Iterator[tuple[K, Mapping[str, Any]]]:
+        unpack = self._mapping._codec.unpack
+        for key, blob in self._mapping._blobs.items():
+            yield key, unpack(blob)
+
+
+class _Values(ValuesView[Mapping[str, Any]]):
+    _mapping: PackedObjects[Any]
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        unpack = self._mapping._codec.unpack
+        for blob in self._mapping._blobs.values():
+            yield unpack(blob)
