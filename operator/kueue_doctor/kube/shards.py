@@ -13,8 +13,7 @@ cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whate
 bound to a node, because a node's free capacity counts all its Pods; of the other namespaced kinds (Events, Jobs
 and other owners, our AdmissionDiagnoses, unbound Pods) only those of its own namespaces. What it diagnoses,
 exports and writes (`owns`): the Workloads and owners of its own namespaces only. Of the other shards' objects
-it keeps projections of what those facts read (`slim`: kube/slim.foreign_workload and foreign_pod), and the
-state keeps the Workloads among them compressed (`ClusterState.packed(own)`): a tenth of their memory.
+it keeps projections of what those facts read (`slim`: kube/slim.foreign_workload and foreign_pod).
 """
 
 from __future__ import annotations

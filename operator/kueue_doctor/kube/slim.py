@@ -127,8 +127,8 @@ _WHOLE_MESSAGE = frozenset({"Evicted"})
 
 
 def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What a shard keeps of a Workload another shard diagnoses: a fifth of the memory (its pod sets, owners,
-    labels and checks are never read for another Workload's verdict)."""
+    """What a shard keeps of a Workload another shard diagnoses: its pod sets, owners, labels and checks are
+    never read for another Workload's verdict, and without owners it costs the index no owner links."""
     md, sp, st = m(obj.get("metadata")), m(obj.get("spec")), m(obj.get("status"))
     meta = {k: md[k] for k in _FOREIGN_META if k in md}
     ann = {k: v for k, v in m(md.get("annotations")).items() if k in _FOREIGN_ANNOTATIONS}
