@@ -253,3 +253,29 @@ def test_another_shards_workload_is_kept_as_a_small_projection_its_own_slimmed()
     assert len(marshal.dumps(projected)) < 0.7 * len(marshal.dumps(slim(wl)))
     assert shard.slim(copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}}) == slim(
         copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}})  # its own: slimmed only
+
+
+def test_a_shards_resync_keeps_another_shards_bound_pods_and_drops_the_gone_ones() -> None:
+    """A resync compares a metadata-only LIST (no spec: bound or not cannot be told) with the state: another
+    shard's bound Pods, kept for their nodes' capacity, stay while listed, go when gone, and its unbound Pods
+    never count as missed (no whole LIST of every Pod at each resync)."""
+    import asyncio
+
+    from kueue_doctor.live.runtime import Options, Runtime
+
+    from .apiserver import METADATA_ONLY, cluster
+    from .scenario import objects, start
+
+    shard = Shard(fnv1a64("team-a") % 2, 2)
+    theirs = next(ns for ns in NAMES if not shard.owns(ns))
+    bound = [Pod(f"bound-{i}", theirs).node("n1").request("cpu", "1").obj() for i in range(2)]
+    pods = [*bound, Pod("pending", theirs).obj(), Pod("mine", "team-a").obj()]
+    api = cluster([*objects(), *pods])
+    rt = Runtime(api, Options(writes_per_second=0, shard=shard))
+    asyncio.run(start(rt))
+    assert set(rt.state.pods) == {(theirs, "bound-0"), (theirs, "bound-1"), ("team-a", "mine")}
+    api.serve_list(collection_path("Pod"), "v1", "Pod", [bound[0], *pods[2:]])  # bound-1 deleted in a watch gap
+    before = len(api.requests)
+    asyncio.run(rt.orphans.resync())
+    assert set(rt.state.pods) == {(theirs, "bound-0"), ("team-a", "mine")}
+    assert [METADATA_ONLY in r.accept for r in api.requests[before:] if r.path == collection_path("Pod")] == [True]

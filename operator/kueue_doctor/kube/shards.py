@@ -77,6 +77,11 @@ class Shard:
             return isinstance(sp, Mapping) and bool(sp.get("nodeName"))
         return False
 
+    def may_keep(self, obj: Mapping[str, Any]) -> bool:
+        """`keeps`, for an object listed without its spec (a metadata-only LIST, which cannot tell a bound Pod):
+        another shard's Pod may be one this shard keeps."""
+        return self.keeps(obj) or (self.sharded and obj.get("kind") == "Pod" and "spec" not in obj)
+
     def slim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """What this shard stores of `obj` (one it `keeps`): slimmed, or projected when it is another shard's
         Workload or Pod."""

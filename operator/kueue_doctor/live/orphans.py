@@ -97,7 +97,7 @@ class Orphans:
         with self.inbox.recording() as seen:
             try:
                 alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True, _identity_of,
-                                                self.shard.keeps)
+                                                self.shard.may_keep)
             except LiveError:
                 raise  # the cluster cannot be reached: no other kind can be listed either
             except Exception as exc:  # one kind failing must not stop the others
@@ -110,8 +110,8 @@ class Orphans:
             if strict:
                 raise LiveError(f"{listing.kind} could not be listed (forbidden or not served)")
             return set()
-        gone = self._reconcile(listing, alive, seen)
-        if any(self._missing(listing.kind, o) for o in alive):
+        gone = self._reconcile(listing, alive, seen)  # another shard's Pods all listed: its bound ones stay
+        if any(self._missing(listing.kind, o) for o in alive if self.shard.keeps(o)):  # not its unbound ones
             items = await asyncio.to_thread(list_all, self.api, listing, namespaces, False, self.shard.slim,
                                            self.shard.keeps)
             for obj in items or []:
