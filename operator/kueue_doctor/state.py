@@ -775,7 +775,7 @@ class _Index:
             _discard(self._workloads_by_uid, links.uid, key)
 
     def holds_quota(self, key: Key) -> bool:
-        """Its QuotaReserved condition is True (read from the links: another shard's Workload is not decoded)."""
+        """Its QuotaReserved condition is True (read from the links: no packed Workload is decoded)."""
         links = self._links.get(key)
         return links is not None and links.holds_quota
 

@@ -48,7 +48,8 @@ def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]]
     Owners Kueue should manage and has made no Workload for `grace` after their creation are diagnosed
     too, under the name Kueue would give their Workload (`no_workload.stand_in`); a key names either.
     """
-    with cycle_collection_paused(promote_survivors=keys is None), state.reading():  # promote: a one-shot pass
+    # a whole one-shot pass (explain, a dump) promotes what survives; a packed Workload is decoded once per pass
+    with cycle_collection_paused(promote_survivors=keys is None), state.reading():
         if keys is None:
             targets = {**stand_ins(state, now, grace), **state.workloads}
         else:
