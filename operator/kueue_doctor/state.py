@@ -266,9 +266,10 @@ class ClusterState:
                     self.ignored += 1
                     return False
                 if kind == "Workload":
-                    self.workloads[ns, nm] = obj
+                    wl_key = (ns, nm)  # one tuple for the store and the index
+                    self.workloads[wl_key] = obj
                     if idx is not None:
-                        idx.link_workload(self, (ns, nm), obj)
+                        idx.link_workload(self, wl_key, obj)
                 else:
                     old_lq = self.local_queues.get((ns, nm)) or {}
                     self.local_queues[ns, nm] = obj
@@ -295,9 +296,10 @@ class ClusterState:
                 self.multikueue_configs[nm] = obj
             return True
         if group == "" and kind == "Pod" and nm and ns:
-            self._unlink_pod((ns, nm))
-            self.pods[ns, nm] = obj
-            self._link_pod((ns, nm), obj)
+            pod_key = (ns, nm)  # one tuple for the store and every link (56 bytes a Pod, 50,000 Pods)
+            self._unlink_pod(pod_key)
+            self.pods[pod_key] = obj
+            self._link_pod(pod_key, obj)
             return True
         if kind == "Event" and group in ("", "events.k8s.io"):
             ev_key = uid(obj) or f"{ns}/{nm}"
