@@ -5,10 +5,10 @@ The `pods` mix of bench/engine.py (60% of Workloads admitted with 5 Pods each, J
 Nodes) is built, each object serialized and decoded again (as a watch delivers it), slimmed with
 `kube.slim.slim` and upserted into a `ClusterState` kind by kind; the bytes allocated per kind are those
 tracemalloc sees grow (the decoded full objects are dropped first). Twice, side by side: a plain state (what
-`explain` and the engine bench build) and the operator's packed one (`ClusterState.packed()`: Pods compressed,
-kube/packed.py); then the cost of reading every admitted Workload's Pods from each, as the engine does.
-The last column is what a namespace shard keeps of a Workload another shard diagnoses (kube/slim.foreign_workload,
-packed: `ClusterState.packed(own)`), with the index it builds from those projections.
+`explain` and the engine bench build) and the operator's packed one (`ClusterState.packed()`: Workloads, Pods
+and Events compressed, kube/packed.py); then the cost of reading every admitted Workload's Pods from each, as the
+engine does. The last column is what a namespace shard keeps of a Workload another shard diagnoses
+(kube/slim.foreign_workload, packed), with the index it builds from those projections.
 Kopf's own per-object memory is not in it: `bench/operator_scale.py` measures the whole process on the real
 control plane.
 
@@ -52,8 +52,7 @@ def main() -> None:
         by_kind[obj["kind"]].append(json.dumps(obj))
     plain = measure(ClusterState(), by_kind)
     packed = measure(ClusterState.packed(), by_kind)
-    other = measure(ClusterState.packed(), {"Workload": by_kind["Workload"]},
-                    foreign_workload)
+    other = measure(ClusterState.packed(), {"Workload": by_kind["Workload"]}, foreign_workload)
     print(f"{'kind':<16}{'objects':>9}{'JSON B/obj':>12}{'plain B/obj':>13}{'packed B/obj':>14}{'packed MiB':>12}"
           f"{'other shard B/obj':>19}  target")
     for (kind, n, kept, raw), (_, _, kept_packed, _) in zip(plain.rows, packed.rows, strict=True):

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .objects import namespace
 from .slim import foreign_pod, foreign_workload
 from .slim import slim as slim_whole
 
@@ -86,10 +87,8 @@ class Shard:
         """What this shard stores of `obj` (one it `keeps`): slimmed, or projected when it is another shard's
         Workload or Pod."""
         kind = obj.get("kind")
-        if self.sharded and (kind == "Workload" or kind == "Pod"):
-            meta = obj.get("metadata")
-            if not self.owns(str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""):
-                return foreign_workload(obj) if kind == "Workload" else foreign_pod(obj)
+        if self.sharded and (kind == "Workload" or kind == "Pod") and not self.owns(namespace(obj)):
+            return foreign_workload(obj) if kind == "Workload" else foreign_pod(obj)
         return slim_whole(obj)
 
     def lease(self, base: str) -> str:

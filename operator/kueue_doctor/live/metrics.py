@@ -143,13 +143,12 @@ class DiagnosisCollector(Collector):
         try:  # the loop may remove it meanwhile (a scrape runs in its own thread)
             token = workloads.token(key)
             kept = self._labels.get(key)
-            wl = workloads[key] if kept is None or kept[0] is not token else None
+            if kept is None or kept[0] is not token:  # first seen, or changed since the last scrape
+                wl_labels = m(m(workloads[key].get("metadata")).get("labels"))
+                kept = (token, {"metadata": {"labels": {s.key: wl_labels[s.key] for s in self.specs
+                                                        if s.key in wl_labels}}})
         except KeyError:
             return None
-        if kept is None or wl is not None:  # first seen, or changed since the last scrape
-            wl_labels = m(m(m(wl).get("metadata")).get("labels"))
-            kept = (token, {"metadata": {"labels": {s.key: wl_labels[s.key] for s in self.specs
-                                                    if s.key in wl_labels}}})
         into[key] = kept
         return kept[1]
 
