@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kueue_doctor.cli import build_parser, election_config, shard_of
 from kueue_doctor.engine.diagnose import diagnose
-from kueue_doctor.kube.load import newest_timestamp
+from kueue_doctor.kube.load import load_files, newest_timestamp
 from kueue_doctor.kube.shards import Shard, fnv1a64
 from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
@@ -155,8 +154,7 @@ def _sources() -> list[tuple[str, list[dict[str, Any]], datetime]]:
 
     out = [(f"catalog {s['name']}", s["objects"], gen.parse_now(s["now"])) for s in PASSING]
     for path in sorted((Path(__file__).parents[1] / "e2e" / "fixtures").glob("*.yaml")):
-        docs = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict)]
-        objects = [i for o in docs for i in (o.get("items") or [o])]
+        objects = [dict(o) for o in load_files([str(path)])]  # as `explain -f` reads a dump
         out.append((f"fixture {path.name}", objects, newest_timestamp(objects)))
     from .test_engine import NOW
 
