@@ -43,6 +43,7 @@ from . import rest
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
 Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
+OWN_VERSIONS = 8  # our writes' versions remembered per diagnosis until their echo (more only after a watch gap)
 OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
 
 
@@ -84,6 +85,9 @@ class Record:
     history: list[Any] = field(default_factory=list)  # status.history as stored: continued by the next verdict
     folded: list[Any] = field(default_factory=list)
     absent: bool = False  # someone deleted it: restored (with since and history) once its Workload is confirmed
+    # resourceVersions our writes got whose watch echo has not been seen yet (oldest first): an echo that comes
+    # after a newer write landed (Kopf delivers events a batch window late) is ours, not someone's edit
+    own: tuple[str, ...] = ()
 
 
 def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
@@ -353,7 +357,7 @@ class Publisher:
             return True
         obj = self._codec.unpack(body)
         try:
-            await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
+            answer = await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
         except rest.ApiError as exc:
             self._on_write("error")
             prev = self.records.get(key)
@@ -367,7 +371,11 @@ class Publisher:
                 log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
                             "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
             return False
-        self.records[key] = record_of(obj, time.monotonic())
+        prev, record = self.records.get(key), record_of(obj, time.monotonic())
+        version = s(m(m(answer).get("metadata")).get("resourceVersion"))
+        if version:
+            record.own = ((prev.own if prev is not None else ()) + (version,))[-OWN_VERSIONS:]
+        self.records[key] = record
         self._on_write("applied")
         return True
 
@@ -384,6 +392,10 @@ class Publisher:
             return False
         if prev is None:
             self.records[key] = record_of(obj, None)
+            return False
+        version = s(md.get("resourceVersion"))
+        if version and version in prev.own:  # the echo of one of our writes, maybe of one since overwritten
+            prev.own = prev.own[prev.own.index(version) + 1:]
             return False
         if prev.digest != digest(obj):
             self.records[key] = unsure(prev)  # the next pass re-applies our version
