@@ -67,6 +67,28 @@ def podset_counts(workload: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def partial_floor(workload: Mapping[str, Any], requests: Requests, res: str) -> Decimal | None:
+    """What the Workload asks of `res` at its smallest partial admission (each pod set with a minCount at it,
+    the others whole); None when no pod set can be reduced. Kueue tries smaller counts down to minCount only
+    when the whole Workload does not fit, and when none fits either it writes the whole Workload's message."""
+    podsets = lst(spec(workload).get("podSets"))
+    if not any(type(m(ps).get("minCount")) is int for ps in podsets):  # most Workloads: asked per quota line
+        return None
+    counts = podset_counts(workload)
+    reducible, total = False, Decimal(0)
+    for ps in podsets:
+        ps = m(ps)
+        psname = s(ps.get("name")) or "main"
+        want = requests.get(psname, {}).get(res)
+        if want is None:
+            continue
+        count, least = counts.get(psname, 1), ps.get("minCount")
+        if type(least) is int and 0 < least < count:
+            reducible, want = True, want * least / count
+        total += want
+    return total if reducible else None
+
+
 def _quantities(resources: Mapping[str, Any]) -> dict[str, Decimal]:
     """resource -> quantity, the unreadable ones left out (a loop: a third cheaper than the comprehension
     over a generator it replaced, per pod set of every Workload waiting for quota)."""

@@ -71,7 +71,10 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
             "enough": enough_text, "exact": exact,
             "message": (f"Raise {field_name} of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
                         f"{now_text} to {enough_text}" + ("." if exact else
-                                                          " (an estimate: the cohort's lending may change it)."))}
+                                                          " (an estimate: the cohort's lending may change it)."
+                                                          if ctx.cohort is not None else
+                                                          " (an estimate: Kueue places pod sets one after another, "
+                                                          "so their sum may need more)."))}
 
 
 def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -100,16 +103,22 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         if not texts:
             continue
         need, now_text, enough = texts
-        exact = cohort is None and line.get("source") == "Kueue"
+        # partial admission (minCount): fewer Pods may start with less freed, so the figures are an upper bound
+        partial = quota.partial_floor(ctx.wl, ctx.requests, resource) is not None
+        exact = cohort is None and line.get("source") == "Kueue" and not partial
+        why = _FREED_EXACT if exact else _FREED_ESTIMATE if cohort is not None else _FREED_PARTIAL if partial \
+            else _FREED_OURS
         out.append({"actionBy": who, "kind": "ClusterQueue", "name": cq_name, "field": f"{found}.nominalQuota",
                     "now": now_text, "enough": enough, "exact": exact,
                     "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
                                f"{cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
-                               f"{_FREED_EXACT if exact else _FREED_ESTIMATE}"})
+                               f"{why}"})
     return out
 
 
 _FREED_EXACT, _FREED_ESTIMATE = ".", " (an estimate: the cohort's lending and reclaim may change it)."
+_FREED_PARTIAL = " (at most: it allows partial admission, so fewer Pods may start with less)."
+_FREED_OURS = " (an estimate: from the Workload's requests, not a shortfall Kueue stated)."
 
 
 def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[str, ...]:

@@ -171,7 +171,14 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
             why = f"{where}: {f.text}"
         by.setdefault(f.podset, []).append(why)
     parts = [f"{ps}: {'; '.join(whys[:4])}" for ps, whys in by.items()]
-    parts += [f"{ps}: fits (placed tentatively)" for ps in ctx.requests if ps not in by]
+    # Kueue places pod sets in order and stops at the first that no flavor can ever take (flavorassigner's
+    # assignFlavors): the ones after it were not evaluated; one short of unused quota only does not stop it
+    order = list(ctx.requests)
+    stopped = max((order.index(f.podset) for f in failures if f.podset in order and f not in placed
+                   and SEVERITY.get(f.kind, Severity.NONE) >= Severity.MAXIMUM), default=len(order))
+    parts += [f"{ps}: fits (placed tentatively)" if n < stopped else
+              f"{ps}: not evaluated (Kueue stops at the first pod set no flavor can take)"
+              for n, ps in enumerate(order) if ps not in by]
     text = "Per pod set: " + ". ".join(parts) + "."
     for resource in dict.fromkeys(f.resource for f in failures if f in placed and f.resource):  # message order
         found = _fitting_placement(ctx, failures, resource)
@@ -297,10 +304,28 @@ def _lines(ctx: Context, failures: list[FlavorFailure]) -> list[dict[str, Any]]:
     return [quota_line(ctx, x, numbers) for x in _with_line(failures)]
 
 
+def _fits_when_reduced(ctx: Context, failures: list[FlavorFailure]) -> dict[str, Decimal] | None:
+    """Per resource over a maximum, the smallest partial admission's request, when every one of them is within
+    its maximum: Kueue admits the Workload with fewer Pods once that much is unused (None: it never fits)."""
+    floors: dict[str, Decimal] = {}
+    for f in failures:
+        if f.kind != FailureKind.EXCEEDS_MAXIMUM_CAPACITY:
+            continue
+        res, maximum = f.resource or "", parse(f.maximum)
+        floor = quota.partial_floor(ctx.wl, ctx.requests, res) if res else None
+        if floor is None or maximum is None or floor > maximum:
+            return None
+        floors[res] = floor
+    return floors or None
+
+
 def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = next((x for x in failures if x.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY), failures[0])
     lines = _lines(ctx, failures)
     res, flavor = f.resource or "?", f.flavor or "?"
+    floors = _fits_when_reduced(ctx, failures)
+    if floors is not None:
+        return _waits_for_partial_admission(ctx, failures, f, floors, lines)
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     previous = parse(f.previous) if f.previous else None
     need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
@@ -337,6 +362,22 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
                     flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=need, available=f.maximum, source="Kueue"))
+
+
+def _waits_for_partial_admission(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure,
+                                 floors: dict[str, Decimal], lines: list[dict[str, Any]]) -> Finding:
+    """The whole Workload is over a maximum, its smallest partial admission is not: no one needs to act."""
+    res, flavor = f.resource or "?", f.flavor or "?"
+    need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
+    smallest = ", ".join(f"{quota.fmt(r, v)} {r}" for r, v in floors.items())
+    text = (f"Needs {need} {res} in flavor {flavor} with all its Pods, more than {ctx.cq_text} can ever give "
+            f"({f.maximum or '?'}), but it allows partial admission (minCount): at its smallest it asks {smallest}, "
+            "within the maximum. Kueue admits it with fewer Pods once that much quota is unused: nobody needs to "
+            f"act. To run it whole, raise the ClusterQueue's quota to {need} {res}.")
+    return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.NOBODY,
+                   quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
+                   blocker=flavor_blocker("Quota", f, res, requested=quota.fmt(res, floors.get(res)),
+                                          available=f.maximum, source="Kueue"))
 
 
 def _tree_limits(tree: quota.CohortTree, res: str, stated: str | None) -> tuple[Cause, str, str]:
@@ -400,6 +441,13 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
+    floor = quota.partial_floor(ctx.wl, ctx.requests, res) if f.resource else None
+    if floor is not None:  # Kueue also tries fewer Pods, down to minCount
+        short = floor - (requested - missing) if unused is not None and requested is not None and \
+            missing is not None else None
+        text += (f" It allows partial admission (minCount): at its smallest it asks {quota.fmt(res, floor)} {res}"
+                 + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
+                    if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
                     flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,

@@ -49,11 +49,11 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
     stamp = s(md.get("creationTimestamp")) or ""
     evicted = cond.get("Evicted")
     if is_true(evicted):  # GetQueueOrderTimestamp: some evictions requeue at the eviction time
-        reason = s(m(evicted).get("reason"))
+        # (a Workload preempted InCohortReclaimWhileBorrowing keeps its creation time: the preemption-time
+        # ordering applies only with the PrioritySortingWithinCohort gate off, on by default since Kueue 0.6)
         when = time_text(m(evicted).get("lastTransitionTime"))
-        preempted = s(m(cond.get("Preempted")).get("reason"))
-        if when and (reason in ("PodsReadyTimeout", "AdmissionCheck") or preempted == "InCohortReclaimWhileBorrowing"):
-            stamp = when + ("+1ms" if preempted == "InCohortReclaimWhileBorrowing" else "")
+        if when and s(m(evicted).get("reason")) in ("PodsReadyTimeout", "AdmissionCheck"):
+            stamp = when
     return -p, stamp, s(md.get("uid")) or ""
 
 
