@@ -528,6 +528,17 @@ class ClusterState:
             return self.owners_by_uid[ref_uid]
         return self.owners.get((namespace(workload) or "", s(ref.get("kind")) or "", s(ref.get("name")) or ""))
 
+    def descendants(self, owner: Mapping[str, Any], depth: int = 2) -> list[Mapping[str, Any]]:
+        """The owners in the input that `owner` made, down to `depth` levels (JobSet -> Job, RayJob ->
+        RayCluster), by their controller's UID."""
+        out: list[Mapping[str, Any]] = []
+        frontier = {uid(owner) or ""} - {""}
+        for _ in range(depth):
+            nxt = {child for u in frontier for child in self._owners_by_parent.get(u, _NO_KEYS)}
+            out.extend(self.owners_by_uid[u] for u in sorted(nxt) if u in self.owners_by_uid)
+            frontier = nxt
+        return out
+
     def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
         if not self._pods_by_ref:  # no Pods in the input (a quota-only dump): nothing to walk
@@ -570,6 +581,20 @@ class ClusterState:
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
         found = self._events_by_object.get((kind, ns or "", nm or ""))
         return [self.events[k] for k in found if k in self.events] if found else []  # most objects have none
+
+    def _workloads_above(self, ns: str, kind: str, nm: str, depth: int = 2) -> set[Key]:
+        """The Workloads of an object or of the owners above it (an Event about a JobSet's child Job concerns
+        the JobSet's Workload), up to `depth` controller levels."""
+        for _ in range(depth + 1):
+            found = self.index.workloads_by_owner.get((ns, kind, nm))
+            if found:
+                return set(found)
+            obj = self.owners.get((ns, kind, nm))
+            parent = controller_ref(obj) if obj is not None else None
+            if parent is None:
+                return set()
+            kind, nm = s(parent.get("kind")) or "", s(parent.get("name")) or ""
+        return set()
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         admitted = s(m(m(workload.get("status")).get("admission")).get("clusterQueue"))
@@ -631,7 +656,7 @@ class ClusterState:
                 pod = self.pods.get((rns, rname))
                 wl = idx.workload_of_pod(self, pod) if pod else None
                 return {wl} if wl else set()
-            return set(idx.workloads_by_owner.get((rns, rkind, rname), ()))
+            return self._workloads_above(rns, rkind, rname)
         if (key[0], kind) in OWNER_KINDS:
             found = set(idx.workloads_by_owner.get((ns, kind, nm), ()))
             if not found and uid(obj):  # no Workload yet: the owner's own diagnosis, named as Kueue would

@@ -406,11 +406,17 @@ def test_job_failed_create_returns_the_newest_denial() -> None:
                "images must come from registry.example.com")
     events = [core_event("train", "FailedCreate", quota, minutes=1, kind="Job"),
               events_v1_event("train", "FailedCreate", webhook, minutes=5, kind="Job"),
-              core_event("train-rs", "FailedCreate", "other", minutes=9, kind="ReplicaSet"),
               core_event("train", "SuccessfulCreate", "Created pod: train-x", minutes=9, kind="Job")]
     assert P.job_failed_create(events) == ("FailedCreate", webhook, T0 + timedelta(minutes=5))
     assert P.job_failed_create(events[:1]) == ("FailedCreate", quota, T0 + timedelta(minutes=1))
     assert P.job_failed_create([]) is None
+    # the other controllers' reasons for the same failure (training-operator, KubeRay), on their own objects
+    ray = "Failed to create worker Pod for the cluster team-a/rc, " + quota.removeprefix("Error creating: ")
+    assert P.job_failed_create([*events, core_event("rc", "FailedToCreateWorkerPod", ray, minutes=7,
+                                                    kind="RayCluster")]) == \
+        ("FailedToCreateWorkerPod", ray, T0 + timedelta(minutes=7))
+    assert P.job_failed_create([core_event("bert", "FailedCreatePod", quota, minutes=2, kind="PyTorchJob")]) == \
+        ("FailedCreatePod", quota, T0 + timedelta(minutes=2))
 
 
 def test_parse_scheduler_message_keeps_the_raw_text_of_unknown_shapes() -> None:

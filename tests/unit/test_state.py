@@ -95,3 +95,16 @@ def test_every_kind_the_operator_watches_is_found_where_key_of_says_also_from_me
         partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
         assert state.key_of(kind, partial) == state.key_of(kind, obj), kind
     assert state.collection("AdmissionDiagnosis") is None  # not kept: the operator compares those whole
+
+
+def test_an_event_about_a_child_job_marks_the_workload_of_the_owner_above_it() -> None:
+    """The Job controller posts FailedCreate on a JobSet's child Job; the JobSet's Workload is the one whose
+    verdict it changes (the operator must re-diagnose it when the Event arrives)."""
+    from tests.unit.test_catalog import SCENARIOS
+
+    scenario = next(s for s in SCENARIOS if s["name"] == "jobset-child-job-cannot-create-pods")
+    state = ClusterState.from_objects(scenario["objects"])
+    event = next(o for o in scenario["objects"] if o["kind"] == "Event")
+    assert state.affected_workloads(event) == {("team-a", "jobset-llm-pretrain-2b4d7")}
+    unrelated = {**event, "involvedObject": {**event["involvedObject"], "name": "another-job"}}
+    assert state.affected_workloads(unrelated) == set()

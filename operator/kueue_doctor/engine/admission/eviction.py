@@ -293,9 +293,9 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
     text += ", and it will most likely be evicted the same way again: requeuing alone does not help."
     requeues = i(m(ctx.status.get("requeueState")).get("count"))
     if evicted == "PodsReadyTimeout":
-        text += (f" Kueue deactivates it once requeueState.count ({requeues}) exceeds Kueue's "
-                 "waitForPodsReady.requeuingStrategy.backoffLimitCount (its configuration, not visible in the "
-                 "Workload; unset means it requeues forever).")
+        text += (f" Kueue deactivates it at the next such timeout once requeueState.count ({requeues}) has "
+                 "reached Kueue's waitForPodsReady.requeuingStrategy.backoffLimitCount (its configuration, not "
+                 "visible in the Workload; unset means it requeues forever).")
     text += f" To fix: {fix}."
     action = ActionBy.CLUSTER_ADMIN if evicted == "NodeFailures" else None
     evidence = [ctx.condition_evidence("Evicted"),

@@ -5,7 +5,7 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 
 from __future__ import annotations
 
-from ...kube.objects import format_time, i, m
+from ...kube.objects import format_time, i, lst, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
@@ -43,7 +43,7 @@ def deactivated(ctx: Context) -> Finding | None:
     why = {
         Cause.DEACTIVATED_BY_USER: "spec.active is false",
         Cause.REQUEUING_LIMIT_EXCEEDED: "Kueue deactivated it after too many requeues (waitForPodsReady "
-        f"backoffLimitCount; requeued {i(m(ctx.status.get('requeueState')).get('count'))} times)",
+        f"backoffLimitCount{_timeouts(ctx)})",
         Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: it ran longer than "
         f"spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
         Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
@@ -56,3 +56,14 @@ def deactivated(ctx: Context) -> Finding | None:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx)
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, ActionBy.WORKLOAD_OWNER, since=since, evidence=ev)
+
+
+def _timeouts(ctx: Context) -> str:
+    """"; evicted 3 times for PodsReadyTimeout": Kueue clears requeueState in the patch that deactivates, so
+    the count is read from status.schedulingStats (requeueState only from an older Kueue that kept it)."""
+    evictions = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+    count = sum(i(m(e).get("count")) for e in evictions if m(e).get("reason") == "PodsReadyTimeout")
+    if count:
+        return f"; evicted {count} times for PodsReadyTimeout (status.schedulingStats)"
+    kept = i(m(ctx.status.get("requeueState")).get("count"))
+    return f"; requeued {kept} times" if kept else ""

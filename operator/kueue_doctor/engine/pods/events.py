@@ -69,27 +69,32 @@ def _event_object(ev: Mapping[str, Any]) -> Mapping[str, Any]:
     return m(ev.get("involvedObject")) or m(ev.get("regarding"))
 
 
-def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, datetime | None] | None:
-    """The newest Job controller ``FailedCreate`` event: ``(reason, message, time)``, or None.
+# the controllers' events for Pods they could not create: the Job controller ("FailedCreate", also on each
+# child Job of a JobSet or TrainJob), Kubeflow's training-operator ("FailedCreatePod", on the PyTorchJob etc.),
+# KubeRay ("FailedToCreateWorkerPod" / "FailedToCreateHeadPod", on the RayCluster)
+FAILED_CREATE_REASONS = frozenset({"FailedCreate", "FailedCreatePod", "FailedToCreateWorkerPod",
+                                   "FailedToCreateHeadPod"})
 
-    Its message is ``"Error creating: <API error>"`` (``pkg/controller/controller_utils.go``), e.g.
-    ``Error creating: pods "train-7xk2p" is forbidden: exceeded quota: team-a, requested: ..., used:
-    ..., limited: ...`` or ``Error creating: admission webhook "x" denied the request: ...``.
-    Events about other kinds are skipped; events without a kind are accepted.
+
+def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, datetime | None] | None:
+    """The newest controller event about Pods it could not create: ``(reason, message, time)``, or None.
+
+    The Job controller's message is ``"Error creating: <API error>"`` (``pkg/controller/controller_utils.go``),
+    e.g. ``Error creating: pods "train-7xk2p" is forbidden: exceeded quota: team-a, requested: ..., used:
+    ..., limited: ...`` or ``Error creating: admission webhook "x" denied the request: ...``; the others
+    carry the same API error. The caller passes the events about the owner and the objects it made.
     """
     best: tuple[str, str, datetime | None] | None = None
     best_key: tuple[bool, datetime] | None = None
     for ev in events if isinstance(events, Iterable) else ():
         ev = m(ev)
-        if s(ev.get("reason")) != "FailedCreate":
-            continue
-        kind = s(_event_object(ev).get("kind"))
-        if kind and kind != "Job":
+        reason = s(ev.get("reason"))
+        if reason not in FAILED_CREATE_REASONS:
             continue
         t = event_time(ev)
         key = (t is not None, t or datetime.min.replace(tzinfo=UTC))
         if best_key is None or key > best_key:
-            best, best_key = ("FailedCreate", event_message(ev), t), key
+            best, best_key = (reason or "FailedCreate", event_message(ev), t), key
     return best
 
 

@@ -92,10 +92,21 @@ def pod_view(ctx: Context) -> PodView:
     return PodView(expected, summary, _pods_status(summary))
 
 
-def _failed_create(ctx: Context) -> tuple[str, str, datetime | None] | None:
+_CREATOR = {"FailedCreate": "the Job controller", "FailedCreatePod": "the training operator",
+            "FailedToCreateWorkerPod": "KubeRay", "FailedToCreateHeadPod": "KubeRay"}
+
+
+def _failed_create(ctx: Context) -> tuple[str, str, datetime | None, Mapping[str, Any]] | None:
+    """The newest "could not create Pods" event about the owner or an object it made (a JobSet's or TrainJob's
+    Jobs, a RayJob's RayCluster: the controller that failed posts it on its own object), and that object."""
     if ctx.owner is None:
         return None
-    return podlib.job_failed_create(ctx.state.events_about(s(ctx.owner.get("kind")) or "", ctx.ns, name(ctx.owner)))
+    best: tuple[str, str, datetime | None, Mapping[str, Any]] | None = None
+    for obj in (ctx.owner, *ctx.state.descendants(ctx.owner)):
+        found = podlib.job_failed_create(ctx.state.events_about(s(obj.get("kind")) or "", ctx.ns, name(obj)))
+        if found is not None and (best is None or (found[2] is not None and (best[2] is None or found[2] > best[2]))):
+            best = (*found, obj)
+    return best
 
 
 def _pods_command(ctx: Context) -> str:
@@ -178,11 +189,11 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     failed = _failed_create(ctx)
     since = admitted_since(ctx)
     if failed is not None:
-        reason, message, when = failed
-        evidence.append(ctx.object_evidence("Event", name(ctx.owner) if ctx.owner else None, "event", reason,
-                                            message, when, ctx.ns))
+        reason, message, when, about = failed
+        evidence.append(ctx.object_evidence("Event", name(about), "event", reason, message, when, ctx.ns))
         quota_denied = "exceeded quota" in message
-        text = (f"Admitted, but the Job controller cannot create the Pods "
+        where = "" if about is ctx.owner else f" of {s(about.get('kind'))} {name(about)}"
+        text = (f"Admitted, but {_CREATOR.get(reason, 'its controller')} cannot create the Pods{where} "
                 f"({summary.created}/{summary.expected} exist): "
                 f"{message[:400]}. "
                 + ("A namespace ResourceQuota denies them: raise it or lower the request."
