@@ -75,10 +75,24 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         earlier = f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "") + "."
     if msg == _INACTIVE_MESSAGE:
         return f"{pr}: Kueue says the check is not active (its ProvisioningRequestConfig is missing or invalid)."
+    if creation_failed(check):
+        return (f"Kueue could not create {pr} (or its PodTemplate), so no autoscaler sees it: {msg}. The Workload "
+                "holds its quota meanwhile. Cluster admin: fix what the error names (a ResourceQuota on "
+                "provisioningrequests or podtemplates in the namespace, a webhook, Kueue's RBAC); Kueue creates it "
+                "on its next reconcile.")
     if msg:
         return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {msg}.{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
             f"running with ProvisioningRequest support?).{earlier}")
+
+
+def creation_failed(check: Mapping[str, Any]) -> bool:
+    """Kueue's provisioning controller failed to create the request (handleError: the message stays on the
+    Pending check until a reconcile succeeds)."""
+    return (s(check.get("message")) or "").startswith(_CREATE_ERRORS)
+
+
+_CREATE_ERRORS = ("Error creating ProvisioningRequest ", "Error creating PodTemplate ")
 
 
 def rejected_provisioning_detail(ctx: Context) -> str:
@@ -124,6 +138,10 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     since = ctx.cond_time("QuotaReserved")
     evidence = _evidence(ctx)
     first = pending[0]
+    if len(pending) > 1 and _controller(ctx, first) == MULTIKUEUE_CONTROLLER and first.get("state") == "Pending":
+        # MultiKueue dispatches nothing until every other check is Ready (allNonMKAdmissionChecksReady)
+        first = next((c for c in pending if _controller(ctx, c) != MULTIKUEUE_CONTROLLER), first)
+    waiting_mk = [s(c.get("name")) for c in pending if c is not first and _controller(ctx, c) == MULTIKUEUE_CONTROLLER]
     state = s(first.get("state")) or "Pending"
     cause = _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING)
     cname = s(first.get("name")) or "?"
@@ -139,8 +157,13 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     elif controller == MULTIKUEUE_CONTROLLER:
         text += multikueue.pending_check_detail(ctx, cname)
         evidence += multikueue.evidence(ctx, cname)
+    if waiting_mk and controller != MULTIKUEUE_CONTROLLER:
+        text += (f" MultiKueue check {waiting_mk[0]} sends it to no worker cluster until every other check is "
+                 "Ready: this one holds it.")
     # Pending and Retry resolve themselves (Kueue retries after the back-off); Rejected needs the owner
     action = ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY
+    if controller == PROVISIONING_CONTROLLER and creation_failed(first):
+        action = ActionBy.CLUSTER_ADMIN
     if ac is not None and not is_true(conditions(ac).get("Active")):
         action = ActionBy.CLUSTER_ADMIN
         text += (" " + multikueue.inactive_check_detail(ctx, cname) if controller == MULTIKUEUE_CONTROLLER
@@ -149,8 +172,19 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         evidence.append(ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{c.get('name')}]",
                                             s(c.get("state")), s(c.get("message")),
                                             parse_time(c.get("lastTransitionTime")), ctx.ns))
+    # status.blocker names the check this message is about (the first pod set's flavor, as Kueue reserved it)
+    psa = m(next(iter(lst(m(ctx.status.get("admission")).get("podSetAssignments"))), None))
+    flavor = next((v for v in m(psa.get("flavors")).values() if isinstance(v, str)), None)
+    blocker = {k: v for k, v in {"kind": "AdmissionCheck", "name": cname, "flavor": flavor,
+                                 "podSet": s(psa.get("name")), "source": "Kueue"}.items() if v}
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, action, since=since, evidence=evidence,
+                   blocker=blocker,
                    hints=[f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"])
+
+
+def _controller(ctx: Context, check: Mapping[str, Any]) -> str | None:
+    ac = ctx.state.admission_checks.get(s(check.get("name")) or "")
+    return s(spec(ac).get("controllerName")) if ac else None
 
 
 @rule(Phase.RESERVED, pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.DELAYED_TOPOLOGY_REQUEST))

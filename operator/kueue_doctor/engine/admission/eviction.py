@@ -194,8 +194,10 @@ def recent_eviction(ctx: Context) -> Finding | None:
     action = ActionBy.NOBODY
     if in_backoff:
         cause = Cause.REQUEUE_BACKOFF
-        text += (f"; Kueue requeues it at {format_time(requeue_at)} (back-off "
-                 f"after {i(m(ctx.status.get('requeueState')).get('count'))} requeue(s))")
+        # requeueState.count counts PodsReadyTimeout requeues only (an admission check's retry sets the time
+        # without counting it): the evictions of this reason are read from schedulingStats
+        count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
+        text += f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this reason)"
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
@@ -225,10 +227,15 @@ _LOOPS: dict[str, tuple[str, str]] = {
     "Preempted": ("other Workloads (higher priority, or reclaiming lent quota) took its quota each time",
                   "raise its priority (label kueue.x-k8s.io/priority-class), keep it within its ClusterQueue's "
                   "nominal quota instead of borrowed quota, or ask the queue admin for more quota"),
-    "AdmissionCheck": ("an admission check went to Retry after each admission (for a ProvisioningRequest: the "
-                       "capacity was not provisioned, or the booking expired before the Pods started)",
-                       "read the checks' messages in status.admissionChecks and the check controller's "
-                       "objects (`kubectl get provisioningrequests -n NS`)"),
+    "AdmissionCheck": ("an admission check went to Retry each time its quota was reserved (for a ProvisioningRequest: "
+                       "the capacity was not provisioned, or the booking expired before it was admitted; for "
+                       "MultiKueue: the Workload was evicted on its worker cluster)",
+                       "read each check's message in the eviction message and status.admissionChecks. A "
+                       "ProvisioningRequest check retries up to its ProvisioningRequestConfig's "
+                       "retryStrategy.backoffLimitCount and then deactivates the Workload; Kueue deletes each "
+                       "attempt's ProvisioningRequest on eviction, so what remains is the autoscaler's events "
+                       "(`kubectl get events -n {ns} --field-selector involvedObject.kind=ProvisioningRequest`). "
+                       "A MultiKueue check: look at the Workload on the worker cluster its message names"),
     "NodeFailures": ("nodes of its topology assignment failed each time and no replacement was found",
                      "find the failing nodes (`kubectl get nodes`, their conditions and the TAS Topology) and "
                      "repair or cordon them"),
@@ -277,6 +284,7 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
         return None
     what, fix = _LOOPS.get(evicted, (f"Kueue's eviction reason each time was {evicted}",
                                      "read the eviction message and fix what it names"))
+    fix = fix.replace("{ns}", ctx.ns)
     if evicted == "PodsReadyTimeout" and underlying == "WaitForRecovery":
         what = "a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
     last = (ctx.cond_message("Evicted") or "")[:300]

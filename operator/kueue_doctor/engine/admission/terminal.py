@@ -5,12 +5,12 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 
 from __future__ import annotations
 
-from ...kube.objects import format_time, i, lst, m
+from ...kube.objects import format_time, i, lst, m, s
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from .checks import rejected_provisioning_detail
+from .checks import is_provisioning, rejected_provisioning_detail
 from .eviction import DEACTIVATION_CAUSES
 
 FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
@@ -53,7 +53,7 @@ def deactivated(ctx: Context) -> Finding | None:
             f"(kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') "
             "or the Job is recreated.")
     if cause == Cause.ADMISSION_CHECK_REJECTED:
-        text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx)
+        text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, ActionBy.WORKLOAD_OWNER, since=since, evidence=ev)
 
@@ -67,3 +67,18 @@ def _timeouts(ctx: Context) -> str:
         return f"; evicted {count} times for PodsReadyTimeout (status.schedulingStats)"
     kept = i(m(ctx.status.get("requeueState")).get("count"))
     return f"; requeued {kept} times" if kept else ""
+
+
+def _other_checks_said(ctx: Context) -> str:
+    """What a check of another controller (a budget or approval gate) wrote when it rejected the Workload: Kueue
+    keeps it in the eviction message; reactivating without fixing it only gets it rejected again."""
+    parsed = ctx.evicted_parsed.inner or ctx.evicted_parsed
+    said = [(name, text) for name, text in parsed.checks
+            if not is_provisioning(ctx, name) and not multikueue.is_multikueue(ctx, name)]
+    if not said:
+        return ""
+    shown = "; ".join(f"Check {name} said: {text or 'no message'}" for name, text in said[:3])
+    owners = {s(ctx.state.admission_checks.get(name, {}).get("spec", {}).get("controllerName")) for name, _ in said}
+    by = ", ".join(sorted(o for o in owners if o)) or "its controller"
+    return (f" {shown}. Fix what it names (ask the owners of {by}) before setting spec.active back to true: "
+            "reactivated as is, it is rejected again.")
