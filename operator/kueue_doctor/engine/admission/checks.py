@@ -97,26 +97,50 @@ _CREATE_ERRORS = ("Error creating ProvisioningRequest ", "Error creating PodTemp
 
 def rejected_provisioning_detail(ctx: Context) -> str:
     """For a Workload Kueue deactivated because a provisioning check was Rejected: which ProvisioningRequest
-    condition it was. The autoscaler's text is in the Evicted message; a check that carries podSetUpdates had
-    been provisioned (the capacity was withdrawn), one that never did could not get it (Failed)."""
+    condition it was. The check's message is the autoscaler's text whatever the condition, and the eviction
+    resets the check (podSetUpdates dropped, retryCount cleared), so the condition is read from what else
+    remains: time it ran (CapacityRevoked), Kueue's AdmissionCheckUpdated event (from Ready: the capacity had
+    been provisioned; from Pending/Retry: Failed with no retries left)."""
     parsed = ctx.evicted_parsed.inner or ctx.evicted_parsed
     for cname, text in parsed.checks:
         if not is_provisioning(ctx, cname):
             continue
         check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("name") == cname), {})
-        attempt = i(check.get("retryCount")) + 1
-        pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, cname, attempt)}"
-        if check.get("podSetUpdates"):
-            if i(ctx.status.get("accumulatedPastExecutionTimeSeconds")):  # it ran: BookingExpired is ignored then
-                what = "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned"
-            else:
-                what = "the capacity was provisioned and then withdrawn (CapacityRevoked, or BookingExpired with no "
-                what += "retries left)"
-        else:
+        came_from = _rejected_from(ctx, cname)
+        if i(ctx.status.get("accumulatedPastExecutionTimeSeconds")):  # it ran: BookingExpired is ignored then
+            what = "CapacityRevoked: the cluster autoscaler took back the nodes it had provisioned"
+        elif check.get("podSetUpdates") or came_from == "Ready":
+            what = ("the capacity was provisioned and then withdrawn (CapacityRevoked, or BookingExpired with no "
+                    "retries left)")
+        elif came_from in ("Pending", "Retry"):
             what = ("Failed with no retries left: the cluster autoscaler could not provision the capacity "
                     "(ProvisioningRequestConfig retryStrategy.backoffLimitCount)")
+        else:
+            what = ("Failed with no retries left, or the capacity was withdrawn (the Workload's events, "
+                    "AdmissionCheckUpdated, tell which)")
+        # the eviction cleared retryCount: each earlier attempt ended in an AdmissionCheck eviction
+        earlier = sum(i(m(e).get("count")) for e in lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+                      if m(e).get("reason") == "AdmissionCheck")
+        attempt = max(earlier, i(check.get("retryCount"))) + 1
+        pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, cname, attempt)}"
         return f" Check {cname} ({pr}): {what}; the autoscaler said: {text or 'no message'}."
     return ""
+
+
+def _rejected_from(ctx: Context, cname: str) -> str | None:
+    """The state the check left for Rejected, from Kueue's newest AdmissionCheckUpdated event about it
+    ("Admission check dws-prov updated state from Ready to Rejected with message: ...")."""
+    prefix, best, at = f"Admission check {cname} updated state from ", None, None
+    for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
+        text = s(ev.get("message")) or s(ev.get("note")) or ""
+        if not text.startswith(prefix) or " to Rejected" not in text:
+            continue
+        when = parse_time(ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("deprecatedLastTimestamp"))
+        if best is None or (when is not None and (at is None or when > at)):
+            best, at = text[len(prefix):].split(" ", 1)[0], when
+    return best
+
+
 _RANK = {"Rejected": 0, "Retry": 1}  # the state that decides what happens next comes first
 
 
