@@ -62,7 +62,13 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
     field_name = _QUOTA_FIELD.get(f.cause, "nominalQuota") if f.cause is not None else "nominalQuota"
     current = _dec(line.get("borrowingLimit" if field_name == "borrowingLimit" else "nominal"))
     path = _quota_path(ctx, flavor, resource, field_name)
-    if requested is None or maximum is None or current is None or path is None or not ctx.cq_name:
+    if requested is None or maximum is None or not ctx.cq_name:
+        return None
+    if field_name == "borrowingLimit" and ctx.cohort:
+        binding = _binding_cohort(ctx, flavor, resource)
+        if binding is not None:  # a parent Cohort's borrowingLimit caps it: raising the queue's changes nothing
+            return _cohort_limit_remedy(ctx, binding, flavor, resource, requested - maximum)
+    if current is None or path is None:
         return None
     enough = current + (requested - maximum)
     now_text, enough_text = quota.fmt(resource, current) or str(current), quota.fmt(resource, enough) or str(enough)
@@ -77,6 +83,30 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
                                                           "so their sum may need more)."))}
 
 
+def _binding_cohort(ctx: Context, flavor: str, resource: str) -> quota.TreeNode | None:
+    """The Cohort whose borrowingLimit caps the ClusterQueue's maximum in a cohort tree, if it is a Cohort."""
+    tree = quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, resource)
+    if tree is None or len(tree.path) <= 2:
+        return None
+    binding = tree.binding_limit()
+    return binding if binding is not None and binding is not tree.path[0] and binding.kind == "Cohort" else None
+
+
+def _cohort_limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resource: str,
+                         short: Decimal) -> dict[str, Any] | None:
+    cohort = ctx.state.cohorts.get(node.name)
+    found = _quota_paths(cohort).get((flavor, resource)) if cohort is not None else None
+    current = node.quota.borrowing_limit
+    if found is None or current is None:
+        return None
+    now_text = quota.fmt(resource, current) or str(current)
+    enough_text = quota.fmt(resource, current + short) or str(current + short)
+    return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "Cohort", "name": node.name,
+            "field": f"{found}.borrowingLimit", "now": now_text, "enough": enough_text, "exact": False,
+            "message": f"Raise borrowingLimit of {resource} in flavor {flavor} of Cohort {node.name} from {now_text} "
+                       f"to {enough_text} (an estimate: what the rest of the tree can lend may change it)."}
+
+
 def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """WaitingForQuota with Kueue's "N more needed", per whole shortfall: N must be freed by running Workloads,
     or added to the nominal quota (exact only without a cohort, where nothing else can lend or reclaim). The
@@ -86,6 +116,8 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
     paths = _paths_of(ctx)
     memo = ctx.state.derived(FREED_TEXTS)
     who = ActionBy.QUEUE_ADMIN.value if cohort is None else ActionBy.CLUSTER_ADMIN.value
+    # in a cohort, other queues may be borrowing this queue's unused nominal quota: theirs frees it too
+    freed_too = f" or of cohort {cohort}" if cohort is not None else ""
     out: list[dict[str, Any]] = []
     for line in _whole_shortfalls(lines):
         flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
@@ -111,7 +143,7 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         out.append({"actionBy": who, "kind": "ClusterQueue", "name": cq_name, "field": f"{found}.nominalQuota",
                     "now": now_text, "enough": enough, "exact": exact,
                     "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
-                               f"{cq_name} finishing, or nominalQuota raised from {now_text} to {enough}"
+                               f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_text} to {enough}"
                                f"{why}"})
     return out
 

@@ -178,6 +178,12 @@ def _still_latest(ctx: Context) -> Requeue | None:
     return Requeue(requeue_at, in_backoff, held)
 
 
+def _pod_owned(ctx: Context) -> bool:
+    """A plain Pod's own Workload (Kueue's Pod integration, not a pod group): owned by that one Pod."""
+    refs = [m(r) for r in lst(m(ctx.wl.get("metadata")).get("ownerReferences"))]
+    return len(refs) == 1 and refs[0].get("kind") == "Pod" and refs[0].get("apiVersion") == "v1"
+
+
 @rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
                       *pairs(Reason.EVICTED, *EVICTION_CAUSES, Cause.REQUEUE_BACKOFF, None)])
 def recent_eviction(ctx: Context) -> Finding | None:
@@ -198,6 +204,10 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # without counting it): the evictions of this reason are read from schedulingStats
         count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
         text += f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this reason)"
+    elif held and _pod_owned(ctx) and ctx.cond_reason("Requeued") in ("Preempted", "NodeFailures"):
+        # SkipReassignmentForPodOwnedWorkloads (on by default in Kueue 0.19): a single Pod's Workload dies with it
+        text += ("; Kueue deleted its Pod and does not requeue this Workload (a Pod's Workload ends with the Pod): "
+                 "the controller that made the Pod creates a new one, which gets a new Workload")
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
