@@ -438,6 +438,12 @@ def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
             r = too_large[0]
             most, where = nodes.largest.get(r, (Decimal(0), ""))
             req = pc.requests[r] if pc is not None else Decimal(0)
+            if most <= 0:  # no usable node offers it at all: the nodes' side (a device plugin down), not the Pod's
+                return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
+                            f"one Pod requests {_fmt(r, req)} {r} and none of the {len(nodes.schedulable)} usable "
+                            f"node(s) advertises any allocatable {r}: the nodes lack it, or its device plugin is not "
+                            f"running on them (`kubectl describe node`: Allocatable); cluster admin: fix the nodes",
+                            name=r, requested=_fmt(r, req), available="0", nodes=count, source="Nodes", resource=r)
             return make(Cause.POD_TOO_LARGE, ActionBy.WORKLOAD_OWNER, "PodTooLarge",
                         f"one Pod requests {_fmt(r, req)} {r}, more than any of the {len(nodes.schedulable)} usable "
                         f"node(s) can allocate (at most {_fmt(r, most)} on {where}): waiting never helps",
