@@ -319,9 +319,21 @@ def _fits_when_reduced(ctx: Context, failures: list[FlavorFailure]) -> dict[str,
     return floors or None
 
 
+def _with_earlier_podsets(lines: list[dict[str, Any]], failures: list[FlavorFailure]) -> list[dict[str, Any]]:
+    """"previously considered podsets requests (4) + current podset request (16) > maximum capacity (16)": the
+    flavor can never give the sum (no other placement fits), so the line asks for the sum, not 16 against 16."""
+    out = []
+    for line, f in zip(lines, _with_line(failures), strict=True):
+        before, now = parse(f.previous), parse(f.requested)
+        if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY and before and now is not None:
+            line = {**line, "requested": quota.fmt(f.resource or "", before + now) or line.get("requested")}
+        out.append(line)
+    return out
+
+
 def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = next((x for x in failures if x.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY), failures[0])
-    lines = _lines(ctx, failures)
+    lines = _with_earlier_podsets(_lines(ctx, failures), failures)
     res, flavor = f.resource or "?", f.flavor or "?"
     floors = _fits_when_reduced(ctx, failures)
     if floors is not None:
