@@ -76,11 +76,16 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
     return {"actionBy": who.value, "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text,
             "enough": enough_text, "exact": exact,
             "message": (f"Raise {field_name} of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
-                        f"{now_text} to {enough_text}" + ("." if exact else
-                                                          " (an estimate: the cohort's lending may change it)."
-                                                          if ctx.cohort is not None else
-                                                          " (an estimate: Kueue places pod sets one after another, "
-                                                          "so their sum may need more)."))}
+                        f"{now_text} to {enough_text}" + ("." if exact else _caveat(ctx)))}
+
+
+def _caveat(ctx: Context) -> str:
+    """Why a quota remedy is an estimate, the first reason that applies."""
+    if ctx.cohort is not None:
+        return " (an estimate: the cohort's lending may change it)."
+    if len(ctx.requests) > 1:
+        return " (an estimate: Kueue places pod sets one after another, so their sum may need more)."
+    return " (an estimate: from the Workload's requests, not a maximum Kueue stated)."
 
 
 def _binding_cohort(ctx: Context, flavor: str, resource: str) -> quota.TreeNode | None:
