@@ -129,11 +129,19 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
 
 
-@rule(Phase.ADMITTED, pairs(Reason.RUNNING, Cause.PODS_READY))
+@rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_READY), (Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE)])
 def pods_ready(ctx: Context) -> Finding | None:
     if not ctx.true("PodsReady"):
         return None
-    return _running(ctx, Cause.PODS_READY, ctx.cond_time("PodsReady") or admitted_since(ctx))
+    ready_at = ctx.cond_time("PodsReady")
+    failed = _failed_create(ctx)
+    if failed is not None and failed[2] is not None and (ready_at is None or failed[2] > ready_at):
+        # Kueue counts succeeded Pods as ready (a Job with completions > parallelism keeps PodsReady=True
+        # between waves): with none active and the controller failing to create the next ones, nothing runs
+        summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
+        if summary.created - summary.succeeded - summary.failed <= 0:
+            return _not_created(ctx, summary, _pods_status(summary), base_evidence(ctx))
+    return _running(ctx, Cause.PODS_READY, ready_at or admitted_since(ctx))
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE))
@@ -194,7 +202,7 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
         quota_denied = "exceeded quota" in message
         where = "" if about is ctx.owner else f" of {s(about.get('kind'))} {name(about)}"
         text = (f"Admitted, but {_CREATOR.get(reason, 'its controller')} cannot create the Pods{where} "
-                f"({summary.created}/{summary.expected} exist): "
+                f"({_existing(summary)}): "
                 f"{message[:400]}. "
                 + ("A namespace ResourceQuota denies them: raise it or lower the request."
                    if quota_denied else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
@@ -204,6 +212,14 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
             + (f" ({summary.describe()})" if summary.created else "") + "." + timeout_note(ctx))
     return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, ActionBy.NOBODY, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+def _existing(summary: podlib.PodSummary) -> str:
+    """"1/3 exist", or "2 finished, none active" when only finished Pods remain (a Job between waves)."""
+    active = summary.created - summary.succeeded - summary.failed
+    if active <= 0 and summary.succeeded:
+        return f"{summary.succeeded} finished, none active"
+    return f"{summary.created}/{summary.expected} exist"
 
 
 def history_note(summary: podlib.PodSummary) -> str:
