@@ -339,14 +339,15 @@ class CohortTree:
 
     path: list[TreeNode]  # [ClusterQueue, its Cohort, ..., root]
 
-    def available(self, start: int = 0) -> Decimal:
+    def available(self, start: int = 0, skip: int | None = None) -> Decimal:
         """Kueue's `available`: what the node at `start` can use now (local unused + what the parents give,
-        each capped by the node's borrowingLimit less what it already stores/uses in the parent)."""
+        each capped by the node's borrowingLimit less what it already stores/uses in the parent); `skip` ignores
+        one node's borrowingLimit (to find the limit that holds it back now)."""
         node = self.path[start]
         if start == len(self.path) - 1:
             return node.subtree - node.usage
-        parent = self.available(start + 1)
-        if node.quota.borrowing_limit is not None:
+        parent = self.available(start + 1, skip)
+        if node.quota.borrowing_limit is not None and start != skip:
             stored = node.subtree - node.local
             used = max(Decimal(0), node.usage - node.local)
             parent = min(stored - used + node.quota.borrowing_limit, parent)
@@ -362,6 +363,15 @@ class CohortTree:
         if node.quota.borrowing_limit is not None and start != skip:
             avail = min(node.subtree + node.quota.borrowing_limit, avail)
         return avail
+
+    def limit_holding_back(self) -> TreeNode | None:
+        """The node whose borrowingLimit keeps the ClusterQueue from using more now (the highest one that does)."""
+        base = self.available()
+        found = None
+        for n, node in enumerate(self.path):
+            if node.quota.borrowing_limit is not None and self.available(skip=n) > base:
+                found = node
+        return found
 
     def binding_limit(self) -> TreeNode | None:
         """The node whose borrowingLimit caps the ClusterQueue's maximum (the highest one that does)."""

@@ -437,18 +437,26 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                        blocker=flavor_blocker("Quota", f, res, requested=f.requested, available=f.maximum,
                                               source="Kueue"))
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    held_by = None  # a parent Cohort whose borrowingLimit holds it back while quota is unused above it
     if fq is not None and fq.borrowing_limit is not None and ctx.cohort:
         used = parse(line.get("used")) or Decimal(0)
         req = parse(line.get("requested")) or Decimal(0)
         if used + req > (fq.nominal or Decimal(0)) + fq.borrowing_limit:
             cause = Cause.BORROWING_LIMIT_REACHED
+    if cause == Cause.INSUFFICIENT_UNUSED_QUOTA and ctx.cohort and f.resource and f.flavor:
+        tree = quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, res)
+        node = tree.limit_holding_back() if tree is not None and len(tree.path) > 2 else None
+        if tree is not None and node is not None and node is not tree.path[0] and node.kind == "Cohort":
+            cause, held_by = Cause.BORROWING_LIMIT_REACHED, node
     detail = _usage_detail(ctx, res, flavor, line)
     reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
     text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor}" + (", all its pod sets together," if together
                                                                          else "")
             + f" than {ctx.cq_text} has unused now{detail}: it is admitted when running Workloads release quota"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
-            + ("; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
+            + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
+               "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
+               "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + ". To go faster, add quota or lower the request.")
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
