@@ -8,7 +8,7 @@ when that estimate differs from the maximum Kueue wrote, and Kueue's number is t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -366,19 +366,18 @@ class CohortTree:
 
     def limit_holding_back(self) -> TreeNode | None:
         """The node whose borrowingLimit keeps the ClusterQueue from using more now (the highest one that does)."""
-        base = self.available()
-        found = None
-        for n, node in enumerate(self.path):
-            if node.quota.borrowing_limit is not None and self.available(skip=n) > base:
-                found = node
-        return found
+        return self._highest_limit(lambda skip: self.available(skip=skip))
 
     def binding_limit(self) -> TreeNode | None:
         """The node whose borrowingLimit caps the ClusterQueue's maximum (the highest one that does)."""
-        base = self.potential()
+        return self._highest_limit(lambda skip: self.potential(skip=skip))
+
+    def _highest_limit(self, measure: Callable[[int | None], Decimal]) -> TreeNode | None:
+        """The highest node whose borrowingLimit, lifted, gives the ClusterQueue more by `measure`."""
+        base = measure(None)
         found = None
         for n, node in enumerate(self.path):
-            if node.quota.borrowing_limit is not None and self.potential(skip=n) > base:
+            if node.quota.borrowing_limit is not None and measure(n) > base:
                 found = node
         return found
 
