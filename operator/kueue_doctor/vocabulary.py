@@ -266,7 +266,8 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.LOCAL_QUEUE_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.WORKLOAD_OWNER,
         "spec.queueName names a LocalQueue that does not exist in the namespace."),
     Cause.LOCAL_QUEUE_INACTIVE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.QUEUE_ADMIN,
-        "The LocalQueue is not Active (its ClusterQueue is missing or inactive)."),
+        "No longer given (kept for scripts that match it): Kueue's \"LocalQueue x is inactive\" means the LocalQueue"
+        " is stopped, now LocalQueueStopped."),
     Cause.CLUSTER_QUEUE_NOT_FOUND: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
         "The LocalQueue points at a ClusterQueue that does not exist."),
     Cause.CLUSTER_QUEUE_INACTIVE: CauseInfo((Reason.QUEUE_MISCONFIGURED,), ActionBy.CLUSTER_ADMIN,
