@@ -135,6 +135,18 @@ def _reason_and_cause(ctx: Context, ev: Mapping[str, Any]) -> tuple[Reason, Caus
     return Reason.EVICTED, cause if cause in EVICTION_CAUSES else None
 
 
+# what follows an eviction once the quota is released (jobframework sets Requeued=True only after a preemption or
+# node failures; the workload controller requeues the timeouts after a back-off; a stopped queue holds it)
+_AFTER_EVICTION: dict[str, tuple[str, ActionBy]] = {
+    "ClusterQueueStopped": ("it stays out of the queue until the ClusterQueue's stopPolicy is None again",
+                            ActionBy.CLUSTER_ADMIN),
+    "LocalQueueStopped": ("it stays out of the queue until the LocalQueue's stopPolicy is None again",
+                          ActionBy.QUEUE_ADMIN),
+    "PodsReadyTimeout": ("Kueue requeues it after a back-off (requeueState)", ActionBy.NOBODY),
+    "AdmissionCheck": ("Kueue requeues it after the check's back-off", ActionBy.NOBODY),
+}
+
+
 @rule(Phase.RESERVED, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, None),
                        *pairs(Reason.EVICTED, *EVICTION_CAUSES, None)])
 def eviction_in_progress(ctx: Context) -> Finding | None:
@@ -144,10 +156,14 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     ev = last_eviction(ctx) or {}
     reason, cause = _reason_and_cause(ctx, ev)
     who = f" by {ev['by']}" if ev.get("by") else ""
-    text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}): Kueue is "
-            f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then it is "
-            "queued again." + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
-    return Finding(reason, cause, text, ActionBy.NOBODY, since=ctx.cond_time("Evicted"),
+    evicted = ctx.cond_reason("Evicted")
+    after, action = _AFTER_EVICTION.get(evicted, ("it is queued again", ActionBy.NOBODY))
+    if evicted.startswith("Deactivated"):
+        after = "it stays out of the queue until spec.active is set back to true"
+    text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted}): Kueue is "
+            f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
+            + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
+    return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx))
 

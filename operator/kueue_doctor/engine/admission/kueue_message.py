@@ -31,8 +31,9 @@ def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, 
 # Kueue writes "LocalQueue x is inactive" only for a LocalQueue whose stopPolicy is not None (getQueueBlocker)
 _queue_message([Template.LOCAL_QUEUE_INACTIVE, Template.LOCAL_QUEUE_STOPPED], Reason.QUEUE_STOPPED,
                Cause.LOCAL_QUEUE_STOPPED, ActionBy.QUEUE_ADMIN,
-               "LocalQueue {ns}/{lq} is stopped (stopPolicy Hold or HoldAndDrain): nothing in it is admitted until its "
-               "admin sets stopPolicy to None (kubectl get localqueue {lq} -n {ns} -o jsonpath='{{.spec.stopPolicy}}').")
+               "LocalQueue {ns}/{lq} is stopped (stopPolicy Hold or HoldAndDrain): nothing in it is admitted until "
+               "its admin sets stopPolicy to None (kubectl get localqueue {lq} -n {ns} -o "
+               "jsonpath='{{.spec.stopPolicy}}').")
 _queue_message([Template.LOCAL_QUEUE_TERMINATING], Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND,
                ActionBy.QUEUE_ADMIN, "LocalQueue {ns}/{lq} is terminating or missing; Kueue dropped the quota "
                "reservation.")
