@@ -94,7 +94,7 @@ def cluster_queue_stopped(ctx: Context) -> Finding | None:
     if cq_stop == "None":
         return None
     text = (f"ClusterQueue {ctx.cq_name} is stopped (stopPolicy {cq_stop}): it admits nothing until a platform "
-            "admin sets stopPolicy to None.")
+            "admin sets stopPolicy to None." + _also_inactive(ctx, "Stopped"))
     return Finding(Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED, text, since=_since(ctx),
                    evidence=[ctx.object_evidence("ClusterQueue", ctx.cq_name, "spec.stopPolicy", cq_stop)])
 
@@ -146,7 +146,8 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
         missing = _missing_flavors(ctx)
         what = ", ".join(missing) if missing else detail
         text = (f"ClusterQueue {cq_name} is inactive: it references ResourceFlavor(s) that do not exist ({what}); "
-                f"create them or fix spec.resourceGroups. No Workload of this queue is admitted meanwhile.")
+                f"create them or fix spec.resourceGroups. No Workload of this queue is admitted meanwhile."
+                + _also_inactive(ctx, "FlavorNotFound"))
     else:
         text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message.rstrip('.') or 'no message'}. "
                 "It admits nothing until fixed.")
@@ -160,6 +161,21 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
             hints.append(f"kubectl get admissioncheck {check} -o yaml")
     verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
     return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since, evidence=evidence, hints=hints)
+
+
+_PART_TEXT = {"Stopped": "it is stopped (stopPolicy)", "FlavorNotFound": "missing ResourceFlavor(s): {}",
+              "AdmissionCheckNotFound": "missing AdmissionCheck(s): {}", "AdmissionCheckInactive":
+              "inactive AdmissionCheck(s): {}", "TopologyNotFound": "missing Topology: {}"}
+
+
+def _also_inactive(ctx: Context, told: str) -> str:
+    """The other reasons Kueue lists in the ClusterQueue's Active message (it stays inactive while any remains):
+    " It stays inactive after that too: missing AdmissionCheck(s): prov." """
+    active = _inactive_condition(ctx)
+    parts = messages.parse_cluster_queue_inactive(s(m(active).get("message")) or "") if active is not None else ()
+    others = [_PART_TEXT.get(cause, cause + ": {}").format(detail).rstrip(": ") for cause, detail in parts
+              if cause != told]
+    return f" It stays inactive after that too: {'; '.join(others)}." if others else ""
 
 
 def _inactive_multikueue_checks(ctx: Context) -> list[str]:
