@@ -16,7 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
-from .kube.kueue_names import expected_workload_name
+from .kube.kueue_names import expected_workload_name, identifier
 from .kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -54,6 +54,10 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
+# every kind Kueue v0.19 integrates (pkg/controller/jobs), those kueue-doctor does not diagnose itself too: a child
+# of one (a RayService's RayCluster, an AppWrapper's Job) is managed through that ancestor's Workload
+KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("ray.io", "RayService"), ("workload.codeflare.dev", "AppWrapper"),
+                                         ("sparkoperator.k8s.io", "SparkApplication")}
 
 Key = tuple[str, str]  # (namespace, name)
 # Warning Events kept per object (Pod, Job, Workload), newest first: a flood about one object (a crash-looping
@@ -352,7 +356,7 @@ class ClusterState:
         refs: list[tuple[str, ...]] = []
         pod_labels = labels(pod)  # read once: the group and the queue label both come from it
         annotated = s(m(meta(pod).get("annotations")).get(WORKLOAD_ANNOTATION))
-        group = s(pod_labels.get(POD_GROUP_LABEL))
+        group = identifier(pod, POD_GROUP_LABEL)
         for wl_name in (annotated, group):
             if wl_name:
                 refs.append(("wl", ns, wl_name))
@@ -835,7 +839,7 @@ class _Index:
     def workload_of_pod(self, state: ClusterState, pod: Mapping[str, Any]) -> Key | None:
         ns = namespace(pod) or ""
         md = meta(pod)
-        wl_name = s(m(md.get("annotations")).get(WORKLOAD_ANNOTATION)) or s(labels(pod).get(POD_GROUP_LABEL))
+        wl_name = s(m(md.get("annotations")).get(WORKLOAD_ANNOTATION)) or identifier(pod, POD_GROUP_LABEL)
         if wl_name and (ns, wl_name) in state.workloads:
             return ns, wl_name
         pod_uid = uid(pod)

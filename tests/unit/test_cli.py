@@ -170,3 +170,16 @@ def test_by_queue_names_one_cause_once_with_the_workloads_it_blocks() -> None:
     assert header.split()[:7] == ["CLUSTERQUEUE", "WORKLOADS", "REASON", "CAUSE", "ACTION", "LONGEST", "OLDEST"]
     assert row.split()[:7] == ["ci", "3", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner", "90m",
                                "team-a/job-build-1"]
+
+
+def test_an_incomplete_pod_group_is_explained_when_asked_for_by_name(tmp_path: Path) -> None:
+    """A Pod group without a Workload is no owner: `explain` (which diagnoses the Workloads it selects by key)
+    must still find its stand-in, whole dump or by name."""
+    from tests.unit.test_catalog import SCENARIOS
+
+    scenario = next(s for s in SCENARIOS if s["name"] == "pod-group-named-by-annotation-waiting-for-all-its-pods")
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(scenario["objects"]))
+    for argv in (["explain", "-f", str(dump), "-A"], ["explain", "-f", str(dump), "-n", "team-a", "duo"]):
+        code, out, err = run(*argv, "--now", scenario["now"])
+        assert code == 0 and "PodGroupIncomplete" in out, (argv, out, err)

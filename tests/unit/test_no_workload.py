@@ -42,6 +42,24 @@ def _verdicts(objects: list[dict[str, Any]], now: datetime = LATER) -> dict[str,
             for d in diagnose_objects(objects, now)}
 
 
+def _scaled_to_zero() -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "team-a", "uid": "sts-uid",
+                         "creationTimestamp": "2026-11-30T09:00:00Z", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+            "spec": {"replicas": 0, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def test_a_statefulset_without_workload_is_expected_under_kueues_name() -> None:
+    """Kueue v0.19 gives a StatefulSet one Workload (statefulset-<name>-<hash>) while it has replicas."""
+    sts = _scaled_to_zero()
+    sts["spec"]["replicas"] = 2
+    name = expected_workload_name(sts)
+    assert name.startswith("statefulset-web-")
+    assert _verdicts([*_queues(), _config(), sts]) == {name: ("NoWorkload", "IntegrationNotEnabled")}  # not default
+    enabled = _config(integrations={"frameworks": ["batch/job", "pod", "statefulset"]})
+    assert _verdicts([*_queues(), enabled, sts]) == {name: ("NoWorkload", "WorkloadNotCreated")}
+
+
 # ----- naming: exactly Kueue's ---------------------------------------------------------------------
 
 def test_the_name_is_kueues_own_for_its_unit_test_job() -> None:
@@ -105,10 +123,14 @@ def test_once_kueue_makes_the_workload_the_same_diagnosis_name_continues() -> No
     ("a child of a JobSet (Kueue manages the JobSet)", Job("js-workers-0", "team-a").queue("main").owner(
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "js-uid"}), []),
     ("being deleted", Job("gone", "team-a").queue("main").deleted(LATER), []),
+    # Kueue integrations kueue-doctor does not diagnose itself still manage their children (FindAncestorJob...)
+    ("a child of an AppWrapper", Job("aw-job", "team-a").queue("main").owner(
+        {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "name": "aw", "uid": "aw-uid"}), []),
+    ("a StatefulSet scaled to 0 (Kueue makes no Workload for it)", _scaled_to_zero(), []),
 ])
 def test_owners_kueue_does_not_manage_or_has_not_had_time_for_get_no_diagnosis(
-        why: str, job: Job, extra: list[dict[str, Any]]) -> None:
-    obj = job.obj()
+        why: str, job: Job | dict[str, Any], extra: list[dict[str, Any]]) -> None:
+    obj = job if isinstance(job, dict) else job.obj()
     if obj["metadata"]["name"] != "fresh":
         obj["metadata"]["creationTimestamp"] = "2026-11-30T09:00:00Z"
     assert _verdicts([*_queues(), _config(), obj, *extra]) == {}, why

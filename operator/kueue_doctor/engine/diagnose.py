@@ -32,7 +32,7 @@ from . import history
 from .admission.eviction import last_eviction
 from .admission.wording import kueue_wording
 from .context import Context
-from .no_workload import GRACE, stand_in, stand_ins
+from .no_workload import GRACE, pod_group_stand_ins, stand_in, stand_ins
 from .pending_limit import limit_hint, pending_limit
 from .registry import BY_PHASE
 from .remedies import remedies
@@ -54,11 +54,15 @@ def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]]
             targets = {**stand_ins(state, now, grace), **state.workloads}
         else:
             targets = {}
+            groups: dict[tuple[str, str], dict[str, Any]] | None = None  # incomplete Pod groups, read once if asked
             for key in keys:
                 wl = state.workloads.get(key)
                 if wl is None:
                     owner = state.owner_for_workload_name(key)
                     wl = stand_in(state, owner, now, grace) if owner is not None else None
+                if wl is None:
+                    groups = pod_group_stand_ins(state, now, grace) if groups is None else groups
+                    wl = groups.get(key)
                 if wl is not None:
                     targets[key] = wl
         return [diagnose_workload(targets[k], state, now) for k in sorted(targets)]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.kueue_names import PREBUILT_LABEL, expected_workload_name
+from ..kube.kueue_names import PREBUILT_LABEL, expected_workload_name, identifier
 from ..kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -29,11 +29,12 @@ from ..kube.objects import (
     namespace,
     parse_time,
     s,
+    spec,
     status,
     uid,
 )
 from ..kube.selectors import label_selector_matches
-from ..state import OWNER_KINDS, QUEUE_LABEL, ClusterState
+from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, ClusterState
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .pods.events import event_message
@@ -57,6 +58,7 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
     ("kubeflow.org", "PaddleJob"): "kubeflow.org/paddlejob",
     ("kubeflow.org", "JAXJob"): "kubeflow.org/jaxjob",
     ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob",
+    ("apps", "StatefulSet"): "statefulset",  # one Workload per StatefulSet (v0.19), while replicas > 0
 }
 # Conditions (type) by which an owner says it is done: a finished owner needs no Workload any more.
 _DONE = ("Complete", "Completed", "Failed", "Succeeded", "SuccessCriteriaMet", "FailureTarget")
@@ -79,7 +81,7 @@ def _finished(owner: Mapping[str, Any]) -> bool:
 def _child_of_owner(owner: Mapping[str, Any]) -> bool:
     """Kueue manages a child (a JobSet's Jobs, a RayJob's RayCluster) through its ancestor's Workload."""
     ref = controller_ref(owner)
-    return ref is not None and (group_of(ref.get("apiVersion")), s(ref.get("kind")) or "") in OWNER_KINDS
+    return ref is not None and (group_of(ref.get("apiVersion")), s(ref.get("kind")) or "") in KUEUE_INTEGRATION_KINDS
 
 
 def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
@@ -89,11 +91,13 @@ def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
         return False
     if not state.knows("Workload") or _child_of_owner(owner) or _finished(owner):
         return False
+    if key == ("apps", "StatefulSet") and spec(owner).get("replicas", 1) == 0:  # Kueue makes none for 0 replicas
+        return False
     if not s(labels(owner).get(QUEUE_LABEL)):
         cfg = state.kueue_config
         if not (cfg.known and cfg.manage_jobs_without_queue_name):
             return False
-    prebuilt = s(labels(owner).get(PREBUILT_LABEL))
+    prebuilt = identifier(owner, PREBUILT_LABEL)
     if prebuilt and (namespace(owner) or "", prebuilt) in state.workloads:
         return False
     return not state.workloads_of_owner(owner)
@@ -264,12 +268,12 @@ def _config_evidence(ctx: Context, field_: str, value: str) -> dict[str, Any]:
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND)])
 def prebuilt_workload_missing(ctx: Context) -> Finding | None:
-    prebuilt = s(labels(_owner(ctx)).get(PREBUILT_LABEL))
+    prebuilt = identifier(_owner(ctx), PREBUILT_LABEL)
     if not prebuilt:
         return None
-    text = (f"{_waiting(ctx)}. Its label {PREBUILT_LABEL}={prebuilt} names a prebuilt Workload that does not exist "
-            f"in {ctx.ns}, and Kueue waits for it instead of creating one. The owner of the Job must create "
-            f"Workload {ctx.ns}/{prebuilt} or remove the label.")
+    text = (f"{_waiting(ctx)}. Its {PREBUILT_LABEL}={prebuilt} (annotation or label) names a prebuilt Workload "
+            f"that does not exist in {ctx.ns}, and Kueue waits for it instead of creating one. The owner of the Job "
+            f"must create Workload {ctx.ns}/{prebuilt} or remove that key.")
     return Finding(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND, text, since=ctx.created,
                    evidence=_evidence(ctx))
 

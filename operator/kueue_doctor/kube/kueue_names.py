@@ -10,12 +10,19 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from .objects import group_of, labels, name, s, uid
+from .objects import group_of, labels, m, meta, name, s, uid
 
 HASH_LENGTH = 5
 LONG_MAX = 253  # a CRD object name
 SHORT_MAX = 63  # with Kueue's alpha ShortWorkloadNames gate: names usable as label values
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+POD_GROUP_KEY = "kueue.x-k8s.io/pod-group-name"
+
+
+def identifier(obj: Mapping[str, Any], key: str) -> str | None:
+    """A Kueue identifier (prebuilt Workload name, pod group name): the annotation first, then the label, as
+    Kueue reads them with WorkloadIdentifierAnnotations (beta, on by default since 0.18)."""
+    return s(m(meta(obj).get("annotations")).get(key)) or s(labels(obj).get(key))
 
 
 def workload_name(kind: str, group: str, owner_name: str, owner_uid: str, short: bool = False) -> str:
@@ -29,10 +36,10 @@ def workload_name(kind: str, group: str, owner_name: str, owner_uid: str, short:
 def expected_workload_name(owner: Mapping[str, Any]) -> str:
     """The name of the owner's Workload: the prebuilt one it names, else the one Kueue generates (a Pod of a Pod
     group: the group's Workload, named after the group)."""
-    prebuilt = s(labels(owner).get(PREBUILT_LABEL))
+    prebuilt = identifier(owner, PREBUILT_LABEL)
     if prebuilt:
         return prebuilt
-    group = s(labels(owner).get("kueue.x-k8s.io/pod-group-name"))
+    group = identifier(owner, POD_GROUP_KEY)
     if group and s(owner.get("kind")) == "Pod" and group_of(owner.get("apiVersion")) == "":
         return group
     return workload_name(s(owner.get("kind")) or "", group_of(owner.get("apiVersion")), name(owner) or "",
