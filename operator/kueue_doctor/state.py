@@ -31,6 +31,7 @@ from .kube.objects import (
     s,
     spec,
     uid,
+    workload_owner_ref,
 )
 from .kube.packed import PackedObjects
 
@@ -524,7 +525,7 @@ class ClusterState:
         return found
 
     def owner_of(self, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        ref = controller_ref(workload)
+        ref = workload_owner_ref(workload)
         if ref is None:
             return None
         ref_uid = s(ref.get("uid"))

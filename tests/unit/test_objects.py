@@ -80,3 +80,17 @@ def test_earliest_ignores_a_missing_time() -> None:
     assert earliest(T0, later) == earliest(later, T0) == T0
     assert earliest(None, T0) == earliest(T0, None) == T0
     assert earliest(None, None) is None
+
+
+def test_a_group_workload_is_owned_by_its_statefulset_not_its_member_pods() -> None:
+    """Kueue gives a StatefulSet's Workload the StatefulSet and each member Pod as plain (non-controller) owners
+    (statefulset_reconciler constructWorkload, pod_controller EnsureWorkloadOwnedByAllMembers)."""
+    from kueue_doctor.kube.objects import workload_owner_ref
+
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u-sts"}
+    pods = [{"apiVersion": "v1", "kind": "Pod", "name": f"web-{n}", "uid": f"u-{n}"} for n in range(2)]
+    wl = {"metadata": {"name": "statefulset-web-8f657", "ownerReferences": [sts, *pods]}}
+    assert workload_owner_ref(wl) == sts
+    assert workload_owner_ref({"metadata": {"ownerReferences": pods}}) is None  # a Pod group: no single owner
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u-j", "controller": True}
+    assert workload_owner_ref({"metadata": {"ownerReferences": [job]}}) == job

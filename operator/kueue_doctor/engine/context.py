@@ -15,7 +15,6 @@ from ..api import MAX_TEXT
 from ..kube.objects import (
     clip,
     conditions,
-    controller_ref,
     format_time,
     is_true,
     m,
@@ -24,6 +23,7 @@ from ..kube.objects import (
     spec,
     status,
     time_text,
+    workload_owner_ref,
 )
 from ..state import ClusterState
 from . import messages, quota
@@ -74,7 +74,7 @@ class Context:
             s(spec(self.lq).get("clusterQueue")) if self.lq is not None else None)
         self.cq = state.cluster_queues.get(self.cq_name or "")
         self.cohort = s(spec(self.cq).get("cohortName")) if self.cq else None
-        self.owner_ref = controller_ref(workload)
+        self.owner_ref = workload_owner_ref(workload)
         self.created = parse_time(md.get("creationTimestamp"))
 
     def lazy(self, fact: Callable[[Context], T]) -> T:

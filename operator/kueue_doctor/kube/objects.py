@@ -234,6 +234,16 @@ def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
     return found[0] if len(found) == 1 else None
 
 
+def workload_owner_ref(workload: Obj) -> Mapping[str, Any] | None:
+    """The owner a Workload was made for: its controller, else its one owner that is not a Pod (Kueue gives a
+    StatefulSet's or LeaderWorkerSet's group Workload the owner and each member Pod as plain owners)."""
+    ref = controller_ref(workload)
+    if ref is not None:
+        return ref
+    others = [r for r in owner_refs(workload) if r.get("kind") != "Pod"]
+    return others[0] if len(others) == 1 else None
+
+
 def clip(text: object, limit: int = 1024) -> str | None:
     if not isinstance(text, str) or not text:
         return None

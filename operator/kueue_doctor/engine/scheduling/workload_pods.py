@@ -92,8 +92,9 @@ def pod_view(ctx: Context) -> PodView:
     return PodView(expected, summary, _pods_status(summary))
 
 
-_CREATOR = {"FailedCreate": "the Job controller", "FailedCreatePod": "the training operator",
-            "FailedToCreateWorkerPod": "KubeRay", "FailedToCreateHeadPod": "KubeRay"}
+# who posts each reason (FailedCreate: the controller of the object it is about, Job or StatefulSet)
+_CREATOR = {"FailedCreatePod": "the training operator", "FailedToCreateWorkerPod": "KubeRay",
+            "FailedToCreateHeadPod": "KubeRay"}
 
 
 def _failed_create(ctx: Context) -> tuple[str, str, datetime | None, Mapping[str, Any]] | None:
@@ -201,7 +202,10 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
         evidence.append(ctx.object_evidence("Event", name(about), "event", reason, message, when, ctx.ns))
         quota_denied = "exceeded quota" in message
         where = "" if about is ctx.owner else f" of {s(about.get('kind'))} {name(about)}"
-        text = (f"Admitted, but {_CREATOR.get(reason, 'its controller')} cannot create the Pods{where} "
+        creator = _CREATOR.get(reason) or f"the {s(about.get('kind')) or 'owner'}'s controller"
+        if reason == "FailedCreate" and s(about.get("kind")) in ("Job", "StatefulSet", "ReplicaSet"):
+            creator = f"the {s(about.get('kind'))} controller"
+        text = (f"Admitted, but {creator} cannot create the Pods{where} "
                 f"({_existing(summary)}): "
                 f"{message[:400]}. "
                 + ("A namespace ResourceQuota denies them: raise it or lower the request."
