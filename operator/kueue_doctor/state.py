@@ -41,6 +41,7 @@ VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 PENDING_SUMMARY = "PendingWorkloadsSummary"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"  # Workloads made for a group of Pods
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -554,6 +555,10 @@ class ClusterState:
         owning = {(ns, s(r.get("name")) or ""): s(r.get("uid")) for r in owner_refs(workload) if r.get("kind") == "Pod"}
         by_name = {k for k in owning if k in self.pods} - keys
         keys |= by_name
+        if keys and m(meta(workload).get("annotations")).get(GROUP_WORKLOAD_ANNOTATION) == "true":
+            # a group's Workload (a StatefulSet's, one LeaderWorkerSet group's): its members carry the group's
+            # name; the owner chain would also bring the other groups' Pods (LWS: one leader StatefulSet for all)
+            return self._known_pods(keys, by_name, owning, ns)
         frontier = {u for u in (s(r.get("uid")) for r in owner_refs(workload)) if u}
         job_uid = s(labels(workload).get(JOB_UID_LABEL))
         if job_uid:
@@ -568,6 +573,10 @@ class ClusterState:
             if not nxt:
                 break
             frontier = nxt
+        return self._known_pods(keys, by_name, owning, ns)
+
+    def _known_pods(self, keys: set[Key], by_name: set[Key], owning: Mapping[Key, str | None],
+                    ns: str) -> list[Mapping[str, Any]]:
         pods = [self.pods[k] for k in sorted(keys) if k in self.pods]
         if by_name:  # found by name only: a Pod of that name recreated since (another UID) is not this Workload's
             pods = [p for p in pods if (ns, name(p) or "") not in by_name or owning[ns, name(p) or ""] in ("", uid(p))]

@@ -108,3 +108,30 @@ def test_an_event_about_a_child_job_marks_the_workload_of_the_owner_above_it() -
     assert state.affected_workloads(event) == {("team-a", "jobset-llm-pretrain-2b4d7")}
     unrelated = {**event, "involvedObject": {**event["involvedObject"], "name": "another-job"}}
     assert state.affected_workloads(unrelated) == set()
+
+
+def test_a_group_workload_counts_only_its_own_groups_pods() -> None:
+    """LeaderWorkerSet: one Workload per group, but one leader StatefulSet owns every group's leader Pod; the
+    owner chain would hand group 0 the leader of group 1 (a gated Pod in a running group)."""
+    def meta(name: str, uid: str, owner: dict[str, str] | None = None, **extra: object) -> dict[str, object]:
+        return {"name": name, "namespace": "team-a", "uid": uid, "creationTimestamp": "2026-11-30T09:00:00Z",
+                **({"ownerReferences": [{**owner, "controller": True}]} if owner else {}), **extra}
+
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "srv", "uid": "u-lws"}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "srv", "uid": "u-sts"}
+    objs: list[dict[str, object]] = [
+        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta("srv", "u-lws"),
+         "spec": {}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("srv", "u-sts", lws), "spec": {}}]
+    for group in (0, 1):
+        objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                     "metadata": meta(f"leaderworkerset-srv-{group}", f"u-wl-{group}", lws,
+                                      annotations={"kueue.x-k8s.io/is-group-workload": "true"}),
+                     "spec": {"queueName": "q", "podSets": []}, "status": {}})
+        objs.append({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}, "status": {"phase": "Pending"},
+                     "metadata": meta(f"srv-{group}", f"u-pod-{group}", sts, annotations={
+                         "kueue.x-k8s.io/pod-group-name": f"leaderworkerset-srv-{group}"})})
+    state = ClusterState.from_objects(objs)
+    for group in (0, 1):
+        pods = state.pods_of(state.workloads[("team-a", f"leaderworkerset-srv-{group}")])
+        assert [p["metadata"]["name"] for p in pods] == [f"srv-{group}"]
