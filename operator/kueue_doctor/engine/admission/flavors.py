@@ -550,7 +550,12 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
             action = ActionBy.WORKLOAD_OWNER
         return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, action, flavors=flavors,
                        blocker=blocker)
-    text += " It fits once running Workloads free those nodes; Kueue retries by itself."
+    if fit is None:  # no Nodes in the input, several flavors on one Topology, or slices: not computed
+        text += (" Whether it fits once running Workloads free nodes cannot be told from the input (Nodes, the flavor "
+                 "Kueue tried, or slice arithmetic missing); Kueue retries by itself. If it lasts, compare the pod "
+                 "count with the topology's domains (kubectl get nodes -L <level label>).")
+    else:
+        text += " It fits once running Workloads free those nodes; Kueue retries by itself."
     return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
                     flavors=flavors, blocker=blocker)
 

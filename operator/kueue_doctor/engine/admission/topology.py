@@ -87,12 +87,24 @@ def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod:
     return max(per_domain.values(), default=0), len(per_domain)
 
 
+def _flavor_nodes(ctx: Context, flavor: str) -> int:
+    """How many Nodes a flavor's nodeLabels select: what Kueue's "Total nodes" counts for the flavor it tried."""
+    labels = dict(m(spec(ctx.state.flavors.get(flavor) or {}).get("nodeLabels")))
+    return sum(1 for n in ctx.state.nodes.values()
+               if label_selector_matches({"matchLabels": labels}, m(m(n.get("metadata")).get("labels"))))
+
+
 def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     """The pod set of failure `f` against the flavor of topology `f.topology`; None without the objects."""
-    if not f.topology or not ctx.state.knows("Node") or ctx.cq is None:
-        return None
-    flavor = next((fl for fl in quota.flavors_of(ctx.cq) if s(spec(ctx.state.flavors.get(fl) or {}).get("topologyName"))
-                   == f.topology), None)
+    if not f.topology or not ctx.state.knows("Node") or ctx.cq is None or f.unit == "slice":
+        return None  # slices (podset slice size) are counted per slice domain: not modelled, Kueue's text decides
+    candidates = [fl for fl in quota.flavors_of(ctx.cq)
+                  if s(spec(ctx.state.flavors.get(fl) or {}).get("topologyName")) == f.topology]
+    if len(candidates) > 1 and f.total_nodes is not None:  # several flavors share the Topology: Kueue's node count
+        candidates = [fl for fl in candidates if _flavor_nodes(ctx, fl) == f.total_nodes] or []
+        if len(candidates) != 1:
+            return None  # which flavor Kueue tried is not told: no node arithmetic rather than a wrong one
+    flavor = candidates[0] if candidates else None
     rf = ctx.state.flavors.get(flavor or "")
     ps = next((m(p) for p in lst(ctx.spec.get("podSets")) if (s(m(p).get("name")) or "main") == f.podset), None)
     if rf is None or ps is None or flavor is None:
