@@ -380,11 +380,20 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     if constraint == Constraint.NODE_SELECTOR:
         selector = pc.selector_text() if pc is not None else ""
         flavor_sel = _flavor_labels(ctx, flavor)
-        flavor_blind = bool(flavor_sel) and (nodes is None or not any(
-            all(str(m(m(n.get("metadata")).get("labels")).get(k)) == str(v) for k, v in flavor_sel.items())
-            for n in ctx.state.nodes.values()))
-        action = ActionBy.CLUSTER_ADMIN if flavor_blind else ActionBy.WORKLOAD_OWNER
-        whose = (f"ResourceFlavor {flavor}'s nodeLabels" if flavor_blind else "the Pods' own node selector/affinity")
+        # the Pods' own constraints beyond the flavor's nodeLabels (Kueue injects those into the selector)
+        own = pc is not None and (bool(pc.terms) or any(k not in flavor_sel or str(flavor_sel[k]) != str(v)
+                                                       for k, v in pc.node_selector.items()))
+        if nodes is None and flavor_sel and own:  # no Nodes in the input: either may select nothing
+            action = ActionBy.WORKLOAD_OWNER
+            whose = (f"ResourceFlavor {flavor}'s nodeLabels or the Pods' own node selector/affinity; the input has no "
+                     "Nodes to tell which: `kubectl get nodes -l` with each")
+        else:
+            flavor_blind = bool(flavor_sel) and (nodes is None or not any(
+                all(str(m(m(n.get("metadata")).get("labels")).get(k)) == str(v) for k, v in flavor_sel.items())
+                for n in ctx.state.nodes.values()))
+            action = ActionBy.CLUSTER_ADMIN if flavor_blind else ActionBy.WORKLOAD_OWNER
+            whose = (f"ResourceFlavor {flavor}'s nodeLabels" if flavor_blind
+                     else "the Pods' own node selector/affinity")
         return make(Cause.NODE_SELECTOR_MISMATCH, action, "NodeSelector",
                     f"no node matches {selector or 'the node selector'} ({whose})", name=selector or None,
                     nodes=count, source="Nodes" if nodes is not None else "Scheduler")
