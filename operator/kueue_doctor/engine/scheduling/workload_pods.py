@@ -213,9 +213,23 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
         return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
-            + (f" ({summary.describe()})" if summary.created else "") + "." + timeout_note(ctx))
-    return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, ActionBy.NOBODY, since=since, evidence=evidence,
+            + (f" ({summary.describe()})" if summary.created else "") + ".")
+    action = ActionBy.NOBODY
+    if _plain_pod_group(ctx):  # no controller creates a plain Pod group's Pods: whoever made the others must
+        text += (f" This is a plain Pod group: Kueue creates no Pods, so whoever created the others must create "
+                 f"the missing {summary.expected - summary.created} (same group name, queue label and total count)"
+                 + (", replacing the failed ones (Kueue says WaitingForReplacementPods)"
+                    if ctx.true("WaitingForReplacementPods") else "") + ".")
+        action = ActionBy.WORKLOAD_OWNER
+    text += timeout_note(ctx)
+    return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, action, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+def _plain_pod_group(ctx: Context) -> bool:
+    """A Workload of Kueue's Pod integration for a group of plain Pods: owned by Pods only."""
+    refs = [m(r) for r in lst(m(ctx.wl.get("metadata")).get("ownerReferences"))]
+    return bool(refs) and all(r.get("kind") == "Pod" and r.get("apiVersion") == "v1" for r in refs)
 
 
 def _existing(summary: podlib.PodSummary) -> str:
