@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...kube.objects import conditions, is_true, m, s
+from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..messages import ParsedMessage, Template
@@ -170,9 +171,32 @@ def _preemption_gated(ctx: Context, p: ParsedMessage) -> Finding:
 
 @handles(Template.WAITING_FOR_PODS_READY, emits=pairs(Reason.NOT_YET_EVALUATED, Cause.WAITING_FOR_PODS_READY))
 def _waiting_pods_ready(ctx: Context, p: ParsedMessage) -> Finding:
-    text = ("Kueue admits nothing new until every admitted Workload has its Pods ready (waitForPodsReady."
-            "blockAdmission); look for admitted Workloads with PodsReady=False.")
+    text = ("Kueue admits nothing new until every Workload holding quota has its Pods ready (waitForPodsReady."
+            "blockAdmission), in every ClusterQueue")
+    holders = ctx.state.derived(NOT_READY_HOLDERS)
+    if holders:
+        shown = ", ".join(f"{ns}/{nm}" for ns, nm in holders[:3])
+        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+        verb = "holds" if len(holders) == 1 else "hold"
+        text += (f": {shown}{more} {verb} quota without PodsReady=True (one still waiting for an admission check, "
+                 "a ProvisioningRequest say, blocks everyone too); see their diagnoses.")
+    else:
+        text += "; look for Workloads holding quota with PodsReady not True."
     return finding(Reason.NOT_YET_EVALUATED, Cause.WAITING_FOR_PODS_READY, text, ctx)
+
+
+def _not_ready_holders(state: ClusterState) -> list[tuple[str, str]]:
+    """The Workloads Kueue's blockAdmission waits for: quota reserved, not finished, PodsReady not True (the
+    scheduler cache counts every one holding quota, admitted or still waiting for its checks)."""
+    out = []
+    for key in sorted(k for k in state.workloads if state.index.holds_quota(k)):
+        conds = conditions(state.workloads[key])
+        if not is_true(conds.get("PodsReady")) and not is_true(conds.get("Finished")):
+            out.append(key)
+    return out
+
+
+NOT_READY_HOLDERS: Derived[list[tuple[str, str]]] = Derived("quota holders without PodsReady", _not_ready_holders)
 
 
 @handles(Template.FAILED_TO_ADMIT, Template.MORE_FAVORABLE_VARIANT_ADMITTED, Template.BELOW_LAST_ACCEPTABLE_FLAVOR,
