@@ -16,7 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
-from .kube.kueue_names import expected_workload_name, identifier
+from .kube.kueue_names import POD_GROUP_KEY, expected_workload_name, identifier
 from .kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -40,7 +40,7 @@ KUEUE = KUEUE_GROUP
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 PENDING_SUMMARY = "PendingWorkloadsSummary"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
-POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_LABEL = POD_GROUP_KEY  # a label or, first, an annotation (kueue_names.identifier)
 GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"  # Workloads made for a group of Pods
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"

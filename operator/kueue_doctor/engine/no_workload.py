@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.kueue_names import PREBUILT_LABEL, expected_workload_name, identifier
+from ..kube.kueue_names import POD_GROUP_KEY, PREBUILT_LABEL, expected_workload_name, identifier
 from ..kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -152,7 +152,7 @@ def stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE) -> d
 # pod-group-total-count, Kueue v0.19 creates no Workload at all, keeps every Pod gated
 # (kueue.x-k8s.io/admission) and posts ErrWorkloadCompose "'<group>' group has fewer runnable pods than
 # expected" on a Pod. Pods are no owners here, so such a group gets its own stand-in, named like Kueue's Workload.
-POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_LABEL = POD_GROUP_KEY
 POD_GROUP_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 

@@ -15,6 +15,7 @@ from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
+from .eviction import evictions_total
 
 _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSION_CHECK_REJECTED}
 
@@ -119,9 +120,7 @@ def rejected_provisioning_detail(ctx: Context) -> str:
             what = ("Failed with no retries left, or the capacity was withdrawn (the Workload's events, "
                     "AdmissionCheckUpdated, tell which)")
         # the eviction cleared retryCount: each earlier attempt ended in an AdmissionCheck eviction
-        earlier = sum(i(m(e).get("count")) for e in lst(m(ctx.status.get("schedulingStats")).get("evictions"))
-                      if m(e).get("reason") == "AdmissionCheck")
-        attempt = max(earlier, i(check.get("retryCount"))) + 1
+        attempt = max(evictions_total(ctx, "AdmissionCheck"), i(check.get("retryCount"))) + 1
         pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, cname, attempt)}"
         return f" Check {cname} ({pr}): {what}; the autoscaler said: {text or 'no message'}."
     return ""
@@ -207,7 +206,12 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
 
 
 def _controller(ctx: Context, check: Mapping[str, Any]) -> str | None:
-    ac = ctx.state.admission_checks.get(s(check.get("name")) or "")
+    return controller_of(ctx, s(check.get("name")) or "")
+
+
+def controller_of(ctx: Context, check_name: str) -> str | None:
+    """The controllerName of the AdmissionCheck of that name, when it is in the input."""
+    ac = ctx.state.admission_checks.get(check_name)
     return s(spec(ac).get("controllerName")) if ac else None
 
 

@@ -283,6 +283,13 @@ def evictions_for(ctx: Context, reason: str) -> tuple[int, str | None]:
     return most, underlying
 
 
+def evictions_total(ctx: Context, reason: str) -> int:
+    """Every eviction for `reason` in status.schedulingStats, all underlying causes summed (what survives a
+    deactivation or an eviction's reset of requeueState and the checks' retryCount)."""
+    return sum(i(m(e).get("count")) for e in lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+               if m(e).get("reason") == reason)
+
+
 @rule(Phase.PENDING, [(Reason.EVICTED, Cause.REQUEUE_LOOP), (Reason.PREEMPTED, Cause.REQUEUE_LOOP)])
 def requeue_loop(ctx: Context) -> Finding | None:
     """Evicted again and again for the same reason, the eviction still the latest event (asked before

@@ -5,13 +5,13 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 
 from __future__ import annotations
 
-from ...kube.objects import format_time, i, lst, m, s
+from ...kube.objects import format_time, i, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
-from .checks import is_provisioning, rejected_provisioning_detail
-from .eviction import DEACTIVATION_CAUSES
+from .checks import controller_of, is_provisioning, rejected_provisioning_detail
+from .eviction import DEACTIVATION_CAUSES, evictions_total
 
 FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
                    Cause.WORKLOAD_SLICE_REPLACED)
@@ -61,8 +61,7 @@ def deactivated(ctx: Context) -> Finding | None:
 def _timeouts(ctx: Context) -> str:
     """"; evicted 3 times for PodsReadyTimeout": Kueue clears requeueState in the patch that deactivates, so
     the count is read from status.schedulingStats (requeueState only from an older Kueue that kept it)."""
-    evictions = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
-    count = sum(i(m(e).get("count")) for e in evictions if m(e).get("reason") == "PodsReadyTimeout")
+    count = evictions_total(ctx, "PodsReadyTimeout")
     if count:
         return f"; evicted {count} times for PodsReadyTimeout (status.schedulingStats)"
     kept = i(m(ctx.status.get("requeueState")).get("count"))
@@ -78,7 +77,7 @@ def _other_checks_said(ctx: Context) -> str:
     if not said:
         return ""
     shown = "; ".join(f"Check {name} said: {text or 'no message'}" for name, text in said[:3])
-    owners = {s(ctx.state.admission_checks.get(name, {}).get("spec", {}).get("controllerName")) for name, _ in said}
+    owners = {controller_of(ctx, name) for name, _ in said}
     by = ", ".join(sorted(o for o in owners if o)) or "its controller"
     return (f" {shown}. Fix what it names (ask the owners of {by}) before setting spec.active back to true: "
             "reactivated as is, it is rejected again.")
