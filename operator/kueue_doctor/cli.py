@@ -300,10 +300,13 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     target = Target.parse(args.workload)
     if args.filename:
         try:
-            objects = load_files(args.filename, stdin)
+            warnings: list[str] = []
+            objects = load_files(args.filename, stdin, warnings)
         except InputError as exc:
             err.write(f"kueue-doctor: {exc}\n")
             return EXIT_BAD_INPUT
+        for warning in warnings:
+            err.write(f"kueue-doctor: warning: {warning}\n")
         state = ClusterState.from_objects(objects)
         if now is None:  # the dump's time is its newest timestamp: it may have been taken long after that
             now, grace = newest_timestamp(objects) or datetime.now(UTC), timedelta(0)

@@ -503,12 +503,22 @@ class ClusterState:
         return self._kueue_config
 
     def owner_workload_names(self) -> list[Key]:
-        """The names Kueue gives (or would give) the Workload of every owner kept."""
-        return list(self._owner_by_workload_name)
+        """The names Kueue gives (or would give) the Workload of every owner kept, and of every Pod group."""
+        return [*self._owner_by_workload_name, *self._groups]
 
     def diagnosable(self, key: Key) -> bool:
-        """A Workload, or an owner whose Workload would have this name (it may have none yet)."""
-        return key in self.workloads or key in self._owner_by_workload_name
+        """A Workload, or an owner (or a plain Pod group) whose Workload would have this name (it may have none
+        yet)."""
+        return key in self.workloads or key in self._owner_by_workload_name or key in self._groups
+
+    def _workload_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
+        """The Workload a Pod belongs to; for a Pod group's Pod without one (yet), the name Kueue will give it."""
+        found = self.index.workload_of_pod(self, pod)
+        if found is None:
+            group = identifier(pod, POD_GROUP_LABEL)
+            if group and s(labels(pod).get(QUEUE_LABEL)):
+                return namespace(pod) or "", group
+        return found
 
     def owner_for_workload_name(self, key: Key) -> Mapping[str, Any] | None:
         """The owner whose Workload Kueue would name `key`, if such an owner is kept."""
@@ -590,7 +600,11 @@ class ClusterState:
     def pod_groups(self) -> Iterator[tuple[Key, list[Mapping[str, Any]]]]:
         """((namespace, group), its Pods) for every Pod group with the queue label, in order."""
         for group in sorted(self._groups):
-            yield group, [self.pods[k] for k in sorted(self._groups[group]) if k in self.pods]
+            yield group, self.pod_group(group)
+
+    def pod_group(self, group: Key) -> list[Mapping[str, Any]]:
+        """The queued Pods of the Pod group (namespace, group name), in order."""
+        return [self.pods[k] for k in sorted(self._groups.get(group, ())) if k in self.pods]
 
     def events_about(self, kind: str, ns: str | None, nm: str | None) -> list[Mapping[str, Any]]:
         found = self._events_by_object.get((kind, ns or "", nm or ""))
@@ -659,7 +673,7 @@ class ClusterState:
         if kind == "Namespace":
             return {wl for wl in self.workloads if wl[0] == nm}
         if kind == "Pod":
-            wl = idx.workload_of_pod(self, obj)
+            wl = self._workload_of_pod(obj)
             return {wl} if wl else set()
         if kind == "Event":
             ref = m(obj.get("involvedObject") or obj.get("regarding"))
@@ -668,7 +682,7 @@ class ClusterState:
                 return {(rns, rname)}
             if rkind == "Pod":
                 pod = self.pods.get((rns, rname))
-                wl = idx.workload_of_pod(self, pod) if pod else None
+                wl = self._workload_of_pod(pod) if pod else None
                 return {wl} if wl else set()
             return self._workloads_above(rns, rkind, rname)
         if (key[0], kind) in OWNER_KINDS:

@@ -155,3 +155,35 @@ def test_apps_owner_through_kueue(cluster: Any, resources: Resources, pod_namesp
         st = families.verdict(objects, ns, workload=pending[0]["metadata"]["name"], reason="WaitingForQuota",
                               cause="InsufficientUnusedQuota")
         assert "Needs 1 more cpu" in st["message"] and "1 in use" in st["message"], st["message"]
+
+
+@pytest.fixture(scope="module")
+def pod_operator(cluster: Any, owner_kinds: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The operator, started after Kueue runs with the pod integration (module fixture ``owner_kinds``)."""
+    from .test_operator import run_operator
+
+    yield from run_operator(cluster, tmp_path_factory, "pod-operator")
+
+
+def test_operator_diagnoses_an_incomplete_pod_group_then_continues_with_its_workload(
+        cluster: Any, resources: Resources, pod_namespace: str, pod_operator: Any) -> None:
+    """No watch brings a gated group's Pods (they carry no podset label) and Kueue makes no Workload: the operator
+    reads them by the group label and writes the group's diagnosis under the name the Workload will have; the
+    missing Pod created, Kueue makes that Workload and the same diagnosis follows it."""
+    from .test_operator import adiag
+
+    api = cluster.api_client
+    ns = pod_namespace
+    _, _cq, lq = _queue(resources, ns, {"cpu": "4"}, _pool(resources, cpu="4"))
+    for i in range(2):
+        resources.create(_group_pod(f"member-{i}", ns, lq, "trio", 3))
+    first = wait_for(lambda: (d := adiag(api, ns, "trio")) and d, timeout=120,  # 30 s grace + the 15 s poll
+                     message=lambda: f"the incomplete group's diagnosis:\n{pod_operator.tail()}")
+    assert (first["status"]["reason"], first["status"]["cause"]) == ("NoWorkload", "PodGroupIncomplete"), first
+    assert "has 2 of 3 Pods" in first["status"]["message"] and "workloadRef" not in first["spec"], first
+    resources.create(_group_pod("member-2", ns, lq, "trio", 3))
+    wait_for(lambda: _workload(api, ns, "trio"), timeout=60, message="Kueue's Workload for the complete group")
+    later = wait_for(lambda: (d := adiag(api, ns, "trio")) and d["spec"].get("workloadRef") and d, timeout=90,
+                     message=lambda: f"the Workload's diagnosis to follow the group's:\n{pod_operator.tail()}")
+    assert later["status"]["reason"] != "NoWorkload", later["status"]
+    assert later["spec"]["workloadRef"]["name"] == "trio"

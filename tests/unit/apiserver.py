@@ -2,7 +2,8 @@
 
 It answers only what a test told it, with the bodies the apiserver sends for them: List objects (paged
 with `limit`/`continue`, PartialObjectMetadataList for a metadata-only Accept), the objects themselves,
-and Status objects for errors. Selectors are recorded, not applied: what the apiserver selects is
+and Status objects for errors. Field selectors on name and namespace and label selectors made of equality,
+existence and `!key` terms are applied; other selectors are recorded, not applied: what the apiserver selects is
 checked against a real one in tests/e2e. Every request is recorded, so a test can say what was written.
 """
 
@@ -139,6 +140,8 @@ class FakeApiServer:
                 wanted[field_name] = value
         if wanted:
             items = [o for o in items if all((o["metadata"].get(f.split(".")[1]) or "") == v for f, v in wanted.items())]
+        if query.get("labelSelector"):
+            items = [o for o in items if _labels_match(query["labelSelector"], o["metadata"].get("labels") or {})]
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items)
         page = items[start:start + limit]
@@ -151,6 +154,26 @@ class FakeApiServer:
                     "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                "metadata": copy.deepcopy(o["metadata"])} for o in page]}
         return {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": copy.deepcopy(page)}
+
+
+def _labels_match(selector: str, labels: dict[str, str]) -> bool:
+    """The apiserver's label selector, as far as the operator writes them: `key`, `!key`, `key=value`,
+    `key!=value`, comma-separated (all must hold)."""
+    for term in selector.split(","):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
 
 
 ROOT = Path(__file__).resolve().parents[2]

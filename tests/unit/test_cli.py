@@ -77,6 +77,80 @@ def test_a_document_that_is_not_an_object_exits_2_naming_the_document(tmp_path: 
     assert code == 2 and "document 2" in err and "str" in err
 
 
+def _example_items() -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = yaml.safe_load(EXAMPLE.read_text())["items"]
+    return items
+
+
+def test_kubectl_json_outputs_appended_to_one_file_are_read_as_one_dump(tmp_path: Path) -> None:
+    """`kubectl get clusterqueues,localqueues -o json > dump.json; kubectl get workloads -o json >> dump.json`."""
+    items = _example_items()
+    workloads = [o for o in items if o["kind"] == "Workload"]
+    others = [o for o in items if o["kind"] != "Workload"]
+    dump = tmp_path / "dump.json"
+    dump.write_text("\n".join(json.dumps({"apiVersion": "v1", "kind": "List", "items": part}, indent=2)
+                              for part in (others, workloads)) + "\n")
+    code, out, err = run("explain", "-f", str(dump))
+    assert code == 0, err
+    assert out.splitlines()[1].split()[3] == "ExceedsMaxQuota"
+    dump.write_text(json.dumps(others) + "\n{ broken")  # a broken tail is still an error with its position
+    code, _, err = run("explain", "-f", str(dump))
+    assert code == 2 and "line 2" in err, err
+
+
+def test_two_copies_of_a_workload_read_the_newest_and_say_so(tmp_path: Path) -> None:
+    """Two dumps taken minutes apart, concatenated: the copy with the higher resourceVersion is the Workload now,
+    wherever it stands in the input."""
+    items = _example_items()
+    (wl,) = [o for o in items if o["kind"] == "Workload"]
+    older = json.loads(json.dumps(wl))
+    newer = json.loads(json.dumps(wl))
+    older["metadata"]["resourceVersion"], newer["metadata"]["resourceVersion"] = "900", "1000"
+    newer["status"]["conditions"] = [c for c in newer["status"]["conditions"] if c["type"] != "QuotaReserved"]
+    rest = [o for o in items if o is not wl]
+    for order in ([newer, older], [older, newer]):
+        f = tmp_path / "dupes.yaml"
+        f.write_text(yaml.safe_dump_all([*rest, *order]))
+        code, out, err = run("explain", "-f", str(f), "-o", "json")
+        assert code == 0, err
+        (d,) = json.loads(out)
+        assert d["status"]["reason"] == "NotYetEvaluated", order  # the newer copy has no QuotaReserved yet
+        assert "1 object(s) appear more than once" in err and "resourceVersion 1000 kept over 900" in err
+    # Kueue's visibility answers have no name: two of them (two ClusterQueues' `--raw` reads) are no copies
+    from kueue_doctor.kube.load import newest_copies
+    summary = {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "metadata": {},
+               "items": []}
+    assert len(newest_copies([summary, {**summary, "items": [{"metadata": {"name": "x"}}]}])) == 2
+
+
+def test_objects_no_apiserver_serves_are_named_not_mistaken(tmp_path: Path) -> None:
+    """A nameless object is left out with a warning naming where it was; a Workload whose conditions or pod sets
+    are not lists is Unknown/MalformedWorkload naming the field (it would otherwise read as not yet evaluated)."""
+    items = _example_items()
+    (wl,) = [o for o in items if o["kind"] == "Workload"]
+    rest = [o for o in items if o is not wl]
+    cases: list[tuple[Any, str]] = [
+        ({**wl, "status": {**wl["status"], "conditions": "QuotaReserved=False"}}, "status.conditions as a str"),
+        ({**wl, "status": {**wl["status"], "conditions": [*wl["status"]["conditions"], "x"]}},
+         "status.conditions[1] as a str"),
+        ({**wl, "spec": {**wl["spec"], "podSets": {"main": 1}}}, "spec.podSets as a dict"),
+        ({**wl, "status": ["QuotaReserved"]}, "status as a list"),
+    ]
+    for broken, said in cases:
+        f = tmp_path / "broken.yaml"
+        f.write_text(yaml.safe_dump_all([*rest, broken]))
+        code, out, err = run("explain", "-f", str(f), "-o", "json")
+        assert code == 0, err
+        (d,) = json.loads(out)
+        assert (d["status"]["reason"], d["status"]["cause"]) == ("Unknown", "MalformedWorkload"), said
+        assert said in d["status"]["message"], d["status"]["message"]
+    f = tmp_path / "nameless.yaml"
+    f.write_text(yaml.safe_dump_all([*rest, {**wl, "metadata": None}]))
+    code, out, err = run("explain", "-f", str(f))
+    assert code == 0, err
+    assert f"{f}: document {len(rest) + 1}: a Workload without metadata.name is left out" in err, err
+
+
 def test_missing_file_exits_2() -> None:
     code, _, err = run("explain", "-f", "/nonexistent/dump.yaml")
     assert code == 2 and "/nonexistent/dump.yaml" in err

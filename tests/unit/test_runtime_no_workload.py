@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from kueue_doctor.kube.kueue_names import expected_workload_name
+from kueue_doctor.live.runtime import Runtime
 from tests.builders import Workload, condition
 
 from .apiserver import cluster
@@ -141,3 +142,77 @@ def test_a_resync_notices_kueues_configmap_deleted() -> None:
     latest = [r.body for r in api.applies() if r.path == _path(js)][-1]
     assert latest["status"]["cause"] == "WorkloadNotCreated"
     assert "was looked for and not found" in latest["status"]["message"]
+
+
+def _member(i: int, created: str = OLD, total: int = 3, rv: str | None = None) -> dict[str, Any]:
+    """A Pod of group trio as Kueue's pod webhook leaves it before admission: gated, no podset label."""
+    from tests.builders import Pod
+
+    pod = (Pod(f"member-{i}", "team-a").label("kueue.x-k8s.io/queue-name", "user-queue")
+           .label("kueue.x-k8s.io/managed", "true").label("kueue.x-k8s.io/pod-group-name", "trio")
+           .annotation("kueue.x-k8s.io/pod-group-total-count", str(total)).request("cpu", "1").obj())
+    pod["metadata"].update(creationTimestamp=created, resourceVersion=rv or f"40{i}")
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return pod
+
+
+GROUP = f"{DIAGNOSES}/trio"
+PODS = "/api/v1/pods"
+
+
+def test_an_incomplete_pod_group_gets_a_diagnosis_though_no_watch_brings_its_pods() -> None:
+    """Kueue makes no Workload for a Pod group missing Pods and does not label its Pods podset (what the Pod watch
+    selects): the start-up list and the poll read them by the group label, the operator diagnoses the group under
+    the name its Workload will have, and drops that diagnosis when the group is complete or gone."""
+    pods = [_member(0), _member(1)]
+    api = cluster([*objects(), _config_map(["batch/job", "pod"]), *pods])
+    rt, api = started([], api)
+    assert {k for k in rt.state.pods} == {("team-a", "member-0"), ("team-a", "member-1")}
+    asyncio.run(rt.loop.run_once())
+    (body,) = [r.body for r in api.applies() if r.path == GROUP]
+    assert (body["status"]["reason"], body["status"]["cause"]) == ("NoWorkload", "PodGroupIncomplete")
+    assert "has 2 of 3 Pods" in body["status"]["message"]
+
+    # the third Pod is created: the poll brings it (no watch does), the group is complete, its stand-in goes
+    api.serve_list(PODS, "v1", "Pod", [*pods, _member(2)])
+    assert asyncio.run(rt.orphans.poll_pod_groups()) == 1  # only what is new: the two known ones are dropped
+    asyncio.run(rt.loop.run_once())
+    assert ("DELETE", GROUP) in [(r.method, r.path) for r in api.writes]
+    assert ("team-a", "member-2") in rt.state.pods
+
+    # Kueue admits it: the watch brings member-0 with the podset label; a poll read before that arrives late
+    admitted = {**pods[0], "metadata": {**pods[0]["metadata"], "resourceVersion": "500",
+                                        "labels": {**pods[0]["metadata"]["labels"], "kueue.x-k8s.io/podset": "main"}}}
+    rt.inbox.observe("MODIFIED", admitted)
+    rt.inbox.put("ADDED", pods[0])
+    rt.inbox.drain()
+    assert rt.state.pods["team-a", "member-0"]["metadata"]["resourceVersion"] == "500"
+
+    # the gated ones are deleted: the poll no longer lists them and drops them from the state
+    api.serve_list(PODS, "v1", "Pod", [admitted])
+    assert asyncio.run(rt.orphans.poll_pod_groups()) == 2
+    rt.inbox.drain()
+    assert set(rt.state.pods) == {("team-a", "member-0")}
+
+
+def test_a_pod_group_within_the_grace_period_wakes_the_loop_when_it_ends_and_no_poll_without_the_integration() -> None:
+    fresh = (datetime.now(UTC) - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rt, api = started([*objects(), _config_map(["batch/job", "pod"]), _member(0, fresh), _member(1, fresh)])
+    asyncio.run(rt.loop.run_once())
+    assert GROUP not in [r.path for r in api.applies()]
+    assert rt.loop._sleep_for() <= 26  # the 30 s grace period after the newest Pod
+
+    for frameworks, polled in ((["batch/job", "pod"], True), (["batch/job"], False)):
+        rt, api = started([*objects(), _config_map(frameworks)])
+        rt.loop._next_group_poll = 0.0  # due
+
+        async def one_pass(rt: Runtime) -> None:
+            await rt.loop.run_once()
+            if rt.loop._group_poll is not None:
+                await rt.loop._group_poll
+
+        before = len(api.requests)
+        asyncio.run(one_pass(rt))
+        asked = [r for r in api.requests[before:] if r.path == PODS
+                 and r.query.get("labelSelector") == "kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset"]
+        assert bool(asked) is polled, frameworks  # without Kueue's pod integration no Pod is gated

@@ -25,15 +25,22 @@ def pods(n: int, namespace: str = "team-a") -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-def test_a_list_follows_continue_page_by_page_with_the_watch_selector() -> None:
+def test_a_list_follows_continue_page_by_page_with_the_watch_selector_then_takes_gated_pod_groups() -> None:
+    """Kueue labels the Pods it started (podset); a plain Pod group it has not admitted has none, and while the
+    group is incomplete its Pods are all there is: they are listed too, by the group label without podset."""
     api = FakeApiServer()
-    api.serve_list(collection_path("Pod"), "v1", "Pod", pods(1201))
+    gated = [Pod(f"member-{i}", "team-a").label("kueue.x-k8s.io/queue-name", "user-queue")
+             .label("kueue.x-k8s.io/pod-group-name", "trio").obj() for i in range(2)]
+    unrelated = Pod("web", "team-a").obj()
+    api.serve_list(collection_path("Pod"), "v1", "Pod", [*pods(1201), *gated, unrelated])
     items = list_all(api, LISTINGS["Pod"])
-    assert items is not None and len(items) == 1201
+    assert items is not None and len(items) == 1203
+    assert [i["metadata"]["name"] for i in items[-2:]] == ["member-0", "member-1"]
     assert {kind_key(i) for i in items} == {("", "Pod")}  # list items carry no kind: stamped from the listing
-    assert [(r.query["limit"], r.query.get("continue")) for r in api.requests] == [
-        ("500", None), ("500", "500"), ("500", "1000")]
-    assert {r.query["labelSelector"] for r in api.requests} == {"kueue.x-k8s.io/podset"}
+    assert [(r.query["labelSelector"], r.query["limit"], r.query.get("continue")) for r in api.requests] == [
+        ("kueue.x-k8s.io/podset", "500", None), ("kueue.x-k8s.io/podset", "500", "500"),
+        ("kueue.x-k8s.io/podset", "500", "1000"),
+        ("kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset", "500", None)]
 
 
 def test_pages_come_one_at_a_time_so_the_start_up_never_holds_every_pod_decoded() -> None:
@@ -42,7 +49,7 @@ def test_pages_come_one_at_a_time_so_the_start_up_never_holds_every_pod_decoded(
     api.serve_list(collection_path("Pod"), "v1", "Pod", pods(1201))
     listed = list_pages(api, LISTINGS["Pod"])
     assert len(next(listed)) == 500 and len(api.requests) == 1  # the second page is not asked for yet
-    assert [len(page) for page in listed] == [500, 201] and len(api.requests) == 3
+    assert [len(page) for page in listed] == [500, 201, 0] and len(api.requests) == 4  # 0: no gated Pod group
 
 
 def test_a_forbidden_kind_is_unreadable_not_an_empty_list() -> None:
@@ -71,8 +78,8 @@ def test_namespaced_kinds_are_listed_per_namespace_cluster_scoped_ones_once() ->
     items = list_all(api, LISTINGS["Pod"], ["team-a", "team-b"])
     assert items is not None and sorted({i["metadata"]["namespace"] for i in items}) == ["team-a", "team-b"]
     assert list_all(api, LISTINGS["Namespace"], ["team-a", "team-b"]) == []
-    assert [r.path for r in api.requests] == ["/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods",
-                                              "/api/v1/namespaces"]
+    assert [r.path for r in api.requests] == ["/api/v1/namespaces/team-a/pods"] * 2 + [  # two selectors each
+        "/api/v1/namespaces/team-b/pods"] * 2 + ["/api/v1/namespaces"]
 
 
 def test_a_forbidden_kind_is_left_out_of_a_snapshot_and_never_marked_complete() -> None:

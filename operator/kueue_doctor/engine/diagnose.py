@@ -95,15 +95,40 @@ def phase_of(ctx: Context) -> Phase:
     return Phase.PENDING
 
 
+def _malformed(ctx: Context) -> str | None:
+    """What makes the Workload unreadable (the rules would take it for one Kueue has not looked at); None when
+    its shape is Kueue's. Plain-type checks first: an ABC check is a Python call, once per Workload."""
+    if not ctx.uid:
+        return "has no metadata.uid"
+    raw_spec = ctx.wl.get("spec")
+    if type(raw_spec) is not dict and not isinstance(raw_spec, Mapping):
+        return "has no spec"
+    pod_sets = raw_spec.get("podSets")
+    if pod_sets is not None and type(pod_sets) is not list:
+        return f"has spec.podSets as a {type(pod_sets).__name__}, not a list"
+    raw_status = ctx.wl.get("status")
+    if raw_status is None:
+        return None
+    if type(raw_status) is not dict and not isinstance(raw_status, Mapping):
+        return f"has status as a {type(raw_status).__name__}, not an object"
+    conds = raw_status.get("conditions")
+    if conds is None:
+        return None
+    if type(conds) is not list:
+        return f"has status.conditions as a {type(conds).__name__}, not a list"
+    for i, cond in enumerate(conds):
+        if type(cond) is not dict and not isinstance(cond, Mapping):
+            return f"has status.conditions[{i}] as a {type(cond).__name__}, not a condition"
+    return None
+
+
 def decide(ctx: Context) -> tuple[Rule | None, Finding]:
     """The first rule of the Workload's phase that answers, and its finding (no rule: Unknown)."""
-    raw_spec = ctx.wl.get("spec")
-    # a plain dict first: the ABC check is a Python call, once per Workload
-    if not ctx.stand_in and (not ctx.uid or (type(raw_spec) is not dict and not isinstance(raw_spec, Mapping))):
-        missing = "metadata.uid" if not ctx.uid else "spec"
+    broken = None if ctx.stand_in else _malformed(ctx)
+    if broken is not None:
         return None, Finding(Reason.UNKNOWN, Cause.MALFORMED_WORKLOAD,
-                             f"The Workload object has no {missing}; kueue-doctor cannot diagnose it. Is the input "
-                             "a complete `kubectl get workloads -o yaml` dump?")
+                             f"The Workload object {broken}, which no apiserver serves; kueue-doctor cannot diagnose "
+                             "it. Is the input a complete, unedited `kubectl get workloads -o yaml` dump?")
     try:
         for rule in BY_PHASE[phase_of(ctx)]:
             found = rule.check(ctx)

@@ -11,7 +11,7 @@ Kueue's own Events and Deployment; when none of that shows a cause, `WorkloadNot
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..kube.kueue_names import POD_GROUP_KEY, PREBUILT_LABEL, expected_workload_name, identifier
@@ -170,6 +170,17 @@ def _runnable(pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [p for p in pods if s(status(p).get("phase")) != "Failed" and not meta(p).get("deletionTimestamp")]
 
 
+def pod_group_grace_ends(state: ClusterState, key: tuple[str, str], pods: list[Mapping[str, Any]],
+                         grace: timedelta = GRACE) -> datetime | None:
+    """When the Pod group `key` gets its stand-in: `grace` after its newest Pod was created (the minimum time
+    when no Pod says); None when it is no incomplete group without a Workload."""
+    total = _group_total(pods)
+    if key in state.workloads or total is None or len(_runnable(pods)) >= total:
+        return None
+    created = [t for t in (parse_time(meta(p).get("creationTimestamp")) for p in pods) if t is not None]
+    return max(created) + grace if created else datetime.min.replace(tzinfo=UTC)
+
+
 def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE
                         ) -> dict[tuple[str, str], dict[str, Any]]:
     """Pod groups with fewer runnable queued Pods than their total count and no Workload, `grace` after the
@@ -178,12 +189,10 @@ def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = G
         return {}
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for (ns, group), pods in state.pod_groups():
-        total = _group_total(pods)
-        if (ns, group) in state.workloads or total is None or len(_runnable(pods)) >= total:
+        ends = pod_group_grace_ends(state, (ns, group), pods, grace)
+        if ends is None or now < ends:
             continue
         created = [t for t in (parse_time(meta(p).get("creationTimestamp")) for p in pods) if t is not None]
-        if created and now < max(created) + grace:
-            continue
         first = min(pods, key=lambda p: name(p) or "")
         md: dict[str, Any] = {
             "name": group, "namespace": ns, "labels": {POD_GROUP_LABEL: group},

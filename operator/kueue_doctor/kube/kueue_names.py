@@ -17,6 +17,7 @@ LONG_MAX = 253  # a CRD object name
 SHORT_MAX = 63  # with Kueue's alpha ShortWorkloadNames gate: names usable as label values
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 POD_GROUP_KEY = "kueue.x-k8s.io/pod-group-name"
+PODSET_LABEL = "kueue.x-k8s.io/podset"  # on every Pod Kueue admitted; never taken off
 
 
 def identifier(obj: Mapping[str, Any], key: str) -> str | None:

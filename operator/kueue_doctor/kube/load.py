@@ -1,7 +1,8 @@
 """Reading object dumps: multi-document YAML or JSON, `kind: List`, JSON arrays, stdin.
 
 Bad input raises `InputError` naming the file, the document and the problem; the CLI turns it into
-exit code 2. Objects of kinds the engine does not use are kept here and ignored by the state.
+exit code 2. What can be read around (an object without a name, the same object twice) is read and said in
+`warnings`, which the CLI prints. Objects of kinds the engine does not use are kept here and ignored by the state.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from typing import IO, Any
 
 import yaml
 
-from .objects import lst, m, parse_time
+from .objects import group_of, lst, m, parse_time
 
 try:  # libyaml is ~10x faster on large dumps; fall back to the pure-Python loader
     _Loader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on the PyYAML build
     _Loader = yaml.SafeLoader
+
+
+# groups whose objects always have a name (Kueue's visibility answers do not: a PendingWorkloadsSummary has none)
+NAMED_GROUPS = frozenset({"kueue.x-k8s.io", "", "batch", "apps"})
 
 
 class InputError(Exception):
@@ -38,13 +43,34 @@ def read_text(path: str, stdin: IO[str] | None = None) -> str:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
+def _json_values(text: str) -> list[Any] | None:
+    """Several JSON values one after another (`kubectl get -o json >> dump.json` for each kind); None when the
+    text is not that."""
+    decoder = json.JSONDecoder()
+    out: list[Any] = []
+    at, end = 0, len(text)
+    while True:
+        while at < end and text[at].isspace():
+            at += 1
+        if at >= end:
+            return out
+        try:
+            value, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return None
+        out.append(value)
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
             return [json.loads(text)]
-        except json.JSONDecodeError:
-            pass  # JSON is YAML: let the YAML parser report the error with a position
+        except json.JSONDecodeError as exc:
+            values = _json_values(text) if exc.msg == "Extra data" else None
+            if values is not None:
+                return values
+            # JSON is YAML: let the YAML parser report the error with a position
     try:
         return list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
@@ -54,13 +80,14 @@ def parse_documents(text: str, source: str) -> list[Any]:
         raise InputError(f"{source}: not valid YAML or JSON{where}: {problem}") from exc
 
 
-def flatten(doc: Any, source: str, number: int) -> Iterator[Mapping[str, Any]]:
+def flatten(doc: Any, source: str, number: int, warnings: list[str] | None = None) -> Iterator[Mapping[str, Any]]:
     """Yield the objects of one document: itself, or the items of a List / JSON array."""
     if doc is None:
         return
     if isinstance(doc, list):
         for n, item in enumerate(doc):
-            yield from flatten(item, source, number) if isinstance(item, list) else _checked(item, source, number, n)
+            yield from (flatten(item, source, number, warnings) if isinstance(item, list)
+                        else _checked(item, source, number, n, warnings))
         return
     if not isinstance(doc, Mapping):
         raise InputError(f"{source}: document {number}: expected a Kubernetes object (a mapping with kind), "
@@ -68,28 +95,85 @@ def flatten(doc: Any, source: str, number: int) -> Iterator[Mapping[str, Any]]:
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
         for n, item in enumerate(doc["items"]):
-            yield from _checked(item, source, number, n)
+            yield from _checked(item, source, number, n, warnings)
         return
-    yield from _checked(doc, source, number, None)
+    yield from _checked(doc, source, number, None, warnings)
 
 
-def _checked(item: Any, source: str, number: int, index: int | None) -> Iterator[Mapping[str, Any]]:
+def _checked(item: Any, source: str, number: int, index: int | None, warnings: list[str] | None = None
+             ) -> Iterator[Mapping[str, Any]]:
     where = f"{source}: document {number}" + (f", item {index}" if index is not None else "")
     if not isinstance(item, Mapping):
         raise InputError(f"{where}: expected a Kubernetes object, got a {type(item).__name__}")
     if not isinstance(item.get("kind"), str) and item:
         raise InputError(f"{where}: object has no kind (is this `kubectl get -o yaml` output?)")
-    if item:
-        yield item
+    if not item:
+        return
+    name = m(item.get("metadata")).get("name")
+    if (not isinstance(name, str) or not name) and group_of(item.get("apiVersion")) in NAMED_GROUPS:
+        if warnings is not None:
+            warnings.append(f"{where}: a {item['kind']} without metadata.name is left out (no apiserver serves "
+                            "one); anything that depends on it is diagnosed as if it were missing")
+        return
+    yield item
 
 
-def load_files(paths: list[str], stdin: IO[str] | None = None) -> list[Mapping[str, Any]]:
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """None for a nameless object (Kueue's visibility answers): never taken for a copy of another."""
+    md = m(obj.get("metadata"))
+    name = md.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return group_of(obj.get("apiVersion")), str(obj.get("kind")), str(md.get("namespace") or ""), name
+
+
+def _newer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Is `b` a newer copy of the object than `a`? By resourceVersion where both are numbers (etcd's revisions,
+    as every apiserver serves them today); otherwise the later copy in the input is taken, as the state would."""
+    ra, rb = m(a.get("metadata")).get("resourceVersion"), m(b.get("metadata")).get("resourceVersion")
+    if isinstance(ra, str) and isinstance(rb, str) and ra.isdigit() and rb.isdigit():
+        return int(rb) >= int(ra)
+    return True
+
+
+def newest_copies(objects: list[Mapping[str, Any]], warnings: list[str] | None = None) -> list[Mapping[str, Any]]:
+    """One copy of each object (dumps taken at different times, concatenated): the one with the highest
+    resourceVersion, in the place of its first copy."""
+    at: dict[tuple[str, str, str, str], int] = {}
+    out: list[Mapping[str, Any]] = []
+    replaced: list[tuple[tuple[str, str, str, str], Any, Any]] = []
+    for obj in objects:
+        key = _identity(obj)
+        if key is None:
+            out.append(obj)
+            continue
+        i = at.get(key)
+        if i is None:
+            at[key] = len(out)
+            out.append(obj)
+            continue
+        kept, other = (obj, out[i]) if _newer(out[i], obj) else (out[i], obj)
+        replaced.append((key, m(kept.get("metadata")).get("resourceVersion"),
+                         m(other.get("metadata")).get("resourceVersion")))
+        out[i] = kept
+    if replaced and warnings is not None:
+        (_, kind, ns, name), kept_rv, other_rv = replaced[0]
+        warnings.append(f"{len(replaced)} object(s) appear more than once in the input; each is read from its copy "
+                        f"with the highest metadata.resourceVersion (the first: {kind} {ns + '/' if ns else ''}{name}, "
+                        f"resourceVersion {kept_rv} kept over {other_rv})")
+    return out
+
+
+def load_files(paths: list[str], stdin: IO[str] | None = None, warnings: list[str] | None = None
+               ) -> list[Mapping[str, Any]]:
+    """Every object in the files; what was read around (objects without a name, duplicates) is told in `warnings`
+    when a list is given."""
     objects: list[Mapping[str, Any]] = []
     for path in paths:
         source = "<stdin>" if path == "-" else path
         for number, doc in enumerate(parse_documents(read_text(path, stdin), source), start=1):
-            objects.extend(flatten(doc, source, number))
-    return objects
+            objects.extend(flatten(doc, source, number, warnings))
+    return newest_copies(objects, warnings)
 
 
 def newest_timestamp(objects: list[Mapping[str, Any]]) -> datetime | None:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube.kueue_names import expected_workload_name
+from ..kube.kueue_names import PODSET_LABEL, expected_workload_name
 from ..kube.objects import m, name, namespace, s
 from ..kube.packed import Codec
 from ..kube.shards import Shard
@@ -49,6 +49,7 @@ from .publisher import Body, Publisher
 
 DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
 CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
+POD = ("", "Pod")
 EVENT_KINDS = {"Pod", "Job", "Workload"} | {kind for _group, kind in OWNER_KINDS}  # Events about others: dropped
 
 
@@ -71,6 +72,13 @@ def _numbers_only(prev: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> boo
 def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     rv = m(a.get("metadata")).get("resourceVersion")
     return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
+
+
+def _admission_undone(prev: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """A gated Pod group's Pod as the poll read it (orphans.poll_pod_groups) before Kueue admitted it, arriving
+    after the watch brought it admitted: Kueue never takes the podset label off, so this copy is the older one."""
+    return PODSET_LABEL in m(m(prev.get("metadata")).get("labels")) and (
+        PODSET_LABEL not in m(m(obj.get("metadata")).get("labels")))
 
 
 @dataclass
@@ -247,6 +255,8 @@ class Inbox:
             prev = self._stored(key[1] if key else "", obj)
             if etype != "DELETED" and prev is not None and _same_version(prev, obj):
                 continue  # a re-list or a duplicate event: nothing new
+            if etype != "DELETED" and prev is not None and key == POD and _admission_undone(prev, obj):
+                continue
             status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
             if status_only and etype != "DELETED" and _numbers_only(prev, obj):
                 self.state.upsert(obj)  # relations unchanged: no before and after

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..engine.diagnose import diagnose
-from ..engine.no_workload import grace_ends, should_have_workload
+from ..engine.no_workload import grace_ends, pod_group_grace_ends, should_have_workload
 from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import parse_time
 from ..state import ClusterState, Key
@@ -36,6 +36,7 @@ from .reports import ReportMirror
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 RETRY_AFTER = 10.0  # seconds before a failed write is tried again
 CHUNK = 500  # Workloads diagnosed between two yields to the watches
+POD_GROUP_POLL = 20.0  # seconds between two reads of gated Pod groups' Pods (no watch brings them: orphans.py)
 
 
 class DiagnosisLoop:
@@ -51,6 +52,8 @@ class DiagnosisLoop:
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._resync: asyncio.Task[None] | None = None  # the periodic repair, running beside the passes
+        self._next_group_poll = 0.0  # monotonic: the next read of gated Pod groups' Pods
+        self._group_poll: asyncio.Task[None] | None = None
         self._wake: dict[Key, float] = {}  # monotonic times when time alone changes a verdict (grace, limits)
         self._retry_at: float | None = None  # a pass is due then for the writes that failed since the last one
         publisher.on_failed = self._write_failed
@@ -59,14 +62,24 @@ class DiagnosisLoop:
     def synced(self) -> None:
         """The state was just listed whole: the next resync is one interval away."""
         self._next_resync = time.monotonic() + self.resync_interval
+        self._next_group_poll = time.monotonic() + self._group_poll_interval()
+
+    def _group_poll_interval(self) -> float:
+        return min(POD_GROUP_POLL, self.resync_interval)
+
+    def _polls_groups(self) -> bool:
+        """Without Kueue's pod integration no Pod is gated: nothing to poll (an unread Configuration: polled)."""
+        config = self.state.kueue_config
+        return not config.known or config.framework_enabled("pod")
 
     async def run(self) -> None:
         """Forever: wait for a change or a timer, collect the burst, run a pass."""
         try:
             await self._run()
         finally:
-            if self._resync is not None:
-                self._resync.cancel()
+            for task in (self._resync, self._group_poll):
+                if task is not None:
+                    task.cancel()
             await self.publisher.close()
 
     async def _run(self) -> None:
@@ -106,6 +119,9 @@ class DiagnosisLoop:
         if mono >= self._next_resync and self._resync is None:
             self._next_resync = mono + self.resync_interval
             self._resync = asyncio.create_task(self._resync_beside(), name="resync")
+        if mono >= self._next_group_poll and self._group_poll is None and self._polls_groups():
+            self._next_group_poll = mono + self._group_poll_interval()
+            self._group_poll = asyncio.create_task(self._poll_groups_beside(), name="pod-groups")
         due = self.publisher.next_due()
         if due is not None and due <= mono:
             self.inbox.mark(k for k in self.publisher.deferred if k in self.state.workloads)
@@ -132,6 +148,17 @@ class DiagnosisLoop:
         finally:
             self._resync = None
             self.inbox.wake.set()
+
+    async def _poll_groups_beside(self) -> None:
+        """The gated Pod groups' Pods re-read (orphans.poll_pod_groups), beside the passes like the resync."""
+        try:
+            await self.orphans.poll_pod_groups()
+        except Exception as exc:  # the next poll retries
+            self.stats.count(self.stats.errors, "pod-groups")
+            log.warning("Reading the Pods of Pod groups Kueue has not admitted failed (%s); trying again in %.0f s.",
+                        exc, self._group_poll_interval())
+        finally:
+            self._group_poll = None
 
     async def _pass(self, keys: set[Key]) -> int:
         now = datetime.now(UTC)
@@ -191,7 +218,10 @@ class DiagnosisLoop:
             if key in given:
                 continue
             owner = self.state.owner_for_workload_name(key)
-            ends = grace_ends(owner) if owner is not None and should_have_workload(self.state, owner) else None
+            if owner is not None:
+                ends = grace_ends(owner) if should_have_workload(self.state, owner) else None
+            else:  # a Pod group's, or nobody's any more
+                ends = pod_group_grace_ends(self.state, key, self.state.pod_group(key))
             if ends is not None and ends > now:
                 self._wake_at(key, ends, now)
             elif key in self.publisher.records:
@@ -230,6 +260,8 @@ class DiagnosisLoop:
         mono = time.monotonic()
         due = self.publisher.next_due()
         candidates = [self._next_resync - mono]
+        if self._polls_groups():
+            candidates.append(self._next_group_poll - mono)
         if due is not None:
             candidates.append(due - mono)
         if self._wake:

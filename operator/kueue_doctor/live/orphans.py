@@ -22,7 +22,8 @@ from typing import Any
 
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.kueue_config import CONFIG_MAP
-from ..kube.objects import m, name, namespace
+from ..kube.kueue_names import PODSET_LABEL
+from ..kube.objects import labels, m, name, namespace
 from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
@@ -31,7 +32,7 @@ from .discovery import Discovery
 from .inbox import Inbox, Relisted
 from .metrics import Stats, Verdict
 from .publisher import Publisher, diagnosis_path
-from .snapshot import Listing, LiveError, list_all, pages
+from .snapshot import GATED_GROUP_SELECTOR, Listing, LiveError, list_all, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
@@ -44,6 +45,11 @@ def _identity_of(obj: dict[str, Any]) -> dict[str, Any]:
     md = m(obj.get("metadata"))
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
             "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in md}}
+
+
+def gated(pod: Mapping[str, Any]) -> bool:
+    """A Pod no watch brings (not admitted yet: no podset label): a gated Pod group's, kept by `poll_pod_groups`."""
+    return PODSET_LABEL not in labels(pod)
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
@@ -157,6 +163,8 @@ class Orphans:
                         if hash(k) not in listed.keys and (not owners or k[1] == listing.kind)]
             if listing.namespaced and self.discovery.namespaces:  # a watch per namespace: only its own re-listed
                 unlisted = [k for k in unlisted if namespace(collection.get(k) or {}) in listed.namespaces]
+            if listing.kind == "Pod":  # the watch never brings gated Pod groups' Pods: the poll keeps them
+                unlisted = [k for k in unlisted if not gated(collection.get(k) or {})]
             if len(unlisted) > RELIST_CHECKS:
                 gone |= await self._repair_kind(listing, strict=True)
                 continue
@@ -173,6 +181,47 @@ class Orphans:
                         gone.add(key)
             self.stats.heartbeat = time.monotonic()
         return gone
+
+    async def poll_pod_groups(self) -> int:
+        """Keep the Pods of plain Pod groups Kueue has not admitted current: without the podset label no watch
+        brings them (a watch takes one label selector), and while such a group is incomplete they are all there
+        is to diagnose (Kueue makes no Workload). They are few: listed whole and queued like a re-list's changes
+        (the inbox drops what it holds at the same version); those the state holds and the list did not bring
+        are gone (or admitted meanwhile: then the watch brought them). The number of changes queued."""
+        pod_listing = next((lst for lst in self.discovery.listings() if lst.kind == "Pod"), None)
+        if pod_listing is None or not self.discovery.allowed("Pod") or "Pod" not in self.state.complete_kinds:
+            return 0
+        listing = replace(pod_listing, selectors=({"labelSelector": GATED_GROUP_SELECTOR},))
+        with self.inbox.recording() as seen:
+            alive = await asyncio.to_thread(list_all, self.api, listing, self.discovery.namespaces, False,
+                                            self.shard.slim, self.shard.keeps)
+        if alive is None:
+            self.stats.count(self.stats.errors, "pod-groups")
+            log.warning("Could not list the Pods of Pod groups Kueue has not admitted (label %s); incomplete "
+                        "groups are diagnosed from what the last resync read. Check the operator's RBAC for pods.",
+                        GATED_GROUP_SELECTOR)
+            return 0
+        listed: set[Key] = set()
+        queued = 0
+        for obj in alive:
+            key = (namespace(obj) or "", name(obj) or "")
+            listed.add(key)
+            if self._stored_version("Pod", key) != m(obj.get("metadata")).get("resourceVersion"):
+                self.inbox.put("ADDED", obj)
+                queued += 1
+        for _group, pods in self.state.pod_groups():
+            for pod in pods:
+                key = (namespace(pod) or "", name(pod) or "")
+                if gated(pod) and key not in listed and ("Pod", key) not in seen:
+                    self.inbox.put("DELETED", pod)
+                    queued += 1
+        if queued:
+            self.inbox.wake.set()
+        return queued
+
+    def _stored_version(self, kind: str, key: Key) -> Any:
+        obj = (self.state.collection(kind) or {}).get(key)
+        return m(obj.get("metadata")).get("resourceVersion") if obj is not None else None
 
     def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool:
         """Does the listing (its selectors included: an object that stopped matching is gone for us too) still

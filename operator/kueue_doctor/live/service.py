@@ -29,7 +29,7 @@ from .leader import ElectionConfig, LeaderElector
 from .metrics import registry_for
 from .outage import Outage
 from .runtime import Options, Runtime
-from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES
+from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES, POD_SELECTOR
 
 log = logging.getLogger("kueue_doctor.service")
 
@@ -113,7 +113,7 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
         settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_SELECTOR
         for group, version, plural, _kind in OWNER_RESOURCES:  # the same membership as snapshot.listings
             settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
-        settings.watching.label_selectors["v1", "pods"] = "kueue.x-k8s.io/podset"
+        settings.watching.label_selectors["v1", "pods"] = POD_SELECTOR  # gated Pod groups: polled (orphans.py)
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
 
     def feed(kind: str) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..engine.queue_position import pending_cluster_queues, pending_local_queues
 from ..kube.kueue_config import DEFAULT_NAMESPACE
+from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ..kube.objects import KUEUE_GROUP, s, spec
 from ..state import ClusterState
 from . import kueue_install, rest
@@ -24,7 +25,10 @@ from .visibility import pending_workloads
 
 KUEUE = KUEUE_GROUP
 JOB_SELECTOR = "kueue.x-k8s.io/queue-name"  # Jobs Kueue manages (the webhook sets it, also for a default queue)
-POD_SELECTOR = "kueue.x-k8s.io/podset"  # Kueue labels every Pod it starts
+POD_SELECTOR = PODSET_LABEL  # Kueue labels every Pod it starts
+# Pods of a plain Pod group not admitted yet: without the podset label, and with no Workload at all while the
+# group is incomplete. Not watched (a watch takes one selector, and these are few): polled (orphans.poll_pod_groups).
+GATED_GROUP_SELECTOR = f"{POD_GROUP_KEY},!{PODSET_LABEL}"
 EVENT_SELECTOR = "type=Warning"  # what explains a stuck Pod or Job: FailedCreate, FailedScheduling, FailedMount
 
 
@@ -74,7 +78,8 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1", ({"labelSelector": JOB_SELECTOR},)),
         *(Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}",
                   ({"labelSelector": JOB_SELECTOR},)) for group, version, plural, kind in OWNER_RESOURCES),
-        Listing("Pod", "/api/v1/{ns}pods", True, "v1", ({"labelSelector": POD_SELECTOR},)),
+        Listing("Pod", "/api/v1/{ns}pods", True, "v1", ({"labelSelector": POD_SELECTOR},
+                                                         {"labelSelector": GATED_GROUP_SELECTOR})),
         Listing("Event", "/api/v1/{ns}events", True, "v1", ({"fieldSelector": EVENT_SELECTOR},)),
         Listing("Namespace", "/api/v1/namespaces", False, "v1"),
         Listing("Node", "/api/v1/nodes", False, "v1"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ...kube.kueue_names import PODSET_LABEL
 from ...kube.objects import lst, m, name, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
@@ -30,7 +31,6 @@ from .owners import assigned_flavors
 Node = Mapping[str, Any]
 _SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 _NODE_STATE_TAINT = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure: node health
-PODSET_LABEL = "kueue.x-k8s.io/podset"
 
 
 # ---- the Pod's constraints, evaluated on one node, as kube-scheduler does -------------------------------------
