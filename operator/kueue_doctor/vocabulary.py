@@ -403,8 +403,9 @@ CAUSES: dict[Cause, CauseInfo] = {
         "to terminate: transient, the Pod is placed once they are gone."),
     Cause.NO_SCHEDULING_ATTEMPT: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.CLUSTER_ADMIN,
         "No scheduler has evaluated the Pods (check spec.schedulerName and that scheduler)."),
-    Cause.PODS_FAILED: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,
-        "Pods failed (OOMKilled, Error, evicted by the kubelet); status.pods says how."),
+    Cause.PODS_FAILED: CauseInfo((Reason.CONTAINERS_NOT_STARTING, Reason.PODS_NOT_CREATED), ActionBy.WORKLOAD_OWNER,
+        "Pods failed (OOMKilled, Error, evicted by the kubelet); status.pods says how. Under PodsNotCreated: a plain "
+        "Pod group's failed Pods wait for replacements only their creator makes (Kueue's WaitingForReplacementPods)."),
     Cause.PODS_NOT_VISIBLE: CauseInfo((Reason.PODS_NOT_READY,), ActionBy.NOBODY,
         "Pods are not in the input (or not readable), so kueue-doctor cannot say more."),
     Cause.IMAGE_PULL_BACKOFF: CauseInfo((Reason.CONTAINERS_NOT_STARTING,), ActionBy.WORKLOAD_OWNER,

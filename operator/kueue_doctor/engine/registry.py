@@ -55,6 +55,7 @@ ORDER: tuple[Rule, ...] = (
     workload_pods.pods_ready,
     workload_pods.pods_failed_create,
     workload_pods.pods_not_visible,
+    workload_pods.pod_group_replacements,
     workload_pods.pods_running,
     workload_pods.pods_not_created,
     workload_pods.pods_unschedulable,

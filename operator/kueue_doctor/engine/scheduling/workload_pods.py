@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_time, is_true, lst, m, name, s
+from ...kube.kueue_names import POD_GROUP_KEY
+from ...kube.objects import format_time, is_true, lst, m, name, parse_time, s
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
@@ -165,6 +166,32 @@ def pods_not_visible(ctx: Context) -> Finding | None:
             f"Pods (none in the input): {_pods_command(ctx)}." + timeout_note(ctx))
     return Finding(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE, text, ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.PODS_FAILED))
+def pod_group_replacements(ctx: Context) -> Finding | None:
+    """A plain Pod group whose failed Pods Kueue waits to see replaced (WaitingForReplacementPods=True): no
+    controller makes plain Pods, so the group's creator must, whatever the failed ones' containers said."""
+    if not ctx.true("WaitingForReplacementPods") or not _plain_pod_group(ctx):
+        return None
+    view = ctx.lazy(pod_view)
+    summary = view.summary
+    failed = [b for b in summary.blockers if b.category == "Failing"]
+    missing = max(summary.expected - summary.active - summary.succeeded, 1)
+    cond = ctx.cond("WaitingForReplacementPods") or {}
+    why = "; ".join(f"{b.count} failed ({b.detail or b.reason}, pod {b.pod})" for b in failed[:3])
+    group = name(ctx.wl) or ""
+    since = parse_time(m(cond).get("lastTransitionTime")) or admitted_since(ctx)
+    text = (f"Admitted Pod group {ctx.ns}/{group} has {summary.active} of {summary.expected} Pods active"
+            + (f": {why}" if why else "") + f". Kueue waits for {missing} replacement Pod(s) "
+            f"(WaitingForReplacementPods: \"{s(m(cond).get('message')) or 'Some Failed pods need replacement'}\"). "
+            "This is a plain Pod group: no controller creates its Pods, so whoever created them must create the "
+            f"replacements (label {POD_GROUP_KEY}={group}, the queue label and the same pod-group-total-count), after "
+            "fixing what made the others fail." + timeout_note(ctx))
+    evidence = [ctx.condition_evidence("WaitingForReplacementPods"),
+                *(e for b in failed[:1] for e in _blocker_evidence(ctx, b))]
+    return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_FAILED, text, ActionBy.WORKLOAD_OWNER, since=since,
+                   evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx))
 
 
 @rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_RUNNING), (Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY)])
