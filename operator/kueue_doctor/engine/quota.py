@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from ..kube.objects import lst, m, s, spec, status
 from ..kube.quantity import format_quantity, parse
@@ -222,12 +222,20 @@ def cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: 
     shown rather than a wrong one). A flat cohort, per member M: lendable(M) = min(lendingLimit, nominal) or
     nominal, local(M) = nominal - lendable(M); usage beyond local counts against the cohort's pool.
     """
-    memo = state.derived(BORROWABLE)
+    return _per_queue(state, BORROWABLE, _cohort_borrowable, cq_name, flavor, resource)
+
+
+T = TypeVar("T")
+
+
+def _per_queue(state: ClusterState, table: Derived[dict[tuple[str, str, str], T]],
+               compute: Callable[[ClusterState, str, str, str], T], cq_name: str, flavor: str, resource: str) -> T:
+    """`compute` once per (ClusterQueue, flavor, resource) and pass: every Workload of the queue asks the same."""
+    memo = state.derived(table)
     key = (cq_name, flavor, resource)
     if key not in memo:
-        memo[key] = _cohort_borrowable(state, cq_name, flavor, resource)
-    found: Decimal | None = memo[key]
-    return found
+        memo[key] = compute(state, cq_name, flavor, resource)
+    return memo[key]
 
 
 def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
@@ -301,6 +309,52 @@ def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
     nominal = fq.nominal or Decimal(0)
     lendable = nominal if fq.lending_limit is None else min(fq.lending_limit, nominal)
     return lendable, nominal - lendable
+
+
+@dataclass(frozen=True)
+class Lent:
+    """A ClusterQueue's unused nominal quota that other members of its cohort hold now, borrowing."""
+
+    amount: Decimal  # of its unused (lendable) nominal quota, what the borrowers hold: at most what they borrow
+    borrowers: tuple[tuple[str, Decimal], ...]  # (ClusterQueue, what it borrows), the most first
+    reclaim: str  # its spec.preemption.reclaimWithinCohort: Never (Kueue's default), LowerPriority or Any
+
+
+def lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Lent | None:
+    """Who in the ClusterQueue's (flat) cohort borrows the part of its nominal quota it does not use, and
+    whether Kueue would take it back for it; None when nobody does. The same for every Workload of the
+    queue: kept per pass."""
+    return _per_queue(state, LENT, _lent_quota, cq_name, flavor, resource)
+
+
+def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Lent | None:
+    cq = state.cluster_queues.get(cq_name)
+    cohort_name = s(spec(cq or {}).get("cohortName"))
+    mine = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
+    if cq is None or not cohort_name or mine is None:
+        return None
+    lendable, local = _split(mine)
+    used = reserved_in(state, cq_name, flavor, resource) or Decimal(0)
+    unused = max(Decimal(0), lendable - max(Decimal(0), used - local))  # what of its lendable part it leaves
+    if unused <= 0:
+        return None
+    borrowers = []
+    for member in state.index.cqs_by_cohort.get(cohort_name, []):
+        fq = flavor_quota(state, "ClusterQueue", member, flavor, resource) if member != cq_name else None
+        if fq is None:
+            continue
+        over = (reserved_in(state, member, flavor, resource) or Decimal(0)) - (fq.nominal or Decimal(0))
+        if over > 0:
+            borrowers.append((member, over))
+    if not borrowers:
+        return None
+    borrowers.sort(key=lambda b: (-b[1], b[0]))
+    reclaim = s(m(spec(cq).get("preemption")).get("reclaimWithinCohort")) or "Never"
+    return Lent(min(unused, sum((b for _, b in borrowers), Decimal(0))), tuple(borrowers), reclaim)
+
+
+LENT: Derived[dict[tuple[str, str, str], Lent | None]] = Derived("nominal quota lent per queue/flavor/resource",
+                                                                 lambda _: {})
 
 
 # Kueue's formatting of a quantity (`format_quantity`, memoized): the name the engine uses, bound directly

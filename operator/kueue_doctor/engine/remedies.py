@@ -150,7 +150,30 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
                     "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
                                f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_text} to {enough}"
                                f"{why}"})
+        reclaim = _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
+        if reclaim is not None:
+            out.append(reclaim)
     return out
+
+
+def _reclaim_remedy(ctx: Context, flavor: str, resource: str, missing_text: Any) -> dict[str, Any] | None:
+    """The queue's own unused nominal quota is borrowed by others and Kueue never reclaims it (Never): letting
+    it reclaim frees up to what they borrow of it; enough only when that covers the shortfall and they may be
+    preempted, so never exact."""
+    lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, resource) if ctx.cohort else None
+    if lent is None or lent.reclaim != "Never":
+        return None
+    missing = _dec(missing_text)
+    covers = missing is not None and lent.amount >= missing
+    amount = quota.fmt(resource, lent.amount)
+    return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "ClusterQueue", "name": ctx.cq_name,
+            "field": "spec.preemption.reclaimWithinCohort", "now": "Never", "enough": "Any", "exact": False,
+            "message": f"{amount} {resource} of its nominal quota in flavor {flavor} is borrowed by "
+                       f"{', '.join(cq for cq, _ in lent.borrowers[:3])}; with reclaimWithinCohort Any (or "
+                       "LowerPriority, for their lower-priority Workloads) Kueue preempts them to take it back"
+                       + (f", which covers the {missing_text} {resource} missing" if covers else
+                          f", though that is less than the {missing_text} {resource} missing" if missing is not None
+                          else "") + " (an estimate: their priorities and the cohort's other usage decide)."}
 
 
 _FREED_EXACT, _FREED_ESTIMATE = ".", " (an estimate: the cohort's lending and reclaim may change it)."

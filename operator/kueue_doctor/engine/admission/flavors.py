@@ -457,7 +457,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + ". To go faster, add quota or lower the request.")
+            + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
+            + " To go faster, add quota or lower the request.")
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
@@ -496,6 +497,40 @@ def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> 
         usage.append("no cohort")
     details[key] = found = f" ({', '.join(usage)})" if usage else ""
     return found
+
+
+def _lent_text(ctx: Context, flavor: str, res: str) -> str:
+    """" 2 cpu of its nominal quota is lent now: team-b-cq borrows 2 ... ": who holds the queue's own unused
+    quota, and whether Kueue takes it back (reclaimWithinCohort). The same for every Workload of the queue."""
+    texts = ctx.state.derived(LENT_TEXTS)
+    key = (ctx.cq_name or "", flavor, res)
+    found = texts.get(key)
+    if found is not None:
+        return found
+    lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res)
+    if lent is None:
+        texts[key] = ""
+        return ""
+    who = ", ".join(f"{cq} borrows {quota.fmt(res, amount)}" for cq, amount in lent.borrowers[:3])
+    if len(lent.borrowers) > 3:
+        who += f" and {len(lent.borrowers) - 3} more ClusterQueues"
+    text = (f" {quota.fmt(res, lent.amount)} {res} of {ctx.cq_name}'s nominal quota in flavor {flavor} is unused by "
+            f"it and lent now ({who}, cohort {ctx.cohort}); ")
+    if lent.reclaim == "Never":
+        text += ("with preemption.reclaimWithinCohort Never (the default) Kueue does not take it back, so this "
+                 "Workload also waits for their Workloads to finish: the cluster admin can set reclaimWithinCohort "
+                 f"to Any (or LowerPriority) on {ctx.cq_name} to have Kueue preempt them for it.")
+    elif lent.reclaim == "LowerPriority":
+        text += ("with preemption.reclaimWithinCohort LowerPriority Kueue takes it back only by preempting their "
+                 "Workloads of lower priority than this one; the others it waits for.")
+    else:
+        text += f"with preemption.reclaimWithinCohort {lent.reclaim} Kueue preempts their Workloads to take it back."
+    texts[key] = text
+    return text
+
+
+LENT_TEXTS: Derived[dict[tuple[str, str, str], str]] = Derived("lent quota text per queue/flavor/resource",
+                                                               lambda _: {})
 
 
 USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usage detail per flavor/resource",
