@@ -244,6 +244,15 @@ def workload_owner_ref(workload: Obj) -> Mapping[str, Any] | None:
     return others[0] if len(others) == 1 else None
 
 
+def pod_owner_refs(workload: Obj) -> list[Mapping[str, Any]] | None:
+    """The Pods owning a Workload of Kueue's Pod integration (one for a plain Pod, every member for a Pod group);
+    None when it has no owner or any owner is not a Pod (a Job's, or a StatefulSet's group Workload)."""
+    refs = list(owner_refs(workload))
+    if refs and all(r.get("kind") == "Pod" and r.get("apiVersion") == "v1" for r in refs):
+        return refs
+    return None
+
+
 def clip(text: object, limit: int = 1024) -> str | None:
     if not isinstance(text, str) or not text:
         return None

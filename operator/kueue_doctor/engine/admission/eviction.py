@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, time_text, uid
+from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, pod_owner_refs, s, time_text, uid
 from ...state import ClusterState, Derived, Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
@@ -194,12 +194,6 @@ def _still_latest(ctx: Context) -> Requeue | None:
     return Requeue(requeue_at, in_backoff, held)
 
 
-def _pod_owned(ctx: Context) -> bool:
-    """A plain Pod's own Workload (Kueue's Pod integration, not a pod group): owned by that one Pod."""
-    refs = [m(r) for r in lst(m(ctx.wl.get("metadata")).get("ownerReferences"))]
-    return len(refs) == 1 and refs[0].get("kind") == "Pod" and refs[0].get("apiVersion") == "v1"
-
-
 @rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
                       *pairs(Reason.EVICTED, *EVICTION_CAUSES, Cause.REQUEUE_BACKOFF, None)])
 def recent_eviction(ctx: Context) -> Finding | None:
@@ -220,7 +214,8 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # without counting it): the evictions of this reason are read from schedulingStats
         count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
         text += f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this reason)"
-    elif held and _pod_owned(ctx) and ctx.cond_reason("Requeued") in ("Preempted", "NodeFailures"):
+    elif held and len(pod_owner_refs(ctx.wl) or ()) == 1 and (  # one plain Pod's own Workload
+            ctx.cond_reason("Requeued") in ("Preempted", "NodeFailures")):
         # SkipReassignmentForPodOwnedWorkloads (on by default in Kueue 0.19): a single Pod's Workload dies with it
         text += ("; Kueue deleted its Pod and does not requeue this Workload (a Pod's Workload ends with the Pod): "
                  "the controller that made the Pod creates a new one, which gets a new Workload")

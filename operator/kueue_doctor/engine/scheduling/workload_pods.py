@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY
-from ...kube.objects import format_time, is_true, lst, m, name, parse_time, s
+from ...kube.objects import format_time, is_true, lst, m, name, parse_time, pod_owner_refs, s
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
@@ -172,7 +172,7 @@ def pods_not_visible(ctx: Context) -> Finding | None:
 def pod_group_replacements(ctx: Context) -> Finding | None:
     """A plain Pod group whose failed Pods Kueue waits to see replaced (WaitingForReplacementPods=True): no
     controller makes plain Pods, so the group's creator must, whatever the failed ones' containers said."""
-    if not ctx.true("WaitingForReplacementPods") or not _plain_pod_group(ctx):
+    if not ctx.true("WaitingForReplacementPods") or pod_owner_refs(ctx.wl) is None:
         return None
     view = ctx.lazy(pod_view)
     summary = view.summary
@@ -242,7 +242,7 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + ".")
     action = ActionBy.NOBODY
-    if _plain_pod_group(ctx):  # no controller creates a plain Pod group's Pods: whoever made the others must
+    if pod_owner_refs(ctx.wl) is not None:  # no controller creates plain Pods: whoever made the others must
         text += (f" This is a plain Pod group: Kueue creates no Pods, so whoever created the others must create "
                  f"the missing {summary.expected - summary.created} (same group name, queue label and total count)"
                  + (", replacing the failed ones (Kueue says WaitingForReplacementPods)"
@@ -251,12 +251,6 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     text += timeout_note(ctx)
     return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, action, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
-
-
-def _plain_pod_group(ctx: Context) -> bool:
-    """A Workload of Kueue's Pod integration for a group of plain Pods: owned by Pods only."""
-    refs = [m(r) for r in lst(m(ctx.wl.get("metadata")).get("ownerReferences"))]
-    return bool(refs) and all(r.get("kind") == "Pod" and r.get("apiVersion") == "v1" for r in refs)
 
 
 def _existing(summary: podlib.PodSummary) -> str:
