@@ -167,7 +167,8 @@ class Remedy(_Model):
     field: str = Field(description="The field to change, as a path (e.g. spec.parallelism).")
     now: str = Field(description="Its value now.")
     enough: str = Field(description="The value that would be enough.")
-    exact: bool = Field(description="True when Kueue's own numbers say the change is enough; False for an estimate.")
+    exact: bool = Field(description="True when Kueue's own numbers give the value (enough for its resource; the "
+                        "message says when other listed changes are needed with it); False for an estimate.")
     message: str = Field(description="The change in one sentence.")
 
 

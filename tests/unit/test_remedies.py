@@ -30,6 +30,8 @@ def test_the_headlamp_case_has_exactly_the_two_ways_out() -> None:
         ("QueueAdmin", "ClusterQueue", "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", "2", "3", True),
         ("QueueAdmin", "ClusterQueue", "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "2", "3", True),
         ("WorkloadOwner", "Job", "spec.parallelism", "3", "2", True)]
+    quota_raises = _remedies("scenario-exceeds-nominal-quota", "blog")[:2]  # cpu and pods: both are needed
+    assert all("Needed together with the other 1 quota change(s) listed" in r["message"] for r in quota_raises)
 
 
 def test_a_borrowing_limit_is_raised_by_the_platform_and_only_estimated() -> None:

@@ -41,7 +41,10 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
     if not short:
         return []
     exact = ctx.cohort is None and len(ctx.requests) <= 1 and all(q.get("source") == "Kueue" for q in short)
-    out = [r for q in short if (r := _quota_remedy(ctx, f, q, exact)) is not None]
+    # several resources or flavors short: each raise is needed and says so (`exact` is about its own number;
+    # the parallelism one is enough alone)
+    others = len({(q.get("flavor"), q.get("resource")) for q in short}) - 1
+    out = [r for q in short if (r := _quota_remedy(ctx, f, q, exact, others)) is not None]
     parallel = _parallelism_remedy(ctx, short, exact)
     if parallel is not None:
         out.append(parallel)
@@ -56,7 +59,8 @@ def _over(requested: Decimal | None, maximum: Decimal | None) -> bool:
     return requested is not None and maximum is not None and requested > maximum
 
 
-def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool) -> dict[str, Any] | None:
+def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool, others: int = 0
+                  ) -> dict[str, Any] | None:
     flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
     requested, maximum = _dec(line.get("requested")), _dec(line.get("maximum"))
     field_name = _QUOTA_FIELD.get(f.cause, "nominalQuota") if f.cause is not None else "nominalQuota"
@@ -67,7 +71,7 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
     if field_name == "borrowingLimit" and ctx.cohort:
         binding = _binding_cohort(ctx, flavor, resource)
         if binding is not None:  # a parent Cohort's borrowingLimit caps it: raising the queue's changes nothing
-            return _cohort_limit_remedy(ctx, binding, flavor, resource, requested - maximum)
+            return _cohort_limit_remedy(ctx, binding, flavor, resource, requested - maximum, others)
     if current is None or path is None:
         return None
     enough = current + (requested - maximum)
@@ -76,7 +80,12 @@ def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool
     return {"actionBy": who.value, "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text,
             "enough": enough_text, "exact": exact,
             "message": (f"Raise {field_name} of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
-                        f"{now_text} to {enough_text}" + ("." if exact else _caveat(ctx)))}
+                        f"{now_text} to {enough_text}" + ("." if exact else _caveat(ctx)) + _together(others))}
+
+
+def _together(others: int) -> str:
+    return (f" Needed together with the other {others} quota change(s) listed: none is enough alone." if others
+            else "")
 
 
 def _caveat(ctx: Context) -> str:
@@ -98,7 +107,7 @@ def _binding_cohort(ctx: Context, flavor: str, resource: str) -> quota.TreeNode 
 
 
 def _cohort_limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resource: str,
-                         short: Decimal) -> dict[str, Any] | None:
+                         short: Decimal, others: int = 0) -> dict[str, Any] | None:
     cohort = ctx.state.cohorts.get(node.name)
     found = _quota_paths(cohort).get((flavor, resource)) if cohort is not None else None
     current = node.quota.borrowing_limit
@@ -109,7 +118,8 @@ def _cohort_limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resour
     return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "Cohort", "name": node.name,
             "field": f"{found}.borrowingLimit", "now": now_text, "enough": enough_text, "exact": False,
             "message": f"Raise borrowingLimit of {resource} in flavor {flavor} of Cohort {node.name} from {now_text} "
-                       f"to {enough_text} (an estimate: what the rest of the tree can lend may change it)."}
+                       f"to {enough_text} (an estimate: what the rest of the tree can lend may change it)."
+                       + _together(others)}
 
 
 def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
