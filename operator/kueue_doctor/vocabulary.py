@@ -258,7 +258,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.QUOTA_RESERVED_AWAITING_ADMISSION: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
         "Quota was just reserved; Kueue has not marked it Admitted yet."),
     Cause.ON_HOLD: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
-        "The owner holds the Workload (for example a StatefulSet scaled to zero)."),
+        "Kueue holds the Workload (OnHold) and released its quota: its StatefulSet was scaled to zero (scaling up "
+        "lifts it), or the owner's controller rejected the owner (a RayJob KubeRay marked ValidationFailed: the "
+        "owner must fix and recreate it)."),
     Cause.EQUIVALENT_WORKLOAD_FAILED: CauseInfo(
         (Reason.WAITING_FOR_QUOTA, Reason.EXCEEDS_MAX_QUOTA, Reason.QUEUE_MISCONFIGURED), ActionBy.NOBODY,
         "Kueue skipped the evaluation because a Workload of the same shape in this ClusterQueue just failed; that"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...kube.objects import conditions, is_true, m, s
+from ...kube.objects import conditions, is_true, m, name, s
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..messages import ParsedMessage, Template
 from ..rules import Finding, Phase, pairs, rule
+from ..scheduling.owners import owner_rejected
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
@@ -216,14 +217,40 @@ def _dra(ctx: Context, p: ParsedMessage) -> Finding:
     return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx)
 
 
+def _on_hold(ctx: Context) -> Finding:
+    """Kueue 0.19 holds a Workload (releasing its quota, never requeuing it) for a StatefulSet scaled to zero,
+    which scaling up lifts, and for an owner its controller rejected (JobWithOnHold: a RayJob in ValidationFailed,
+    "Job is on hold"), which only a fixed, recreated owner lifts."""
+    said = ctx.cond_message("QuotaReserved") or "no message"
+    kind = s(ctx.owner.get("kind")) if ctx.owner is not None else None
+    rejected = owner_rejected(ctx.owner)
+    hints: list[str] = []
+    if rejected is not None and ctx.owner is not None:
+        text = (f"KubeRay rejected RayJob {ctx.ns}/{name(ctx.owner)} (jobDeploymentStatus ValidationFailed: "
+                f"\"{rejected[:300]}\"), so Kueue holds its Workload (OnHold: {said}) and released its quota. Nothing "
+                "lifts the hold: the owner must fix what KubeRay says and recreate the RayJob (a name cannot be "
+                "changed in place).")
+        action = ActionBy.WORKLOAD_OWNER
+    elif kind == "StatefulSet" or "scaled to zero" in said:
+        text = (f"Its StatefulSet was scaled to zero: Kueue released the quota and holds the Workload (OnHold: {said}) "
+                "until it is scaled up again; nobody needs to act unless it should run.")
+        action = ActionBy.NOBODY
+    else:
+        text = (f"Kueue holds it (OnHold: {said}) and released its quota because the owner's controller rejected the "
+                "owner (Kueue 0.19 does so for a RayJob KubeRay marked ValidationFailed): read the owner's "
+                "status.message, fix it and recreate the owner; nothing lifts the hold by itself.")
+        action = ActionBy.WORKLOAD_OWNER
+    if kind and ctx.owner is not None and action == ActionBy.WORKLOAD_OWNER:
+        hints = [f"kubectl -n {ctx.ns} get {kind.lower()} {name(ctx.owner)} -o jsonpath='{{.status.message}}'"]
+    return finding(Reason.NOT_YET_EVALUATED, Cause.ON_HOLD, text, ctx, action, hints=hints)
+
+
 @rule(Phase.PENDING, [(Reason.NOT_YET_EVALUATED, Cause.ON_HOLD), *(v for h in HANDLERS.values() for v in h.emits)])
 def from_kueue_message(ctx: Context) -> Finding | None:
     if not ctx.cond("QuotaReserved"):
         return None
     if ctx.cond_reason("QuotaReserved") == "OnHold":
-        text = (f"Its owner holds it (Kueue's OnHold: {ctx.cond_message('QuotaReserved') or 'no message'}), for "
-                "example a StatefulSet scaled to zero; Kueue evaluates it when the owner releases it.")
-        return finding(Reason.NOT_YET_EVALUATED, Cause.ON_HOLD, text, ctx)
+        return _on_hold(ctx)
     handler = HANDLERS.get(ctx.qr_parsed.template)
     return handler.handle(ctx, ctx.qr_parsed) if handler else None
 

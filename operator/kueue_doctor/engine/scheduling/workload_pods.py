@@ -19,7 +19,7 @@ from .. import pods as podlib
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .nodes import flavor_node_hint, flavor_selector
-from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
+from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods, owner_rejected
 from .placement import Placement, placement
 
 PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19
@@ -224,6 +224,14 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                  evidence: list[dict[str, Any]]) -> Finding:
     failed = _failed_create(ctx)
     since = admitted_since(ctx)
+    rejected = owner_rejected(ctx.owner) if failed is None else None
+    if rejected is not None and ctx.owner is not None:  # Kueue 0.19.0 kept such a Workload admitted
+        text = (f"Admitted, but KubeRay rejected RayJob {ctx.ns}/{name(ctx.owner)} (jobDeploymentStatus "
+                f"ValidationFailed: \"{rejected[:300]}\") and creates no Pods ({_existing(summary)}); the Workload "
+                "holds its quota meanwhile (Kueue 0.19.1+ holds it OnHold and releases it). The owner must fix what "
+                "KubeRay says and recreate the RayJob.")
+        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER, since=since,
+                       evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     if failed is not None:
         reason, message, when, about = failed
         evidence.append(ctx.object_evidence("Event", name(about), "event", reason, message, when, ctx.ns))
