@@ -104,12 +104,21 @@ def kind_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return group_of(obj.get("apiVersion")), kind
 
 
+OLD_VERSIONS = ("v1beta1", "v1alpha1")  # Kueue API versions whose field names `normalize` maps
+
+
 def normalize(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Present v1beta1 Kueue objects with v1beta2 field names (API-NOTES section 1.1)."""
+    """Present v1beta1 Kueue objects (and Kueue 0.9-0.12's v1alpha1 Cohorts) with v1beta2 field names (API-NOTES
+    section 1.1)."""
     key = kind_key(obj)
-    if key is None or key[0] != KUEUE or not str(obj.get("apiVersion", "")).endswith("v1beta1"):
+    if key is None or key[0] != KUEUE or not str(obj.get("apiVersion", "")).endswith(OLD_VERSIONS):
         return obj
     kind = key[1]
+    if kind == "Cohort":
+        sp = dict(spec(obj))
+        if "parent" in sp and "parentName" not in sp:
+            sp["parentName"] = sp.pop("parent")
+        return {**obj, "spec": sp}
     if kind == "ClusterQueue":
         sp = dict(spec(obj))
         if "cohort" in sp and "cohortName" not in sp:
@@ -256,7 +265,7 @@ class ClusterState:
             self.ignored += 1
             return False
         group, kind = key
-        if group == KUEUE and str(obj.get("apiVersion", "")).endswith("v1beta1"):  # what `normalize` rewrites
+        if group == KUEUE and str(obj.get("apiVersion", "")).endswith(OLD_VERSIONS):  # what `normalize` rewrites
             obj = normalize(obj)
         md = m(obj.get("metadata"))
         nm, ns = s(md.get("name")), s(md.get("namespace"))

@@ -98,6 +98,43 @@ def test_kubectl_json_outputs_appended_to_one_file_are_read_as_one_dump(tmp_path
     assert code == 2 and "line 2" in err, err
 
 
+def test_kubectl_yaml_outputs_appended_without_a_separator_are_read_whole(tmp_path: Path) -> None:
+    """The README's recipe: `kubectl get ... -o yaml > dump.yaml; kubectl get configmap ... -o yaml >> dump.yaml`
+    writes no `---` between the two outputs, which YAML reads as one mapping whose later keys replace the
+    earlier (the whole List lost); a List of Lists (a script's merge) is read too."""
+    items = _example_items()
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system", "resourceVersion": "7"},
+                  "data": {"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+                                                             "kind: Configuration\n"}}
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}) + yaml.safe_dump(config_map))
+    code, out, err = run("explain", "-f", str(dump))
+    assert code == 0, err
+    assert out.splitlines()[1].split()[3] == "ExceedsMaxQuota", out
+    nested = {"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "List", "items": items}]}
+    dump.write_text(yaml.safe_dump(nested))
+    code, out, err = run("explain", "-f", str(dump))
+    assert code == 0 and not err and out.splitlines()[1].split()[3] == "ExceedsMaxQuota", (out, err)
+
+
+def test_a_rendered_copy_of_a_queue_never_replaces_the_served_one(tmp_path: Path) -> None:
+    """`helm template` / `kustomize build` output beside the dump: the same ClusterQueue without resourceVersion
+    and status; the apiserver's copy (its status says what is in use) is the one read, wherever it stands."""
+    items = _example_items()
+    (cq,) = [o for o in items if o["kind"] == "ClusterQueue"]
+    cq["metadata"]["resourceVersion"] = "2616"
+    rendered = {"apiVersion": cq["apiVersion"], "kind": "ClusterQueue", "metadata": {"name": cq["metadata"]["name"]},
+                "spec": {**cq["spec"], "stopPolicy": "Hold"}}
+    for order in ([*items, rendered], [rendered, *items]):
+        f = tmp_path / "with-rendered.yaml"
+        f.write_text(yaml.safe_dump_all(order))
+        code, out, err = run("explain", "-f", str(f))
+        assert code == 0, err
+        assert out.splitlines()[1].split()[3] == "ExceedsMaxQuota", out  # not stopped: the served copy is read
+        assert "resourceVersion 2616 kept over none" in err, err
+
+
 def test_two_copies_of_a_workload_read_the_newest_and_say_so(tmp_path: Path) -> None:
     """Two dumps taken minutes apart, concatenated: the copy with the higher resourceVersion is the Workload now,
     wherever it stands in the input."""

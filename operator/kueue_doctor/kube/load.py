@@ -61,6 +61,26 @@ def _json_values(text: str) -> list[Any] | None:
         out.append(value)
 
 
+def _split_appended_yaml(text: str) -> str:
+    """`kubectl get -o yaml >> dump.yaml` twice writes no `---` between the outputs: YAML reads that as one
+    mapping whose later keys silently replace the earlier ones (the whole first List is lost). A second top-level
+    `apiVersion:` in one document starts a new object: a separator goes before it. Column 0 holds only top-level
+    keys (block scalars and nested values are indented), so nothing else is touched."""
+    if text.count("\napiVersion:") + text.startswith("apiVersion:") < 2:
+        return text
+    out: list[str] = []
+    seen = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("---"):
+            seen = False
+        elif line.startswith("apiVersion:"):
+            if seen:
+                out.append("---\n")
+            seen = True
+        out.append(line)
+    return "".join(out)
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -72,7 +92,7 @@ def parse_documents(text: str, source: str) -> list[Any]:
                 return values
             # JSON is YAML: let the YAML parser report the error with a position
     try:
-        return list(yaml.load_all(text, Loader=_Loader))
+        return list(yaml.load_all(_split_appended_yaml(text), Loader=_Loader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -95,7 +115,11 @@ def flatten(doc: Any, source: str, number: int, warnings: list[str] | None = Non
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
         for n, item in enumerate(doc["items"]):
-            yield from _checked(item, source, number, n, warnings)
+            inner = item.get("kind") if isinstance(item, Mapping) else None
+            if isinstance(inner, str) and inner.endswith("List") and isinstance(item.get("items"), list):
+                yield from flatten(item, source, number, warnings)  # a List of Lists (a script's merge)
+            else:
+                yield from _checked(item, source, number, n, warnings)
         return
     yield from _checked(doc, source, number, None, warnings)
 
@@ -128,9 +152,12 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
 
 
 def _newer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Is `b` a newer copy of the object than `a`? By resourceVersion where both are numbers (etcd's revisions,
-    as every apiserver serves them today); otherwise the later copy in the input is taken, as the state would."""
+    """Is `b` a newer copy of the object than `a`? A served copy (with a resourceVersion) over a rendered one
+    (Helm, kustomize: no resourceVersion, no status); by resourceVersion where both are numbers (etcd's
+    revisions, as every apiserver serves them today); otherwise the later copy in the input, as the state would."""
     ra, rb = m(a.get("metadata")).get("resourceVersion"), m(b.get("metadata")).get("resourceVersion")
+    if bool(ra) != bool(rb):
+        return bool(rb)
     if isinstance(ra, str) and isinstance(rb, str) and ra.isdigit() and rb.isdigit():
         return int(rb) >= int(ra)
     return True
@@ -159,8 +186,9 @@ def newest_copies(objects: list[Mapping[str, Any]], warnings: list[str] | None =
     if replaced and warnings is not None:
         (_, kind, ns, name), kept_rv, other_rv = replaced[0]
         warnings.append(f"{len(replaced)} object(s) appear more than once in the input; each is read from its copy "
-                        f"with the highest metadata.resourceVersion (the first: {kind} {ns + '/' if ns else ''}{name}, "
-                        f"resourceVersion {kept_rv} kept over {other_rv})")
+                        "with the highest metadata.resourceVersion, a copy without one (a rendered manifest) last "
+                        f"(the first: {kind} {ns + '/' if ns else ''}{name}, resourceVersion {kept_rv} kept over "
+                        f"{other_rv or 'none'})")
     return out
 
 
