@@ -422,8 +422,11 @@ def summarize_pods(
             unschedulable_messages[message] = unschedulable_messages.get(message, 0) + 1
         block(category, reason, name, message, since, detail)
 
+    # a normal wait (an init container running, containers being created) never leads: the Pods behind it often
+    # wait for the others (PyTorch workers for their master, Ray workers for the head's GCS)
     blockers = tuple(sorted((g.freeze() for g in groups.values()),
-                            key=lambda b: (-b.count, _SEVERITY.get(b.category, 99), b.reason)))
+                            key=lambda b: (b.category == "ContainersNotStarting" and b.reason in BENIGN_WAITING_REASONS,
+                                           -b.count, _SEVERITY.get(b.category, 99), b.reason)))
     failure: SchedulingFailure | None = None
     if unschedulable_messages:
         top_message = min(unschedulable_messages, key=lambda msg: (-unschedulable_messages[msg], msg))
