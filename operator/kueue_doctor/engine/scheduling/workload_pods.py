@@ -29,9 +29,15 @@ CONTAINER_CAUSES = {str(c): c for c in (
     Cause.CREATE_CONTAINER_ERROR, Cause.CRASH_LOOP_BACKOFF, Cause.RUN_CONTAINER_ERROR, Cause.CONTAINER_CREATING,
     Cause.FAILED_MOUNT, Cause.FAILED_ATTACH_VOLUME, Cause.FAILED_MAP_VOLUME, Cause.FAILED_CREATE_POD_SANDBOX,
     Cause.FAILED_PREPARE_DYNAMIC_RESOURCES)}
+# the kubelet's other waiting reasons (pkg/kubelet/images/types.go, kuberuntime), told by the cause they refine;
+# the message keeps the kubelet's own word
+KUBELET_ALIASES = {"ErrImageNeverPull": Cause.ERR_IMAGE_PULL, "ImageInspectError": Cause.ERR_IMAGE_PULL,
+                   "RegistryUnavailable": Cause.ERR_IMAGE_PULL, "SignatureValidationFailed": Cause.ERR_IMAGE_PULL,
+                   "PreStartHookError": Cause.CREATE_CONTAINER_ERROR, "PostStartHookError": Cause.RUN_CONTAINER_ERROR}
 # kubelet start-up failures that are the node's or the platform's to fix, not the Job owner's
 NODE_SIDE_CAUSES = {Cause.FAILED_CREATE_POD_SANDBOX, Cause.FAILED_ATTACH_VOLUME, Cause.FAILED_MAP_VOLUME,
                     Cause.FAILED_PREPARE_DYNAMIC_RESOURCES}
+NODE_SIDE_REASONS = {"ImageInspectError"}  # the node's runtime cannot read an image it holds
 
 
 def timeout_note(ctx: Context) -> str:
@@ -385,10 +391,49 @@ def pods_terminating(ctx: Context) -> Finding | None:
     if found is None:
         return None
     view, blocker, evidence = found
+    since = blocker.since or admitted_since(ctx)
+    node = unhealthy_node(ctx, blocker.pod)
+    if node is not None and since is not None and ctx.now - since >= STUCK_TERMINATING:
+        # the kubelet that must confirm the deletion is gone: nothing finishes it (the Pod garbage collector
+        # force-deletes only on nodes tainted out-of-service), and the quota stays held
+        text = (f"{blocker.count} Pod(s) have been terminating since {format_time(since)} on node {node[0]}, which "
+                f"{node[1]}: no kubelet confirms the deletion, so it never finishes by itself and the Workload keeps "
+                "its quota. The cluster admin must recover the node, or taint it node.kubernetes.io/out-of-service "
+                "(NoExecute) so the Pods are force-deleted, or delete the Node object if it is gone.")
+        return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.TERMINATING, text, ActionBy.CLUSTER_ADMIN, since=since,
+                       evidence=evidence + _node_evidence(ctx, node[0]), pods=view.status,
+                       flavors=assigned_flavors(ctx), hints=[f"kubectl describe node {node[0]}"])
     text = f"{blocker.count} Pod(s) are terminating; Pods: {view.summary.describe()}."
     return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.TERMINATING, text, ActionBy.NOBODY,
-                   since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
-                   flavors=assigned_flavors(ctx))
+                   since=since, evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx))
+
+
+STUCK_TERMINATING = timedelta(minutes=10)  # past the default grace period and the taint manager's 300 s
+_NODE_DOWN_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+
+
+def unhealthy_node(ctx: Context, pod_name: str) -> tuple[str, str] | None:
+    """(node, what is wrong with it) for the node a Pod is bound to, when the input's Node says it is not
+    Ready or the node lifecycle controller tainted it unreachable/not-ready; None when healthy or not in the
+    input."""
+    pod = ctx.state.pods.get((ctx.ns, pod_name))
+    node_name = s(m(pod.get("spec")).get("nodeName")) if pod is not None else None
+    node = ctx.state.nodes.get(node_name) if node_name else None
+    if node is None or node_name is None:
+        return None
+    ready = next((m(c) for c in lst(m(node.get("status")).get("conditions")) if m(c).get("type") == "Ready"), None)
+    taints = [s(m(t).get("key")) for t in lst(m(node.get("spec")).get("taints"))]
+    down = [t for t in _NODE_DOWN_TAINTS if t in taints]
+    if (ready is None or s(ready.get("status")) == "True") and not down:
+        return None
+    said = (f"is not Ready (Ready={s(ready.get('status'))}"
+            + (f", {s(ready.get('reason'))}: {s(ready.get('message'))}" if s(ready.get("reason")) else "") + ")"
+            if ready is not None and s(ready.get("status")) != "True" else "is tainted")
+    return node_name, said + (f" and tainted {', '.join(down)}" if down else "")
+
+
+def _node_evidence(ctx: Context, node: str) -> list[dict[str, Any]]:
+    return [ctx.object_evidence("Node", node, "status.conditions[Ready]", reason="NotReady")]
 
 
 def _memory_limits(ctx: Context, pod_name: str) -> str:
@@ -403,7 +448,7 @@ def _memory_limits(ctx: Context, pod_name: str) -> str:
 def _container_cause(blocker: podlib.PodBlocker) -> Cause:
     if blocker.reason == "OOMKilled" or (blocker.category == "Failing" and blocker.detail.startswith("OOMKilled")):
         return Cause.OOM_KILLED  # killed at its memory limit, restarting (CrashLoopBackOff) or failed
-    found = CONTAINER_CAUSES.get(blocker.reason)
+    found = CONTAINER_CAUSES.get(blocker.reason) or KUBELET_ALIASES.get(blocker.reason)
     if found is not None:
         return found
     if blocker.reason == "NoContainerStatus":  # bound, the kubelet has not reported the containers yet
@@ -421,11 +466,21 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     evidence = _blocker_evidence(ctx, blocker)
     cause = _container_cause(blocker)
     since = blocker.since or admitted_since(ctx)
+    node = unhealthy_node(ctx, blocker.pod) if blocker.reason in ("NotReady", "Unknown") else None
+    if node is not None:  # the node lifecycle controller marked its Pods not ready: no probe of the Job's failed
+        text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods are not ready because "
+                f"their node {node[0]} {node[1]} (pod {blocker.pod}): the node lifecycle controller marked them not "
+                "ready; after their tolerationSeconds (300 s by default) the Pods are evicted and the Job controller "
+                "replaces them elsewhere. The cluster admin must look at the node." + timeout_note(ctx))
+        return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY, text, ActionBy.CLUSTER_ADMIN, since=since,
+                       evidence=evidence + _node_evidence(ctx, node[0]), pods=view.status,
+                       flavors=assigned_flavors(ctx), hints=[f"kubectl describe node {node[0]}"])
     fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
     silent_kubelet = blocker.reason == "NoContainerStatus"
     # a kubelet that never reports the Pod it was given is a node problem, not the owner's
     action = ActionBy.NOBODY if cause == Cause.CONTAINER_CREATING else \
-        ActionBy.CLUSTER_ADMIN if cause in NODE_SIDE_CAUSES else ActionBy.WORKLOAD_OWNER
+        ActionBy.CLUSTER_ADMIN if cause in NODE_SIDE_CAUSES or blocker.reason in NODE_SIDE_REASONS else \
+        ActionBy.WORKLOAD_OWNER
     if silent_kubelet and not fresh:
         action = ActionBy.CLUSTER_ADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
