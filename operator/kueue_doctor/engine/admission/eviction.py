@@ -264,18 +264,22 @@ _LOOPS: dict[str, tuple[str, str]] = {
 
 
 def evictions_for(ctx: Context, reason: str) -> tuple[int, str | None]:
-    """How often Kueue evicted the Workload for `reason`: the largest schedulingStats entry of that reason (one
-    per underlyingCause), and its underlyingCause. Without scheduling stats (older Kueue), requeueState.count
-    where Kueue counts this reason; it sums every requeued eviction, so the stats win when they exist."""
-    stats = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
-    most, underlying = 0, None
-    for ev in stats:
-        ev = m(ev)
-        if ev.get("reason") == reason and i(ev.get("count")) > most:
-            most, underlying = i(ev.get("count")), s(ev.get("underlyingCause"))
-    if not stats and reason in REQUEUE_STATE_REASONS:
-        most = i(m(ctx.status.get("requeueState")).get("count"))
-    return most, underlying
+    """How often Kueue evicted the Workload for `reason`: its schedulingStats entries summed (one per
+    underlyingCause: Kueue's requeueState and backoffLimitCount count every one of them), and the underlyingCause,
+    or "WaitForStart 2, WaitForRecovery 2" when there were several. Without scheduling stats (older Kueue),
+    requeueState.count where Kueue counts this reason."""
+    found = [(i(m(ev).get("count")), s(m(ev).get("underlyingCause")))
+             for ev in lst(m(ctx.status.get("schedulingStats")).get("evictions")) if m(ev).get("reason") == reason]
+    found = [(count, cause) for count, cause in found if count > 0]
+    if not found:
+        stats = lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+        return (i(m(ctx.status.get("requeueState")).get("count")) if not stats and reason in REQUEUE_STATE_REASONS
+                else 0), None
+    total = sum(count for count, _ in found)
+    if len(found) == 1:
+        return total, found[0][1]
+    found.sort(key=lambda f: (-f[0], f[1] or ""))
+    return total, ", ".join(f"{cause or 'no underlying cause'} {count}" for count, cause in found)
 
 
 def evictions_total(ctx: Context, reason: str) -> int:
@@ -315,6 +319,8 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
     fix = fix.replace("{ns}", ctx.ns)
     if evicted == "PodsReadyTimeout" and underlying == "WaitForRecovery":
         what = "a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
+    elif evicted == "PodsReadyTimeout" and underlying and "WaitForRecovery" in underlying:
+        what += ", or a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
     last = (ctx.cond_message("Evicted") or "")[:300]
     text = (f"Evicted {count} times for {evicted}" + (f" ({underlying})" if underlying else "") + f": {what}. "
             f"Last eviction at {format_time(ctx.cond_time('Evicted'))}" + (f" ({last})" if last else "") + ". ")
