@@ -426,11 +426,21 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                        if storage else ": create the claim or fix its name in the Job"),
                     name=", ".join(claims) or None, nodes=count, short=claims)
     why = failure.short()
+    action = ActionBy.CLUSTER_ADMIN
     if constraint == Constraint.NODE_STATE:
         why = (f"{count} node(s) the Pods could use are cordoned (spec.unschedulable: a drain?) or in an unknown "
                f"state ({why}): uncordon them or add nodes")
-    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", why,
-                name=reasons[0].text[:200], nodes=count)
+    elif any(r.text == POD_AFFINITY_UNMET for r in reasons):  # the Pods' own affinity: no node added changes it
+        why += (": the Pods' own required pod affinity (spec.affinity.podAffinity) finds no node running the Pods "
+                "they must join: start those, or relax the rule in the Job")
+        action = ActionBy.WORKLOAD_OWNER
+    return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count)
+
+
+# interpodaffinity (K pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): the incoming Pods' own
+# required affinity unmet. Their anti-affinity ("didn't match pod anti-affinity rules") wants more nodes or
+# domains, and "didn't satisfy existing pods anti-affinity rules" is other Pods' rules: both stay the platform's.
+POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
 
 
 def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
