@@ -33,6 +33,7 @@ from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.clear_parse_caches
 from .summary import (
     CATEGORIES,
+    CLAIM_NOT_CREATED,
     DEFAULT_SCHEDULING_GATED_MESSAGE,
     KUEUE_GATES,
     MESSAGE_LIMIT,
@@ -45,6 +46,7 @@ from .summary import (
 __all__ = [
     "BENIGN_WAITING_REASONS",
     "CATEGORIES",
+    "CLAIM_NOT_CREATED",
     "DEFAULT_SCHEDULING_GATED_MESSAGE",
     "KUEUE_GATES",
     "MESSAGE_LIMIT",

@@ -41,7 +41,10 @@ from .scheduler import NO_NODES_MESSAGE, SchedulingFailure, parse_scheduler_mess
 KUEUE_GATES = (f"{KUEUE_GROUP}/admission", f"{KUEUE_GROUP}/topology", f"{KUEUE_GROUP}/elastic-job")
 _KUEUE_PREFIX = f"{KUEUE_GROUP}/"
 # The Pod events the summary reads: start-up trouble, the scheduler's verdict, failing readiness probes.
-_EVENT_REASONS_KEPT = frozenset({*STARTUP_EVENT_REASONS, "FailedScheduling", "Unhealthy"})
+# the resourceclaim controller cannot make a Pod's claim from its ResourceClaimTemplate (K pkg/controller/
+# resourceclaim/controller.go): the Pod is never scheduled
+CLAIM_NOT_CREATED = "FailedResourceClaimCreation"
+_EVENT_REASONS_KEPT = frozenset({*STARTUP_EVENT_REASONS, "FailedScheduling", "Unhealthy", CLAIM_NOT_CREATED})
 
 # Categories of blocked Pods, most severe first (the order breaks ties between groups of equal size).
 #   Failing                containers crash / the Pod failed
@@ -249,6 +252,9 @@ def _unbound_blocker(spec: Mapping[str, Any], sched: Mapping[str, Any], created_
         else:
             key = _cut(message, 160) or "Unschedulable"
         return "Unschedulable", key, message, since, ""
+    claim = evs.get(CLAIM_NOT_CREATED)
+    if claim is not None:  # the scheduler does not try a Pod whose ResourceClaims do not exist yet
+        return "Pending", CLAIM_NOT_CREATED, claim.message, earliest(created_at, claim.first), ""
     scheduler = s(spec.get("schedulerName"))
     detail = f"schedulerName {scheduler}" if scheduler and scheduler != "default-scheduler" else ""
     return "Pending", "NoSchedulingAttempt", "", created_at, detail

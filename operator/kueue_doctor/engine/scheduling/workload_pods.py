@@ -379,6 +379,14 @@ def pods_not_scheduled(ctx: Context) -> Finding | None:
         return None
     view, blocker, evidence = found
     since = blocker.since or admitted_since(ctx)
+    if blocker.reason == podlib.CLAIM_NOT_CREATED:  # the Job names a ResourceClaimTemplate that cannot be used
+        text = (f"{blocker.count}/{view.expected} Pods wait for their ResourceClaims, which Kubernetes cannot create "
+                f"from the Job's ResourceClaimTemplate (pod {blocker.pod}: {blocker.message[:300]}); kube-scheduler "
+                "does not try a Pod before its claims exist. Create the template or fix its name in the Job."
+                + timeout_note(ctx))
+        return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.WORKLOAD_OWNER,
+                       since=since, evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx),
+                       hints=[f"kubectl get resourceclaimtemplates -n {ctx.ns}"])
     text = (f"{blocker.count}/{view.expected} Pods have not been looked at by a scheduler "
             f"since {format_time(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.CLUSTER_ADMIN, since=since,
@@ -496,6 +504,24 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
                 f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
                 + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
+    elif blocker.category == "Failing" and blocker.reason == "DeadlineExceeded":
+        text = (f"Admitted and started, but {blocker.count}/{view.summary.expected} Pods failed with DeadlineExceeded"
+                f"{msg} (pod {blocker.pod}): they ran longer than activeDeadlineSeconds (the Job's spec or its Pod "
+                "template's). Raise it, or make the work fit in it." + history_note(view.summary) + timeout_note(ctx))
+    elif blocker.category == "Failing" and blocker.reason.startswith("OutOf"):
+        # the kubelet's admission refused the Pod the scheduler placed (its view of the node was stale, or
+        # Pods the scheduler does not count hold the node): the node's, and the Job controller replaces them
+        action = ActionBy.CLUSTER_ADMIN
+        text = (f"Admitted and scheduled, but the kubelet rejected {blocker.count}/{view.summary.expected} Pods "
+                f"({blocker.reason}{msg}, pod {blocker.pod}): the node had less free than kube-scheduler counted "
+                "(Pods it does not see, such as static Pods, or a race). The Job controller replaces failed Pods; "
+                "if it repeats, the cluster admin must look at what runs on that node." + history_note(view.summary)
+                + timeout_note(ctx))
+    elif blocker.category == "Failing":
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
+        text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods failed: "
+                f"{blocker.reason}{detail}{msg} (pod {blocker.pod}): read their logs.{history_note(view.summary)}"
+                f"{timeout_note(ctx)}")
     else:
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
