@@ -103,7 +103,7 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 def facts(scenario: Mapping[str, Any]) -> dict[str, list[str]]:
     """What a scenario covers, per dimension, derived from its objects and its expectation (never declared)."""
     exp = scenario["expect"]
-    if exp["reason"] == "NoWorkload":
+    if exp["reason"] == "NoWorkload" or exp.get("cause") == "WorkloadNotInInput":  # named after the owner
         owner = _owner_without_workload(scenario)
         api = str(owner.get("apiVersion", ""))
         return {"stage": [exp["stage"]], "reason": [exp["reason"]], "cause": [exp["cause"]],
@@ -444,6 +444,8 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                             "in status.message; meanwhile read `kubectl describe workload <wl> -n <ns>`."},
         "UnrecognizedMessage": {"who": NB, "do": "Read Kueue's message quoted in status.message; please report it "
                                 "so kueue-doctor learns it."},
+        "WorkloadNotInInput": {"who": NB, "do": "Add the namespace's Workloads to the dump: `kubectl get workloads "
+                               "-n <ns> -o yaml`; only `explain -f` on a dump gives this."},
     },
 }
 

@@ -177,6 +177,9 @@ class ClusterState:
     pending_summaries: list[Mapping[str, Any]] = field(default_factory=list)
     # kinds whose list is complete: absence of an object of that kind means it does not exist
     complete_kinds: set[str] = field(default_factory=set)
+    # a dump's complete kinds are guessed from what it holds (`from_objects`); listed ones are known (the operator,
+    # `explain` on a live cluster): a dump may have left objects of a kind out that other objects name
+    dump: bool = False
     ignored: int = 0
     # counts Node upserts and removals: Nodes are not Kueue objects and do not rebuild the index, so a
     # Derived fact read from them keeps the count it was computed at
@@ -208,6 +211,7 @@ class ClusterState:
             for obj in objects:
                 state.upsert(obj)
         if complete_kinds is None:
+            state.dump = True
             # A dump is taken to list every object of each kind it contains at all.
             seen = {k for k, coll in state._collections().items() if coll}
             if seen & {"LocalQueue", "ClusterQueue"}:
@@ -610,6 +614,13 @@ class ClusterState:
         """((namespace, group), its Pods) for every Pod group with the queue label, in order."""
         for group in sorted(self._groups):
             yield group, self.pod_group(group)
+
+    def named_workloads(self) -> Iterator[tuple[str, str, str]]:
+        """(namespace, Workload, a Pod naming it) for every Workload a Pod names by Kueue's annotation (a Pod
+        group's name is not one: an incomplete group has no Workload yet)."""
+        for ref, pod_keys in self._pods_by_ref.items():
+            if ref[0] == "wl" and (ref[1], ref[2]) not in self._groups and pod_keys:
+                yield ref[1], ref[2], next(iter(pod_keys))[1]
 
     def pod_group(self, group: Key) -> list[Mapping[str, Any]]:
         """The queued Pods of the Pod group (namespace, group name), in order."""

@@ -153,6 +153,7 @@ class Cause(StrEnum):
     DIAGNOSIS_FAILED = "DiagnosisFailed"
     DYNAMIC_RESOURCES_UNSUPPORTED = "DynamicResourcesUnsupported"
     UNRECOGNIZED_MESSAGE = "UnrecognizedMessage"
+    WORKLOAD_NOT_IN_INPUT = "WorkloadNotInInput"
     INTEGRATION_NOT_ENABLED = "IntegrationNotEnabled"
     NAMESPACE_NOT_MANAGED = "NamespaceNotManaged"
     WORKLOAD_PRIORITY_CLASS_NOT_FOUND = "WorkloadPriorityClassNotFound"
@@ -470,6 +471,9 @@ CAUSES: dict[Cause, CauseInfo] = {
         "The Pods use Dynamic Resource Allocation claims Kueue is not set up to admit."),
     Cause.UNRECOGNIZED_MESSAGE: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
         "Kueue wrote a message kueue-doctor does not know; it is quoted in status.message."),
+    Cause.WORKLOAD_NOT_IN_INPUT: CauseInfo((Reason.UNKNOWN,), ActionBy.NOBODY,
+        "The owner's Pods show Kueue admitted a Workload the input (a dump) does not include: add the Workloads to "
+        "the dump to diagnose it."),
     Cause.INTEGRATION_NOT_ENABLED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
         "The owner's kind is not in Kueue's integrations.frameworks, so Kueue ignores it (and an unsuspended "
         "owner runs outside any quota)."),

@@ -132,7 +132,7 @@ def test_scenarios_are_well_formed() -> None:
         assert exp["actionBy"] in ACTIONS, s["name"]
         assert "/" in exp["workload"], s["name"]
         named = {gen.key_of(o) for o in s["objects"] if o.get("kind") == "Workload"}
-        if exp["reason"] == "NoWorkload":  # the diagnosis of an owner is named as Kueue names its Workload
+        if exp["reason"] == "NoWorkload" or exp["cause"] == "WorkloadNotInInput":  # named as Kueue names its Workload
             named = {f"{o['metadata']['namespace']}/{expected_workload_name(o)}" for o in s["objects"]
                      if o.get("kind") != "Workload" and o.get("metadata", {}).get("namespace")}
         assert exp["workload"] in named, f"{s['name']}: {exp['workload']} is not among the objects"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..kube.kueue_names import POD_GROUP_KEY, PREBUILT_LABEL, expected_workload_name, identifier
+from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL, PREBUILT_LABEL, expected_workload_name, identifier
 from ..kube.objects import (
     KUEUE_GROUP,
     controller_ref,
@@ -34,7 +34,7 @@ from ..kube.objects import (
     uid,
 )
 from ..kube.selectors import label_selector_matches
-from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, ClusterState
+from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .pods.events import event_message
@@ -209,6 +209,55 @@ def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = G
 
 
 # ----- the rules: why Kueue made no Workload -----
+
+def _admitted_mark(pod: Mapping[str, Any]) -> str | None:
+    """What Kueue writes only on the Pods of a Workload it admitted: its name (annotation), or the podset label."""
+    said = s(m(meta(pod).get("annotations")).get(WORKLOAD_ANNOTATION))
+    if said:
+        return f"annotation {WORKLOAD_ANNOTATION}={said}"
+    return f"label {PODSET_LABEL}" if PODSET_LABEL in labels(pod) else None
+
+
+def _left_out(state: ClusterState) -> dict[str, tuple[str, str]]:
+    """Namespaces whose Pods name a Workload the input lacks: namespace -> (Pod, Workload), the first found."""
+    out: dict[str, tuple[str, str]] = {}
+    for ns, wl_name, pod_name in state.named_workloads():
+        if ns not in out and (ns, wl_name) not in state.workloads:
+            out[ns] = (pod_name, wl_name)
+    return out
+
+
+WORKLOAD_NAMESPACES: Derived[frozenset[str]] = Derived("namespaces with Workloads in the input",
+                                                        lambda state: frozenset(ns for ns, _ in state.workloads))
+LEFT_OUT: Derived[dict[str, tuple[str, str]]] = Derived("namespaces whose Workloads the input left out", _left_out)
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.UNKNOWN, Cause.WORKLOAD_NOT_IN_INPUT)])
+def workload_not_in_input(ctx: Context) -> Finding | None:
+    """Asked first: a dump with no Workload in the owner's namespace, where the owner's Pods carry what Kueue
+    writes on an admitted Workload's Pods, or other Pods there name Workloads: the dump left them out, so no
+    NoWorkload claim. Only for a dump: a listed cluster holds every Workload (a missing one is being recreated)."""
+    if not ctx.state.dump or ctx.ns in ctx.state.derived(WORKLOAD_NAMESPACES):
+        return None  # a namespace with Workloads in the dump: a missing one was deleted, not left out
+    owner = (f"{s(ctx.owner_ref.get('kind'))} {ctx.ns}/{s(ctx.owner_ref.get('name'))}" if ctx.owner_ref
+             else f"{ctx.ns}/{ctx.name}")
+    mine = next(((pod, mark) for pod in ctx.pods if (mark := _admitted_mark(pod)) is not None), None)
+    if mine is not None:
+        pod, mark = mine
+        why = (f"its Pod {name(pod)} carries {mark}, which Kueue sets only on the Pods of a Workload it admitted: "
+               "the dump left the Workload out")
+    else:
+        other = ctx.state.derived(LEFT_OUT).get(ctx.ns)
+        if other is None:
+            return None
+        why = (f"Pod {other[0]} in the same namespace names Workload {other[1]}, which the input lacks too: the dump "
+               "left this namespace's Workloads out")
+    text = (f"The input has no Workload for {owner}, but {why}. Add them (kubectl get workloads -n {ctx.ns} -o yaml) "
+            "to diagnose it.")
+    evidence = [ctx.object_evidence("Pod", name(mine[0]), "metadata", reason=mine[1], ns=ctx.ns)] if mine else []
+    return Finding(Reason.UNKNOWN, Cause.WORKLOAD_NOT_IN_INPUT, text, since=ctx.created, evidence=evidence,
+                   hints=[f"kubectl get workloads -n {ctx.ns} -o yaml"])
+
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.POD_GROUP_INCOMPLETE)])
 def pod_group_incomplete(ctx: Context) -> Finding | None:

@@ -13,8 +13,10 @@ from .rules import Phase, Rule
 from .scheduling import dispatch, ghost, workload_pods
 
 ORDER: tuple[Rule, ...] = (
-    # no-workload: an incomplete Pod group first (its stand-in has no owner object: the rules below read it), then
-    # Kueue's Configuration (it explains everything), then what the owner names, Kueue's words
+    # no-workload: a Workload the dump left out (Pods show it admitted), an incomplete Pod group (its stand-in has
+    # no owner object: the rules below read it), Kueue's Configuration (it explains everything), then what the
+    # owner names, Kueue's words
+    no_workload.workload_not_in_input,
     no_workload.pod_group_incomplete,
     no_workload.integration_not_enabled,
     no_workload.namespace_not_managed,
