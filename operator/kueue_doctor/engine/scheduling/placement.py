@@ -329,6 +329,17 @@ def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
     return dict(m(spec(rf).get("nodeLabels"))) if rf else {}
 
 
+def _injected(ctx: Context, pc: PodConstraints) -> dict[str, Any]:
+    """Without the ResourceFlavor in the input: the Pods' selector keys their Workload's pod templates lack,
+    which Kueue added at admission (the flavor's nodeLabels, a check's podSetUpdates), not the owner."""
+    template: dict[str, Any] = {}
+    for ps in lst(spec(ctx.wl).get("podSets")):
+        template.update(m(m(m(m(ps).get("template")).get("spec")).get("nodeSelector")))
+    if not lst(spec(ctx.wl).get("podSets")):
+        return {}
+    return {k: v for k, v in pc.node_selector.items() if k not in template}
+
+
 def _claims(pod: Mapping[str, Any] | None) -> list[str]:
     out = []
     for v in lst(spec(pod or {}).get("volumes")):
@@ -379,7 +390,8 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
             constraint = Constraint.TAINT
     if constraint == Constraint.NODE_SELECTOR:
         selector = pc.selector_text() if pc is not None else ""
-        flavor_sel = _flavor_labels(ctx, flavor)
+        flavor_sel = _injected(ctx, pc) if flavor and flavor not in ctx.state.flavors and pc is not None else \
+            _flavor_labels(ctx, flavor)
         # the Pods' own constraints beyond the flavor's nodeLabels (Kueue injects those into the selector)
         own = pc is not None and (bool(pc.terms) or any(k not in flavor_sel or str(flavor_sel[k]) != str(v)
                                                        for k, v in pc.node_selector.items()))
