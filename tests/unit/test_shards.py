@@ -207,14 +207,23 @@ def _as_a_shard_keeps(objects: list[dict[str, Any]], key: Key, complete: set[str
                       ) -> ClusterState:
     """The state of the shard owning `key`'s namespace, built as the operator builds it (Shard.keeps, Shard.slim;
     Kueue's ConfigMap and Deployment are read by every shard), and stricter: the other Workloads of its own
-    namespace are projected too, so every Workload but `key` is read through its projection."""
+    namespace are projected too, so every Workload but `key` (and the Workload slice it replaces, in its own
+    namespace by construction) is read through its projection."""
     shard = _shard_owning_only(key[0], {o["metadata"].get("namespace") or "" for o in objects} - {""})
     state = ClusterState.packed()
+    whole = {key}
+    for obj in objects:
+        md = obj["metadata"]
+        if obj.get("kind") == "Workload" and (md.get("namespace"), md.get("name")) == key:
+            replaced = (md.get("annotations") or {}).get("kueue.x-k8s.io/workload-slice-replacement-for", "")
+            ns, _, replaced_name = replaced.partition("/")
+            if replaced_name:
+                whole.add((ns, replaced_name))
     for obj in objects:
         md, kind = obj["metadata"], obj.get("kind")
         if md.get("namespace") == "kueue-system" and kind in ("ConfigMap", "Deployment"):
             state.upsert(slim(obj))  # live/kueue_install.py reads them for every shard
-        elif kind == "Workload" and (md.get("namespace"), md.get("name")) != key:
+        elif kind == "Workload" and (md.get("namespace"), md.get("name")) not in whole:
             state.upsert(foreign_workload(obj))
         elif shard.keeps(obj):
             state.upsert(shard.slim(obj))

@@ -437,6 +437,9 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                        blocker=flavor_blocker("Quota", f, res, requested=f.requested, available=f.maximum,
                                               source="Kueue"))
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    replaced = replaced_slice(ctx, flavor, res) if f.resource and f.flavor else None
+    if replaced is not None:
+        return _scale_up(ctx, failures, f, line, fq, replaced)
     held_by = None  # a parent Cohort whose borrowingLimit holds it back while quota is unused above it
     if fq is not None and fq.borrowing_limit is not None and ctx.cohort:
         used = parse(line.get("used")) or Decimal(0)
@@ -473,6 +476,61 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                     flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
+
+
+SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"  # Kueue's elastic Jobs (workload slices)
+
+
+def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal] | None:
+    """(name, what it holds of `res` in `flavor`) of the admitted Workload slice this one replaces (an elastic
+    Job scaled up: Kueue asks only for the difference, and the old slice keeps its quota until this one is
+    admitted); None when this is no replacement slice or the old one is not in the input."""
+    ref = s(m(m(ctx.wl.get("metadata")).get("annotations")).get(SLICE_REPLACEMENT_FOR))
+    if not ref:
+        return None
+    ns, _, old_name = ref.rpartition("/")
+    old = ctx.state.workloads.get((ns or ctx.ns, old_name))
+    if old is None:
+        return None
+    held = Decimal(0)
+    for psa in lst(m(m(old.get("status")).get("admission")).get("podSetAssignments")):
+        if m(m(psa).get("flavors")).get(res) == flavor:
+            held += parse(m(m(psa).get("resourceUsage")).get(res)) or Decimal(0)
+    return old_name, held
+
+
+def _scale_up(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure, line: dict[str, Any],
+              fq: quota.FlavorQuota | None, replaced: tuple[str, Decimal]) -> Finding:
+    """A replacement slice waits: Kueue compared only the added part with the unused quota. Without a cohort the
+    whole scaled-up size must fit the nominal quota; beyond it, it is never admitted while the Job runs (the old
+    slice, its only way to free quota, ends with it)."""
+    res, flavor = f.resource or "?", f.flavor or "?"
+    old_name, held = replaced
+    total = parse(line.get("requested"))
+    missing = parse(f.missing) or Decimal(0)
+    nominal = fq.nominal if fq is not None else None
+    lines = _lines(ctx, failures)
+    added = total - held if total is not None else None
+    unused = added - missing if added is not None and added >= missing else None
+    head = (f"An elastic Job scaled up: this Workload slice replaces {old_name}, which holds {quota.fmt(res, held)} "
+            f"{res} in flavor {flavor} and keeps it until this one is admitted; Kueue asks only for the "
+            f"{quota.fmt(res, added) if added is not None else '?'} added")
+    if total is not None and nominal is not None and not ctx.cohort and total > nominal:
+        text = (f"{head}, but the whole {quota.fmt(res, total)} {res} can never fit {ctx.cq_text}'s nominal "
+                f"{quota.fmt(res, nominal)} (no cohort): it is never admitted while the Job runs. Scale the Job back "
+                f"to at most {quota.fmt(res, nominal)} {res}, or raise the ClusterQueue's nominalQuota.")
+        return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.EXCEEDS_NOMINAL_QUOTA, text, ctx, ActionBy.WORKLOAD_OWNER,
+                       quota=lines, flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
+                       blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"),
+                                              available=quota.fmt(res, nominal), source="Objects"))
+    text = (f"{head}: {f.missing or '?'} more {res} than {ctx.cq_text} has unused now"
+            + (f" ({quota.fmt(res, unused)} unused)" if unused is not None else "")
+            + ". It is admitted when other Workloads release quota; the old slice's Pods keep running meanwhile.")
+    return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.NOBODY,
+                   quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
+                   blocker=flavor_blocker("Quota", f, res, requested=quota.fmt(res, added) if added is not None
+                                          else None, available=quota.fmt(res, unused) if unused is not None else None,
+                                          source="Kueue"))
 
 
 def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> str:
