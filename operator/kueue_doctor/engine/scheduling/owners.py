@@ -94,19 +94,26 @@ def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
 
 
 def expected_pods(ctx: Context) -> int:
-    total = 0
-    assignments = lst(m(ctx.status.get("admission")).get("podSetAssignments"))
+    """The Pods the admission stands for now, as Kueue counts them (workload.totalRequestsFromAdmission): per pod
+    set the admitted count, capped by the spec's count less its reclaimable Pods (an elastic Job scaled down
+    keeps its admission count)."""
     counts: dict[str, int] = {}
     for ps in lst(ctx.spec.get("podSets")):
         counts[s(m(ps).get("name")) or "main"] = i(m(ps).get("count"), 1)
-    if assignments:
-        for psa in assignments:
-            psa = m(psa)
-            total += i(psa.get("count"), counts.get(s(psa.get("name")) or "main", 1))
-    else:
-        total = sum(counts.values())
-    reclaimable = sum(i(m(r).get("count")) for r in lst(ctx.status.get("reclaimablePods")))
-    return max(total - reclaimable, 0)
+    reclaimable: dict[str, int] = {}
+    for r in lst(ctx.status.get("reclaimablePods")):
+        name_ = s(m(r).get("name")) or "main"
+        reclaimable[name_] = reclaimable.get(name_, 0) + i(m(r).get("count"))
+    assignments = lst(m(ctx.status.get("admission")).get("podSetAssignments"))
+    if not assignments:
+        return max(sum(counts.values()) - sum(reclaimable.values()), 0)
+    total = 0
+    for psa in assignments:
+        ps_name = s(m(psa).get("name")) or "main"
+        admitted = i(m(psa).get("count"), counts.get(ps_name, 1))
+        now = counts.get(ps_name, admitted) - reclaimable.get(ps_name, 0)
+        total += max(min(admitted, now), 0)
+    return total
 
 
 def assigned_flavors(ctx: Context) -> list[str]:
