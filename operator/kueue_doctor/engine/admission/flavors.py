@@ -205,7 +205,8 @@ def _decisive_severity(ctx: Context, failures: list[FlavorFailure],
 
 @handles(Template.FLAVOR_ASSIGNMENT, emits=VERDICTS)
 def classify(ctx: Context, p: ParsedMessage) -> Finding:
-    failures = list(p.failures)
+    failures = [_legacy_borrowing_limit(ctx, f) if f.text.startswith(LEGACY_BORROWING_LIMIT) else f
+                for f in p.failures]
     granular = ctx.cond_reason("QuotaReserved")
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
@@ -231,6 +232,27 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
         return found
     text = f"Kueue could not fit it and wrote: {ctx.cond_message('QuotaReserved')[:600]}"
     return finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)
+
+
+LEGACY_BORROWING_LIMIT = "borrowing limit for "
+
+
+def _legacy_borrowing_limit(ctx: Context, f: FlavorFailure) -> FlavorFailure:
+    """Kueue <= 0.9's "borrowing limit for R in flavor F exceeded" says usage plus the request passed nominal +
+    borrowingLimit (fitsResourceQuota): over the maximum only when the request alone is; else it waits for the
+    queue's running Workloads, and the shortfall is computed here."""
+    res, flavor = f.resource or "", f.flavor or ""
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+    req = _requested(ctx, f.podset, res)
+    if fq is None or fq.borrowing_limit is None or req is None:
+        return f
+    cap = (fq.nominal or Decimal(0)) + fq.borrowing_limit
+    if req > cap:
+        return f._replace(requested=quota.fmt(res, req), maximum=quota.fmt(res, cap))
+    used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
+    short = used + req - cap if used is not None else None
+    return f._replace(kind=FailureKind.INSUFFICIENT_UNUSED_QUOTA,
+                      missing=quota.fmt(res, short) if short is not None and short > 0 else None)
 
 
 def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
