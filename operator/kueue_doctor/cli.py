@@ -330,7 +330,10 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
                   if nm == target.name and (namespace is None or ns == namespace)
                   and target.kind in (None, kind)]
         why = [unmanaged_reason(state, o, now, grace) for o in owners]
-        text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads))
+        elsewhere = sorted({ns for (ns, kind, nm) in state.owners if nm == target.name and target.kind in (None, kind)})
+        listed = sum(1 for (_, kind, _) in state.owners if kind == target.kind)
+        text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads), elsewhere, listed,
+                                                                 live=not args.filename)
         if from_context:
             text += f" (namespace {namespace} is the kubeconfig context's; -A looks in every namespace)"
         err.write(text + "\n")
@@ -407,7 +410,10 @@ class Target:
         return any(s(ref.get("name")) == self.name and (kind is None or (s(ref.get("kind")) or "").lower() == kind)
                    for ref in owner_refs(workload))
 
-    def not_found(self, namespace: str | None, read: int) -> str:
+    def not_found(self, namespace: str | None, read: int, elsewhere: Sequence[str] = (), listed: int = 0,
+                  live: bool = False) -> str:
+        """Neither the Workload nor the owner named is in the input: a name or namespace typo, or a dump without
+        that kind. (An owner that is in the input but has no Workload is explained by no_workload.py instead.)"""
         where = f" in namespace {namespace}" if namespace else ""
         if self.kind in (None, "Workload"):
             owned = "" if self.kind else " and none owned by an object of that name"
@@ -415,10 +421,15 @@ class Target:
                     "Workload names look like job-<job name>-<hash>; name the owner as KIND/NAME (job/trainer), "
                     "or list them: kubectl get workloads -A")
         ns = f" -n {namespace}" if namespace else ""
-        return (f"kueue-doctor: no Workload of {self.kind} {self.name}{where} in the input ({read} Workloads read). "
-                f"Kueue has not made one: check that the {self.kind} carries the label kueue.x-k8s.io/queue-name "
-                f"(kubectl get {self.kind.lower()} {self.name}{ns} --show-labels), that Kueue's integrations include "
-                f"its kind, and Kueue's events on it (kubectl describe {self.kind.lower()} {self.name}{ns}).")
+        head = f"kueue-doctor: no {self.kind} named {self.name}{where}"
+        if elsewhere:
+            return (f"{head}; the input has {self.kind} {self.name} in namespace {', '.join(elsewhere[:5])}: "
+                    f"add -n {elsewhere[0]} (or -A).")
+        if live or listed:
+            return (f"{head} {'in the cluster' if live else f'in the input ({listed} {self.kind}s read)'}, and no "
+                    f"Workload of it: check the name (kubectl get {self.kind.lower()}s{ns or ' -A'}).")
+        return (f"{head} and no Workload of it in the input ({read} Workloads read, no {self.kind}s): check the name, "
+                f"and add the {self.kind}s to the dump (kubectl get {self.kind.lower()}s -A -o yaml).")
 
 
 def write(diagnoses: list[dict[str, Any]], output: str, now: datetime, out: IO[str]) -> None:

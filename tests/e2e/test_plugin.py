@@ -178,7 +178,7 @@ def test_kubectl_kueue_doctor_explains_a_real_job_with_kubectls_global_flags(
     assert verdict(out.stdout) == expected
     other = plugin.kubectl("kueue-doctor", "explain", "job/trainer", "-n", "default", "--kubeconfig",
                            str(k["admin"]), check=False)
-    assert other.returncode == 1 and "no Workload of Job trainer in namespace default" in other.stderr
+    assert other.returncode == 1 and "no Job named trainer in namespace default in the cluster" in other.stderr
 
 
 def test_kubectl_kueue_doctor_describe_reads_top_to_bottom_on_the_real_cluster(

@@ -245,10 +245,17 @@ def test_the_job_the_user_names_finds_its_workload() -> None:
         assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"], target
 
 
-def test_an_owner_without_a_workload_says_what_to_check_and_exits_1() -> None:
+def test_an_owner_not_in_the_input_says_what_to_check_and_exits_1() -> None:
+    """Neither the owner nor a Workload of it in the input: a typo, another namespace, or a dump without that
+    kind; never "Kueue has not made one" (an owner in the input without a Workload is explained by its rules)."""
     code, out, err = run("explain", "-f", "-", "-n", "team-a", "rayjob/trainer", stdin=_trainer_dump())
     assert code == 1 and out == ""
-    assert "no Workload of RayJob trainer in namespace team-a" in err and "kueue.x-k8s.io/queue-name" in err
+    assert "no RayJob named trainer in namespace team-a and no Workload of it in the input" in err, err
+    assert "add the RayJobs to the dump (kubectl get rayjobs -A -o yaml)" in err, err
+    code, _, err = run("explain", "-f", "-", "-n", "team-a", "job/trainr", stdin=_trainer_dump())
+    assert code == 1 and "no Job named trainr in namespace team-a in the input (1 Jobs read)" in err, err
+    code, _, err = run("explain", "-f", "-", "-n", "team-b", "job/trainer", stdin=_trainer_dump())
+    assert code == 1 and "the input has Job trainer in namespace team-a: add -n team-a (or -A)" in err, err
     code, _, err = run("explain", "-f", "-", "workload/trainer", stdin=_trainer_dump())
     assert code == 1 and "no Workload named trainer" in err
 

@@ -124,7 +124,7 @@ def test_describe_names_what_it_could_not_read_and_a_missing_target_exits_1() ->
     assert code == 0 and "Events:\n  <not read: the input has no Events" in out
     assert "Pending Limit:\n  <none>" in out
     code, out, err = run("describe", "-f", str(EXAMPLE), "job/nope")
-    assert code == 1 and out == "" and "no Workload of Job nope" in err
+    assert code == 1 and out == "" and "no Job named nope" in err
 
 
 def test_the_krew_manifest_names_this_checkouts_archive_and_version() -> None:
