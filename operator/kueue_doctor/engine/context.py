@@ -115,7 +115,7 @@ class Context:
         """How messages name the ClusterQueue, also when the input lacks the LocalQueue that names it."""
         if self.cq_name:
             return f"ClusterQueue {self.cq_name}"
-        return f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (not in the input)"
+        return f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (the LocalQueue is not in the input)"
 
     @cached_property
     def owner(self) -> Mapping[str, Any] | None:

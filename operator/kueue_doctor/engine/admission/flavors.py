@@ -366,7 +366,8 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     nominal = quota.fmt(res, fq.nominal) if fq else None
     if ctx.cq is None:
         cause = Cause.EXCEEDS_MAXIMUM_CAPACITY
-        limits = "the ClusterQueue object is not in the input"
+        limits = ("its quota cannot be read: the ClusterQueue object is not in the input" if ctx.cq_name else
+                  "Kueue's figure; add the LocalQueues to the dump for the queue's own numbers")
         fix = "raise the ClusterQueue's quota or lower the request"
     elif not ctx.cohort:
         cause = Cause.EXCEEDS_NOMINAL_QUOTA
