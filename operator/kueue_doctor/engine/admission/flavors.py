@@ -484,7 +484,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
-            + " To go faster, add quota or lower the request.")
+            + _no_preemption(ctx) + " To go faster, add quota or lower the request.")
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
@@ -499,6 +499,40 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                     flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
+
+
+def _holder_priorities(state: Any) -> dict[str, list[int]]:
+    """ClusterQueue -> the priorities of its Workloads holding quota, sorted."""
+    out: dict[str, list[int]] = {}
+    idx = state.index
+    for cq, keys in idx.workloads_by_cq.items():
+        prios = []
+        for key in keys:
+            if idx.holds_quota(key):
+                p = m(state.workloads[key].get("spec")).get("priority") if key in state.workloads else None
+                prios.append(p if isinstance(p, int) and not isinstance(p, bool) else 0)
+        out[cq] = sorted(prios)
+    return out
+
+
+HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the quota holders per ClusterQueue",
+                                                           _holder_priorities)
+_PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
+
+
+def _no_preemption(ctx: Context) -> str:
+    """Why Kueue does not preempt inside the queue for it, when its policy would and none of the holders is of
+    lower priority (the user's first question: "preemption is on, why does it wait?")."""
+    policy = s(m(spec(ctx.cq or {}).get("preemption")).get("withinClusterQueue"))
+    if policy not in _PREEMPTING or not ctx.cq_name:
+        return ""
+    holders = ctx.state.derived(HOLDER_PRIORITIES).get(ctx.cq_name) or []
+    if not holders or holders[0] < ctx.priority:
+        return ""
+    span = str(holders[0]) if holders[0] == holders[-1] else f"{holders[0]} to {holders[-1]}"
+    return (f" Kueue does not preempt for it: withinClusterQueue {policy} takes quota only from {_PREEMPTING[policy]}"
+            f" priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have priority {span}, "
+            f"against its {ctx.priority}.")
 
 
 SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"  # Kueue's elastic Jobs (workload slices)
