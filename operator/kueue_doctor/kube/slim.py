@@ -124,6 +124,9 @@ _FOREIGN_SPEC = ("active", "priority", "queueName")
 _FOREIGN_CONDITION = ("type", "status", "reason", "lastTransitionTime")
 _FOREIGN_MESSAGE = 64  # characters of a condition's message kept, the Evicted one's whole
 _WHOLE_MESSAGE = frozenset({"Evicted"})
+# a head waiting for unused quota ("N more needed") sets cohort quota aside for the other queues' verdicts
+# (engine/admission/kueue_message.reserving_heads): its cut QuotaReserved message keeps that mark
+MORE_NEEDED = "more needed"
 
 
 def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,7 +149,12 @@ def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept = {k: cond[k] for k in _FOREIGN_CONDITION if k in cond}
         message = cond.get("message")
         if isinstance(message, str) and message:
-            kept["message"] = message if cond.get("type") in _WHOLE_MESSAGE else message[:_FOREIGN_MESSAGE]
+            ctype = cond.get("type")
+            if ctype in _WHOLE_MESSAGE or len(message) <= _FOREIGN_MESSAGE:
+                kept["message"] = message
+            else:
+                kept["message"] = message[:_FOREIGN_MESSAGE] + (
+                    f"... {MORE_NEEDED}" if ctype == "QuotaReserved" and MORE_NEEDED in message else "")
         conds.append(kept)
     if conds:
         status["conditions"] = conds

@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...kube.objects import conditions, is_true, m, name, s
+from ...kube.slim import MORE_NEEDED
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..messages import ParsedMessage, Template
+from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
-from ..scheduling.owners import owner_rejected
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .handlers import HANDLERS, MessageHandler, finding, handles
+from .order import pending_in
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
 
 
@@ -147,9 +149,44 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
 
 @handles(Template.NO_LONGER_FITS, emits=pairs(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA))
 def _no_longer_fits(ctx: Context, p: ParsedMessage) -> Finding:
+    heads = reserving_heads(ctx)
+    if heads:
+        who = "; ".join(f"ClusterQueue {cq}'s head {ns}/{nm} (reclaimWithinCohort {policy})" for cq, ns, nm, policy
+                        in heads[:3])
+        text = (f"Kueue sets quota of cohort {ctx.cohort} aside in every scheduling cycle for the head of another "
+                f"ClusterQueue that needs preemption and finds no Workload it may preempt: {who}. So the quota this "
+                f"Workload needs in {ctx.cq_text} is not handed out until that head is admitted. The cluster admin "
+                "can set preemption.reclaimWithinCohort: Any on that ClusterQueue (Kueue then preempts for it instead "
+                "of setting quota aside), or give it quota of its own.")
+        return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.CLUSTER_ADMIN,
+                       hints=[f"kubectl describe clusterqueue {heads[0][0]}"])
     text = (f"Another Workload of the cohort took the quota in the same scheduling cycle; it waits for quota in "
             f"{ctx.cq_text}.")
     return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx)
+
+
+def reserving_heads(ctx: Context) -> list[tuple[str, str, str, str]]:
+    """(ClusterQueue, namespace, name, its reclaimWithinCohort) of the heads of the cohort's other queues that
+    wait for unused quota ("N more needed"): Kueue finds no preemption candidate for such a head and, unless its
+    queue may always reclaim (reclaimWithinCohort Any), adds its request to the cohort's usage for the rest of
+    the cycle (scheduler.go reserveCapacityForUnreclaimablePreempt): the Workloads after it "no longer fit"."""
+    if not ctx.cohort:
+        return []
+    out = []
+    for cq_name in ctx.state.index.cqs_by_cohort.get(ctx.cohort, ()):
+        cq = ctx.state.cluster_queues.get(cq_name)
+        policy = s(m(m(cq.get("spec")).get("preemption")).get("reclaimWithinCohort")) if cq else None
+        if cq_name == ctx.cq_name or cq is None or (policy or "Never") == "Any":
+            continue
+        pending = pending_in(ctx, cq_name)
+        if not pending:
+            continue
+        _, ns, nm = pending[0]
+        head = ctx.state.workloads.get((ns, nm))
+        said = m(conditions(head).get("QuotaReserved")) if head is not None else None
+        if said is not None and s(said.get("status")) == "False" and MORE_NEEDED in (s(said.get("message")) or ""):
+            out.append((cq_name, ns, nm, policy or "Never"))
+    return out
 
 
 @handles(Template.OVERLAPPING_PREEMPTION_TARGETS, Template.OVERLAPPING_PREEMPTION_WILL_FIT,

@@ -69,7 +69,7 @@ class _Heads:
 STRICT_FIFO_HEADS: Derived[_Heads] = Derived("StrictFIFO queue heads", lambda _: _Heads())
 
 
-def _pending_in(ctx: Context, cq_name: str) -> list[tuple[Order, str, str]]:
+def pending_in(ctx: Context, cq_name: str) -> list[tuple[Order, str, str]]:
     """The ClusterQueue's pending Workloads in Kueue's order; sorted once per ClusterQueue, index and clock."""
     heads = ctx.state.derived(STRICT_FIFO_HEADS)
     if heads.now != ctx.now:  # back-off ends with time: the order is per clock, not only per index
@@ -100,7 +100,7 @@ def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     """The pending Workload ahead of this one in a StrictFIFO ClusterQueue, if it is stuck there."""
     if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
         return None
-    entries = _pending_in(ctx, ctx.cq_name or "")
+    entries = pending_in(ctx, ctx.cq_name or "")
     if not entries:
         return None
     order, hns, hname = entries[0]

@@ -81,18 +81,6 @@ def suspend_writer(owner: Mapping[str, Any]) -> FieldWriter | None:
     return latest
 
 
-def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
-    """The owner's controller refused it and will make nothing: a RayJob KubeRay marked ValidationFailed (a name
-    over 47 characters, a bad spec). Its status.message, or a stand-in; None otherwise. Kueue 0.19.1+ then holds
-    its Workload (OnHold) and releases the quota; 0.19.0 left it admitted."""
-    if owner is None or s(owner.get("kind")) != "RayJob":
-        return None
-    st = m(owner.get("status"))
-    if s(st.get("jobDeploymentStatus")) != "ValidationFailed":
-        return None
-    return s(st.get("message")) or "no message"
-
-
 def expected_pods(ctx: Context) -> int:
     """The Pods the admission stands for now, as Kueue counts them (workload.totalRequestsFromAdmission): per pod
     set the admitted count, capped by the spec's count less its reclaimable Pods (an elastic Job scaled down

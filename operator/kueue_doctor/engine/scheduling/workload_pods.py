@@ -17,9 +17,10 @@ from ...kube.objects import format_time, is_true, lst, m, name, parse_time, pod_
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
+from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
 from .nodes import flavor_node_hint, flavor_selector
-from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods, owner_rejected
+from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
 from .placement import Placement, placement
 
 PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19

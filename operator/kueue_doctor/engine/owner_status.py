@@ -1,0 +1,22 @@
+"""What an owner's own controller says about it, read by both phases (a rejected owner holds its Workload
+OnHold, or leaves an admitted one without Pods): kept out of admission/ and scheduling/, which import neither
+the other."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..kube.objects import m, s
+
+
+def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
+    """The owner's controller refused it and will make nothing: a RayJob KubeRay marked ValidationFailed (a name
+    over 47 characters, a bad spec). Its status.message, or a stand-in; None otherwise. Kueue 0.19.1+ then holds
+    its Workload (OnHold) and releases the quota; 0.19.0 left it admitted."""
+    if owner is None or s(owner.get("kind")) != "RayJob":
+        return None
+    st = m(owner.get("status"))
+    if s(st.get("jobDeploymentStatus")) != "ValidationFailed":
+        return None
+    return s(st.get("message")) or "no message"
