@@ -363,14 +363,26 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
         return None
     view, blocker, evidence = found
     kueue_gate = blocker.kueue_gated
+    # the owner's own spec carries it: in the Workload's pod templates, or a plain Pod created with it
+    own = not kueue_gate and (_gates_in_template(ctx, blocker.reason) or pod_owner_refs(ctx.wl) is not None)
     text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
             + (": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
-               if kueue_gate else ": the controller that added the gate must remove it.")
+               if kueue_gate else ": the Pods were created with it (their own spec, or a webhook at creation): "
+               "remove it from the Pod or Job spec, or have the controller it waits for remove it." if own
+               else ": the controller that added the gate must remove it.")
             + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text,
-                   ActionBy.NOBODY if kueue_gate else ActionBy.CLUSTER_ADMIN,
+                   ActionBy.NOBODY if kueue_gate else ActionBy.WORKLOAD_OWNER if own else ActionBy.CLUSTER_ADMIN,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
                    flavors=assigned_flavors(ctx))
+
+
+def _gates_in_template(ctx: Context, gates: str) -> bool:
+    """Are the gates ("a, b") in the Workload's pod templates, so the owner's own spec carries them (not a
+    webhook that added them at creation)?"""
+    names = {s(m(g).get("name")) for ps in lst(ctx.spec.get("podSets"))
+             for g in lst(m(m(m(ps).get("template")).get("spec")).get("schedulingGates"))}
+    return bool(names) and all(g.strip() in names for g in gates.split(","))
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT))
