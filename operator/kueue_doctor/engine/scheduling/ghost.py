@@ -10,6 +10,7 @@ that Kueue's normal seconds of lag are never called a ghost. Neighbours: `dispat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -156,6 +157,19 @@ def _no_live_pods(ctx: Context) -> bool:
                                           for p in ctx.pods)
 
 
+def _owner_counts_none_active(ctx: Context, owner: Mapping[str, Any]) -> bool:
+    """Without Pods in the input: the owner's own status (a Job's, a JobSet's replicated jobs', or the Jobs it
+    made) counts no active Pod or Job."""
+    st = m(owner.get("status"))
+    if s(owner.get("kind")) == "Job" and group_of(owner.get("apiVersion")) == "batch":
+        return bool(st) and not (i(st.get("active")) or i(st.get("ready")))  # 0 is omitted: a status at all
+    replicated = lst(st.get("replicatedJobsStatus"))
+    if replicated:
+        return not any(i(m(r).get("active")) or i(m(r).get("ready")) for r in replicated)
+    jobs = [j for j in ctx.state.descendants(owner) if s(j.get("kind")) == "Job"]
+    return bool(jobs) and not any(i(m(j.get("status")).get("active")) for j in jobs)
+
+
 def pods_gone(ctx: Context) -> Ghost | None:
     """Admitted for longer than GRACE, Kueue says PodsReady=True, yet no Pod exists and the Job itself counts
     none active or ready: Kueue's view is stale and the quota is held for nothing. Only for batch Jobs, whose
@@ -183,11 +197,13 @@ def stopped_without_pods(ctx: Context) -> Ghost | None:
     owner, evicted = ctx.owner, ctx.cond_time("Evicted")
     if owner is None or owner_suspended(owner) is not True or evicted is None or ctx.now - evicted < GRACE:
         return None
-    if not _no_live_pods(ctx):
+    if not (_no_live_pods(ctx) if ctx.state.knows("Pod") else _owner_counts_none_active(ctx, owner)):
         return None
     kind = s(owner.get("kind")) or "owner"
+    left = ("no Pod of it is left" if ctx.state.knows("Pod") else
+            "its status counts nothing active (the input has no Pods)")
     return Ghost(f"it was evicted ({ctx.cond_reason('Evicted')}) at {format_time(evicted)}, its {kind} "
-                 f"{ctx.ns}/{name(owner)} is suspended and no Pod of it is left", evicted,
+                 f"{ctx.ns}/{name(owner)} is suspended and {left}", evicted,
                  ctx.object_evidence(kind, name(owner), "spec.suspend", "Suspended", "suspend: true", ns=ctx.ns))
 
 
