@@ -64,9 +64,17 @@ def _queue(state: ClusterState, cluster_queue: str) -> list[tuple[tuple[int, dat
     return queues[cluster_queue]
 
 
+def fair_sharing_ordered(cq: Mapping[str, Any] | None) -> bool:
+    """Kueue orders this ClusterQueue's Workloads by their LocalQueue's usage first (admission fair sharing,
+    cluster_queue.go queueOrderingFunc), from a ledger the input does not hold: positions across LocalQueues
+    cannot be computed; within one LocalQueue the usual order holds."""
+    return s(m(spec(cq or {}).get("admissionScope")).get("admissionMode")) == "UsageBasedAdmissionFairSharing"
+
+
 def queue_position(state: ClusterState, key: Key, cluster_queue: str | None) -> dict[str, Any] | None:
-    """status.queuePosition for a pending Workload, or None when it is not pending in a known ClusterQueue."""
-    if not cluster_queue:
+    """status.queuePosition for a pending Workload, or None when it is not pending in a known ClusterQueue (or
+    the queue orders by fair sharing)."""
+    if not cluster_queue or fair_sharing_ordered(state.cluster_queues.get(cluster_queue)):
         return None
     queue = _queue(state, cluster_queue)
     mine = next((n for n, (_, k) in enumerate(queue) if k == key), None)

@@ -16,6 +16,7 @@ from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from ..context import Context
 from ..messages import FailureKind, Template
+from ..queue_position import fair_sharing_ordered
 from ..rules import Finding, Phase, pairs, rule
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
@@ -101,6 +102,10 @@ def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
         return None
     entries = pending_in(ctx, ctx.cq_name or "")
+    if entries and fair_sharing_ordered(ctx.cq):  # only a head of its own LocalQueue is known to be ahead
+        queue = s(ctx.spec.get("queueName"))
+        entries = [e for e in entries if e[1] == ctx.ns and s(m(ctx.state.workloads.get((e[1], e[2])) or {}).get(
+            "spec", {}).get("queueName")) == queue]
     if not entries:
         return None
     order, hns, hname = entries[0]
