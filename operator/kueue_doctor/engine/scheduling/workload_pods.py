@@ -14,6 +14,7 @@ from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY
 from ...kube.objects import format_time, is_true, lst, m, name, parse_time, pod_owner_refs, s
+from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
@@ -163,7 +164,7 @@ def pods_failed_create(ctx: Context) -> Finding | None:
 
 @rule(Phase.ADMITTED, [(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE), (Reason.RUNNING, Cause.PODS_RUNNING)])
 def pods_not_visible(ctx: Context) -> Finding | None:
-    if ctx.pods or ctx.state.knows("Pod"):
+    if ctx.pods or (ctx.state.knows("Pod") and not (ctx.state.dump and ctx.ns in ctx.state.derived(PODS_LEFT_OUT))):
         return None
     since = admitted_since(ctx)
     if not ctx.cond("PodsReady"):
@@ -173,6 +174,22 @@ def pods_not_visible(ctx: Context) -> Finding | None:
             f"Pods (none in the input): {_pods_command(ctx)}." + timeout_note(ctx))
     return Finding(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE, text, ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+def _pods_left_out(state: Any) -> frozenset[str]:
+    """A dump's namespaces without a single Pod but with Events about Pods: its Pods were dumped for other
+    namespaces only, so "no Pod" there says nothing."""
+    with_pods = {ns for ns, _ in state.pods}
+    out = set()
+    for event in state.events.values():
+        ref = m(event.get("involvedObject") or event.get("regarding"))
+        ns = s(ref.get("namespace")) or ""
+        if ref.get("kind") == "Pod" and ns not in with_pods:
+            out.add(ns)
+    return frozenset(out)
+
+
+PODS_LEFT_OUT: Derived[frozenset[str]] = Derived("namespaces whose Pods a dump left out", _pods_left_out)
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.PODS_FAILED))
