@@ -501,22 +501,24 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                                            source="Kueue" if f.missing else "Objects"))
 
 
-def _holder_priorities(state: Any) -> dict[str, list[int]]:
-    """ClusterQueue -> the priorities of its Workloads holding quota, sorted."""
-    out: dict[str, list[int]] = {}
-    idx = state.index
-    for cq, keys in idx.workloads_by_cq.items():
+def _holder_priorities(ctx: Context, cq: str) -> list[int]:
+    """The priorities of the ClusterQueue's Workloads holding quota, sorted; per ClusterQueue and pass (only
+    the queues asked about are read: each holder is decoded once)."""
+    per_cq = ctx.state.derived(HOLDER_PRIORITIES)
+    found = per_cq.get(cq)
+    if found is None:
+        idx, workloads = ctx.state.index, ctx.state.workloads
         prios = []
-        for key in keys:
-            if idx.holds_quota(key):
-                p = m(state.workloads[key].get("spec")).get("priority") if key in state.workloads else None
+        for key in idx.workloads_by_cq.get(cq, ()):
+            if idx.holds_quota(key) and key in workloads:
+                p = m(workloads[key].get("spec")).get("priority")
                 prios.append(p if isinstance(p, int) and not isinstance(p, bool) else 0)
-        out[cq] = sorted(prios)
-    return out
+        found = per_cq[cq] = sorted(prios)
+    return found
 
 
 HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the quota holders per ClusterQueue",
-                                                           _holder_priorities)
+                                                           lambda _: {})
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
@@ -526,7 +528,7 @@ def _no_preemption(ctx: Context) -> str:
     policy = s(m(spec(ctx.cq or {}).get("preemption")).get("withinClusterQueue"))
     if policy not in _PREEMPTING or not ctx.cq_name:
         return ""
-    holders = ctx.state.derived(HOLDER_PRIORITIES).get(ctx.cq_name) or []
+    holders = _holder_priorities(ctx, ctx.cq_name)
     if not holders or holders[0] < ctx.priority:
         return ""
     span = str(holders[0]) if holders[0] == holders[-1] else f"{holders[0]} to {holders[-1]}"
