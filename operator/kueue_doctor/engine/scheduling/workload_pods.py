@@ -547,6 +547,11 @@ def containers_not_starting(ctx: Context) -> Finding | None:
                 "(Pods it does not see, such as static Pods, or a race). The Job controller replaces failed Pods; "
                 "if it repeats, the cluster admin must look at what runs on that node." + history_note(view.summary)
                 + timeout_note(ctx))
+    elif blocker.category == "Failing" and blocker.reason == "Evicted":  # the kubelet, under node pressure
+        text = (f"Admitted and started, but the kubelet evicted {blocker.count}/{view.summary.expected} Pods{msg} "
+                f"(pod {blocker.pod}): the node ran short, and Pods using more than they request go first. Raise "
+                "the Pods' requests to what they use; the Job controller replaces evicted Pods."
+                + history_note(view.summary) + timeout_note(ctx))
     elif blocker.category == "Failing":
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods failed: "
