@@ -242,7 +242,7 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     if not cohort_name:
         return None
-    if _in_tree(state, cohort_name):
+    if in_cohort_tree(state, cohort_name):
         tree = cohort_tree(state, cq_name, flavor, resource)
         if tree is None:
             return None
@@ -262,7 +262,7 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
 
 
-def _in_tree(state: ClusterState, cohort_name: str) -> bool:
+def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
     """The cohort has a parent or child cohorts (a tree, not a flat cohort); per cohort, kept per index."""
     memo = state.derived(COHORT_IN_TREE)
     found = memo.get(cohort_name)

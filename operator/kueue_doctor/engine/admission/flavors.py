@@ -484,7 +484,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
-            + _no_preemption(ctx) + " To go faster, add quota or lower the request.")
+            + _no_preemption(ctx, res, line) + " To go faster, add quota or lower the request.")
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
@@ -522,12 +522,22 @@ HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the qu
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
-def _no_preemption(ctx: Context) -> str:
-    """Why Kueue does not preempt inside the queue for it, when its policy would and none of the holders is of
-    lower priority (the user's first question: "preemption is on, why does it wait?")."""
-    policy = s(m(spec(ctx.cq or {}).get("preemption")).get("withinClusterQueue"))
+def _no_preemption(ctx: Context, res: str, line: dict[str, Any]) -> str:
+    """Why Kueue does not preempt inside the queue for it, when its policy would (the user's first question:
+    "preemption is on, why does it wait?"): it asks more than the nominal quota and may not borrow while
+    preempting (flavorassigner fitsResourceQuota), or none of the holders is of lower priority."""
+    preemption = m(spec(ctx.cq or {}).get("preemption"))
+    policy = s(preemption.get("withinClusterQueue"))
     if policy not in _PREEMPTING or not ctx.cq_name:
         return ""
+    requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
+    borrow_policy = s(m(preemption.get("borrowWithinCohort")).get("policy")) or "Never"
+    flat = not ctx.cohort or not quota.in_cohort_tree(ctx.state, ctx.cohort)  # a tree may reclaim higher up
+    if requested is not None and nominal is not None and requested > nominal and borrow_policy == "Never" and flat:
+        return (f" Kueue does not preempt for it: it asks {line.get('requested')} {res}, more than {ctx.cq_name}'s "
+                f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is "
+                "Never (the default): it waits for running Workloads to finish (borrowWithinCohort LowerPriority "
+                "lets Kueue preempt while borrowing).")
     holders = _holder_priorities(ctx, ctx.cq_name)
     if not holders or holders[0] < ctx.priority:
         return ""
