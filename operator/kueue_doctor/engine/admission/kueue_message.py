@@ -7,14 +7,17 @@ failures, the numbers-heavy case, register from `flavors.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
 
 from ...kube.objects import conditions, is_true, m, name, s
 from ...kube.slim import MORE_NEEDED
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
+from .. import quota
 from ..context import Context
-from ..messages import ParsedMessage, Template
+from ..messages import ParsedMessage, Template, parse_workload_message
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
@@ -184,9 +187,28 @@ def reserving_heads(ctx: Context) -> list[tuple[str, str, str, str]]:
         _, ns, nm = pending[0]
         head = ctx.state.workloads.get((ns, nm))
         said = m(conditions(head).get("QuotaReserved")) if head is not None else None
-        if said is not None and s(said.get("status")) == "False" and MORE_NEEDED in (s(said.get("message")) or ""):
+        if said is not None and s(said.get("status")) == "False" and MORE_NEEDED in (s(said.get("message")) or "") \
+                and head is not None and _may_preempt(ctx, cq_name, head, s(said.get("message")) or ""):
             out.append((cq_name, ns, nm, policy or "Never"))
     return out
+
+
+def _may_preempt(ctx: Context, cq_name: str, head: Mapping[str, Any], message: str) -> bool:
+    """Does Kueue try preemption for the head (and so set its request aside when it finds no candidate)? Only
+    when its request fits its queue's nominal quota or its queue may preempt while borrowing (fitsResourceQuota,
+    flat cohorts); unknown (a projection, a cut message): assumed so."""
+    cq = ctx.state.cluster_queues.get(cq_name) or {}
+    if s(m(m(m(cq.get("spec")).get("preemption")).get("borrowWithinCohort")).get("policy")) not in (None, "Never"):
+        return True
+    requests, _ = quota.workload_requests(head)
+    for f in parse_workload_message(message).failures:
+        if not f.resource or not f.flavor or not requests:
+            continue
+        asked = sum((r.get(f.resource, Decimal(0)) for r in requests.values()), Decimal(0))
+        fq = quota.flavor_quota(ctx.state, "ClusterQueue", cq_name, f.flavor, f.resource)
+        if fq is not None and fq.nominal is not None and asked > fq.nominal:
+            return False
+    return True
 
 
 @handles(Template.OVERLAPPING_PREEMPTION_TARGETS, Template.OVERLAPPING_PREEMPTION_WILL_FIT,
