@@ -43,8 +43,11 @@ def by_queue(diagnoses: Iterable[Mapping[str, Any]], include_running: bool = Fal
         stage = s(st.get("stage")) or ""
         if not include_running and stage in ("Running", "Finished"):
             continue
-        key = (s(st.get("clusterQueue")) or "-", s(st.get("reason")) or "Unknown", s(st.get("cause")),
-               s(st.get("actionBy")) or "Nobody")
+        # without its ClusterQueue (the LocalQueue not in the input): grouped by the LocalQueue it names, not
+        # with every other such Workload under one "-"
+        lq = s(st.get("localQueue"))
+        queue = s(st.get("clusterQueue")) or (f"LocalQueue {s(md.get('namespace')) or ''}/{lq}" if lq else "-")
+        key = (queue, s(st.get("reason")) or "Unknown", s(st.get("cause")), s(st.get("actionBy")) or "Nobody")
         g = groups.get(key)
         if g is None:
             g = groups[key] = Group(*key)
