@@ -615,6 +615,10 @@ class ClusterState:
         for group in sorted(self._groups):
             yield group, self.pod_group(group)
 
+    def pod_group_names(self) -> list[Key]:
+        """(namespace, group) of every Pod group with the queue label; no Pod decoded."""
+        return list(self._groups)
+
     def named_workloads(self) -> Iterator[tuple[str, str, str]]:
         """(namespace, Workload, a Pod naming it) for every Workload a Pod names by Kueue's annotation (a Pod
         group's name is not one: an incomplete group has no Workload yet)."""

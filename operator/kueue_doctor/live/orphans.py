@@ -209,8 +209,10 @@ class Orphans:
             if self._stored_version("Pod", key) != m(obj.get("metadata")).get("resourceVersion"):
                 self.inbox.put("ADDED", obj)
                 queued += 1
-        for _group, pods in self.state.pod_groups():
-            for pod in pods:
+        for group in self.state.pod_group_names():
+            if group in self.state.workloads:
+                continue  # its Pods matter once it is admitted (the watch's), and the resync repairs the others
+            for pod in self.state.pod_group(group):
                 key = (namespace(pod) or "", name(pod) or "")
                 if gated(pod) and key not in listed and ("Pod", key) not in seen:
                     self.inbox.put("DELETED", pod)
