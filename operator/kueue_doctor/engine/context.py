@@ -19,6 +19,7 @@ from ..kube.objects import (
     is_true,
     m,
     parse_time,
+    priority,
     s,
     spec,
     status,
@@ -141,8 +142,7 @@ class Context:
 
     @cached_property
     def priority(self) -> int:
-        p = self.spec.get("priority")
-        return p if isinstance(p, int) and not isinstance(p, bool) else 0
+        return priority(self.wl)
 
     # ----- evidence helpers -----
     def condition_evidence(self, ctype: str) -> dict[str, Any]:

@@ -244,6 +244,12 @@ def workload_owner_ref(workload: Obj) -> Mapping[str, Any] | None:
     return others[0] if len(others) == 1 else None
 
 
+def priority(workload: Obj) -> int:
+    """A Workload's spec.priority (an int32 Kueue resolved from its priority class), 0 when unset or not an int."""
+    p = spec(workload).get("priority")
+    return p if isinstance(p, int) and not isinstance(p, bool) else 0
+
+
 def pod_owner_refs(workload: Obj) -> list[Mapping[str, Any]] | None:
     """The Pods owning a Workload of Kueue's Pod integration (one for a plain Pod, every member for a Pod group);
     None when it has no owner or any owner is not a Pod (a Job's, or a StatefulSet's group Workload)."""

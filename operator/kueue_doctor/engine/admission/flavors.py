@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from ...kube.objects import i, lst, m, s, spec, status
+from ...kube.objects import i, lst, m, priority, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -511,8 +511,7 @@ def _holder_priorities(ctx: Context, cq: str) -> list[int]:
         prios = []
         for key in idx.workloads_by_cq.get(cq, ()):
             if idx.holds_quota(key) and key in workloads:
-                p = m(workloads[key].get("spec")).get("priority")
-                prios.append(p if isinstance(p, int) and not isinstance(p, bool) else 0)
+                prios.append(priority(workloads[key]))
         found = per_cq[cq] = sorted(prios)
     return found
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, is_true, m, parse_time, s, spec, time_text
+from ...kube.objects import conditions, format_time, is_true, m, parse_time, priority, s, spec, time_text
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from ..context import Context
@@ -42,8 +42,7 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
     lq = state.local_queues.get((s(md.get("namespace")) or "", s(spec(wl).get("queueName")) or ""))
     if lq is not None and (s(spec(lq).get("stopPolicy")) or "None") != "None":
         return None
-    prio = spec(wl).get("priority")
-    p = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+    p = priority(wl)
     boost = s(m(md.get("annotations")).get("kueue.x-k8s.io/priority-boost"))
     if boost and boost.lstrip("-").isdigit():
         p += int(boost)
