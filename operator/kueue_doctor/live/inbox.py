@@ -290,6 +290,12 @@ class Inbox:
                 self._stale_since = time.monotonic()
             self._stale |= stale
 
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """The state holds this object at this resourceVersion (what `drain` drops as nothing new)."""
+        key = kind_key(obj)
+        prev = self._stored(key[1] if key else "", obj)
+        return prev is not None and _same_version(prev, obj)
+
     def _stored(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         collection = self.state.collection(kind)
         return None if collection is None else collection.get(self.state.key_of(kind, obj))

@@ -206,7 +206,7 @@ class Orphans:
         for obj in alive:
             key = (namespace(obj) or "", name(obj) or "")
             listed.add(key)
-            if self._stored_version("Pod", key) != m(obj.get("metadata")).get("resourceVersion"):
+            if not self.inbox.holds(obj):
                 self.inbox.put("ADDED", obj)
                 queued += 1
         for group in self.state.pod_group_names():
@@ -220,10 +220,6 @@ class Orphans:
         if queued:
             self.inbox.wake.set()
         return queued
-
-    def _stored_version(self, kind: str, key: Key) -> Any:
-        obj = (self.state.collection(kind) or {}).get(key)
-        return m(obj.get("metadata")).get("resourceVersion") if obj is not None else None
 
     def _still_listed(self, listing: Listing, ns: str, nm: str) -> bool:
         """Does the listing (its selectors included: an object that stopped matching is gone for us too) still
