@@ -35,7 +35,12 @@ Texts vary like a real cluster's (names, counts, flavors, amounts), so the parse
 distinct messages, not one. Objects the engine would only index are left out (the Jobs of Workloads that were
 never admitted, Kueue's Events about Workloads), so bytes it skips do not flatter the ratio.
 
+With ``--compiled``, each mix is measured twice, side by side in one run: this checkout as pure Python (in this
+process), then compiled by mypyc (``hack/compiled.sh``, what the image ships; in a child process that builds the
+same mix with the same seed), each against its own ``json.loads``.
+
     python bench/engine.py [--mix current|quota|pods|all] [--workloads 10000] [--queues 100] [--rounds 5]
+                           [--compiled]
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import gc
 import hashlib
 import json
 import random
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -56,8 +62,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT))
+# --engine-path DIR: the package to measure, first on the path before anything imports it (the compiled one that
+# hack/compiled.sh unpacks); by default this checkout's pure-Python source
+_ENGINE = sys.argv[sys.argv.index("--engine-path") + 1] if "--engine-path" in sys.argv[:-1] else str(ROOT / "operator")
+sys.path.insert(0, _ENGINE)
 
 from tests.builders import (  # noqa: E402
     Admission,
@@ -79,8 +88,10 @@ from tests.builders import (  # noqa: E402
     toleration,
 )
 
-from kueue_doctor.engine import clear_parse_caches  # noqa: E402
-from kueue_doctor.engine.diagnose import diagnose  # noqa: E402
+from kueue_doctor.engine.diagnose import (  # noqa: E402
+    clear_parse_caches,
+    diagnose,
+)
 from kueue_doctor.state import ClusterState  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -955,9 +966,10 @@ def measure(mix: str, objs: list[Obj], rounds: int) -> Result:
                   t_engine, peak / 1e6, verdicts, distinct, sum(map(len, out_texts)) / 1e6, t_json_out)
 
 
-def report(r: Result, rounds: int) -> None:
+def report(r: Result, rounds: int, engine_name: str = "python") -> None:
     n = r.workloads
-    print(f"== mix {r.mix}: {r.objects} objects ({', '.join(f'{v} {k}' for k, v in r.kinds.most_common())}), "
+    kinds = ", ".join(f"{v} {k}" for k, v in r.kinds.most_common())
+    print(f"== mix {r.mix}, {engine_name} engine: {r.objects} objects ({kinds}), "
           f"{r.mb:.1f} MB of JSON, {r.distinct_messages} distinct QuotaReserved/PodScheduled messages; "
           f"best of {rounds} rounds")
     print(f"json.loads of all objects : {r.json_s * 1e3:8.1f} ms  ({r.json_s / n * 1e6:6.1f} us per Workload)")
@@ -972,28 +984,66 @@ def report(r: Result, rounds: int) -> None:
     print("verdicts: " + ", ".join(f"{k}={v}" for k, v in sorted(r.verdicts.items())), flush=True)
 
 
+def table(rows: list[tuple[str, Result]]) -> None:
+    print(f"{'mix':<8} {'engine':<9} {'objects':>8} {'MB':>6} {'json.loads ms':>14} {'paused ms':>10} "
+          f"{'engine ms':>10} {'ratio':>6} {'paused':>7} {'peak MB':>8} {'out MB':>7}")
+    for engine_name, r in rows:
+        print(f"{r.mix:<8} {engine_name:<9} {r.objects:>8} {r.mb:>6.1f} {r.json_s * 1e3:>14.1f} "
+              f"{r.json_paused_s * 1e3:>10.1f} {r.engine_s * 1e3:>10.1f} {r.ratio:>6.2f} {r.ratio_paused:>7.2f} "
+              f"{r.peak_mb:>8.1f} {r.out_mb:>7.1f}")
+
+
+def compiled_result(mix: str, args: argparse.Namespace, site: str) -> Result:
+    """The same mix measured by a child process that imports the compiled package (its own json.loads too)."""
+    out = subprocess.run([sys.executable, __file__, "--mix", mix, "--workloads", str(args.workloads), "--queues",
+                          str(args.queues), "--rounds", str(args.rounds), "--engine-path", site, "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    data["kinds"], data["verdicts"] = Counter(data["kinds"]), Counter(data["verdicts"])
+    return Result(**data)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mix", choices=[*MIXES, "all"], default="all")
     ap.add_argument("--workloads", type=int, default=10_000)
     ap.add_argument("--queues", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compiled", action="store_true",
+                    help="also measure the mypyc-compiled package (hack/compiled.sh builds it), side by side")
+    ap.add_argument("--engine-path", help="measure the package found in this directory (read before import)")
+    ap.add_argument("--json", action="store_true", help="print each result as one JSON line (for --compiled)")
+    ap.add_argument("--dump", action="store_true",
+                    help="measure nothing: print every diagnosis of each mix, one JSON line each (for comparing "
+                         "two engines: tests/build/test_compiled.py)")
     args = ap.parse_args()
-    results = []
+    if args.dump:
+        for mix in MIXES if args.mix == "all" else [args.mix]:
+            for d in diagnose(ClusterState.from_objects(MIXES[mix](args.workloads, args.queues)), NOW):
+                print(json.dumps(d, sort_keys=True))
+        return
+    site = subprocess.run(["bash", str(ROOT / "hack" / "compiled.sh")], check=True, capture_output=True,
+                          text=True).stdout.strip() if args.compiled else None
+    if args.engine_path or args.compiled:
+        print(f"(pure engine from {ROOT / 'operator'}; compiled from {args.engine_path or site})", file=sys.stderr)
+    rows: list[tuple[str, Result]] = []
     for mix in MIXES if args.mix == "all" else [args.mix]:
         t0 = time.perf_counter()
-        results.append(measure(mix, MIXES[mix](args.workloads, args.queues), args.rounds))
+        result = measure(mix, MIXES[mix](args.workloads, args.queues), args.rounds)
         print(f"(built and measured the {mix} mix in {time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-        report(results[-1], args.rounds)
+        if args.json:
+            print(json.dumps(result.__dict__), flush=True)
+            continue
+        rows.append(("compiled" if args.engine_path else "python", result))
+        report(result, args.rounds, rows[-1][0])
         print()
         gc.collect()
-    if len(results) > 1:
-        print(f"{'mix':<8} {'objects':>8} {'MB':>6} {'json.loads ms':>14} {'paused ms':>10} {'engine ms':>10} "
-              f"{'ratio':>6} {'paused':>7} {'peak MB':>8} {'out MB':>7}")
-        for r in results:
-            print(f"{r.mix:<8} {r.objects:>8} {r.mb:>6.1f} {r.json_s * 1e3:>14.1f} {r.json_paused_s * 1e3:>10.1f} "
-                  f"{r.engine_s * 1e3:>10.1f} {r.ratio:>6.2f} {r.ratio_paused:>7.2f} {r.peak_mb:>8.1f} "
-                  f"{r.out_mb:>7.1f}")
+        if site is not None:
+            rows.append(("compiled", compiled_result(mix, args, site)))
+            report(rows[-1][1], args.rounds, "compiled")
+            print()
+    if len(rows) > 1:
+        table(rows)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Build the operator's OCI image without a registry base image and without a container engine:
-# a Debian rootfs made by mmdebstrap (Debian's python3), the project installed into /opt/kueue-doctor
+# a Debian rootfs made by mmdebstrap (Debian's python3), the project (its engine compiled by mypyc:
+# hack/compiled.sh, which needs mypy and a C compiler on the host) installed into /opt/kueue-doctor
 # from requirements.lock with `pip install --require-hashes` (wheels fetched on the host, installed
 # offline in the rootfs), a non-root user, one layer added by umoci, written as an OCI archive into a
 # cache directory OUTSIDE the work tree:
 #
 #   ${KUEUE_DOCTOR_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor}/image-<key>/kueue-doctor.oci.tar
 #
-# <key> = sha256 of requirements.lock, the project source (pyproject.toml, README.md, operator/) and
+# <key> = sha256 of requirements.lock, the project source (pyproject.toml, setup.py, README.md, operator/) and
 # recipe.env (first 12 hex digits). Idempotent (exits at once when image-<key>/.complete exists),
 # serialised with flock, atomic (built in a stage dir, moved into place, then .complete is touched).
 # The last line on stdout is the archive's path; progress and timings go to stderr. Installs its own
@@ -47,9 +48,9 @@ VERSION="$(python3 -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"
 REF="$IMAGE_REPOSITORY:$VERSION"
 [[ "$MODE" == ref ]] && { echo "$REF"; exit 0; }
 
-# The project source that goes into the image: what `pip wheel .` reads.
+# The project source that goes into the image: what hack/compiled.sh builds its wheel from.
 source_files() {
-  (cd "$ROOT" && { echo pyproject.toml; echo README.md; echo requirements.lock;
+  (cd "$ROOT" && { echo pyproject.toml; echo README.md; echo requirements.lock; echo setup.py;
                    find operator -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*'; } \
                  | LC_ALL=C sort)
 }
@@ -114,7 +115,9 @@ log "building $REF into $STAGE (key $KEY)"
 mkdir -p "$STAGE/src" "$STAGE/wheels"
 (cd "$ROOT" && source_files | xargs -d '\n' cp --parents -t "$STAGE/src")
 T1=$SECONDS
-python3 -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$STAGE/wheels" "$STAGE/src" >&2
+# the project's wheel with its engine compiled by mypyc (hack/compiled.sh: cached by the same source, built on this
+# host, Debian bookworm's glibc and CPython 3.11 ABI as the image's)
+cp "$(bash "$ROOT/hack/compiled.sh" --wheel)" "$STAGE/wheels/"
 # Binary wheels for the image's interpreter (CPython 3.11, glibc of bookworm); hashes checked here and again inside.
 python3 -m pip download --quiet --disable-pip-version-check --require-hashes --no-deps \
   --only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 --abi abi3 --abi none \

@@ -70,7 +70,6 @@ _NO_KEYS: frozenset[Any] = frozenset()  # the default of the index look-ups (no 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, eq=False)
 class Derived(Generic[T]):
     """A fact computed from the whole state, kept until the Workload/queue index is rebuilt.
 
@@ -79,8 +78,11 @@ class Derived(Generic[T]):
     the value's type is checked. The state never imports the engine: it only stores what `build` returns.
     """
 
-    name: str
-    build: Callable[[ClusterState], T]
+    __slots__ = ("build", "name")  # compared by identity (no __eq__): the object itself is the key
+
+    def __init__(self, name: str, build: Callable[[ClusterState], T]) -> None:
+        self.name = name
+        self.build = build
 _PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 

@@ -84,6 +84,15 @@ def test_image_holds_exactly_the_locked_dependencies(archive: Path) -> None:
     assert installed == locked, "the image's packages are not the lock's pins"
 
 
+def test_image_runs_the_engine_compiled(archive: Path) -> None:
+    # hack/compiled.sh's wheel: the engine and the state as extension modules beside their sources (an extension
+    # module wins the import), so the container's explain below runs the compiled engine
+    _, _, (layer,) = image.read_archive(archive)
+    names = set(image.layer_names(archive, layer, SITE))
+    for module in ("kueue_doctor/engine/diagnose", "kueue_doctor/engine/admission/flavors", "kueue_doctor/state"):
+        assert f"{SITE}{module}.cpython-311-x86_64-linux-gnu.so" in names, f"{module} is not compiled in the image"
+
+
 def test_explain_in_the_container_prints_the_same_verdict(runtime: image.Runtime) -> None:
     t0 = time.monotonic()
     proc = runtime.run(["explain", "-f", f"/examples/{EXAMPLE}"], [image.Mount(ROOT / "examples", "/examples")])

@@ -326,7 +326,10 @@ def test_dockerfile_installs_the_repo_and_runs_as_non_root() -> None:
     text = "\n".join(lines)
     assert re.search(r"^COPY requirements\.lock pyproject\.toml", text, re.M) and re.search(r"^COPY operator/", text, re.M)
     assert re.search(r"pip install --require-hashes -r requirements\.lock", text), "the dependencies from the lock"
-    assert re.search(r"pip install --no-deps \.", text), "the package from the repository, nothing unpinned"
+    assert re.search(r"KUEUE_DOCTOR_COMPILE=1 pip wheel --no-build-isolation --no-deps .*\.", text), \
+        "the package from the repository, its engine compiled as hack/compiled.sh compiles it"
+    assert re.search(r"/opt/kueue-doctor/bin/pip install --no-deps /tmp/wheels/kueue_doctor-\*\.whl", text), \
+        "that wheel in the virtualenv, nothing unpinned"
     entry = [ln for ln in final_stage if ln.startswith("ENTRYPOINT")]
     assert entry and '"kueue-doctor"' in entry[-1]
     assert "PYTHONDONTWRITEBYTECODE=1" in text, "read-only root filesystem: no .pyc writes"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kueue_doctor import diagnose_objects
-from kueue_doctor.engine import clear_parse_caches, messages, pods
+from kueue_doctor.engine import messages, pods
+from kueue_doctor.engine.diagnose import clear_parse_caches
 from kueue_doctor.kube import objects, quantity
 from kueue_doctor.kube.load import load_files
 

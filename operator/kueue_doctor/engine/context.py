@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ..api import MAX_TEXT
 from ..kube.objects import (
@@ -37,21 +37,6 @@ def is_stand_in(workload: Mapping[str, Any]) -> bool:
     return m(m(workload.get("metadata")).get("annotations")).get(STAND_IN_ANNOTATION) == "true"
 
 
-class cached_property(Generic[T]):
-    """Compute once per instance, then a plain attribute (no lock: one pass runs on one thread)."""
-
-    def __init__(self, fn: Callable[[Any], T]) -> None:
-        self.fn = fn
-        self.name = fn.__name__
-
-    def __get__(self, obj: Any, cls: Any = None) -> T:
-        value = self.fn(obj)
-        # setattr, not obj.__dict__[...]: reading __dict__ turns the instance's inline attribute values into a dict,
-        # which makes every later attribute read and write of it slower
-        setattr(obj, self.name, value)
-        return value
-
-
 class Context:
     def __init__(self, workload: Mapping[str, Any], state: ClusterState, now: datetime) -> None:
         self.wl = workload
@@ -67,6 +52,17 @@ class Context:
         # an owner without a Workload, diagnosed in its place (`is_stand_in`, from the metadata at hand)
         self.stand_in = m(md.get("annotations")).get(STAND_IN_ANNOTATION) == "true"
         self._lazy: dict[Callable[[Context], Any], Any] = {}
+        # the facts below are read on first use (most verdicts never need them), then kept: plain attributes that
+        # stay unset (None, or False for `_owner_read`) until then, so that the compiled engine can keep this class
+        # native (mypyc compiles no descriptor that replaces itself)
+        self._qr_parsed: messages.ParsedMessage | None = None
+        self._evicted_parsed: messages.ParsedMessage | None = None
+        self._cq_text: str | None = None
+        self._owner: Mapping[str, Any] | None = None
+        self._owner_read = False
+        self._pods: list[Mapping[str, Any]] | None = None
+        self._requests: tuple[quota.Requests, str] | None = None
+        self._priority: int | None = None
         # ----- what every verdict writes (its queues, owner, creation): read here, not through a lazy property -----
         self.lq_name = s(self.spec.get("queueName"))
         self.lq = state.local_queues.get((self.ns, self.lq_name or ""))
@@ -102,47 +98,59 @@ class Context:
     def cond_message(self, ctype: str) -> str:
         return s(m(self.conds.get(ctype)).get("message")) or ""
 
-    @cached_property
+    @property
     def qr_parsed(self) -> messages.ParsedMessage:
-        return messages.parse_workload_message(self.cond_message("QuotaReserved"))
+        if self._qr_parsed is None:
+            self._qr_parsed = messages.parse_workload_message(self.cond_message("QuotaReserved"))
+        return self._qr_parsed
 
-    @cached_property
+    @property
     def evicted_parsed(self) -> messages.ParsedMessage:
-        return messages.parse_workload_message(self.cond_message("Evicted"))
+        if self._evicted_parsed is None:
+            self._evicted_parsed = messages.parse_workload_message(self.cond_message("Evicted"))
+        return self._evicted_parsed
 
     # ----- queues -----
-    @cached_property
+    @property
     def cq_text(self) -> str:
         """How messages name the ClusterQueue, also when the input lacks the LocalQueue that names it."""
-        if self.cq_name:
-            return f"ClusterQueue {self.cq_name}"
-        return f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (the LocalQueue is not in the input)"
+        if self._cq_text is None:
+            self._cq_text = f"ClusterQueue {self.cq_name}" if self.cq_name else \
+                f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (the LocalQueue is not in the input)"
+        return self._cq_text
 
-    @cached_property
+    @property
     def owner(self) -> Mapping[str, Any] | None:
-        return self.state.owner_of(self.wl)
+        if not self._owner_read:
+            self._owner, self._owner_read = self.state.owner_of(self.wl), True
+        return self._owner
 
-    @cached_property
+    @property
     def pods(self) -> list[Mapping[str, Any]]:
-        return self.state.pods_of(self.wl)
+        if self._pods is None:
+            self._pods = self.state.pods_of(self.wl)
+        return self._pods
 
-    @cached_property
-    def _requests(self) -> tuple[quota.Requests, str]:
-        return quota.workload_requests(self.wl)
+    def _requests_read(self) -> tuple[quota.Requests, str]:
+        if self._requests is None:
+            self._requests = quota.workload_requests(self.wl)
+        return self._requests
 
-    @cached_property  # then a plain attribute: read several times per quota line
+    @property
     def requests(self) -> quota.Requests:
         """Total requests per PodSet (Kueue's own numbers when it wrote them)."""
-        return self._requests[0]
+        return self._requests_read()[0]
 
-    @cached_property
+    @property
     def requests_source(self) -> str:
         """"Kueue" (status.resourceRequests / admission) or "Estimate" (computed from the Pod templates)."""
-        return self._requests[1]
+        return self._requests_read()[1]
 
-    @cached_property
+    @property
     def priority(self) -> int:
-        return priority(self.wl)
+        if self._priority is None:
+            self._priority = priority(self.wl)
+        return self._priority
 
     # ----- evidence helpers -----
     def condition_evidence(self, ctype: str) -> dict[str, Any]:

@@ -24,11 +24,12 @@ from ..api import (
     MAX_HINTS,
     MAX_TEXT,
 )
+from ..kube import objects, quantity
 from ..kube.allocation import cycle_collection_paused
 from ..kube.objects import clip, format_time, lst, m, s
 from ..state import ClusterState
 from ..vocabulary import REASONS, ActionBy, Cause, Reason
-from . import history
+from . import history, messages, pods
 from .admission.eviction import last_eviction
 from .admission.wording import kueue_wording
 from .context import Context
@@ -39,6 +40,18 @@ from .remedies import remedies
 from .rules import Finding, Phase, Rule
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def clear_parse_caches() -> None:
+    """Empty every memo of message, Pod, time, quantity and label parsing, so that the next pass starts cold.
+
+    The parsers memoise because Kueue and kube-scheduler repeat a few texts across thousands of objects;
+    results are immutable, so the memos never need clearing for correctness. A benchmark round that
+    measures a first pass (bench/engine.py) empties them here.
+    """
+    for cache in (messages._parse_cached, pods._parse_cached, objects._parse_time, objects.format_time,
+                  objects._time_text, quantity._parse, quantity.format_quantity, _label):
+        cache.cache_clear()
 
 
 def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]] | None = None,

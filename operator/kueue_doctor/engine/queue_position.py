@@ -135,6 +135,7 @@ class KueueQueue:
         self.listed = set(self.at)
         self.cut = len(self.items) >= VISIBILITY_LIMIT
         self.whole = all(i(item.get("positionInClusterQueue")) == n for n, item in enumerate(self.items))
+        self._computed = None  # set here too: a compiled dataclass leaves an init=False default unset
 
     def computed(self, state: ClusterState, cluster_queue: str) -> set[Key]:
         """The Workloads the computation counts as pending in the ClusterQueue (once per ClusterQueue)."""

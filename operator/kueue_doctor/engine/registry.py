@@ -12,60 +12,66 @@ from .admission import checks, eviction, kueue_message, order, queues, stalled, 
 from .rules import Phase, Rule
 from .scheduling import dispatch, ghost, workload_pods
 
-ORDER: tuple[Rule, ...] = (
-    # no-workload: a Workload the dump left out (Pods show it admitted), an incomplete Pod group (its stand-in has
-    # no owner object: the rules below read it), Kueue's Configuration (it explains everything), then what the
-    # owner names, Kueue's words
-    no_workload.workload_not_in_input,
-    no_workload.pod_group_incomplete,
-    no_workload.integration_not_enabled,
-    no_workload.namespace_not_managed,
-    no_workload.kueue_not_running,
-    no_workload.prebuilt_workload_missing,
-    no_workload.priority_class_missing,
-    no_workload.workload_rejected,
-    no_workload.workload_not_created,
-    # terminal: Finished, or deactivated
-    terminal.finished,
-    terminal.deactivated,
-    # reserved: holds quota, not admitted (or being evicted)
-    ghost.evicted_ghost,
-    eviction.requeue_loop_while_evicting,
-    eviction.eviction_in_progress,
-    checks.admission_checks_not_ready,
-    checks.delayed_topology_request,
-    checks.reserved_awaiting_admission,
-    # pending: holds no quota
-    queues.no_queue_name,
-    queues.local_queue_missing,
-    queues.local_queue_stopped,
-    queues.cluster_queue_missing,
-    queues.cluster_queue_stopped,
-    queues.cluster_queue_inactive,
-    queues.namespace_not_selected,
-    eviction.requeue_loop,
-    eviction.recent_eviction,
-    stalled.kueue_stalled,
-    order.behind_queue_head,
-    kueue_message.from_kueue_message,
-    order.not_yet_evaluated,
-    kueue_message.unrecognized,
-    # admitted: the owner, the Pods, the containers
-    dispatch.multikueue,
-    ghost.admitted_ghost,
-    dispatch.suspended_owner,
-    workload_pods.pods_ready,
-    workload_pods.pods_failed_create,
-    workload_pods.pods_not_visible,
-    workload_pods.pod_group_replacements,
-    workload_pods.pods_running,
-    workload_pods.pods_not_created,
-    workload_pods.pods_unschedulable,
-    workload_pods.pods_scheduling_gated,
-    workload_pods.pods_not_scheduled,
-    workload_pods.pods_terminating,
-    workload_pods.containers_not_starting,
-)
+
+def _order() -> tuple[Rule, ...]:
+    # a function, not a module-level tuple: mypy (and so mypyc) types the decorated rules before it reads them
+    return (
+        # no-workload: a Workload the dump left out (Pods show it admitted), an incomplete Pod group (its stand-in has
+        # no owner object: the rules below read it), Kueue's Configuration (it explains everything), then what the
+        # owner names, Kueue's words
+        no_workload.workload_not_in_input,
+        no_workload.pod_group_incomplete,
+        no_workload.integration_not_enabled,
+        no_workload.namespace_not_managed,
+        no_workload.kueue_not_running,
+        no_workload.prebuilt_workload_missing,
+        no_workload.priority_class_missing,
+        no_workload.workload_rejected,
+        no_workload.workload_not_created,
+        # terminal: Finished, or deactivated
+        terminal.finished,
+        terminal.deactivated,
+        # reserved: holds quota, not admitted (or being evicted)
+        ghost.evicted_ghost,
+        eviction.requeue_loop_while_evicting,
+        eviction.eviction_in_progress,
+        checks.admission_checks_not_ready,
+        checks.delayed_topology_request,
+        checks.reserved_awaiting_admission,
+        # pending: holds no quota
+        queues.no_queue_name,
+        queues.local_queue_missing,
+        queues.local_queue_stopped,
+        queues.cluster_queue_missing,
+        queues.cluster_queue_stopped,
+        queues.cluster_queue_inactive,
+        queues.namespace_not_selected,
+        eviction.requeue_loop,
+        eviction.recent_eviction,
+        stalled.kueue_stalled,
+        order.behind_queue_head,
+        kueue_message.from_kueue_message,
+        order.not_yet_evaluated,
+        kueue_message.unrecognized,
+        # admitted: the owner, the Pods, the containers
+        dispatch.multikueue,
+        ghost.admitted_ghost,
+        dispatch.suspended_owner,
+        workload_pods.pods_ready,
+        workload_pods.pods_failed_create,
+        workload_pods.pods_not_visible,
+        workload_pods.pod_group_replacements,
+        workload_pods.pods_running,
+        workload_pods.pods_not_created,
+        workload_pods.pods_unschedulable,
+        workload_pods.pods_scheduling_gated,
+        workload_pods.pods_not_scheduled,
+        workload_pods.pods_terminating,
+        workload_pods.containers_not_starting,
+    )
+
+
+ORDER: tuple[Rule, ...] = _order()
 
 BY_PHASE: dict[Phase, tuple[Rule, ...]] = {phase: tuple(r for r in ORDER if r.phase == phase) for phase in Phase}
 

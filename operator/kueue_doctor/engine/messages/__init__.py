@@ -47,7 +47,7 @@ from .templates import (
     PreemptionInfo,
     Template,
 )
-from .workload import _parse_cached as _parse_cached  # the memo, emptied by engine.clear_parse_caches
+from .workload import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .workload import parse_workload_message
 
 __all__ = [

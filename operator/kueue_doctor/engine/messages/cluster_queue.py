@@ -33,7 +33,7 @@ _CQ_PART_RX = re.compile(r"(?:\A|, )(?P<prefix>" + "|".join(re.escape(p) for p, 
 _CQ_PREFIX = "Can't admit new workloads: "
 
 
-def parse_cluster_queue_inactive(message: str) -> tuple[tuple[str, str], ...]:
+def parse_cluster_queue_inactive(message: object) -> tuple[tuple[str, str], ...]:
     """ClusterQueue Active=False message -> ((cause, detail), ...) in message order.
 
     cause is one of FlavorNotFound, AdmissionCheckNotFound, AdmissionCheckInactive, Stopped, Terminating,

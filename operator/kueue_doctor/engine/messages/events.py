@@ -15,7 +15,7 @@ from .templates import FlavorAttempt, PreemptedWorkloadEvent, Template, is_trunc
 from .workload import parse_workload_message
 
 
-def parse_flavors_considered(note: str) -> tuple[FlavorAttempt, ...]:
+def parse_flavors_considered(note: object) -> tuple[FlavorAttempt, ...]:
     """Flavor attempts of a QuotaReserved event note (or of just its "Flavors considered" list)."""
     if not isinstance(note, str):
         return ()
@@ -34,7 +34,7 @@ def parse_flavors_considered(note: str) -> tuple[FlavorAttempt, ...]:
         return ()
 
 
-def parse_preempted_workload_event(note: str) -> PreemptedWorkloadEvent | None:
+def parse_preempted_workload_event(note: object) -> PreemptedWorkloadEvent | None:
     """Parse "Preempted workload ns/name (UID: u) in ClusterQueue cq; preemptor effective priority: ...".
 
     Returns None for any other text.

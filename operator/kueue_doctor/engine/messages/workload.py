@@ -355,7 +355,7 @@ def _parse(text: str, depth: int, truncated: bool) -> ParsedMessage:
     return ParsedMessage(Template.UNKNOWN, text, details=text or None, truncated=truncated)
 
 
-def parse_workload_message(text: str) -> ParsedMessage:
+def parse_workload_message(text: object) -> ParsedMessage:
     """Parse any QuotaReserved/Evicted/Preempted/Requeued/Admitted condition message or Workload event note.
 
     Never raises; a text that matches no known template gives `Template.UNKNOWN`.

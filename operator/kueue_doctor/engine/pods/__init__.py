@@ -30,7 +30,7 @@ from ...kube.objects import as_time as parse_time  # kept for importers: RFC 333
 from .events import event_count, event_first_time, event_message, event_time, job_failed_create
 from .kubelet import BENIGN_WAITING_REASONS
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
-from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.clear_parse_caches
+from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
     CATEGORIES,
     CLAIM_NOT_CREATED,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Final
 
 from ...kube.objects import TRUNCATION_SUFFIX, clip
 
@@ -99,7 +100,7 @@ def _reason_rank(text: str) -> int:
     return 1
 
 
-def parse_scheduler_message(message: str) -> SchedulingFailure:
+def parse_scheduler_message(message: object) -> SchedulingFailure:
     """Parse a kube-scheduler ``PodScheduled=False`` / ``FailedScheduling`` message. Never raises."""
     if not isinstance(message, str):
         return SchedulingFailure(None, None, (), None, "")
@@ -203,13 +204,13 @@ def _parse_histogram(s: str) -> tuple[tuple[NodeFitReason, ...], str]:
 class Constraint:
     """The kind of constraint a node-fit reason reports, named as `status.blocker.kind` names it."""
 
-    RESOURCE = "Resource"
-    NODE_SELECTOR = "NodeSelector"
-    TAINT = "Taint"
-    NODE_STATE = "NodeState"  # cordoned, unknown conditions: the nodes' state, not the Pod's constraints
-    VOLUME = "Volume"
-    VOLUME_NODE_AFFINITY = "VolumeNodeAffinity"
-    OTHER = "Scheduler"
+    RESOURCE: Final = "Resource"
+    NODE_SELECTOR: Final = "NodeSelector"
+    TAINT: Final = "Taint"
+    NODE_STATE: Final = "NodeState"  # cordoned, unknown conditions: the nodes' state, not the Pod's constraints
+    VOLUME: Final = "Volume"
+    VOLUME_NODE_AFFINITY: Final = "VolumeNodeAffinity"
+    OTHER: Final = "Scheduler"
 
 
 # kube-scheduler's default Filter order (v1.36 default_plugins): a node is rejected by the first plugin that

@@ -342,7 +342,7 @@ def replaced_pods(pods: Sequence[Mapping[str, Any]], expected: int) -> dict[str,
 
 def summarize_pods(
     pods: Sequence[Mapping[str, Any]],
-    expected: int,
+    expected: object,  # an int; anything else counts as 0 (a malformed count never raises)
     events: Sequence[Mapping[str, Any]] = (),
     now: datetime | None = None,
 ) -> PodSummary:
