@@ -2,7 +2,7 @@
 
 pyproject.toml holds the project's metadata; this file only adds the compiled extensions. The engine reads
 every Workload on every pass, and compiled it runs about 1.6x faster with the same verdicts (bench/engine.py
---compiled measures both in one run; tests/build/test_compiled.py checks the verdicts are identical). The
+--compiled measures both in one run; tests/compiled/test_compiled.py checks the verdicts are identical). The
 image ships compiled (hack/image/build.sh); a plain `pip install` stays pure Python and needs no compiler.
 
 Compiling needs mypy (which holds mypyc; the `test` extra installs it) and a C compiler, and is built without

@@ -1015,7 +1015,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print each result as one JSON line (for --compiled)")
     ap.add_argument("--dump", action="store_true",
                     help="measure nothing: print every diagnosis of each mix, one JSON line each (for comparing "
-                         "two engines: tests/build/test_compiled.py)")
+                         "two engines: tests/compiled/test_compiled.py)")
     args = ap.parse_args()
     if args.dump:
         for mix in MIXES if args.mix == "all" else [args.mix]:

@@ -21,7 +21,7 @@ if [[ -x hack/control-plane/build.sh && "${KUEUE_DOCTOR_SKIP_E2E:-0}" != 1 ]]; t
   bash hack/image/build.sh >/dev/null
 fi
 
-step "build the engine compiled by mypyc (hack/compiled.sh; the image ships it, tests/build/test_compiled.py checks it)"
+step "build the engine compiled by mypyc (hack/compiled.sh; the image ships it, tests/compiled/test_compiled.py checks it)"
 bash hack/compiled.sh >/dev/null
 
 step "promtool and prometheus (Debian package prometheus, unpacked, no service)"

@@ -1,4 +1,4 @@
-"""With KUEUE_DOCTOR_EXPECT_COMPILED=1 (tests/build/test_compiled.py), the run stops at once unless the engine it
+"""With KUEUE_DOCTOR_EXPECT_COMPILED=1 (tests/compiled/test_compiled.py), the run stops at once unless the engine it
 imports is the mypyc-compiled one: a suite that silently tested the pure source would prove nothing."""
 
 from __future__ import annotations
