@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .kube import kueue_config
 from .kube.allocation import cycle_collection_paused
@@ -740,17 +740,28 @@ def _queue_structure(cq: Mapping[str, Any]) -> tuple[Any, ...]:
     return s(sp.get("cohortName")), flavors, checks
 
 
-class _Links(NamedTuple):
-    """What one Workload puts into the index, kept so that a change takes exactly that back out. A NamedTuple:
-    built for every Workload at each index build, in a third of a frozen dataclass's time."""
+class _Links:
+    """What one Workload puts into the index, kept so that a change takes exactly that back out. Built for every
+    Workload at each index build: a slotted class, which the compiled engine makes a native one (a NamedTuple's
+    constructor stays interpreted Python there)."""
 
-    uid_links: tuple[str, ...]
-    owners: tuple[tuple[str, str, str], ...]
-    local_queue: Key
-    cluster_queue: str | None
-    uid: str | None
-    preempted: bool
-    holds_quota: bool  # read at every ClusterQueue status change, for every Workload of its cohort
+    __slots__ = ("cluster_queue", "holds_quota", "local_queue", "owners", "preempted", "uid", "uid_links")
+
+    def __init__(self, uid_links: tuple[str, ...], owners: tuple[tuple[str, str, str], ...], local_queue: Key,
+                 cluster_queue: str | None, uid: str | None, preempted: bool, holds_quota: bool) -> None:
+        self.uid_links = uid_links
+        self.owners = owners
+        self.local_queue = local_queue
+        self.cluster_queue = cluster_queue
+        self.uid = uid
+        self.preempted = preempted
+        self.holds_quota = holds_quota  # read at every ClusterQueue status change, for every Workload of its cohort
+
+    def moves_nothing(self, other: _Links) -> bool:
+        """The same index entries as `other` (whether it holds quota is read from the links, not an entry)."""
+        return (self.local_queue == other.local_queue and self.cluster_queue == other.cluster_queue
+                and self.uid == other.uid and self.preempted == other.preempted and self.owners == other.owners
+                and self.uid_links == other.uid_links)
 
 
 @dataclass
@@ -816,7 +827,7 @@ class _Index:
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
         old = self._links.get(key)
-        if old is not None and old[:-1] == links[:-1]:  # a status change that moves nothing (the common case)
+        if old is not None and old.moves_nothing(links):  # a status change (the common case)
             self._links[key] = links  # holds_quota may have changed: no list to move
             return
         self.unlink_workload(key)
