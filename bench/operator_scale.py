@@ -70,6 +70,15 @@ sys.path.insert(0, str(ROOT / "hack" / "control-plane"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
+# --compiled: the unpacked wheel of hack/compiled.sh, put first on the operator processes' PYTHONPATH
+ENGINE_PATH_ENV = "KUEUE_DOCTOR_BENCH_ENGINE_PATH"
+
+
+def operator_path() -> str:
+    """Where the operator processes import kueue_doctor from: this checkout, or its compiled build (--compiled)."""
+    return os.environ.get(ENGINE_PATH_ENV) or str(ROOT / "operator")
+
+
 # run as a script, this module is __main__: the phases in bench/churn.py and bench/shards.py import it by name,
 # and must get this module (its clock T0, its classes), not a second copy
 sys.modules.setdefault("operator_scale", sys.modules[__name__])
@@ -851,7 +860,8 @@ class Bench:
         self.metrics_port, health = free_port(), free_port()
         self.op_log = self.workdir / "operator.log"
         # this checkout's code, never whatever `pip install -e` last pointed the shared install at
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "operator")}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": operator_path()}
+        self.r["operator_engine"] = "compiled" if os.environ.get(ENGINE_PATH_ENV) else "python"
         env.pop("KUBECONFIG", None)
         if a.tracemalloc:  # live/memprofile.py: where the memory goes, written on SIGUSR2 at the end of the idle window
             env["KUEUE_DOCTOR_TRACEMALLOC"] = str(self.workdir / "tracemalloc.txt")
@@ -1327,10 +1337,15 @@ def main() -> int:
     ap.add_argument("--workdir", help="work directory (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--compiled", action="store_true",
+                    help="run the operator compiled by mypyc, as the image ships it (hack/compiled.sh builds it)")
     ap.add_argument("--shards", type=int, default=1,
                     help="above 1: after the load, one replica then N namespace shards side by side (bench/shards.py) "
                     "instead of the start-up, idle and latency phases")
     args = ap.parse_args()
+    if args.compiled:  # every operator process this bench starts (here and in bench/shards.py) reads it
+        os.environ[ENGINE_PATH_ENV] = subprocess.run(["bash", str(ROOT / "hack" / "compiled.sh")], check=True,
+                                                     capture_output=True, text=True).stdout.strip()
     if args.quick:
         args.workloads, args.pods = min(args.workloads, 1000), min(args.pods, 5000)
         args.changes, args.idle_seconds = min(args.changes, 100), min(args.idle_seconds, 60)

@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from operator_scale import free_port, proc_cpu, proc_status  # noqa: E402
+from operator_scale import free_port, operator_path, proc_cpu, proc_status  # noqa: E402
 
 
 def exported(port: int) -> tuple[float, float] | None:
@@ -46,7 +46,7 @@ def exported(port: int) -> tuple[float, float] | None:
 
 def start(kubeconfig: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     metrics, health = free_port(), free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "operator")}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": operator_path()}
     env.pop("KUBECONFIG", None)
     with log.open("wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig),
