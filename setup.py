@@ -1,7 +1,7 @@
 """Builds kueue-doctor; with KUEUE_DOCTOR_COMPILE=1, compiles the pure modules with mypyc.
 
 pyproject.toml holds the project's metadata; this file only adds the compiled extensions. The engine reads
-every Workload on every pass, and compiled it runs about 1.6x faster with the same verdicts (bench/engine.py
+every Workload on every pass, and compiled it runs 1.4-1.7x faster with the same verdicts (bench/engine.py
 --compiled measures both in one run; tests/compiled/test_compiled.py checks the verdicts are identical). The
 image ships compiled (hack/image/build.sh); a plain `pip install` stays pure Python and needs no compiler.
 
