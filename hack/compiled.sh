@@ -10,8 +10,9 @@
 # extra) and a C compiler; about 3 minutes on 2 cores, then instant. Serialised with flock, atomic.
 #
 # Usage:
-#   bash hack/compiled.sh            build if needed, print the site/ directory
-#   bash hack/compiled.sh --wheel    the same, print the wheel's path
+#   bash hack/compiled.sh                  build if needed, print the site/ directory
+#   bash hack/compiled.sh --wheel          the same, print the wheel's path
+#   bash hack/compiled.sh --print-if-built print the site/ directory if built for this source, else exit 3
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +20,8 @@ WHAT=site
 case "${1:-}" in
   "") ;;
   --wheel) WHAT=wheel ;;
-  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+  --print-if-built) WHAT=if-built ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
   *) echo "hack/compiled.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 log() { printf '[compiled.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -37,6 +39,10 @@ answer() {
   if [[ "$WHAT" == wheel ]]; then ls "$DIR"/kueue_doctor-*.whl; else echo "$DIR/site"; fi
 }
 if [[ -f "$DIR/.complete" ]]; then answer; exit 0; fi
+if [[ "$WHAT" == if-built ]]; then
+  echo "hack/compiled.sh: not built for this source (expected $DIR/.complete); run: bash hack/compiled.sh" >&2
+  exit 3
+fi
 
 python3 -c 'import mypyc' 2>/dev/null || {
   echo "hack/compiled.sh: mypyc is missing; it comes with mypy: python3 -m pip install -e '.[test]'" >&2; exit 2; }
