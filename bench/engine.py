@@ -95,6 +95,9 @@ from kueue_doctor.engine.diagnose import (  # noqa: E402
 )
 from kueue_doctor.state import ClusterState  # noqa: E402
 
+# what this process measures: the source, or an extension module (--engine-path to hack/compiled.sh's build)
+ENGINE_NAME = "compiled" if (sys.modules[diagnose.__module__].__file__ or "").endswith(".so") else "python"
+
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
 T = "2026-11-30T09:00:00Z"
 Obj = dict[str, Any]
@@ -1028,8 +1031,8 @@ def main() -> None:
         return
     site = subprocess.run(["bash", str(ROOT / "hack" / "compiled.sh")], check=True, capture_output=True,
                           text=True).stdout.strip() if args.compiled else None
-    if args.engine_path or args.compiled:
-        print(f"(pure engine from {ROOT / 'operator'}; compiled from {args.engine_path or site})", file=sys.stderr)
+    if site is not None:
+        print(f"(pure engine from {ROOT / 'operator'}; compiled from {site})", file=sys.stderr)
     rows: list[tuple[str, Result]] = []
     for mix in MIXES if args.mix == "all" else [args.mix]:
         if site is not None:  # each engine in a fresh child: the same heap, so json.loads' collector does the same
@@ -1044,8 +1047,8 @@ def main() -> None:
         if args.json:
             print(json.dumps(result.__dict__), flush=True)
             continue
-        rows.append(("python", result))
-        report(result, args.rounds)
+        rows.append((ENGINE_NAME, result))
+        report(result, args.rounds, ENGINE_NAME)
         print()
         gc.collect()
     if len(rows) > 1:
