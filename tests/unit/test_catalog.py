@@ -97,6 +97,9 @@ def problems(scenario: dict[str, Any], status: dict[str, Any]) -> list[str]:
     for text in exp.get("message_contains", []):
         if text not in status["message"]:
             out.append(f"message lacks {text!r}: {status['message']!r}")
+    for text in exp.get("message_lacks", []):  # a claim the situation must not make
+        if text in status["message"]:
+            out.append(f"message says {text!r}: {status['message']!r}")
     for key in ("quota", "blockedBy", "pods", "lastEviction", "admissionChecks", "blocker", "nodeMatches",
                 "remedies"):
         if key in exp:

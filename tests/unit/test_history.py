@@ -73,6 +73,25 @@ def test_a_waiting_workload_has_one_open_entry_and_no_post_mortem() -> None:
     assert "postMortem" not in status
 
 
+def test_first_seen_waiting_the_history_starts_at_creation_and_keeps_that_start_while_the_reason_holds() -> None:
+    """Kueue looked a second after creation and the operator first saw the Workload waiting: the wait covers the
+    Workload's whole life (the first look is no entry of its own), and later passes keep that start."""
+    waiting = (Workload("job-wait-1", "team-a").queue("user-queue").request("cpu", "1").created(QUEUED)
+               .condition(condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: "
+                                    "insufficient unused quota for cpu in flavor default-flavor, 2 more needed",
+                                    "2026-11-30T09:00:01Z"))).obj()
+    status = verdict([waiting])
+    assert status["since"] == "2026-11-30T09:00:01Z"  # the verdict's own time is Kueue's
+    assert [(e["reason"], e["since"], "until" in e) for e in status["history"]] == [("WaitingForQuota", QUEUED, False)]
+    later = entry_of("WaitingForQuota", "Admission", "2026-11-30T09:00:01Z")  # the next pass, the same reason
+    history.carry(status["history"], [], later)
+    assert [(e["reason"], e["since"], "until" in e) for e in later["history"]] == [("WaitingForQuota", QUEUED, False)]
+    ran = entry_of("Running", "Running", "2026-11-30T09:30:00Z")
+    history.carry(later["history"], [], ran)
+    assert [(e["reason"], e["since"], e.get("until")) for e in ran["history"]] == [
+        ("WaitingForQuota", QUEUED, "2026-11-30T09:30:00Z"), ("Running", "2026-11-30T09:30:00Z", None)]
+
+
 def entry_of(reason: str, stage: str, since: str) -> dict[str, Any]:
     return {"stage": stage, "reason": reason, "actionBy": "Nobody", "message": f"{reason}.", "since": since,
             "clusterQueue": "cq-a"}

@@ -71,13 +71,16 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
         entries.append({"stage": stage, "since": when, "rebuilt": True} if reason is None else
                        {"stage": stage, "reason": reason, "since": when, "rebuilt": True})
     _close(entries, since_text)
+    current = _current(status)
     if entries:
         last = entries[-1]
         if last.get("reason") is None and last["stage"] == status.get("stage") and since is not None \
                 and (start := parse_time(last.get("since"))) is not None \
                 and (since - start).total_seconds() < SETTLING:
-            entries.pop()  # Kueue's first attempt, seconds after creation: the current verdict tells it
-    entries.append(_current(status))
+            # Kueue's first look, seconds after creation: the verdict that followed it starts there, so the
+            # history covers the Workload's whole life whenever it is first seen
+            current["since"] = entries.pop()["since"]
+    entries.append(current)
     if len(entries) <= _FITS_ANYWAY:
         return entries
     return _bounded(entries, [])[0]
@@ -99,8 +102,9 @@ def carry(previous: Sequence[Mapping[str, Any]], folded: Sequence[Mapping[str, A
     entries = [dict(e) for e in previous]
     current = entries[-1] if entries else None
     if current is not None and current.get("until") is None and current.get("reason") == status.get("reason"):
+        began = current.get("since")  # the entry began when the reason did (a rebuilt start may precede `since`)
         current.update(_current(status))
-        current["since"] = current.get("since") or status.get("since")
+        current["since"] = began or status.get("since")
     else:
         if current is not None and current.get("until") is None:
             current["until"] = status.get("since")

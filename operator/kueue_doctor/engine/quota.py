@@ -273,6 +273,27 @@ def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
     return found
 
 
+def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, nominal: Decimal | None) -> bool:
+    """Does Kueue look for Workloads to preempt when a request is short of unused quota (flavorassigner
+    fitsResourceQuota)? Yes when the request fits the queue's nominal quota, when the queue may preempt while
+    borrowing (borrowWithinCohort not Never; or fair sharing on, which Kueue shows as status.fairSharing, and
+    reclaimWithinCohort not Never), or when its cohort is part of a tree (Kueue asks whether the lowest subtree
+    that fits is below the top; assumed so for every tree). Otherwise it only waits for running Workloads to
+    finish. Unknown amounts: assumed yes."""
+    if asked is None or nominal is None or asked <= nominal:
+        return True
+    cq = state.cluster_queues.get(cq_name)
+    if cq is None:
+        return True
+    preemption = m(spec(cq).get("preemption"))
+    if (s(m(preemption.get("borrowWithinCohort")).get("policy")) or "Never") != "Never":
+        return True
+    if status(cq).get("fairSharing") is not None and (s(preemption.get("reclaimWithinCohort")) or "Never") != "Never":
+        return True
+    cohort = s(spec(cq).get("cohortName"))
+    return bool(cohort) and in_cohort_tree(state, cohort or "")
+
+
 def _cohort_pool(state: ClusterState, cohort_name: str, flavor: str, resource: str) -> tuple[Decimal, Decimal]:
     """(pool, in pool) of a flat cohort for (flavor, resource): what its members and the Cohort itself lend,
     and how much of that the members use beyond their local quota. The same for every member queue, so kept

@@ -529,10 +529,7 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any]) -> str:
     policy = s(preemption.get("withinClusterQueue"))
     if policy not in _PREEMPTING or not ctx.cq_name:
         return ""
-    requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
-    borrow_policy = s(m(preemption.get("borrowWithinCohort")).get("policy")) or "Never"
-    flat = not ctx.cohort or not quota.in_cohort_tree(ctx.state, ctx.cohort)  # a tree may reclaim higher up
-    if requested is not None and nominal is not None and requested > nominal and borrow_policy == "Never" and flat:
+    if not quota.tries_preemption(ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
         return (f" Kueue does not preempt for it: it asks {line.get('requested')} {res}, more than {ctx.cq_name}'s "
                 f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is "
                 "Never (the default): it waits for running Workloads to finish (borrowWithinCohort LowerPriority "

@@ -194,19 +194,16 @@ def reserving_heads(ctx: Context) -> list[tuple[str, str, str, str]]:
 
 
 def _may_preempt(ctx: Context, cq_name: str, head: Mapping[str, Any], message: str) -> bool:
-    """Does Kueue try preemption for the head (and so set its request aside when it finds no candidate)? Only
-    when its request fits its queue's nominal quota or its queue may preempt while borrowing (fitsResourceQuota,
-    flat cohorts); unknown (a projection, a cut message): assumed so."""
-    cq = ctx.state.cluster_queues.get(cq_name) or {}
-    if s(m(m(m(cq.get("spec")).get("preemption")).get("borrowWithinCohort")).get("policy")) not in (None, "Never"):
-        return True
+    """Does Kueue try preemption for the head (and so set its request aside when it finds no candidate)? For
+    every resource its message says is short (`quota.tries_preemption`); unknown (a projection, a cut message):
+    assumed so."""
     requests, _ = quota.workload_requests(head)
     for f in parse_workload_message(message).failures:
         if not f.resource or not f.flavor or not requests:
             continue
         asked = sum((r.get(f.resource, Decimal(0)) for r in requests.values()), Decimal(0))
         fq = quota.flavor_quota(ctx.state, "ClusterQueue", cq_name, f.flavor, f.resource)
-        if fq is not None and fq.nominal is not None and asked > fq.nominal:
+        if fq is not None and not quota.tries_preemption(ctx.state, cq_name, asked, fq.nominal):
             return False
     return True
 
