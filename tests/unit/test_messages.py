@@ -156,6 +156,16 @@ def test_corpus_covers_every_template_and_failure_kind() -> None:
     assert not missing_k, f"failure kinds without a corpus entry: {missing_k}"
 
 
+def test_corpus_has_a_text_for_every_flavor_reason_pattern() -> None:
+    """Each row of the reason table (a regex and the builder that reads its groups) meets a real text: a row
+    no corpus text reaches could build nothing but an error (the stale-domain row read a group it lacked)."""
+    from kueue_doctor.engine.messages.flavors import _REASON_TABLE
+
+    texts = [e["text"] for e in CORPUS if isinstance(e.get("text"), str)]
+    unmatched = [rx.pattern[:80] for _first, rx, _build in _REASON_TABLE if not any(rx.search(x) for x in texts)]
+    assert not unmatched, f"reason patterns without a corpus text: {unmatched}"
+
+
 def test_corpus_covers_every_cluster_queue_inactive_cause() -> None:
     causes = {
         cause

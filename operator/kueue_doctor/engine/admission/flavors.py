@@ -44,6 +44,11 @@ SEVERITY = {
     FailureKind.UNTOLERATED_TAINT: Severity.NO_FIT, FailureKind.NODE_AFFINITY_MISMATCH: Severity.NO_FIT,
     FailureKind.TOPOLOGY_FLAVOR: Severity.NO_FIT, FailureKind.EXCEEDS_MAXIMUM_CAPACITY: Severity.MAXIMUM,
     FailureKind.INSUFFICIENT_UNUSED_QUOTA: Severity.UNUSED_QUOTA, FailureKind.TOPOLOGY_PLACEMENT: Severity.TOPOLOGY,
+    # the flavor can never take this pod set: its topology request does not fit the Topology's levels, Kueue
+    # cannot evaluate it, a scaled-up slice must keep its original flavor, or the flavor is not a candidate
+    FailureKind.TOPOLOGY_REQUEST: Severity.NO_FIT, FailureKind.TOPOLOGY_ERROR: Severity.NO_FIT,
+    FailureKind.SLICE_FLAVOR_MISMATCH: Severity.NO_FIT, FailureKind.FLAVOR_SKIPPED: Severity.NO_FIT,
+    FailureKind.NODE_REPLACEMENT: Severity.TOPOLOGY,  # a failed node of a TAS placement, no replacement now
 }
 # Kueue's granular QuotaReserved reasons (v0.20 default) name the decisive severity directly
 GRANULAR_SEVERITY = {"NoMatchingFlavor": Severity.NO_FIT, "ExceedsMaxQuota": Severity.MAXIMUM,
@@ -678,6 +683,23 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
         text = f"No flavor fits the Pods' topology request: {f.text}."
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
                         flavors=_flavors_of(failures))
+    if f.kind in (FailureKind.TOPOLOGY_REQUEST, FailureKind.TOPOLOGY_ERROR):
+        what = ("does not fit the levels the flavor's Topology defines" if f.kind == FailureKind.TOPOLOGY_REQUEST
+                else "cannot be evaluated by Kueue")
+        text = (f"The topology request of pod set {f.podset} {what}: {f.text}. The owner fixes the Job's topology "
+                "annotations (kueue.x-k8s.io/podset-required-topology, -preferred-topology, slice size and level) "
+                "or the Pod template's node selectors/affinity; or the platform admin adds the level to the "
+                "Topology (kubectl get topologies -o yaml).")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
+                        flavors=_flavors_of(failures))
+    if all(x.kind in (FailureKind.SLICE_FLAVOR_MISMATCH, FailureKind.FLAVOR_SKIPPED) for x in failures):
+        reasons = "; ".join(x.text for x in failures[:4])
+        text = (f"Kueue may not use any flavor of {ctx.cq_text} for it: {reasons}. A scaled-up Workload slice must "
+                "keep the flavor its original slice holds, and a flavor skipped by the Workload's "
+                "allowed-flavors annotation or the nomination is no candidate: the owner changes the annotation "
+                "(or the scale-up), or the cluster admin gives the original flavor room in the ClusterQueue.")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
+                        flavors=_flavors_of(failures))
     reasons = "; ".join(x.text for x in failures[:4])
     text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
             "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
@@ -691,6 +713,14 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
     reason says so or, in the legacy wording, when the largest domain at the requested level holds fewer pods
     than the pod set has even with nothing running (`topology.topology_fit`): then the same verdict."""
     f = failures[0]
+    if f.kind == FailureKind.NODE_REPLACEMENT:
+        node = f" ({f.detail})" if f.detail else ""
+        text = (f"A node of its Topology Aware Scheduling placement failed{node} and Kueue finds no replacement in "
+                f"the same topology domain: {f.text}. Kueue keeps trying (with TASFailedNodeReplacementFailFast it "
+                "evicts the Workload to place it anew); the platform admin restores the node or frees room in that "
+                "domain (kubectl describe node).")
+        return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.CLUSTER_ADMIN,
+                        flavors=_flavors_of(failures), blocker=flavor_blocker("Topology", f, f.detail, source="Kueue"))
     blocker = flavor_blocker("Topology", f, f.topology, source="Kueue",
                              requested=str(f.requested_count) if f.requested_count is not None else None,
                              available=str(f.fit) if f.fit is not None else None)

@@ -125,7 +125,8 @@ def _b_tas_error(ps: str, m: re.Match[str]) -> FlavorFailure:
 
 
 def _b_node(ps: str, m: re.Match[str]) -> FlavorFailure:
-    detail = m.group("node") or m.group("domain")
+    found = m.groupdict()  # two patterns: one names the node, the other the stale domain
+    detail = found.get("node") or found.get("domain")
     return FlavorFailure(FailureKind.NODE_REPLACEMENT, ps, m.group(0), detail=detail)
 
 

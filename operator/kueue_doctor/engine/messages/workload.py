@@ -34,6 +34,8 @@ _LITERALS: dict[str, Template] = {
     "Workload is pending evaluation in the scheduling queue": Template.PENDING_EVALUATION,
     "AdmissionGatedBy cleared, waiting for quota reservation": Template.ADMISSION_GATE_CLEARED,
     "Admission gate cleared, workload is now admissible": Template.ADMISSION_GATE_CLEARED,  # event
+    # statefulset_reconciler.go clearOnHold: scaled up from zero, requeued, not yet looked at again
+    "Workload no longer on hold; waiting for quota reservation": Template.PENDING_EVALUATION,
     "Bypassed scheduling evaluation because an equivalent workload recently failed":
         Template.BYPASSED_EQUIVALENT,
     "The workload is deactivated": Template.DEACTIVATED,
