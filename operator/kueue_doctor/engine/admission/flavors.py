@@ -679,26 +679,26 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
                 "from the ClusterQueue.")
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.FLAVOR_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
                         flavors=_flavors_of(failures))
+    cause = Cause.NO_MATCHING_FLAVOR
     if f.kind == FailureKind.TOPOLOGY_FLAVOR:
-        text = f"No flavor fits the Pods' topology request: {f.text}."
-        return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures))
-    if f.kind in (FailureKind.TOPOLOGY_REQUEST, FailureKind.TOPOLOGY_ERROR):
+        text, cause = f"No flavor fits the Pods' topology request: {f.text}.", Cause.TOPOLOGY_MISMATCH
+    elif f.kind in (FailureKind.TOPOLOGY_REQUEST, FailureKind.TOPOLOGY_ERROR):
         what = ("does not fit the levels the flavor's Topology defines" if f.kind == FailureKind.TOPOLOGY_REQUEST
                 else "cannot be evaluated by Kueue")
-        text = (f"The topology request of pod set {f.podset} {what}: {f.text}. The owner fixes the Job's topology "
-                "annotations (kueue.x-k8s.io/podset-required-topology, -preferred-topology, slice size and level) "
-                "or the Pod template's node selectors/affinity; or the platform admin adds the level to the "
-                "Topology (kubectl get topologies -o yaml).")
-        return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures))
-    if all(x.kind in (FailureKind.SLICE_FLAVOR_MISMATCH, FailureKind.FLAVOR_SKIPPED) for x in failures):
-        reasons = "; ".join(x.text for x in failures[:4])
-        text = (f"Kueue may not use any flavor of {ctx.cq_text} for it: {reasons}. A scaled-up Workload slice must "
-                "keep the flavor its original slice holds, and a flavor skipped by the Workload's "
-                "allowed-flavors annotation or the nomination is no candidate: the owner changes the annotation "
-                "(or the scale-up), or the cluster admin gives the original flavor room in the ClusterQueue.")
-        return finding(Reason.QUEUE_MISCONFIGURED, Cause.NO_MATCHING_FLAVOR, text, ctx, ActionBy.WORKLOAD_OWNER,
+        text, cause = (f"The topology request of pod set {f.podset} {what}: {f.text}. The owner fixes the Job's "
+                       "topology annotations (kueue.x-k8s.io/podset-required-topology, -preferred-topology, slice "
+                       "size and level) or the Pod template's node selectors/affinity; or the platform admin adds "
+                       "the level to the Topology (kubectl get topologies -o yaml)."), Cause.TOPOLOGY_MISMATCH
+    elif all(x.kind in (FailureKind.SLICE_FLAVOR_MISMATCH, FailureKind.FLAVOR_SKIPPED) for x in failures):
+        text = (f"Kueue may not use any flavor of {ctx.cq_text} for it: {'; '.join(x.text for x in failures[:4])}. "
+                "A scaled-up Workload slice must keep the flavor its original slice holds, and a flavor skipped by "
+                "the Workload's allowed-flavors annotation or the nomination is no candidate: the owner changes the "
+                "annotation (or the scale-up), or the cluster admin gives the original flavor room in the "
+                "ClusterQueue.")
+    else:
+        text = ""
+    if text:
+        return finding(Reason.QUEUE_MISCONFIGURED, cause, text, ctx, ActionBy.WORKLOAD_OWNER,
                         flavors=_flavors_of(failures))
     reasons = "; ".join(x.text for x in failures[:4])
     text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
