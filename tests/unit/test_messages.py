@@ -214,7 +214,7 @@ def test_exceeds_maximum_capacity_keeps_previous_request_and_maximum_raw() -> No
         FailureKind.EXCEEDS_MAXIMUM_CAPACITY, "ps2", "1k", "9223372036854775", "10k")
 
 
-def test_exceeds_maximum_capacity_old_template_before_v0_14_5() -> None:
+def test_exceeds_maximum_capacity_old_template_before_v0_14_2() -> None:
     # pkg/scheduler/flavorassigner/flavorassigner_test.go:438 @ v0.14.0
     f = only(parse_workload_message("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor "
                                     "one, request > maximum capacity (5 > 4)"))

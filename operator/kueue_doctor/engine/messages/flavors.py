@@ -144,11 +144,11 @@ _EXCL = r'[A-Za-z]+(?: "[^"]*")?: \d+'
 # (first character, regex, builder). Tried in order at every reason boundary.
 _REASON_TABLE: tuple[tuple[str, re.Pattern[str], _ReasonBuilder], ...] = (
     ("i", _UNUSED_RX, _b_unused),  # first of the "i" rows: _unused_run relies on it
-    # flavorassigner.go:1350 (v0.14.5+, v0.13.9+)
+    # flavorassigner.go:1350 (v0.14.2+, v0.13.7+)
     ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), previously considered "
               r"podsets requests \((?P<previous>[^()]*)\) \+ current podset request "
               r"\((?P<requested>[^()]*)\) > maximum capacity \((?P<maximum>[^()]*)\)"), _b_max),
-    # <= v0.14.4
+    # <= v0.14.1 and <= v0.13.6
     ("i", _rx(rf"insufficient quota for (?P<resource>{_N}) in flavor (?P<flavor>{_N}), request > maximum "
               r"capacity \((?P<requested>[^\s()]+) > (?P<maximum>[^()]+)\)"), _b_max),
     # <= v0.9
