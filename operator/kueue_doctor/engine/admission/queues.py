@@ -148,6 +148,12 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
         text = (f"ClusterQueue {cq_name} is inactive: it references ResourceFlavor(s) that do not exist ({what}); "
                 f"create them or fix spec.resourceGroups. No Workload of this queue is admitted meanwhile."
                 + _also_inactive(ctx, "FlavorNotFound"))
+    elif reason == "NotFound":  # Kueue's cache has no such ClusterQueue (cache.go): not the object's fault
+        text = (f"ClusterQueue {cq_name} is inactive because Kueue's cache does not hold it (NotFound: "
+                f"{message.rstrip('.') or 'no message'}): Kueue has not taken it in yet (just created, or the Kueue "
+                "controller is restarting) and admits nothing from it meanwhile. If this lasts more than a minute, "
+                "the cluster admin checks the Kueue controller logs (kubectl -n kueue-system logs deploy/"
+                "kueue-controller-manager) for errors about this ClusterQueue.")
     else:
         text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message.rstrip('.') or 'no message'}. "
                 "It admits nothing until fixed.")
