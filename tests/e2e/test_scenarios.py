@@ -286,6 +286,17 @@ def test_cluster_queue_with_a_missing_flavor(
     assert active is not None and missing in active["message"], active
 
 
+def _misconfigured(api: Any, namespace: str, job: str, kueue_reasons: KueueReasons, *, kueue_says: str,
+                   fixture: str, note: str, verdict: tuple[str, str, str, str], granular: str) -> dict[str, Any]:
+    """The Job's Workload pending with Kueue's message containing `kueue_says`; its diagnosis (recorded as
+    `fixture`) has `verdict` and names the reason of the wording Kueue runs with. The diagnosis' status."""
+    wl = _wait_pending(api, namespace, job)
+    assert kueue_says in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
+    st, _ = _diagnosis(api, namespace, job, record=kueue_reasons.fixture(fixture), note=note)
+    assert _verdict(st) == verdict, st
+    kueue_reasons.check(api, namespace, job, st, granular)
+    return st
+
 # ---- 4. namespace and resources the ClusterQueue does not take -------------------------------
 
 
@@ -296,13 +307,31 @@ def test_namespace_not_selected_by_the_cluster_queue(
     _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, configure=lambda q: q.namespace_selector(
         {"matchLabels": {"kueue-doctor.local/team": "nobody"}}))
     resources.create(Job("outsider", namespace).queue(lq).request("cpu", "100m").manifest())
-    wl = _wait_pending(api, namespace, "outsider")
-    assert "namespace doesn't match ClusterQueue selector" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
-    st, _ = _diagnosis(api, namespace, "outsider", record=kueue_reasons.fixture("namespace-not-selected"),
-                       note="namespaceSelector")
-    assert _verdict(st) == ("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin"), st
-    kueue_reasons.check(api, namespace, "outsider", st, "Misconfigured")
+    st = _misconfigured(api, namespace, "outsider", kueue_reasons,
+                        kueue_says="namespace doesn't match ClusterQueue selector", fixture="namespace-not-selected",
+                        note="namespaceSelector", granular="Misconfigured",
+                        verdict=("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin"))
     assert namespace in st["message"] and "kueue-doctor.local/team" in st["message"], st["message"]
+
+
+def test_a_limitrange_default_the_queue_does_not_cover_is_for_the_cluster_admin(
+    cluster: ClusterHandle, resources: Resources, namespace: str, kueue_reasons: KueueReasons
+) -> None:
+    """kueue#4848: the Job asks only for cpu; the namespace's LimitRange gives its container an ephemeral-storage
+    default, which Kueue counts and the ClusterQueue does not cover. The owner cannot remove a request it never
+    made: the cluster admin acts."""
+    api = cluster.api_client
+    resources.create({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": namespace},
+                      "spec": {"limits": [{"type": "Container", "default": {"ephemeral-storage": "1Gi"},
+                                           "defaultRequest": {"ephemeral-storage": "512Mi"}}]}})
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"})
+    resources.create(Job("scratch", namespace).queue(lq).request("cpu", "100m").manifest())
+    st = _misconfigured(api, namespace, "scratch", kueue_reasons,
+                        kueue_says="resource ephemeral-storage unavailable in ClusterQueue",
+                        fixture="limitrange-resource-not-covered", granular="NoMatchingFlavor",
+                        note="ephemeral-storage from a LimitRange default, not covered",
+                        verdict=("Admission", "QueueMisconfigured", "ResourceNotCovered", "ClusterAdmin"))
+    assert "No container of the Job asks for ephemeral-storage" in st["message"], st["message"]
 
 
 def test_resource_not_covered_by_the_cluster_queue(
@@ -312,12 +341,10 @@ def test_resource_not_covered_by_the_cluster_queue(
     _, _cq, lq = _queue(resources, namespace, {"cpu": "4"})
     gpu = Job("gpu", namespace).queue(lq).request("cpu", "100m").request("example.com/gpu", "1")
     resources.create(gpu.limit("example.com/gpu", "1").manifest())
-    wl = _wait_pending(api, namespace, "gpu")
-    assert "resource example.com/gpu unavailable in ClusterQueue" in condition(wl, "QuotaReserved")["message"]  # type: ignore[index]
-    st, _ = _diagnosis(api, namespace, "gpu", record=kueue_reasons.fixture("resource-not-covered"),
-                       note="example.com/gpu not covered")
-    assert _verdict(st) == ("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner"), st
-    kueue_reasons.check(api, namespace, "gpu", st, "NoMatchingFlavor")
+    st = _misconfigured(api, namespace, "gpu", kueue_reasons,
+                        kueue_says="resource example.com/gpu unavailable in ClusterQueue",
+                        fixture="resource-not-covered", note="example.com/gpu not covered", granular="NoMatchingFlavor",
+                        verdict=("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner"))
     assert "example.com/gpu" in st["message"] and "covers cpu" in st["message"], st["message"]
 
 

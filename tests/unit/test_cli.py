@@ -266,7 +266,8 @@ def test_all_namespaces_wins_over_namespace_as_in_kubectl() -> None:
 
 
 def test_by_queue_names_one_cause_once_with_the_workloads_it_blocks() -> None:
-    """Three Workloads of ClusterQueue ci ask for ephemeral-storage it does not cover; one runs elsewhere."""
+    """Three Workloads of ClusterQueue ci are counted ephemeral-storage it does not cover (no container asks for
+    it: a LimitRange default, so the cluster admin acts); one runs elsewhere."""
     text = ("couldn't assign flavors to pod set main: resource ephemeral-storage unavailable in ClusterQueue")
     objs: list[dict[str, Any]] = [
         ResourceFlavor("default-flavor").obj(), ClusterQueue("ci").quotas({"default-flavor": {"cpu": "8"}}).obj(),
@@ -286,7 +287,7 @@ def test_by_queue_names_one_cause_once_with_the_workloads_it_blocks() -> None:
     code, out, _ = run("explain", "-f", "-", "--by-queue", "--now", "2026-11-30T10:00:00Z", stdin=stdin)
     header, row = out.splitlines()
     assert header.split()[:7] == ["CLUSTERQUEUE", "WORKLOADS", "REASON", "CAUSE", "ACTION", "LONGEST", "OLDEST"]
-    assert row.split()[:7] == ["ci", "3", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner", "90m",
+    assert row.split()[:7] == ["ci", "3", "QueueMisconfigured", "ResourceNotCovered", "ClusterAdmin", "90m",
                                "team-a/job-build-1"]
 
 

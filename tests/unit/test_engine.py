@@ -164,7 +164,7 @@ def test_namespace_not_selected_by_cluster_queue() -> None:
 
 def test_resource_not_covered_blames_the_request() -> None:
     objs = [*queue_setup(), pending("couldn't assign flavors to pod set main: resource nvidia.com/gpu unavailable "
-                                    "in ClusterQueue").obj()]
+                                    "in ClusterQueue").request("nvidia.com/gpu", "1").obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert (st["reason"], st["cause"], st["actionBy"]) == ("QueueMisconfigured", "ResourceNotCovered",
                                                            "WorkloadOwner")

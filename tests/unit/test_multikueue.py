@@ -82,6 +82,19 @@ def test_no_worker_quota_says_where_the_copy_went_and_that_the_reason_is_on_the_
     assert "Not connected" not in st["message"], "the worker is connected"
 
 
+def test_a_workload_a_worker_reserved_is_not_said_to_be_unsent() -> None:
+    """kueue#5891: status.clusterName names the worker that reserved quota and the check is still Pending: the
+    verdict sends the user to that worker, and never says MultiKueue has not sent it anywhere."""
+    objects = _load("scenario-family-multikueue-no-worker-quota")
+    wl = _one(objects, "Workload")
+    wl["status"].pop("nominatedClusterNames", None)
+    wl["status"]["clusterName"] = "worker-eu-1"
+    st = _status(objects)
+    assert st["cause"] == "AdmissionCheckPending", st
+    assert "MultiKueue dispatched it to worker cluster worker-eu-1, which reserved quota for it" in st["message"]
+    assert "has not sent it" not in st["message"], st["message"]
+
+
 def test_a_worker_that_goes_down_while_the_check_is_pending_is_named() -> None:
     """The same recording with the worker's MultiKueueCluster turned Active=False (its apiserver went away)."""
     objects = _load("scenario-family-multikueue-no-worker-quota")

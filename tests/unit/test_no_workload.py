@@ -14,9 +14,11 @@ import yaml
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.cli import main
+from kueue_doctor.engine.no_workload import unmanaged_reason
 from kueue_doctor.kube.kueue_config import UNREAD, from_config_map
 from kueue_doctor.kube.kueue_names import expected_workload_name, workload_name
 from kueue_doctor.kube.objects import controller_ref
+from kueue_doctor.state import ClusterState
 from tests.builders import ClusterQueue, Job, LocalQueue, Namespace, Workload
 
 FIXTURES = Path(__file__).parents[1] / "e2e" / "fixtures"
@@ -202,6 +204,20 @@ def test_explain_job_slash_name_finds_the_owner_without_workload() -> None:
     code, out, _ = _explain([*_queues(), _config(integrations={"frameworks": ["kubeflow.org/mpijob"]}), job],
                             "-n", "team-a", "job/trainer")
     assert code == 0 and "NoWorkload" in out and "IntegrationNotEnabled" in out
+
+
+def test_an_unlabelled_job_in_a_namespace_the_selector_leaves_out_is_not_blamed_on_the_flag() -> None:
+    """kueue#7649: manageJobsWithoutQueueName is on, but managedJobsNamespaceSelector leaves the namespace out."""
+    job = Job("plain", "team-a").suspend(False).created(CREATED).obj()
+    config = _config(manageJobsWithoutQueueName=True, managedJobsNamespaceSelector={
+        "matchLabels": {"kueue-managed": "true"}})
+    code, out, _ = _explain([*_queues(), config, job], "-n", "team-a", "job/plain")
+    assert code == 0 and "NoWorkload" in out and "NamespaceNotManaged" in out, out
+    # asked about by name when the input holds no Workloads at all: the sentence names the selector, not the flag
+    state = ClusterState.from_objects([*_queues(), config, job])
+    said = unmanaged_reason(state, job, LATER)
+    assert said is not None and "namespace team-a does not match managedJobsNamespaceSelector" in said, said
+    assert "manageJobsWithoutQueueName is off" not in said, said
 
 
 def test_explain_says_why_an_unlabelled_job_has_no_diagnosis() -> None:

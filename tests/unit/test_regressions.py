@@ -48,6 +48,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "outsider": ("Admission", "QueueMisconfigured", "NamespaceNotSelected", "ClusterAdmin")},
     "scenario-resource-not-covered": {
         "gpu": ("Admission", "QueueMisconfigured", "ResourceNotCovered", "WorkloadOwner")},
+    "scenario-limitrange-resource-not-covered": {
+        "scratch": ("Admission", "QueueMisconfigured", "ResourceNotCovered", "ClusterAdmin")},
     "scenario-borrowing-running": {"borrower": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-borrowing-limit": {
         "greedy": ("Admission", "ExceedsMaxQuota", "BorrowingLimitReached", "ClusterAdmin")},
@@ -117,7 +119,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
 # the granular QuotaReserved reasons, the same messages, the same verdicts (tests/e2e/kueue_reasons.py).
 GRANULAR = ("scenario-exceeds-nominal-quota", "scenario-waiting-for-unused-quota", "scenario-local-queue-not-found",
             "scenario-cluster-queue-not-found", "scenario-cluster-queue-stopped", "scenario-flavor-not-found",
-            "scenario-namespace-not-selected", "scenario-resource-not-covered", "scenario-borrowing-limit",
+            "scenario-namespace-not-selected", "scenario-resource-not-covered",
+            "scenario-limitrange-resource-not-covered", "scenario-borrowing-limit",
             "scenario-flavor-taint", "scenario-preemption-in-progress", "scenario-preempted-requeued",
             "scenario-provisioning-failed", "scenario-tas", "scenario-cohort-tree")
 EXPECTED.update({f"{name}-granular": EXPECTED[name] for name in GRANULAR})

@@ -104,6 +104,14 @@ def pending_check_detail(ctx: Context, check_name: str) -> str:
                 f"keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run kueue-doctor there; "
                 "usually its ClusterQueue lacks quota for it). The quota reserved here stays held meanwhile."
                 + not_connected)
+    assigned = s(ctx.status.get("clusterName"))
+    if assigned:  # dispatched: a worker reserved quota; the check turns Ready once that worker admits it
+        return (f" MultiKueue dispatched it to worker cluster {assigned}, which reserved quota for it "
+                "(status.clusterName); the check turns Ready once that worker admits it (after its own admission "
+                f"checks). Look at Workload {ctx.ns}/{ctx.name} on {assigned} (run kueue-doctor there). If the worker "
+                "shows it admitted and the check stays Pending here, MultiKueue is stuck (seen with pod groups, "
+                "kueue#5891): the platform admin reads the MultiKueue controller's logs on this manager cluster."
+                + not_connected)
     return " MultiKueue has not sent it to a worker cluster yet." + not_connected
 
 

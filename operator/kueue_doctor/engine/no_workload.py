@@ -446,6 +446,21 @@ def workload_not_created(ctx: Context) -> Finding | None:
     return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=_evidence(ctx))
 
 
+def _unlabelled_unmanaged(state: ClusterState, owner: Mapping[str, Any]) -> str | None:
+    """Why Kueue leaves an owner without a queue name alone, from its Configuration; None when it manages it."""
+    cfg = state.kueue_config
+    if not cfg.known:
+        return "Kueue manages unlabelled Jobs only with manageJobsWithoutQueueName"
+    if not cfg.manage_jobs_without_queue_name:
+        return "manageJobsWithoutQueueName is off in Kueue's Configuration"
+    ns = namespace(owner) or ""
+    ns_obj, selector = state.namespaces.get(ns), cfg.managed_jobs_namespace_selector
+    if ns_obj is not None and selector is not None and not label_selector_matches(selector, labels(ns_obj)):
+        return (f"namespace {ns} does not match managedJobsNamespaceSelector of Kueue's Configuration "
+                "(manageJobsWithoutQueueName is on, for the namespaces that selector matches)")
+    return None
+
+
 def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetime, grace: timedelta = GRACE
                      ) -> str | None:
     """Why an owner the user named has no diagnosis, in one sentence (None: it has one, or a Workload)."""
@@ -462,10 +477,8 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
                 f"{(s(ref.get('kind')) or '').lower()}/{s(ref.get('name'))}")
     if _finished(owner):
         return f"kueue-doctor: {what} has finished, and Kueue keeps no Workload for it in the input."
-    if not s(labels(owner).get(QUEUE_LABEL)):
-        cfg = state.kueue_config
-        mode = ("manageJobsWithoutQueueName is off in Kueue's Configuration" if cfg.known
-                else "Kueue manages unlabelled Jobs only with manageJobsWithoutQueueName")
+    mode = _unlabelled_unmanaged(state, owner) if not s(labels(owner).get(QUEUE_LABEL)) else None
+    if mode is not None:
         head = f"kueue-doctor: {what} has no label {QUEUE_LABEL} and {mode}, so Kueue does not manage it"
         kind = s(owner.get("kind")) or ""
         path = suspend_path(owner)

@@ -58,6 +58,22 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def in_pod_templates(workload: Mapping[str, Any], resource: str) -> bool:
+    """Does any container (or init container) of the Workload's pod sets request or limit `resource`, or the
+    pod sets state no template? (Otherwise Kueue counted it from elsewhere: LimitRange defaults, pod overhead.)"""
+    pod_sets = lst(spec(workload).get("podSets"))
+    templates = [m(m(m(ps).get("template")).get("spec")) for ps in pod_sets]
+    if not any(templates):
+        return True  # nothing to compare with: assume the owner asked for it
+    for pod_spec in templates:
+        for key in ("containers", "initContainers"):
+            for container in lst(pod_spec.get(key)):
+                res = m(m(container).get("resources"))
+                if resource in m(res.get("requests")) or resource in m(res.get("limits")):
+                    return True
+    return False
+
+
 def podset_counts(workload: Mapping[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for ps in lst(spec(workload).get("podSets")):

@@ -665,13 +665,25 @@ USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usa
                                                                             lambda _: {})
 
 
+NO_DOMAINS = "no topology domains at level"  # tas_flavor_snapshot.go findLevelWithFitDomains
+
+
 def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = failures[0]
     if f.kind == FailureKind.RESOURCE_NOT_COVERED:
         covered = sorted(quota.covered_resources(ctx.cq)) if ctx.cq is not None else []
         text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
-                + (f" (it covers {', '.join(covered)})" if covered else "")
-                + ": remove the request from the Job, or add the resource to the queue's resourceGroups.")
+                + (f" (it covers {', '.join(covered)})" if covered else ""))
+        if f.resource and f.resource != "pods" and not quota.in_pod_templates(ctx.wl, f.resource):
+            # Kueue adds the namespace's LimitRange defaults and a RuntimeClass's pod overhead to what it counts
+            text += (f". No container of the Job asks for {f.resource}: Kueue counts it from the namespace's "
+                     f"LimitRange defaults (or a RuntimeClass's pod overhead; status.resourceRequests shows what it "
+                     f"counts). A cluster admin adds {f.resource} to the queue's coveredResources, lists it in "
+                     "resources.excludeResourcePrefixes of Kueue's Configuration, or removes the LimitRange default "
+                     f"(kubectl -n {ctx.ns} get limitranges -o yaml).")
+            return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.CLUSTER_ADMIN,
+                           hints=[cq_hint(ctx.cq_name)])
+        text += ": remove the request from the Job, or add the resource to the queue's resourceGroups."
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
                         hints=[cq_hint(ctx.cq_name)])
     if f.kind == FailureKind.FLAVOR_NOT_FOUND:
@@ -679,9 +691,16 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
                 "from the ClusterQueue.")
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.FLAVOR_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
                         flavors=_flavors_of(failures))
-    cause = Cause.NO_MATCHING_FLAVOR
+    cause, actor = Cause.NO_MATCHING_FLAVOR, ActionBy.WORKLOAD_OWNER
     if f.kind == FailureKind.TOPOLOGY_FLAVOR:
         text, cause = f"No flavor fits the Pods' topology request: {f.text}.", Cause.TOPOLOGY_MISMATCH
+    elif f.kind == FailureKind.TOPOLOGY_REQUEST and f.text.startswith(NO_DOMAINS):
+        # Kueue builds a level's domains from the labels of the flavor's Nodes: none carries this level's label
+        text, cause, actor = (f"Kueue finds no topology domain at level {f.level} ({f.text}): it builds domains only "
+                              "from the flavor's Nodes that carry the label of every level of the Topology, and leaves "
+                              "out a Node missing any of them. The platform admin labels the Nodes with every level "
+                              "(kubectl get topology -o yaml; kubectl get nodes -L <each level>) or drops the missing "
+                              "level from the Topology."), Cause.TOPOLOGY_MISMATCH, ActionBy.CLUSTER_ADMIN
     elif f.kind in (FailureKind.TOPOLOGY_REQUEST, FailureKind.TOPOLOGY_ERROR):
         what = ("does not fit the levels the flavor's Topology defines" if f.kind == FailureKind.TOPOLOGY_REQUEST
                 else "cannot be evaluated by Kueue")
@@ -698,8 +717,7 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
     else:
         text = ""
     if text:
-        return finding(Reason.QUEUE_MISCONFIGURED, cause, text, ctx, ActionBy.WORKLOAD_OWNER,
-                        flavors=_flavors_of(failures))
+        return finding(Reason.QUEUE_MISCONFIGURED, cause, text, ctx, actor, flavors=_flavors_of(failures))
     reasons = "; ".join(x.text for x in failures[:4])
     text = (f"No flavor of {ctx.cq_text} fits the Pods: {reasons}. Add tolerations or fix the node "
             "selector/affinity in the Job, or change the flavors' nodeLabels/nodeTaints.")
