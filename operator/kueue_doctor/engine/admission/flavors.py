@@ -699,8 +699,8 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
         text, cause, actor = (f"Kueue finds no topology domain at level {f.level} ({f.text}): it builds domains only "
                               "from the flavor's Nodes that carry the label of every level of the Topology, and leaves "
                               "out a Node missing any of them. The platform admin labels the Nodes with every level "
-                              "(kubectl get topology -o yaml; kubectl get nodes -L <each level>) or drops the missing "
-                              "level from the Topology."), Cause.TOPOLOGY_MISMATCH, ActionBy.CLUSTER_ADMIN
+                              "(kubectl get topologies -o yaml; kubectl get nodes -L <each level>) or drops the "
+                              "missing level from the Topology."), Cause.TOPOLOGY_MISMATCH, ActionBy.CLUSTER_ADMIN
     elif f.kind in (FailureKind.TOPOLOGY_REQUEST, FailureKind.TOPOLOGY_ERROR):
         what = ("does not fit the levels the flavor's Topology defines" if f.kind == FailureKind.TOPOLOGY_REQUEST
                 else "cannot be evaluated by Kueue")

@@ -152,8 +152,8 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
         text = (f"ClusterQueue {cq_name} is inactive because Kueue's cache does not hold it (NotFound: "
                 f"{message.rstrip('.') or 'no message'}): Kueue has not taken it in yet (just created, or the Kueue "
                 "controller is restarting) and admits nothing from it meanwhile. If this lasts more than a minute, "
-                "the cluster admin checks the Kueue controller logs (kubectl -n kueue-system logs deploy/"
-                "kueue-controller-manager) for errors about this ClusterQueue.")
+                f"the cluster admin checks the Kueue controller logs (kubectl -n {ctx.state.kueue_config.namespace} "
+                "logs deploy/kueue-controller-manager) for errors about this ClusterQueue.")
     else:
         text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message.rstrip('.') or 'no message'}. "
                 "It admits nothing until fixed.")
