@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from ...kube.objects import conditions, is_true, m, name, s
+from ...kube.objects import conditions, format_duration, format_time, is_true, lst, m, name, parse_time, s
 from ...kube.slim import MORE_NEEDED
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -145,9 +145,37 @@ def _bypassed(ctx: Context, p: ParsedMessage) -> Finding:
 @handles(Template.FAILED_ADMISSION_CHECKS,
          emits=pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY))
 def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
-    text = ("An admission check of this Workload is in Retry or Rejected state; Kueue re-queues it after the "
-            "check's back-off. See status.admissionChecks.")
+    """Kueue's scheduler skips a Workload while one of its checks is in Retry or Rejected ("The workload has failed
+    admission checks"); the check's controller resets it once the back-off is over. When the back-off ended long
+    ago and a check is still in Retry, nothing will move it (kueue#5129)."""
+    checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
+    failed = [(s(c.get("name")) or "?", s(c.get("state")), s(c.get("message")) or "no message",
+               parse_time(c.get("lastTransitionTime"))) for c in checks if c.get("state") in ("Retry", "Rejected")]
+    if not failed:
+        text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
+                "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
+        return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
+    cname, state, said, since = failed[0]
+    backoff_end = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
+    if ctx.cond_reason("Requeued") == "BackoffFinished":
+        backoff_end = max(filter(None, (backoff_end, ctx.cond_time("Requeued"))), default=None)
+    waited = ctx.now - max(filter(None, (backoff_end, since)), default=ctx.now)
+    if backoff_end is not None and backoff_end <= ctx.now and waited.total_seconds() > STUCK_AFTER:
+        text = (f"Admission check {cname} has been in {state} for {format_duration(ctx.now - (since or ctx.now))} "
+                f"(\"{said[:300]}\") and the re-queue back-off ended {format_duration(ctx.now - backoff_end)} ago, "
+                "yet the check was never reset to Pending: Kueue's scheduler skips a Workload while a check is in "
+                f"Retry, so nothing moves it (kueue#5129). The cluster admin looks at check {cname}'s controller "
+                f"(kubectl get admissioncheck {cname} -o yaml, and its logs); deleting the Workload (Kueue makes a "
+                "new one for its owner) starts the check afresh.")
+        return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx,
+                       ActionBy.CLUSTER_ADMIN)
+    until = f" (back-off until {format_time(backoff_end)})" if backoff_end is not None and backoff_end > ctx.now else ""
+    text = (f"Admission check {cname} is in {state} (\"{said[:300]}\"); Kueue re-queues the Workload after the "
+            f"check's back-off{until} and its controller resets the check. See status.admissionChecks.")
     return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
+
+
+STUCK_AFTER = 600  # seconds after the back-off with the check still in Retry: Kueue would have reset it by then
 
 
 @handles(Template.NO_LONGER_FITS, emits=pairs(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA))
