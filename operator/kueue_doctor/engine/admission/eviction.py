@@ -11,7 +11,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, pod_owner_refs, s, time_text, uid
+from ...kube.objects import (
+    conditions,
+    format_duration,
+    format_time,
+    i,
+    is_true,
+    lst,
+    m,
+    parse_time,
+    pod_owner_refs,
+    s,
+    time_text,
+    uid,
+)
 from ...state import ClusterState, Derived, Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
@@ -219,6 +232,10 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # SkipReassignmentForPodOwnedWorkloads (on by default in Kueue 0.19): a single Pod's Workload dies with it
         text += ("; Kueue deleted its Pod and does not requeue this Workload (a Pod's Workload ends with the Pod): "
                  "the controller that made the Pod creates a new one, which gets a new Workload")
+    elif held and evicted_reason == "AdmissionCheck":
+        more, stuck = _held_for_checks(ctx)
+        text += more
+        action = ActionBy.CLUSTER_ADMIN if stuck else action
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
@@ -237,6 +254,25 @@ def recent_eviction(ctx: Context) -> Finding | None:
                    blocked_by=_preemptor_ref(ctx))
 
 
+def _held_for_checks(ctx: Context) -> tuple[str, bool]:
+    """Evicted for an admission check and held out of the queue: until its controller resets the check in Retry.
+    Held with every check Pending again, for longer than Kueue takes, it is stuck (kueue#3543). (text, stuck)"""
+    checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
+    failing = [f"{s(c.get('name')) or '?'} ({s(c.get('state'))}: \"{(s(c.get('message')) or 'no message')[:200]}\")"
+               for c in checks if c.get("state") in ("Retry", "Rejected")]
+    if failing or not checks:
+        return (f"; held out of the queue until the controller of check {', '.join(failing) or '?'} resets it to "
+                "Pending (Kueue then requeues it)", False)
+    held_for = ctx.now - (ctx.cond_time("Requeued") or ctx.cond_time("Evicted") or ctx.now)
+    if held_for.total_seconds() <= HELD_STUCK_AFTER:
+        return "; held out of the queue while Kueue resets its admission checks", False
+    return (f"; held out of the queue for {format_duration(held_for)} although its admission checks are Pending "
+            "again: Kueue no longer requeues it (kueue#3543, seen when a check's controller sets Retry while the "
+            "Workload is evicted). The cluster admin fixes that controller; deleting the Workload (Kueue makes a new "
+            "one for its owner) gets it queued again", True)
+
+
+HELD_STUCK_AFTER = 600  # seconds held with every check Pending: Kueue would have requeued it by then
 REQUEUE_LOOP_AFTER = 3  # evictions for the same reason: no longer bad luck
 REQUEUE_STATE_REASONS = ("PodsReadyTimeout", "AdmissionCheck")  # the evictions requeueState.count counts
 # what each repeated eviction says, and what to fix; the platform's when the nodes are at fault
