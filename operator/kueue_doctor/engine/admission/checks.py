@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue
 from ..context import Context
+from ..pods.events import event_count, event_first_time, event_message, event_time
 from ..rules import Finding, Phase, pairs, rule
 from .eviction import evictions_total
 
@@ -223,8 +225,41 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
         return None
     text = (f"Quota reserved in {ctx.cq_text}; the topology assignment of pod set "
             f"{s(delayed[0].get('name'))} is delayed until a second scheduling pass (ProvisioningRequest + TAS).")
-    return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.DELAYED_TOPOLOGY_REQUEST, text,
+    failed, action = _second_pass_failures(ctx), ActionBy.NOBODY
+    if failed is not None:
+        count, first, last, said = failed
+        span = f" over {format_duration(last - first)}" if first is not None and last is not None and last > first \
+            else ""
+        text += (f" That second pass failed {count} time(s){span} (Warning SecondPassFailed, last at "
+                 f"{format_time(last)}): \"{said[:400]}\".")
+        reserved = ctx.cond_time("QuotaReserved")
+        if count >= 3 and last is not None and reserved is not None \
+                and (last - reserved).total_seconds() > SECOND_PASS_STUCK_AFTER:
+            action = ActionBy.CLUSTER_ADMIN
+            text += (" It keeps failing: when the shortfall is quota this Workload itself holds, Kueue counts its own "
+                     "reservation (kueue#9048). The cluster admin reads the ClusterQueue's usage (kubectl describe "
+                     f"clusterqueue {ctx.cq_name}); evicting the Workload (spec.active false, then true) retries "
+                     "from scratch.")
+    return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.DELAYED_TOPOLOGY_REQUEST, text, action,
                    since=ctx.cond_time("QuotaReserved"), evidence=_evidence(ctx))
+
+
+SECOND_PASS_STUCK_AFTER = 600  # seconds since the reservation with the second pass still failing: no race
+
+
+def _second_pass_failures(ctx: Context) -> tuple[int, datetime | None, datetime | None, str] | None:
+    """(count, first, last, message) of Kueue's SecondPassFailed Warning events about the Workload, if any."""
+    count, first, last, said = 0, None, None, ""
+    for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
+        if s(ev.get("reason")) != "SecondPassFailed":
+            continue
+        count += event_count(ev)  # both Event APIs (Kueue writes events.k8s.io/v1: note, series)
+        start, end = event_first_time(ev), event_time(ev)
+        if start is not None and (first is None or start < first):
+            first = start
+        if end is not None and (last is None or end >= last):
+            last, said = end, event_message(ev)
+    return (count, first, last, said) if count else None
 
 
 @rule(Phase.RESERVED, pairs(Reason.NOT_YET_EVALUATED, Cause.QUOTA_RESERVED_AWAITING_ADMISSION))
