@@ -173,9 +173,22 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     after, action = _AFTER_EVICTION.get(evicted, ("it is queued again", ActionBy.NOBODY))
     if evicted.startswith("Deactivated"):
         after = "it stays out of the queue until spec.active is set back to true"
-    text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted}): Kueue is "
-            f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
-            + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
+    worker = s(ctx.status.get("clusterName"))
+    if worker:  # MultiKueue: the Job and its Pods run on the worker; the manager waits for the worker's copy to go
+        evicted_at = ctx.cond_time("Evicted")
+        held = ctx.now - evicted_at if evicted_at is not None else None
+        text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): its Job runs on worker cluster {worker} "
+                f"(MultiKueue, status.clusterName), so Kueue must remove the worker's copy before quota in "
+                f"{ctx.cq_text} is released, then {after}.")
+        if held is not None and held.total_seconds() > HELD_STUCK_AFTER:
+            action = ActionBy.CLUSTER_ADMIN
+            text += (f" It has been {format_duration(held)}: the eviction has not reached {worker} (kueue#7350). The "
+                     f"platform admin checks that {worker} is connected (kubectl get multikueuecluster {worker}) and "
+                     "what the worker shows for this Workload.")
+    else:
+        text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted}): Kueue is "
+                f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
+                + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx))
