@@ -154,6 +154,16 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     if not failed:
         text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
                 "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
+        reset = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks) if t is not None]
+        if checks and len(reset) == len(checks) and (ctx.now - max(reset)).total_seconds() > STUCK_AFTER:
+            # any attempt since would have rewritten this message (a flavor assignment, or quota reserved)
+            text = (f"Kueue last skipped it because an admission check was in Retry or Rejected state, but its checks "
+                    f"were reset to Pending {format_duration(ctx.now - max(reset))} ago and Kueue has not tried it "
+                    "since (its message would have changed): it is stuck (kueue#5129). The cluster admin reads the "
+                    "Kueue controller logs for this Workload; deleting the Workload (Kueue makes a new one for its "
+                    "owner) queues it afresh.")
+            return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx,
+                           ActionBy.CLUSTER_ADMIN)
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
     cname, state, said, since = failed[0]
     backoff_end = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
