@@ -289,6 +289,11 @@ def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
     return found
 
 
+def fair_sharing_on(cq: Mapping[str, Any] | None) -> bool:
+    """Kueue runs with fair sharing: it writes status.fairSharing on every ClusterQueue then, and only then."""
+    return cq is not None and status(cq).get("fairSharing") is not None
+
+
 def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, nominal: Decimal | None) -> bool:
     """Does Kueue look for Workloads to preempt when a request is short of unused quota (flavorassigner
     fitsResourceQuota)? Yes when the request fits the queue's nominal quota, when the queue may preempt while
@@ -304,7 +309,7 @@ def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, n
     preemption = m(spec(cq).get("preemption"))
     if (s(m(preemption.get("borrowWithinCohort")).get("policy")) or "Never") != "Never":
         return True
-    if status(cq).get("fairSharing") is not None and (s(preemption.get("reclaimWithinCohort")) or "Never") != "Never":
+    if fair_sharing_on(cq) and (s(preemption.get("reclaimWithinCohort")) or "Never") != "Never":
         return True
     cohort = s(spec(cq).get("cohortName"))
     return bool(cohort) and in_cohort_tree(state, cohort or "")

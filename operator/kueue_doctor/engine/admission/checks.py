@@ -13,7 +13,7 @@ from typing import Any
 from ...kube.objects import conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
-from .. import multikueue
+from .. import multikueue, quota
 from ..context import Context
 from ..pods.events import event_count, event_first_time, event_message, event_time
 from ..rules import Finding, Phase, pairs, rule
@@ -240,6 +240,18 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
                      "reservation (kueue#9048). The cluster admin reads the ClusterQueue's usage (kubectl describe "
                      f"clusterqueue {ctx.cq_name}); evicting the Workload (spec.active false, then true) retries "
                      "from scratch.")
+    else:
+        checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
+        ready = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks if c.get("state") == "Ready")
+                 if t is not None]
+        if checks and len(ready) == len(checks) and (ctx.now - max(ready)).total_seconds() > SECOND_PASS_STUCK_AFTER:
+            action = ActionBy.CLUSTER_ADMIN
+            fair = " (with fair sharing on, seen when its ClusterQueue also has a head waiting: kueue#14090)" \
+                if quota.fair_sharing_on(ctx.cq) else ""
+            text += (f" Its admission checks have been Ready for {format_duration(ctx.now - max(ready))} (the "
+                     "newest), yet Kueue has run no second pass (no SecondPassFailed event either): it is stuck"
+                     f"{fair}. The cluster admin reads the Kueue controller logs for this Workload; evicting it "
+                     "(spec.active false, then true) retries from scratch.")
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.DELAYED_TOPOLOGY_REQUEST, text, action,
                    since=ctx.cond_time("QuotaReserved"), evidence=_evidence(ctx))
 
