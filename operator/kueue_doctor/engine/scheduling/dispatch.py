@@ -64,8 +64,11 @@ def suspended_owner(ctx: Context) -> Finding | None:
     since = admitted_since(ctx)
     kind = s(owner.get("kind")) or "owner"
     writer = suspend_writer(owner)
+    # managedFields times have whole seconds: a write in the admission's second counts, unless it is the owner's
+    # creation (the creator's manager owns the suspend=true Kueue's webhook set then)
+    created = parse_time(m(owner.get("metadata")).get("creationTimestamp"))
     if writer is not None and not writer.is_kueue and writer.time is not None and since is not None \
-            and writer.time > since:
+            and writer.time >= since and (created is None or writer.time > created):
         return _suspended_by_other(ctx, owner, kind, since, writer)
     late = since is not None and ctx.now - since > timedelta(minutes=2)
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
