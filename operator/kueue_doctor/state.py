@@ -572,7 +572,7 @@ class ClusterState:
 
     def pods_of(self, workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
-        if not self._pods_by_ref:  # no Pods in the input (a quota-only dump): nothing to walk
+        if not self.pods:  # no Pods in the input (a quota-only dump): nothing to walk
             return []
         ns, nm = namespace(workload) or "", name(workload) or ""
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))

@@ -258,3 +258,17 @@ def test_verdicts_doc_explains_every_vocabulary_value(table: Mapping[str, Any], 
     for value in table:
         todo = gen.GUIDE.get(prefix, {}).get(str(value))
         assert todo and todo.get("do") and todo.get("who"), f"hack/gen_docs.py GUIDE lacks {prefix} {value}"
+
+
+def test_a_plain_pod_without_kueues_annotation_is_found_through_the_workloads_owner_reference() -> None:
+    """A dump whose Pod lost the kueue.x-k8s.io/workload annotation (older Kueue, a scrubbed dump): the Workload
+    of a plain Pod names it in its ownerReferences, which is enough to find it even when no Pod carries a link."""
+    import copy
+
+    scenario = copy.deepcopy(next(s for s in SCENARIOS if s["name"] == "plain-pod-created-with-its-own-scheduling-gate"))
+    for obj in scenario["objects"]:
+        if obj["kind"] == "Pod":
+            obj["metadata"].pop("annotations", None)
+            obj["metadata"].pop("ownerReferences", None)
+    status = verdict_of(scenario)
+    assert (status["reason"], status["cause"]) == ("PodsUnschedulable", "SchedulingGated"), status["message"]

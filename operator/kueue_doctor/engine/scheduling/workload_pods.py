@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY
-from ...kube.objects import format_time, is_true, lst, m, name, parse_time, pod_owner_refs, s
+from ...kube.objects import format_duration, format_time, is_true, lst, m, name, parse_time, pod_owner_refs, s
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
@@ -382,16 +382,27 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     kueue_gate = blocker.kueue_gated
     # the owner's own spec carries it: in the Workload's pod templates, or a plain Pod created with it
     own = not kueue_gate and (_gates_in_template(ctx, blocker.reason) or pod_owner_refs(ctx.wl) is not None)
+    admitted = admitted_since(ctx)
+    kueue_late = kueue_gate and admitted is not None and (ctx.now - admitted).total_seconds() > GATE_STUCK_AFTER
     text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
-            + (": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
+            + (f": Kueue removes its own gate right after admission, and {format_duration(ctx.now - admitted)} after "
+               "it the gate is still there: its update of the Pods is refused (a validating webhook, an OpenShift "
+               "SCC or another admission plugin, kueue#9492) or its controller is failing. The cluster admin reads "
+               "the Kueue controller logs for these Pods."
+               if kueue_late and admitted is not None else
+               ": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
                if kueue_gate else ": the Pods were created with it (their own spec, or a webhook at creation): "
                "remove it from the Pod or Job spec, or have the controller it waits for remove it." if own
                else ": the controller that added the gate must remove it.")
             + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text,
-                   ActionBy.NOBODY if kueue_gate else ActionBy.WORKLOAD_OWNER if own else ActionBy.CLUSTER_ADMIN,
+                   ActionBy.CLUSTER_ADMIN if kueue_late else ActionBy.NOBODY if kueue_gate
+                   else ActionBy.WORKLOAD_OWNER if own else ActionBy.CLUSTER_ADMIN,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
                    flavors=assigned_flavors(ctx))
+
+
+GATE_STUCK_AFTER = 120  # seconds after admission with Kueue's own gate still on the Pods: its update failed
 
 
 def _gates_in_template(ctx: Context, gates: str) -> bool:
