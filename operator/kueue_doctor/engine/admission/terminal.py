@@ -5,7 +5,7 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 
 from __future__ import annotations
 
-from ...kube.objects import format_time, i, m
+from ...kube.objects import format_duration, format_time, i, m
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
@@ -54,8 +54,25 @@ def deactivated(ctx: Context) -> Finding | None:
             "or the Job is recreated.")
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
+    action = ActionBy.WORKLOAD_OWNER
+    evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
+    if ctx.true("QuotaReserved") and evicted_at is not None:
+        # Kueue releases the quota once the owner reports its Pods stopped; an owner that never does keeps it
+        held = ctx.now - evicted_at
+        text += (f" It still holds its quota in {ctx.cq_text}: Kueue releases it once the owner's Pods are gone and "
+                 "the owner reports stopped")
+        if held.total_seconds() > QUOTA_HELD_STUCK_AFTER:
+            action = ActionBy.CLUSTER_ADMIN
+            text += (f", and {format_duration(held)} after the eviction it has not (an owner that never reports "
+                     "stopped: kueue#6035, #15380). The cluster admin looks at the owner's status and Pods; deleting "
+                     "the Workload releases the quota.")
+        else:
+            text += "."
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
-    return Finding(Reason.DEACTIVATED, cause, text, ActionBy.WORKLOAD_OWNER, since=since, evidence=ev)
+    return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev)
+
+
+QUOTA_HELD_STUCK_AFTER = 600  # seconds after the eviction with the quota still reserved: the owner never stopped
 
 
 def _timeouts(ctx: Context) -> str:
