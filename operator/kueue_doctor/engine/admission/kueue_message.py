@@ -151,6 +151,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
     failed = [(s(c.get("name")) or "?", s(c.get("state")), s(c.get("message")) or "no message",
                parse_time(c.get("lastTransitionTime"))) for c in checks if c.get("state") in ("Retry", "Rejected")]
+    failed.sort(key=lambda f: f[1] != "Rejected")  # a rejection decides what happens next
     if not failed:
         text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
                 "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
@@ -170,6 +171,10 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     if ctx.cond_reason("Requeued") == "BackoffFinished":
         backoff_end = max(filter(None, (backoff_end, ctx.cond_time("Requeued"))), default=None)
     waited = ctx.now - max(filter(None, (backoff_end, since)), default=ctx.now)
+    if state == "Rejected":  # final: Kueue's workload controller deactivates it (Deactivated follows)
+        text = (f"Admission check {cname} rejected it (\"{said[:300]}\"): Kueue deactivates the Workload; it is not "
+                "retried. See status.admissionChecks.")
+        return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
     if backoff_end is not None and backoff_end <= ctx.now and waited.total_seconds() > STUCK_AFTER:
         text = (f"Admission check {cname} has been in {state} for {format_duration(ctx.now - (since or ctx.now))} "
                 f"(\"{said[:300]}\") and the re-queue back-off ended {format_duration(ctx.now - backoff_end)} ago, "
