@@ -382,13 +382,14 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     kueue_gate = blocker.kueue_gated
     # the owner's own spec carries it: in the Workload's pod templates, or a plain Pod created with it
     own = not kueue_gate and (_gates_in_template(ctx, blocker.reason) or pod_owner_refs(ctx.wl) is not None)
-    admitted = admitted_since(ctx)
+    # from the admission, or from the Pods' creation when they came later (the gate is theirs from the start)
+    admitted = max(filter(None, (admitted_since(ctx), blocker.since)), default=None)
     kueue_late = kueue_gate and admitted is not None and (ctx.now - admitted).total_seconds() > GATE_STUCK_AFTER
     text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
             + (f": Kueue removes its own gate right after admission, and {format_duration(ctx.now - admitted)} after "
-               "it the gate is still there: its update of the Pods is refused (a validating webhook, an OpenShift "
-               "SCC or another admission plugin, kueue#9492) or its controller is failing. The cluster admin reads "
-               "the Kueue controller logs for these Pods."
+               "the admission (or the Pods' creation) the gate is still there: its update of the Pods is refused (a "
+               "validating webhook, an OpenShift SCC or another admission plugin, kueue#9492) or its controller is "
+               "failing. The cluster admin reads the Kueue controller logs for these Pods."
                if kueue_late and admitted is not None else
                ": Kueue removes its own gates after admission; if this lasts, check the Kueue controller."
                if kueue_gate else ": the Pods were created with it (their own spec, or a webhook at creation): "
