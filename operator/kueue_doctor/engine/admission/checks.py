@@ -18,6 +18,7 @@ from ..context import Context
 from ..pods.events import event_count, event_first_time, event_message, event_time
 from ..rules import Finding, Phase, pairs, rule
 from .eviction import evictions_total
+from .stalled import STALL_AFTER
 
 _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSION_CHECK_REJECTED}
 
@@ -234,7 +235,7 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
                  f"{format_time(last)}): \"{said[:400]}\".")
         reserved = ctx.cond_time("QuotaReserved")
         if count >= 3 and last is not None and reserved is not None \
-                and (last - reserved).total_seconds() > SECOND_PASS_STUCK_AFTER:
+                and last - reserved > STALL_AFTER:
             action = ActionBy.CLUSTER_ADMIN
             text += (" It keeps failing: when the shortfall is quota this Workload itself holds, Kueue counts its own "
                      "reservation (kueue#9048). The cluster admin reads the ClusterQueue's usage (kubectl describe "
@@ -244,7 +245,7 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
         checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
         ready = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks if c.get("state") == "Ready")
                  if t is not None]
-        if checks and len(ready) == len(checks) and (ctx.now - max(ready)).total_seconds() > SECOND_PASS_STUCK_AFTER:
+        if checks and len(ready) == len(checks) and ctx.now - max(ready) > STALL_AFTER:
             action = ActionBy.CLUSTER_ADMIN
             fair = " (with fair sharing on, seen when its ClusterQueue also has a head waiting: kueue#14090)" \
                 if quota.fair_sharing_on(ctx.cq) else ""
@@ -254,9 +255,6 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
                      "(spec.active false, then true) retries from scratch.")
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.DELAYED_TOPOLOGY_REQUEST, text, action,
                    since=ctx.cond_time("QuotaReserved"), evidence=_evidence(ctx))
-
-
-SECOND_PASS_STUCK_AFTER = 600  # seconds since the reservation with the second pass still failing: no race
 
 
 def _second_pass_failures(ctx: Context) -> tuple[int, datetime | None, datetime | None, str] | None:

@@ -31,6 +31,7 @@ from .. import messages
 from ..context import Context
 from ..messages import Template
 from ..rules import Finding, Phase, pairs, rule
+from .stalled import STALL_AFTER
 
 PREEMPTION_CAUSES = (Cause.IN_CLUSTER_QUEUE, Cause.IN_COHORT_RECLAMATION, Cause.IN_COHORT_FAIR_SHARING,
                      Cause.IN_COHORT_RECLAIM_WHILE_BORROWING)
@@ -180,7 +181,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
         text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): its Job runs on worker cluster {worker} "
                 f"(MultiKueue, status.clusterName), so Kueue must remove the worker's copy before quota in "
                 f"{ctx.cq_text} is released, then {after}.")
-        if held is not None and held.total_seconds() > HELD_STUCK_AFTER:
+        if held is not None and held > STALL_AFTER:
             action = ActionBy.CLUSTER_ADMIN
             text += (f" It has been {format_duration(held)}: the eviction has not reached {worker} (kueue#7350). The "
                      f"platform admin checks that {worker} is connected (kubectl get multikueuecluster {worker}) and "
@@ -277,7 +278,7 @@ def _held_for_checks(ctx: Context) -> tuple[str, bool]:
         return (f"; held out of the queue until the controller of check {', '.join(failing) or '?'} resets it to "
                 "Pending (Kueue then requeues it)", False)
     held_for = ctx.now - (ctx.cond_time("Requeued") or ctx.cond_time("Evicted") or ctx.now)
-    if held_for.total_seconds() <= HELD_STUCK_AFTER:
+    if held_for <= STALL_AFTER:
         return "; held out of the queue while Kueue resets its admission checks", False
     return (f"; held out of the queue for {format_duration(held_for)} although its admission checks are Pending "
             "again: Kueue no longer requeues it (kueue#3543, seen when a check's controller sets Retry while the "
@@ -285,7 +286,6 @@ def _held_for_checks(ctx: Context) -> tuple[str, bool]:
             "one for its owner) gets it queued again", True)
 
 
-HELD_STUCK_AFTER = 600  # seconds held with every check Pending: Kueue would have requeued it by then
 REQUEUE_LOOP_AFTER = 3  # evictions for the same reason: no longer bad luck
 REQUEUE_STATE_REASONS = ("PodsReadyTimeout", "AdmissionCheck")  # the evictions requeueState.count counts
 # what each repeated eviction says, and what to fix; the platform's when the nodes are at fault

@@ -24,6 +24,7 @@ from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
+from .stalled import STALL_AFTER
 
 
 def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, action: ActionBy, fmt: str,
@@ -156,7 +157,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
         text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
                 "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
         reset = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks) if t is not None]
-        if checks and len(reset) == len(checks) and (ctx.now - max(reset)).total_seconds() > STUCK_AFTER:
+        if checks and len(reset) == len(checks) and ctx.now - max(reset) > STALL_AFTER:
             # any attempt since would have rewritten this message (a flavor assignment, or quota reserved)
             text = (f"Kueue last skipped it because an admission check was in Retry or Rejected state, but its checks "
                     f"were reset to Pending {format_duration(ctx.now - max(reset))} ago and Kueue has not tried it "
@@ -175,7 +176,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
         text = (f"Admission check {cname} rejected it (\"{said[:300]}\"): Kueue deactivates the Workload; it is not "
                 "retried. See status.admissionChecks.")
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
-    if backoff_end is not None and backoff_end <= ctx.now and waited.total_seconds() > STUCK_AFTER:
+    if backoff_end is not None and backoff_end <= ctx.now and waited > STALL_AFTER:
         text = (f"Admission check {cname} has been in {state} for {format_duration(ctx.now - (since or ctx.now))} "
                 f"(\"{said[:300]}\") and the re-queue back-off ended {format_duration(ctx.now - backoff_end)} ago, "
                 "yet the check was never reset to Pending: Kueue's scheduler skips a Workload while a check is in "
@@ -189,8 +190,6 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
             f"check's back-off{until} and its controller resets the check. See status.admissionChecks.")
     return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
 
-
-STUCK_AFTER = 600  # seconds after the back-off with the check still in Retry: Kueue would have reset it by then
 
 
 @handles(Template.NO_LONGER_FITS, emits=pairs(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA))

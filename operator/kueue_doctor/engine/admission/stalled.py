@@ -39,7 +39,8 @@ from ..messages import FailureKind, Template
 from ..rules import Finding, Phase, rule
 from .order import queue_head, queue_order
 
-STALL_AFTER = timedelta(minutes=10)  # a scheduling cycle takes seconds; ten minutes of silence is not lag
+# a scheduling cycle takes seconds; ten minutes of silence is not lag. Every "stuck" verdict of admission/ uses it
+STALL_AFTER = timedelta(minutes=10)
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 

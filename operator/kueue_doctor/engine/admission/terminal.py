@@ -12,6 +12,7 @@ from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
 from .eviction import DEACTIVATION_CAUSES, evictions_total
+from .stalled import STALL_AFTER
 
 FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
                    Cause.WORKLOAD_SLICE_REPLACED)
@@ -61,7 +62,7 @@ def deactivated(ctx: Context) -> Finding | None:
         held = ctx.now - evicted_at
         text += (f" It still holds its quota in {ctx.cq_text}: Kueue releases it once the owner's Pods are gone and "
                  "the owner reports stopped")
-        if held.total_seconds() > QUOTA_HELD_STUCK_AFTER:
+        if held > STALL_AFTER:
             action = ActionBy.CLUSTER_ADMIN
             text += (f", and {format_duration(held)} after the eviction it has not (an owner that never reports "
                      "stopped: kueue#6035, #15380). The cluster admin looks at the owner's status and Pods; deleting "
@@ -71,8 +72,6 @@ def deactivated(ctx: Context) -> Finding | None:
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev)
 
-
-QUOTA_HELD_STUCK_AFTER = 600  # seconds after the eviction with the quota still reserved: the owner never stopped
 
 
 def _timeouts(ctx: Context) -> str:
