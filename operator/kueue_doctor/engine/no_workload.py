@@ -351,15 +351,20 @@ def integration_not_enabled(ctx: Context) -> Finding | None:
                    hints=[f"kubectl -n {cfg.namespace} get configmap kueue-manager-config -o yaml"])
 
 
+def namespace_left_out(state: ClusterState, ns: str) -> bool:
+    """Kueue's Configuration (read) has a managedJobsNamespaceSelector that the namespace (in the input) fails."""
+    cfg = state.kueue_config
+    ns_obj, selector = state.namespaces.get(ns), cfg.managed_jobs_namespace_selector
+    return cfg.known and ns_obj is not None and selector is not None \
+        and not label_selector_matches(selector, labels(ns_obj))
+
+
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED)])
 def namespace_not_managed(ctx: Context) -> Finding | None:
+    if not namespace_left_out(ctx.state, ctx.ns):
+        return None
     cfg = ctx.state.kueue_config
-    ns_obj = ctx.state.namespaces.get(ctx.ns)
-    selector = cfg.managed_jobs_namespace_selector
-    if not cfg.known or ns_obj is None or selector is None:
-        return None
-    if label_selector_matches(selector, labels(ns_obj)):
-        return None
+    ns_obj, selector = ctx.state.namespaces[ctx.ns], cfg.managed_jobs_namespace_selector or {}
     text = (f"{_waiting(ctx)}. Namespace {ctx.ns} does not match managedJobsNamespaceSelector of Kueue's "
             f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
             + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "")
@@ -454,8 +459,7 @@ def _unlabelled_unmanaged(state: ClusterState, owner: Mapping[str, Any]) -> str 
     if not cfg.manage_jobs_without_queue_name:
         return "manageJobsWithoutQueueName is off in Kueue's Configuration"
     ns = namespace(owner) or ""
-    ns_obj, selector = state.namespaces.get(ns), cfg.managed_jobs_namespace_selector
-    if ns_obj is not None and selector is not None and not label_selector_matches(selector, labels(ns_obj)):
+    if namespace_left_out(state, ns):
         return (f"namespace {ns} does not match managedJobsNamespaceSelector of Kueue's Configuration "
                 "(manageJobsWithoutQueueName is on, for the namespaces that selector matches)")
     return None
