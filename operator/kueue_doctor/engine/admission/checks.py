@@ -146,6 +146,12 @@ def _rejected_from(ctx: Context, cname: str) -> str | None:
 _RANK = {"Rejected": 0, "Retry": 1}  # the state that decides what happens next comes first
 
 
+def failed_checks(ctx: Context) -> list[Mapping[str, Any]]:
+    """The Workload's admission checks in Rejected or Retry, the one that decides what happens next first."""
+    failed = [c for c in (m(x) for x in lst(ctx.status.get("admissionChecks"))) if s(c.get("state")) in _RANK]
+    return sorted(failed, key=lambda c: _RANK[s(c.get("state")) or ""])
+
+
 def _evidence(ctx: Context) -> list[dict[str, Any]]:
     evidence = [ctx.condition_evidence("QuotaReserved")]
     if ctx.cond("Admitted"):

@@ -21,6 +21,7 @@ from ..messages import ParsedMessage, Template, parse_workload_message
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
+from .checks import failed_checks
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
@@ -150,9 +151,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     admission checks"); the check's controller resets it once the back-off is over. When the back-off ended long
     ago and a check is still in Retry, nothing will move it (kueue#5129)."""
     checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
-    failed = [(s(c.get("name")) or "?", s(c.get("state")), s(c.get("message")) or "no message",
-               parse_time(c.get("lastTransitionTime"))) for c in checks if c.get("state") in ("Retry", "Rejected")]
-    failed.sort(key=lambda f: f[1] != "Rejected")  # a rejection decides what happens next
+    failed = failed_checks(ctx)
     if not failed:
         text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
                 "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
@@ -167,7 +166,9 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
             return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx,
                            ActionBy.CLUSTER_ADMIN)
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
-    cname, state, said, since = failed[0]
+    first = failed[0]
+    cname, state = s(first.get("name")) or "?", s(first.get("state"))
+    said, since = s(first.get("message")) or "no message", parse_time(first.get("lastTransitionTime"))
     backoff_end = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
     if ctx.cond_reason("Requeued") == "BackoffFinished":
         backoff_end = max(filter(None, (backoff_end, ctx.cond_time("Requeued"))), default=None)
