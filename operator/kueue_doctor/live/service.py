@@ -23,7 +23,7 @@ import kopf
 from kopf._core.reactor import inventory  # no public name; the Kopf version is pinned (requirements.lock)
 from prometheus_client import start_http_server
 
-from . import memprofile, rest
+from . import heap, memprofile, rest
 from .discovery import Discovery
 from .leader import ElectionConfig, LeaderElector
 from .metrics import registry_for
@@ -286,6 +286,7 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     outage = Outage(api)
     outage.install(verbose)
     outage_task = asyncio.create_task(outage.watch(), name="outage-watch")
+    trim_task = asyncio.create_task(heap.trim_periodically(), name="heap-trim")
     runtime = Runtime(api, options)
     elector = None
     if election is not None:
@@ -336,6 +337,7 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
     finally:
         loop_task.cancel()
         outage_task.cancel()
+        trim_task.cancel()
         if elector is not None and election_task is not None:
             election_task.cancel()
             await elector.release()
@@ -345,6 +347,7 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
 def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kubeconfig: str | None = None,
         context: str | None = None, log_format: str = "text", verbose: bool = False,
         election: ElectionConfig | None = None) -> int:
+    heap.limit_arenas()  # before the first thread: a thread keeps the arena it got
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
     memprofile.install_from_env()
     if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
