@@ -107,6 +107,33 @@ def test_a_labelled_job_without_workload_is_diagnosed_under_kueues_name_owned_by
     assert d["status"]["since"] == "2026-11-30T09:00:00Z"
 
 
+def _pod_priority_class(job: dict[str, Any], name: str) -> dict[str, Any]:
+    job["spec"]["template"]["spec"]["priorityClassName"] = name
+    return job
+
+
+def test_a_pod_priority_class_is_named_as_the_suspect_only_where_kueue_reads_it() -> None:
+    """kueue#15171: a missing PriorityClass leaves no trace but the name in the template. Not when a
+    WorkloadPriorityClass label decides the priority, nor for the classes every cluster has."""
+    def message(job: dict[str, Any]) -> str:
+        out = diagnose_objects([*_queues(), _config(), job], LATER)
+        assert [(d["status"]["reason"], d["status"]["cause"]) for d in out] == [("NoWorkload", "WorkloadNotCreated")]
+        text: str = out[0]["status"]["message"]
+        return text
+
+    plain = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
+    assert "PriorityClass" not in message(plain)
+    ranked = _pod_priority_class(Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj(), "hi")
+    assert "Its Pods name PriorityClass hi" in message(ranked)
+    system = _pod_priority_class(Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj(),
+                                 "system-cluster-critical")
+    assert "PriorityClass" not in message(system)
+    labelled = _pod_priority_class(Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj(), "hi")
+    labelled["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "batch-low"
+    # no WorkloadPriorityClasses in the input: Kueue's own Event would say; the Pods' class is not read
+    assert "PriorityClass hi" not in message(labelled)
+
+
 def test_once_kueue_makes_the_workload_the_same_diagnosis_name_continues() -> None:
     job = Job("trainer", "team-a").queue("main").suspend(True).created(CREATED).obj()
     before = {d["metadata"]["name"] for d in diagnose_objects([*_queues(), _config(), job], LATER)}

@@ -63,8 +63,11 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
 # Conditions (type) by which an owner says it is done: a finished owner needs no Workload any more.
 _DONE = ("Complete", "Completed", "Failed", "Succeeded", "SuccessCriteriaMet", "FailureTarget")
 # Warning Events Kueue's job reconciler posts on an owner it cannot build a Workload for.
+# (PriorityClassNotFound: proposed in kubernetes-sigs/kueue#15175; v0.19 posts nothing for a missing PriorityClass)
 _KUEUE_WARNINGS = ("ErrWorkloadCompose", "JobNestingTooDeep", "WorkloadPriorityClassNotFound",
-                   "FailedToCreateWorkload", "CreateWorkloadFailed")
+                   "PriorityClassNotFound", "FailedToCreateWorkload", "CreateWorkloadFailed")
+# PriorityClasses every cluster has (the apiserver creates them): naming one never keeps Kueue from a Workload
+_SYSTEM_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
 def _kind_key(owner: Mapping[str, Any]) -> tuple[str, str]:
@@ -445,10 +448,43 @@ def workload_not_created(ctx: Context) -> Finding | None:
         f" kueue-doctor could not read Kueue's Configuration ({cfg.problem or cfg.source}), so it cannot tell "
         "whether the integration is enabled or the namespace managed; grant it get on ConfigMap "
         f"{kueue_ns}/kueue-manager-config.")
-    text = (f"{_waiting(ctx)}, and the input does not show why.{unread} A cluster admin should check that Kueue runs "
+    text = (f"{_waiting(ctx)}, and the input does not show why.{unread}{_priority_class_hint(ctx)} A cluster admin "
+            "should check that Kueue runs "
             f"(kubectl -n {kueue_ns} get pods) and search its logs for the owner's name (kubectl -n {kueue_ns} logs "
             f"deploy/{KUEUE_DEPLOYMENT} | grep {name(_owner(ctx))}).")
     return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=_evidence(ctx))
+
+
+def _priority_class_hint(ctx: Context) -> str:
+    """The one silent cause the owner shows: without a WorkloadPriorityClass label Kueue takes the priority from
+    the Pods' PriorityClass, and when that class does not exist it makes no Workload and posts no Event
+    (kubernetes-sigs/kueue#15171). kueue-doctor does not read PriorityClasses, so it is named as a suspect."""
+    owner = _owner(ctx)
+    if s(labels(owner).get(PRIORITY_LABEL)):
+        return ""
+    classes = sorted(set(_pod_priority_classes(spec(owner))) - _SYSTEM_PRIORITY_CLASSES)
+    if not classes:
+        return ""
+    return (f" Its Pods name PriorityClass {', '.join(classes)}: if it does not exist (kubectl get priorityclass "
+            f"{classes[0]}), Kueue cannot set the Workload's priority and creates none, without an Event "
+            "(kubernetes-sigs/kueue#15171); then the owner of the Job fixes priorityClassName, or a cluster admin "
+            "creates the class.")
+
+
+def _pod_priority_classes(value: Any, depth: int = 0) -> list[str]:
+    """Every priorityClassName under an owner's spec, at any depth (a Job's template, a JobSet's replicated Jobs',
+    a RayJob's head and workers')."""
+    if depth > 12:
+        return []
+    if isinstance(value, Mapping):
+        found = [v for k, v in value.items() if k == "priorityClassName" and isinstance(v, str) and v]
+        for k, v in value.items():
+            if k != "priorityClassName" and isinstance(v, (Mapping, list)):
+                found += _pod_priority_classes(v, depth + 1)
+        return found
+    if isinstance(value, list):
+        return [c for v in value for c in _pod_priority_classes(v, depth + 1)]
+    return []
 
 
 def _unlabelled_unmanaged(state: ClusterState, owner: Mapping[str, Any]) -> str | None:
