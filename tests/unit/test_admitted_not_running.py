@@ -7,11 +7,12 @@ Kubeflow suspend path, what slim keeps of managedFields, and the negative cases 
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.kube.slim import slim
+from tests.unit.test_catalog import SCENARIOS
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ADMITTED = "2026-11-30T09:00:05Z"
@@ -228,3 +229,18 @@ def test_no_stall_when_kueue_wrote_an_event_about_it_recently() -> None:
              "involvedObject": {"kind": "Workload", "name": "job-wait-00001", "namespace": "team-a"},
              "reason": "Pending", "message": WAITING, "type": "Warning", "lastTimestamp": "2026-11-30T09:58:00Z"}
     assert _stalled_cause([*_queues(), _pending("job-wait-00001", WAITING), event]) != "KueueStalled"
+
+
+def test_pods_unschedulable_for_a_moment_under_pods_ready_is_still_running() -> None:
+    """kueue#11595's verdict (PodsUnschedulable under PodsReady=True) waits until the Pods have been unschedulable
+    for UNSCHEDULABLE_WHILE_READY_AFTER: a replaced Pod is pending for a moment while the Workload runs."""
+    scenario = next(s for s in SCENARIOS if s["name"] == "fast-admission-pod-group-ready-while-executors-unschedulable")
+    unschedulable_since = datetime(2026, 11, 30, 9, 0, 46, tzinfo=UTC)
+
+    def verdict(seconds: int) -> tuple[str, str]:
+        out = diagnose_objects(copy.deepcopy(scenario["objects"]), unschedulable_since + timedelta(seconds=seconds))
+        status = next(d["status"] for d in out if d["metadata"]["name"] == "spark-pi")
+        return status["reason"], status["cause"]
+
+    assert verdict(60) == ("Running", "PodsReady")
+    assert verdict(121) == ("PodsUnschedulable", "NodeSelectorMismatch")

@@ -101,6 +101,11 @@ def pod_view(ctx: Context) -> PodView:
     return PodView(expected, summary, _pods_status(summary))
 
 
+UNSCHEDULABLE_CAUSES = (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES, Cause.POD_TOO_LARGE,
+                        Cause.NODE_SELECTOR_MISMATCH, Cause.UNTOLERATED_TAINT, Cause.VOLUME_NOT_BOUND,
+                        Cause.VOLUME_NODE_CONFLICT, Cause.POD_PREEMPTION_IN_PROGRESS)
+
+
 # who posts each reason (FailedCreate: the controller of the object it is about, Job or StatefulSet)
 _CREATOR = {"FailedCreatePod": "the training operator", "FailedToCreateWorkerPod": "KubeRay",
             "FailedToCreateHeadPod": "KubeRay"}
@@ -139,11 +144,15 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
 
 
-@rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_READY), (Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE)])
+@rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_READY), (Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE),
+                        *pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES)])
 def pods_ready(ctx: Context) -> Finding | None:
     if not ctx.true("PodsReady"):
         return None
     ready_at = ctx.cond_time("PodsReady")
+    stuck = _unschedulable_while_ready(ctx, ready_at)
+    if stuck is not None:
+        return stuck
     failed = _failed_create(ctx)
     if failed is not None and failed[2] is not None and (ready_at is None or failed[2] > ready_at):
         # Kueue counts succeeded Pods as ready (a Job with completions > parallelism keeps PodsReady=True
@@ -152,6 +161,30 @@ def pods_ready(ctx: Context) -> Finding | None:
         if summary.created - summary.succeeded - summary.failed <= 0:
             return _not_created(ctx, summary, _pods_status(summary), base_evidence(ctx))
     return _running(ctx, Cause.PODS_READY, ready_at or admitted_since(ctx))
+
+
+# seconds a Pod stays unschedulable under PodsReady=True before that is news: a replaced Pod is pending for a moment
+UNSCHEDULABLE_WHILE_READY_AFTER = 120
+
+
+def _unschedulable_while_ready(ctx: Context, ready_at: datetime | None) -> Finding | None:
+    """PodsReady=True while Pods of the Workload stay unschedulable: Kueue counted the Workload ready too early (a
+    plain Pod group with pod-group-fast-admission whose Pods differ, kubernetes-sigs/kueue#11595), so
+    waitForPodsReady never evicts it and its quota stays held. The Pods' own verdict, with that said."""
+    view = ctx.lazy(pod_view)
+    blocker = view.blocker
+    if blocker is None or blocker.category != "Unschedulable" or blocker.since is None or \
+            (ctx.now - blocker.since).total_seconds() < UNSCHEDULABLE_WHILE_READY_AFTER:
+        return None
+    found = pods_unschedulable.check(ctx)
+    if found is None:
+        return None
+    since = f" since {format_time(ready_at)}" if ready_at is not None else ""
+    found.message += (f" Kueue nevertheless reports PodsReady=True{since}, so waitForPodsReady will not evict the "
+                      f"Workload and its quota in {ctx.cq_name or 'the ClusterQueue'} stays held while these Pods wait "
+                      "(Kueue counts a pod group with pod-group-fast-admission ready before all its Pods are, "
+                      "kubernetes-sigs/kueue#11595).")
+    return found
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE))
@@ -320,11 +353,6 @@ def _blocker_evidence(ctx: Context, blocker: podlib.PodBlocker) -> list[dict[str
                for b in ctx.lazy(pod_view).summary.history[:3]]
     return [*base_evidence(ctx), ctx.object_evidence("Pod", blocker.pod, "status", blocker.reason,
                                                      blocker.message, blocker.since, ctx.ns), *history]
-
-
-UNSCHEDULABLE_CAUSES = (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES, Cause.POD_TOO_LARGE,
-                        Cause.NODE_SELECTOR_MISMATCH, Cause.UNTOLERATED_TAINT, Cause.VOLUME_NOT_BOUND,
-                        Cause.VOLUME_NODE_CONFLICT, Cause.POD_PREEMPTION_IN_PROGRESS)
 
 
 def unschedulable_placement(ctx: Context) -> Placement | None:
