@@ -23,16 +23,22 @@ from .owners import (
 )
 
 
-@rule(Phase.ADMITTED, pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER))
+@rule(Phase.ADMITTED, [*pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER),
+                        *pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_PENDING,
+                               Cause.ADMISSION_CHECK_RETRY)])
 def multikueue(ctx: Context) -> Finding | None:
     cluster = s(ctx.status.get("clusterName"))
     via_check = None
+    check_state: Mapping[str, Any] = {}
     for c in lst(ctx.status.get("admissionChecks")):
         ac = ctx.state.admission_checks.get(s(m(c).get("name")) or "")
         if ac is not None and s(spec(ac).get("controllerName")) == MULTIKUEUE_CONTROLLER:
-            via_check = s(m(c).get("name"))
+            via_check, check_state = s(m(c).get("name")), m(c)
     if not cluster and not via_check:
         return None
+    state = s(check_state.get("state")) or "Ready"
+    if via_check and state not in ("Ready", "Rejected"):
+        return _redispatching(ctx, via_check, check_state, state)
     where = f"worker cluster {cluster}" if cluster else "a MultiKueue worker cluster"
     text = (f"Admitted and dispatched by MultiKueue to {where}: its Pods run there, not here. Look at the Workload "
             f"{ctx.ns}/{ctx.name} on {where} (run kueue-doctor there) for scheduling problems.")
@@ -51,6 +57,26 @@ def multikueue(ctx: Context) -> Finding | None:
     return Finding(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER, text,
                    ActionBy.CLUSTER_ADMIN if lost else ActionBy.NOBODY,
                    since=admitted_since(ctx), evidence=evidence, flavors=assigned_flavors(ctx))
+
+
+def _redispatching(ctx: Context, check: str, entry: Mapping[str, Any], state: str) -> Finding:
+    """Admitted=True on the manager while its MultiKueue check is Pending or Retry again: the worker evicted
+    the Workload and the manager dispatches it anew, keeping its stale Admitted=True meanwhile
+    (kubernetes-sigs/kueue#9338). It runs on no worker now."""
+    since = parse_time(entry.get("lastTransitionTime")) or admitted_since(ctx)
+    said = s(entry.get("message"))
+    text = (f"Runs on no worker cluster now, although this manager still shows it Admitted: its MultiKueue "
+            f"admission check {check} is {state} again since {format_time(since)}"
+            + (f" (Kueue: {said[:300]})" if said else "")
+            + ": the worker that had admitted it evicted it (or was lost), and MultiKueue is dispatching it to the "
+            "worker clusters anew; Kueue keeps the stale Admitted=True on the manager meanwhile (kueue#9338). It "
+            "runs once a worker admits it; see the Workload on the workers "
+            f"(kubectl get workload {ctx.name} -n {ctx.ns} on each) for why none has yet.")
+    cause = Cause.ADMISSION_CHECK_RETRY if state == "Retry" else Cause.ADMISSION_CHECK_PENDING
+    evidence = [*base_evidence(ctx), ctx.object_evidence("Workload", ctx.name, f"admissionChecks/{check}", state,
+                                                         said or None, since, ctx.ns)]
+    return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, ActionBy.NOBODY, since=since,
+                   evidence=evidence, flavors=assigned_flavors(ctx))
 
 
 @rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.SUSPENDED_BY_OTHER_MANAGER, Cause.OWNER_SUSPENDED))
