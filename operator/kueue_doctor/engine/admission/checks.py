@@ -17,6 +17,7 @@ from .. import multikueue, quota
 from ..context import Context
 from ..pods.events import event_count, event_first_time, event_message, event_time
 from ..rules import Finding, Phase, pairs, rule
+from .check_states import RANK
 from .eviction import evictions_total
 from .stalled import STALL_AFTER
 
@@ -143,15 +144,6 @@ def _rejected_from(ctx: Context, cname: str) -> str | None:
     return best
 
 
-_RANK = {"Rejected": 0, "Retry": 1}  # the state that decides what happens next comes first
-
-
-def failed_checks(ctx: Context) -> list[Mapping[str, Any]]:
-    """The Workload's admission checks in Rejected or Retry, the one that decides what happens next first."""
-    failed = [c for c in (m(x) for x in lst(ctx.status.get("admissionChecks"))) if s(c.get("state")) in _RANK]
-    return sorted(failed, key=lambda c: _RANK[s(c.get("state")) or ""])
-
-
 def _evidence(ctx: Context) -> list[dict[str, Any]]:
     evidence = [ctx.condition_evidence("QuotaReserved")]
     if ctx.cond("Admitted"):
@@ -164,7 +156,7 @@ def _evidence(ctx: Context) -> list[dict[str, Any]]:
 def admission_checks_not_ready(ctx: Context) -> Finding | None:
     checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
     pending: list[Mapping[str, Any]] = sorted((c for c in checks if c.get("state") != "Ready"),
-                                              key=lambda c: _RANK.get(s(c.get("state")) or "", 2))
+                                              key=lambda c: RANK.get(s(c.get("state")) or "", 2))
     if not pending:
         return None
     since = ctx.cond_time("QuotaReserved")

@@ -31,6 +31,7 @@ from .. import messages
 from ..context import Context
 from ..messages import Template
 from ..rules import Finding, Phase, pairs, rule
+from .check_states import failed_checks
 from .stalled import STALL_AFTER
 
 PREEMPTION_CAUSES = (Cause.IN_CLUSTER_QUEUE, Cause.IN_COHORT_RECLAMATION, Cause.IN_COHORT_FAIR_SHARING,
@@ -271,10 +272,9 @@ def recent_eviction(ctx: Context) -> Finding | None:
 def _held_for_checks(ctx: Context) -> tuple[str, bool]:
     """Evicted for an admission check and held out of the queue: until its controller resets the check in Retry.
     Held with every check Pending again, for longer than Kueue takes, it is stuck (kueue#3543). (text, stuck)"""
-    checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
     failing = [f"{s(c.get('name')) or '?'} ({s(c.get('state'))}: \"{(s(c.get('message')) or 'no message')[:200]}\")"
-               for c in checks if c.get("state") in ("Retry", "Rejected")]
-    if failing or not checks:
+               for c in failed_checks(ctx)]
+    if failing or not lst(ctx.status.get("admissionChecks")):
         return (f"; held out of the queue until the controller of check {', '.join(failing) or '?'} resets it to "
                 "Pending (Kueue then requeues it)", False)
     held_for = ctx.now - (ctx.cond_time("Requeued") or ctx.cond_time("Evicted") or ctx.now)

@@ -21,7 +21,7 @@ from ..messages import ParsedMessage, Template, parse_workload_message
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
-from .checks import failed_checks
+from .check_states import failed_checks
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
 from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
