@@ -13,7 +13,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY
-from ...kube.objects import format_duration, format_time, is_true, lst, m, name, parse_time, pod_owner_refs, s
+from ...kube.objects import (
+    format_duration,
+    format_time,
+    is_true,
+    lst,
+    m,
+    name,
+    parse_time,
+    pod_owner_refs,
+    s,
+    spec,
+)
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
@@ -171,6 +182,8 @@ def _unschedulable_while_ready(ctx: Context, ready_at: datetime | None) -> Findi
     """PodsReady=True while Pods of the Workload stay unschedulable: Kueue counted the Workload ready too early (a
     plain Pod group with pod-group-fast-admission whose Pods differ, kubernetes-sigs/kueue#11595), so
     waitForPodsReady never evicts it and its quota stays held. The Pods' own verdict, with that said."""
+    if all(s(spec(pod).get("nodeName")) for pod in ctx.pods):
+        return None  # every Pod has a node: none is unschedulable, and a running Workload's Pods are not read twice
     view = ctx.lazy(pod_view)
     blocker = view.blocker
     if blocker is None or blocker.category != "Unschedulable" or blocker.since is None or \
