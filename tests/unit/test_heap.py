@@ -51,7 +51,10 @@ def test_memory_freed_between_live_objects_is_handed_back_to_the_kernel_by_a_tri
     r = _child(env)
     assert r["arenas"] is True
     mib = 1 << 20
-    assert r["freed"] - r["after"] > 80 * mib, r  # ~125 MiB freed in the middle of the heap: most of it returned
+    # ~125 MiB freed in the middle of the heap: most of it is returned, and the trim returns what free() kept (how
+    # much free() itself gives back depends on the heap's layout: 0 to ~60 MiB of it on the machines seen)
+    assert r["before"] - r["after"] > 100 * mib, r
+    assert r["freed"] - r["after"] > 40 * mib, r
     assert r["trimmed"] is True
 
 

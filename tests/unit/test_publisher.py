@@ -6,7 +6,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from kueue_doctor.live.publisher import decide, record_of, with_since
+from kueue_doctor.live.publisher import decide, record_of, records_of, with_since
 
 
 def diag(reason: str = "WaitingForQuota", message: str = "Needs 1 more cpu", since: str = "2026-11-30T09:00:00Z",
@@ -77,7 +77,7 @@ def test_numbers_only_refreshes_share_a_budget_and_never_hold_back_a_verdict_cha
         return d
 
     pub = Publisher(api=None, refresh_interval=60, refresh_writes_per_second=10)
-    pub.seed([named(n) for n in range(100)])  # found at start-up: written_at unknown, due for a refresh
+    pub.seed(records_of([[named(n) for n in range(100)]]))  # found at start-up: written_at unknown, due for a refresh
     changed = [named(n, message="Needs 2 more cpu") for n in range(99)] + [named(99, reason="ExceedsMaxQuota")]
     first = pub.prepare(changed, observed)
     names = [w.key[1] for w in first]
@@ -153,7 +153,7 @@ def test_a_queued_write_is_withdrawn_when_the_verdict_returns_to_what_the_cluste
     applied, gate = _slow_apiserver(monkeypatch)
     pub = Publisher(None, concurrency=1, writes_per_second=0)
     observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-    pub.seed([_named("w1", "WaitingForQuota")])
+    pub.seed(records_of([[_named("w1", "WaitingForQuota")]]))
 
     async def scenario() -> None:
         pub.submit(pub.prepare([_named("w0", "NotYetEvaluated")], observed))
@@ -179,7 +179,7 @@ def test_a_verdict_change_is_written_before_numbers_only_refreshes_queued_earlie
     applied, gate = _slow_apiserver(monkeypatch)
     pub = Publisher(None, refresh_interval=0, concurrency=1, writes_per_second=0)
     observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-    pub.seed([_named("w1", "WaitingForQuota"), _named("w2", "WaitingForQuota")])
+    pub.seed(records_of([[_named("w1", "WaitingForQuota"), _named("w2", "WaitingForQuota")]]))
 
     def numbers(name: str) -> dict[str, Any]:
         d = _named(name, "WaitingForQuota")

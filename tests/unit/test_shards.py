@@ -21,7 +21,7 @@ from kueue_doctor.kube.shards import Shard, fnv1a64
 from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats
-from kueue_doctor.live.orphans import list_diagnoses
+from kueue_doctor.live.orphans import diagnosis_keys
 from kueue_doctor.live.publisher import Publisher
 from kueue_doctor.live.snapshot import list_all, listings
 from kueue_doctor.state import ClusterState, Key
@@ -142,8 +142,8 @@ def test_a_shard_lists_only_its_own_pods_and_diagnoses_so_its_resync_never_touch
                      "metadata": {"name": "job-a-00001", "namespace": ns, "uid": f"ad-{ns}"}} for ns in (mine, theirs)])
     api.serve_list(collection_path("Pod"), "v1", "Pod", [Pod("p", ns).workload("job-a-00001").obj()
                                                           for ns in (mine, theirs)])
-    assert [d["metadata"]["namespace"] for d in list_diagnoses(api, [], shard)] == [mine]
-    assert len(list_diagnoses(api, [])) == 2  # unsharded: all
+    assert [ns for ns, _ in diagnosis_keys(api, [], shard)] == [mine]
+    assert len(diagnosis_keys(api, [])) == 2  # unsharded: all
     pod_listing = next(lst for lst in listings("v1beta2") if lst.kind == "Pod")
     kept = list_all(api, pod_listing, keep=shard.keeps)
     assert kept is not None and [p["metadata"]["namespace"] for p in kept] == [mine]

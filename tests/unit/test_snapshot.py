@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from kueue_doctor.live.orphans import list_diagnoses
+from kueue_doctor.live.orphans import diagnosis_keys, diagnosis_pages
 from kueue_doctor.live.snapshot import LiveError, Unreadable, list_all, list_pages, listings, named_owner, snapshot
 from kueue_doctor.state import kind_key
 from tests.builders import Job, Pod
@@ -129,13 +129,16 @@ def test_diagnoses_that_cannot_be_listed_are_a_warning_and_those_read_so_far(
     api.answer("GET", collection_path("AdmissionDiagnosis", "team-b"),
                forbidden_list("admissiondiagnoses", "kueue-doctor.dev", "team-b"), 403)
     with caplog.at_level(logging.WARNING, logger="kueue_doctor.runtime"):
-        found = list_diagnoses(api, ["team-a", "team-b"])
+        found = [d for page in diagnosis_pages(api, ["team-a", "team-b"]) for d in page]
     assert [d["metadata"]["name"] for d in found] == ["job-a-00001"]
     assert caplog.messages == [
         'Cannot list AdmissionDiagnoses (GET /apis/kueue-doctor.dev/v1alpha1/namespaces/team-b/admissiondiagnoses: '
         'HTTP 403: admissiondiagnoses is forbidden: User "system:serviceaccount:kueue-doctor:kueue-doctor" cannot '
-        'list resource "admissiondiagnoses" in API group "kueue-doctor.dev" in the namespace "team-b"): every '
-        'diagnosis is rewritten once.']
+        'list resource "admissiondiagnoses" in API group "kueue-doctor.dev" in the namespace "team-b"): those not '
+        "listed are rewritten once at start-up, and a resync deletes none of them whose Workload is gone; check the "
+        "operator's RBAC (list on admissiondiagnoses)."]
+    assert diagnosis_keys(api, ["team-a", "team-b"]) == [("team-a", "job-a-00001")]  # the resync's, metadata only
+    assert "PartialObjectMetadataList" in api.requests[-2].accept
 
 
 def test_a_snapshot_reads_kueues_configmap_and_deployment_by_name_and_a_labelled_jobset() -> None:

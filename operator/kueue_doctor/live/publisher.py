@@ -19,9 +19,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -76,24 +77,47 @@ def verdict_of(obj: Mapping[str, Any]) -> tuple[str | None, ...]:
 
 @dataclass(slots=True)
 class Record:
-    """What the cluster holds for one diagnosis, as far as we know."""
+    """What the cluster holds for one diagnosis, as far as we know: one per Workload, kept for the process's life,
+    so compact (the history as JSON bytes, the verdict's words interned)."""
 
     digest: str
     verdict: tuple[str | None, ...]
     since: str | None
     written_at: float | None  # monotonic time of our last write; None: found at start-up
-    history: list[Any] = field(default_factory=list)  # status.history as stored: continued by the next verdict
-    folded: list[Any] = field(default_factory=list)
+    # status.history and historyFolded as stored, continued by the next verdict; kept as JSON: as decoded dicts,
+    # 50,000 records held ~50 MiB and pinned pieces of every LIST page that brought them
+    stored_history: bytes = b""
     absent: bool = False  # someone deleted it: restored (with since and history) once its Workload is confirmed
     # resourceVersions our writes got whose watch echo has not been seen yet (oldest first): an echo that comes
     # after a newer write landed (Kopf delivers events a batch window late) is ours, not someone's edit
     own: tuple[str, ...] = ()
 
+    def kept_history(self) -> tuple[list[Any], list[Any]]:
+        """(status.history, status.historyFolded) as stored."""
+        if not self.stored_history:
+            return [], []
+        entries, folded = json.loads(self.stored_history)
+        return lst(entries), lst(folded)
+
 
 def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
     status = m(obj.get("status"))
-    return Record(digest(obj), verdict_of(obj), s(status.get("since")), written_at,
-                  lst(status.get("history")), lst(status.get("historyFolded")))
+    entries, folded = lst(status.get("history")), lst(status.get("historyFolded"))
+    stored = json.dumps([entries, folded], separators=(",", ":")).encode() if entries else b""
+    return Record(digest(obj), tuple(None if v is None else sys.intern(v) for v in verdict_of(obj)),
+                  s(status.get("since")), written_at, stored)
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    """(namespace, name) of a diagnosis; the namespace interned, as it repeats across every record."""
+    md = m(obj.get("metadata"))
+    return sys.intern(s(md.get("namespace")) or ""), s(md.get("name")) or ""
+
+
+def records_of(pages: Iterable[list[dict[str, Any]]]) -> dict[Key, Record]:
+    """The records of diagnoses found in the cluster, built page by page as a LIST brings them (in a thread at
+    start-up): what is kept of 50,000 is then their records, not the list decoded whole."""
+    return {key_of(obj): record_of(obj, None) for page in pages for obj in page}
 
 
 def unsure(prev: Record) -> Record:
@@ -119,8 +143,9 @@ def with_since(new: dict[str, Any], prev: Record | None, observed: datetime) -> 
 
 def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
     """Continue the stored history (the engine's is rebuilt from Kueue's timestamps, for a first sight)."""
-    if prev is not None and prev.history:
-        history.carry(prev.history, prev.folded, new["status"])
+    if prev is not None and prev.stored_history:
+        entries, folded = prev.kept_history()
+        history.carry(entries, folded, new["status"])
         history.conclude(new["status"])
     return new
 
@@ -202,12 +227,10 @@ class Publisher:
         return (1.0 - self._tokens) / self._refresh_rate
 
     # ----- start-up -----
-    def seed(self, existing: list[dict[str, Any]]) -> None:
-        """Remember what is already in the cluster, so a restart rewrites nothing unchanged and keeps since."""
-        for obj in existing:
-            md = m(obj.get("metadata"))
-            key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
-            self.records[key] = record_of(obj, None)
+    def seed(self, found: Mapping[Key, Record]) -> None:
+        """Remember what is already in the cluster (`records_of` a LIST), so a restart rewrites nothing unchanged
+        and keeps since and the history."""
+        self.records.update(found)
 
     # ----- the pass -----
     def prepare(self, diagnoses: list[dict[str, Any]], observed: datetime) -> list[Write]:
@@ -382,8 +405,7 @@ class Publisher:
     # ----- external changes to our objects -----
     def observed(self, obj: Mapping[str, Any]) -> bool:
         """A watch event for a diagnosis: True when it differs from what we wrote (edited by someone)."""
-        md = m(obj.get("metadata"))
-        key = (s(md.get("namespace")) or "", s(md.get("name")) or "")
+        key = key_of(obj)
         prev = self.records.get(key)
         if not self.leading:  # a standby adopts what the leader stored: a takeover rewrites nothing unchanged
             self.records[key] = record_of(obj, time.monotonic())
@@ -393,7 +415,7 @@ class Publisher:
         if prev is None:
             self.records[key] = record_of(obj, None)
             return False
-        version = s(md.get("resourceVersion"))
+        version = s(m(obj.get("metadata")).get("resourceVersion"))
         if version and version in prev.own:  # the echo of one of our writes, maybe of one since overwritten
             prev.own = prev.own[prev.own.index(version) + 1:]
             return False

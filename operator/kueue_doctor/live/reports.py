@@ -26,6 +26,7 @@ from ..kube.objects import m, parse_time, s
 from ..kube.shards import Shard
 from ..vocabulary import ActionBy, Reason, Stage
 from . import rest
+from .snapshot import pages
 
 log = logging.getLogger("kueue_doctor.reports")
 Key = tuple[str, str]
@@ -132,17 +133,23 @@ class ReportMirror:
                  else [f"/apis/{REPORT_GROUP}/{REPORT_VERSION}/{REPORT_PLURAL}"])
         for path in paths:
             try:
-                listing = await asyncio.to_thread(rest.request, self.api, "GET", path, query=selector)
+                self.written.update(await asyncio.to_thread(self._digests, path, selector))
             except rest.ApiError as exc:
                 self._warn_once("list", "Cannot list OpenReports Reports (%s): is the openreports.io CRD installed "
                                 "and may the operator list reports (docs/notifications.md)? Writing them anyway.", exc)
-                continue
-            for item in listing.get("items") or []:
+        self._dirty |= set(self.written)  # checked after the first pass: kept, rewritten or deleted
+
+    def _digests(self, path: str, selector: Mapping[str, str]) -> dict[str, str]:
+        """namespace -> digest of our Reports under `path`, page by page: together they hold a result per
+        Workload, as large as every diagnosis at once."""
+        out: dict[str, str] = {}
+        for page in pages(self.api, path, selector):
+            for item in page:
                 md = m(item.get("metadata"))
                 if s(md.get("name")) == REPORT_NAME and s(md.get("namespace")) and self.shard.owns(
                         s(md.get("namespace"))):
-                    self.written[str(md["namespace"])] = digest(item)
-        self._dirty |= set(self.written)  # checked after the first pass: kept, rewritten or deleted
+                    out[str(md["namespace"])] = digest(item)
+        return out
 
     async def sync(self, diagnoses: Iterable[Mapping[str, Any]], current: Iterable[Key]) -> None:
         """After a pass: take the published diagnoses, drop Workloads without a diagnosis, write what changed."""

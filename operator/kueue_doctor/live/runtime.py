@@ -34,8 +34,8 @@ from .discovery import Discovery
 from .inbox import Inbox
 from .loop import DiagnosisLoop
 from .metrics import Stats, Verdict
-from .orphans import OWNER_KIND_NAMES, Orphans, list_diagnoses
-from .publisher import Publisher
+from .orphans import OWNER_KIND_NAMES, Orphans, diagnosis_pages
+from .publisher import Publisher, records_of
 from .reports import ReportMirror
 from .snapshot import Listing, Unreadable, list_all, list_pages
 from .team_labels import DEFAULT_LABEL_VALUES
@@ -100,7 +100,8 @@ class Runtime:
         for obj in install:
             self.state.upsert(slim(obj))
         self.state.complete_kinds = complete | readable
-        existing = await asyncio.to_thread(list_diagnoses, self.api, self.options.namespaces, self.options.shard)
+        existing = await asyncio.to_thread(records_of, diagnosis_pages(self.api, self.options.namespaces,
+                                                                       self.options.shard))
         self.publisher.seed(existing)
         if self.reports is not None:
             await self.reports.seed()
