@@ -1340,8 +1340,8 @@ def main() -> int:
     ap.add_argument("--compiled", action="store_true",
                     help="run the operator compiled by mypyc, as the image ships it (hack/compiled.sh builds it)")
     ap.add_argument("--shards", type=int, default=1,
-                    help="above 1: after the load, one replica then N namespace shards side by side (bench/shards.py) "
-                    "instead of the start-up, idle and latency phases")
+                    help="above 1: one process before the load (the baseline), then after it one replica and N "
+                    "namespace shards side by side (bench/shards.py) instead of the start-up, idle and latency phases")
     args = ap.parse_args()
     if args.compiled:  # every operator process this bench starts (here and in bench/shards.py) reads it
         os.environ[ENGINE_PATH_ENV] = subprocess.run(["bash", str(ROOT / "hack" / "compiled.sh")], check=True,
@@ -1360,12 +1360,18 @@ def main() -> int:
     code = 0
     try:
         bench.start_cluster()
+        empty = None
+        if args.shards > 1:  # what one process costs before the load exists: no shard can divide it
+            from shards import baseline
+
+            empty = baseline(bench.install_operator(), bench.workdir)
+            log(f"one process on the cluster before the load: {empty['rss_mib']} MiB RSS")
         bench.create_load()
         if args.shards > 1:
             from shards import compare
             from shards import table as shard_table
 
-            bench.r["shards"] = compare(bench.install_operator(), bench.workdir, args.shards)
+            bench.r["shards"] = compare(bench.install_operator(), bench.workdir, args.shards, empty=empty)
             log("namespace shards beside one replica, same load:\n" + shard_table(bench.r["shards"]))
         else:
             bench.run_operator()

@@ -3,12 +3,19 @@
 Run by `python bench/operator_scale.py --shards N` (its cluster, load, CRD and the operator's least-privilege
 ServiceAccount), or alone against a cluster that has them (`--kubeconfig`): this starts `kueue-doctor run` once
 unsharded, measures it, stops it, then starts `--total-shards N` processes at once (shard 0 .. N-1), and measures
-each. A process is measured once
-its first pass is done and the Workloads it exports have not changed for `--settle` seconds: VmRSS then, VmHWM
-(peak), CPU seconds since start, and the Workloads it exports (sum of kueue_doctor_workloads).
+each. A process is measured once its first pass is done, every diagnosis is written (kueue_doctor_writes_pending
+0) and the Workloads it exports have not changed for `--settle` seconds, and again `--hold` seconds later (what it
+keeps once Kopf's own re-listing after start-up is done and the operator has handed freed memory back: live/heap.py
+trims every 30 s): VmRSS at both, VmHWM (peak), CPU seconds since start, and the Workloads it exports (sum of
+kueue_doctor_workloads). The held RSS is the one compared.
+
+What a shard cannot divide is what a process costs with nothing to diagnose (the interpreter, Kopf, aiohttp, the
+client, the metrics registry). `baseline()` measures that on the cluster before the bench's load exists, and the
+table gives both ratios: RSS / one replica, and (RSS - baseline) / (one replica - baseline), the share of what one
+replica keeps for the cluster that a shard still keeps.
 
     python bench/operator_scale.py --quick --shards 2
-    python bench/shards.py --kubeconfig operator.kubeconfig [--shards 2] [--settle 20]
+    python bench/shards.py --kubeconfig operator.kubeconfig [--shards 2] [--settle 20] [--hold 60] [--baseline-mib 82]
 """
 
 from __future__ import annotations
@@ -28,20 +35,22 @@ sys.path.insert(0, str(ROOT / "bench"))
 from operator_scale import free_port, operator_path, proc_cpu, proc_status  # noqa: E402
 
 
-def exported(port: int) -> tuple[float, float] | None:
-    """(Workloads exported, passes), None while the metrics are not served."""
+def exported(port: int) -> tuple[float, float, float] | None:
+    """(Workloads exported, passes, diagnoses waiting to be written), None while the metrics are not served."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as rsp:
             text = rsp.read().decode()
     except OSError:
         return None
-    workloads = passes = 0.0
+    workloads = passes = pending = 0.0
     for line in text.splitlines():
         if line.startswith("kueue_doctor_workloads{"):
             workloads += float(line.rsplit(" ", 1)[1])
         elif line.startswith("kueue_doctor_diagnosis_passes_total "):
             passes = float(line.rsplit(" ", 1)[1])
-    return workloads, passes
+        elif line.startswith("kueue_doctor_writes_pending"):
+            pending += float(line.rsplit(" ", 1)[1])
+    return workloads, passes, pending
 
 
 def start(kubeconfig: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -55,9 +64,10 @@ def start(kubeconfig: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[by
     return proc, metrics
 
 
-def measure(procs: list[tuple[subprocess.Popen[bytes], int]], settle: float, timeout: float) -> list[dict[str, Any]]:
+def measure(procs: list[tuple[subprocess.Popen[bytes], int]], settle: float, timeout: float, hold: float = 0.0
+            ) -> list[dict[str, Any]]:
     t0 = time.monotonic()
-    last: list[tuple[float, float] | None] = [None] * len(procs)
+    last: list[tuple[float, float, float] | None] = [None] * len(procs)
     stable_since = [0.0] * len(procs)
     done: list[dict[str, Any] | None] = [None] * len(procs)
     while not all(done):
@@ -71,15 +81,43 @@ def measure(procs: list[tuple[subprocess.Popen[bytes], int]], settle: float, tim
             now = exported(port)
             if now is None or now[1] < 1:
                 continue
-            if last[i] is None or now[0] != last[i][0]:  # type: ignore[index]
-                last[i], stable_since[i] = now, time.monotonic()
+            if last[i] is None or now[0] != last[i][0] or now[2] > 0:  # type: ignore[index]
+                last[i], stable_since[i] = now, time.monotonic()  # settled: every diagnosis written, too
             elif time.monotonic() - stable_since[i] >= settle:
-                st = proc_status(proc.pid)
-                done[i] = {"rss_mib": round(st.get("VmRSS", 0) / 1024), "peak_mib": round(st.get("VmHWM", 0) / 1024),
-                           "cpu_s": round(proc_cpu(proc.pid), 1), "workloads": int(now[0]),
+                done[i] = {**sample(proc), "workloads": int(now[0]),
                            "settled_after_s": round(time.monotonic() - t0 - settle, 1)}
         time.sleep(1)
+    if hold > 0:
+        time.sleep(hold)
+        for (proc, _port), d in zip(procs, done, strict=True):
+            if proc.poll() is not None or d is None:
+                raise SystemExit(f"a process exited during the {hold:.0f}s hold: {proc.returncode}")
+            d.update({"rss_at_settle_mib": d["rss_mib"], **sample(proc), "held_s": hold})
     return [d for d in done if d is not None]
+
+
+def sample(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    st = proc_status(proc.pid)
+    return {"rss_mib": round(st.get("VmRSS", 0) / 1024), "peak_mib": round(st.get("VmHWM", 0) / 1024),
+            "cpu_s": round(proc_cpu(proc.pid), 1)}
+
+
+def run_measured(kubeconfig: Path, logs: list[Path], extra: list[tuple[str, ...]], settle: float, timeout: float,
+                 hold: float = 0.0) -> list[dict[str, Any]]:
+    """Processes started at once (one per log, each with its flags and no resync inside), measured, stopped."""
+    procs = [start(kubeconfig, log, "--resync-interval", "3600", *flags)
+             for log, flags in zip(logs, extra, strict=True)]
+    try:
+        return measure(procs, settle, timeout, hold)
+    finally:
+        stop(procs)
+
+
+def baseline(kubeconfig: Path, workdir: Path, settle: float = 20.0, timeout: float = 300.0, hold: float = 60.0
+             ) -> dict[str, Any]:
+    """One unsharded process on the cluster as it is (the bench calls it before its load exists): what every
+    process costs before any object, which no shard can divide."""
+    return run_measured(kubeconfig, [workdir / "baseline.log"], [()], settle, timeout, hold)[0]
 
 
 def stop(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
@@ -92,39 +130,37 @@ def stop(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
             proc.kill()
 
 
-def compare(kubeconfig: Path, workdir: Path, total: int, settle: float = 20.0, timeout: float = 900.0
-            ) -> dict[str, Any]:
+def compare(kubeconfig: Path, workdir: Path, total: int, settle: float = 20.0, timeout: float = 900.0,
+            hold: float = 60.0, empty: dict[str, Any] | None = None) -> dict[str, Any]:
     """One unsharded process, measured and stopped; then `total` shards at once, each measured. A first unsharded
     process writes every diagnosis and is not measured: the measured ones all find them written (a first install's
     writes would inflate whichever ran first)."""
-    flags = ("--resync-interval", "3600")  # no resync inside the measurement
-    warm = [start(kubeconfig, workdir / "warm-up.log", *flags)]
-    try:
-        measure(warm, settle, timeout)
-    finally:
-        stop(warm)
-    one = [start(kubeconfig, workdir / "one.log", *flags)]
-    try:
-        single = measure(one, settle, timeout)[0]
-    finally:
-        stop(one)
-    shards = [start(kubeconfig, workdir / f"shard-{i}.log", *flags, f"--total-shards={total}", f"--shard-index={i}")
-              for i in range(total)]
-    try:
-        sharded = measure(shards, settle, timeout)
-    finally:
-        stop(shards)
+    run_measured(kubeconfig, [workdir / "warm-up.log"], [()], settle, timeout)
+    single = run_measured(kubeconfig, [workdir / "one.log"], [()], settle, timeout, hold)[0]
+    sharded = run_measured(kubeconfig, [workdir / f"shard-{i}.log" for i in range(total)],
+                           [(f"--total-shards={total}", f"--shard-index={i}") for i in range(total)],
+                           settle, timeout, hold)
     for r in sharded:
         r["rss_vs_one_replica"] = round(r["rss_mib"] / max(single["rss_mib"], 1), 2)
-    return {"one_replica": single, "shards": sharded}
+        if empty is not None:
+            r["above_baseline_vs_one_replica"] = round(above(r, empty) / max(above(single, empty), 1), 2)
+    return {"baseline": empty, "one_replica": single, "shards": sharded}
+
+
+def above(r: dict[str, Any], empty: dict[str, Any]) -> int:
+    """MiB a process keeps above the baseline: what the cluster's objects cost it."""
+    return int(r["rss_mib"]) - int(empty["rss_mib"])
 
 
 def table(result: dict[str, Any]) -> str:
-    single, sharded = result["one_replica"], result["shards"]
-    rows = [f"{'process':<14}{'RSS MiB':>9}{'peak MiB':>10}{'CPU s':>8}{'Workloads':>11}{'RSS / one':>11}"]
-    for name, r in [("one replica", single)] + [(f"shard {i}/{len(sharded)}", r) for i, r in enumerate(sharded)]:
-        rows.append(f"{name:<14}{r['rss_mib']:>9}{r['peak_mib']:>10}{r['cpu_s']:>8}{r['workloads']:>11}"
-                    f"{r['rss_mib'] / max(single['rss_mib'], 1):>11.2f}")
+    empty, single, sharded = result.get("baseline"), result["one_replica"], result["shards"]
+    rows = [f"{'process':<16}{'RSS MiB':>9}{'at settle':>11}{'peak MiB':>10}{'CPU s':>8}{'Workloads':>11}"
+            f"{'RSS / one':>11}{'above baseline / one':>22}"]
+    named = [("one replica", single)] + [(f"shard {i}/{len(sharded)}", r) for i, r in enumerate(sharded)]
+    for name, r in ([("baseline (empty)", empty)] if empty else []) + named:
+        share = f"{above(r, empty) / max(above(single, empty), 1):.2f}" if empty and r is not empty else "-"
+        rows.append(f"{name:<16}{r['rss_mib']:>9}{r.get('rss_at_settle_mib', '-'):>11}{r['peak_mib']:>10}"
+                    f"{r['cpu_s']:>8}{r['workloads']:>11}{r['rss_mib'] / max(single['rss_mib'], 1):>11.2f}{share:>22}")
     return "\n".join(rows)
 
 
@@ -135,8 +171,11 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--settle", type=float, default=20.0)
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--hold", type=float, default=60.0, help="seconds after settling until the RSS compared")
+    ap.add_argument("--baseline-mib", type=int, help="RSS of one process on the empty cluster, measured before")
     a = ap.parse_args()
-    print(table(compare(Path(a.kubeconfig), Path(a.workdir), a.shards, a.settle, a.timeout)))
+    empty = {"rss_mib": a.baseline_mib, "peak_mib": "-", "cpu_s": "-", "workloads": 0} if a.baseline_mib else None
+    print(table(compare(Path(a.kubeconfig), Path(a.workdir), a.shards, a.settle, a.timeout, a.hold, empty)))
     return 0
 
 
