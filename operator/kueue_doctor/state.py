@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .kube.objects import (
     meta,
     name,
     namespace,
+    ns_name,
     owner_refs,
     s,
     spec,
@@ -250,7 +252,7 @@ class ClusterState:
     @staticmethod
     def key_of(kind: str, obj: Mapping[str, Any]) -> Any:
         """The key `upsert` stores `obj` (of `kind`) under in `collection(kind)`; metadata is enough."""
-        ns, nm = namespace(obj) or "", name(obj) or ""
+        ns, nm = ns_name(obj)
         if kind == "Event":
             return uid(obj) or f"{ns}/{nm}"
         if kind in _OWNER_KIND_NAMES:
@@ -386,11 +388,13 @@ class ClusterState:
             ref = self._ref_names.setdefault(ref, ref)  # one tuple per Workload/owner, not one per Pod
             self._pods_by_ref.setdefault(ref, {})[key] = None
             kept.append(ref)
-        self._pod_refs[key] = tuple(kept)
+        if kept:  # most Pods another shard diagnoses have none: no entry for them
+            self._pod_refs[key] = tuple(kept)
         pod_spec = spec(pod)
         node = s(pod_spec.get("nodeName"))
-        if node:
-            self._bound[key] = (node, s(m(pod.get("status")).get("phase")) or "", self._requests_shape(pod_spec))
+        if node:  # node and phase interned: a hundred Pods share a node's name, all share "Running"
+            self._bound[key] = (sys.intern(node), sys.intern(s(m(pod.get("status")).get("phase")) or ""),
+                                self._requests_shape(pod_spec))
         if group and s(pod_labels.get(QUEUE_LABEL)):
             self._groups.setdefault((ns, group), set()).add(key)
             self._group_of[key] = (ns, group)
@@ -574,7 +578,7 @@ class ClusterState:
         """Its Pods: by Kueue's annotation or pod-group label, or through the owner chain (Pod -> Job -> ...)."""
         if not self.pods:  # no Pods in the input (a quota-only dump): nothing to walk
             return []
-        ns, nm = namespace(workload) or "", name(workload) or ""
+        ns, nm = ns_name(workload)
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
         # plain Pods the Workload is owned by (Kueue's Pod integration): by name, the same UID checked below
         owning = {(ns, s(r.get("name")) or ""): s(r.get("uid")) for r in owner_refs(workload) if r.get("kind") == "Pod"}

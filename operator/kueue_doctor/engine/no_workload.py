@@ -27,6 +27,7 @@ from ..kube.objects import (
     meta,
     name,
     namespace,
+    ns_name,
     parse_time,
     s,
     spec,
@@ -145,7 +146,7 @@ def stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE) -> d
     for owner in state.owners.values():
         wl = stand_in(state, owner, now, grace)
         if wl is not None:
-            out[namespace(wl) or "", name(wl) or ""] = wl
+            out[ns_name(wl)] = wl
     out.update(pod_group_stand_ins(state, now, grace))
     return out
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, parse_time, s, spec
+from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, ns_name, parse_time, s, spec
 from ..state import ClusterState, Derived, Key
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -102,7 +102,7 @@ def _summary_queue(state: ClusterState, summary: Mapping[str, Any]) -> str | Non
     LocalQueue it was read through (with its namespace); else the LocalQueue of its Workloads tells (Kueue's own
     answer, e.g. `kubectl get --raw`, has no name)."""
     if namespace(summary):
-        lq = state.local_queues.get((namespace(summary) or "", name(summary) or ""))
+        lq = state.local_queues.get(ns_name(summary))
         return s(spec(lq).get("clusterQueue")) if lq is not None else None
     if name(summary):
         return name(summary)
@@ -163,7 +163,7 @@ def summaries(state: ClusterState) -> dict[str, KueueQueue]:
 
 
 def _key(item: Mapping[str, Any]) -> Key:
-    return namespace(item) or "", name(item) or ""
+    return ns_name(item)
 
 
 def _count(n: int, what: str) -> str:

@@ -76,6 +76,11 @@ def namespace(obj: Obj) -> str | None:
     return value if type(value) is str and value else None
 
 
+def ns_name(obj: Obj) -> tuple[str, str]:
+    """(namespace, name), "" for either when absent: the key namespaced objects are kept and joined by."""
+    return namespace(obj) or "", name(obj) or ""
+
+
 def uid(obj: Obj) -> str | None:
     md = obj.get("metadata")
     value = (md if type(md) is dict else m(md)).get("uid")

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.kueue_names import PODSET_LABEL, expected_workload_name
-from ..kube.objects import m, name, namespace, s
+from ..kube.objects import m, namespace, ns_name, s
 from ..kube.packed import Codec
 from ..kube.shards import Shard
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
@@ -269,7 +269,7 @@ class Inbox:
             if etype == "DELETED":
                 self.state.remove(obj)
                 gone = kind_key(obj)
-                key = (namespace(obj) or "", name(obj) or "")
+                key = ns_name(obj)
                 if gone == (KUEUE, "Workload"):
                     self.verdicts.pop(key, None)
                     self.publisher.forget(key)
@@ -302,7 +302,7 @@ class Inbox:
 
     def _diagnosis_event(self, etype: str, obj: Mapping[str, Any]) -> None:
         """Someone deleted or edited one of our diagnoses: its Workload is diagnosed (and it restored) again."""
-        key = (namespace(obj) or "", name(obj) or "")
+        key = ns_name(obj)
         if etype == "DELETED":
             if not self.stats.crd_installed:
                 return  # the CRD is being deleted and takes every diagnosis along: rewritten when it is back

@@ -35,6 +35,8 @@ from .reports import ReportMirror
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 RETRY_AFTER = 10.0  # seconds before a failed write is tried again
+FIRST_LOOK = 0.005  # seconds: a change is diagnosed this long after it arrived unless more came meanwhile
+BURST_PAUSE = 0.02  # seconds without a new event that end a burst
 CHUNK = 500  # Workloads diagnosed between two yields to the watches
 POD_GROUP_POLL = 20.0  # seconds between two reads of gated Pod groups' Pods (no watch brings them: orphans.py)
 
@@ -247,14 +249,19 @@ class DiagnosisLoop:
             self._wake_at(key, since + timedelta(seconds=seconds), now)  # the limit passes by time alone
 
     async def _collect_burst(self) -> None:
-        """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`)."""
+        """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`).
+
+        The first look comes after FIRST_LOOK, long enough for the events of one watch chunk to reach the inbox
+        (Kopf hands them to per-object workers within a few loop turns); a 20 ms first look was a fifth of the
+        change -> diagnosis latency measured beside kube-state-metrics (docs/scale.md, session 20)."""
         deadline = time.monotonic() + self.debounce
         seen = len(self.inbox)
+        pause = FIRST_LOOK
         while time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(pause)
             if len(self.inbox) == seen:
                 return
-            seen = len(self.inbox)
+            seen, pause = len(self.inbox), BURST_PAUSE
 
     def _sleep_for(self) -> float:
         mono = time.monotonic()

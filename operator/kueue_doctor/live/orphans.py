@@ -23,7 +23,7 @@ from typing import Any
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.kueue_config import CONFIG_MAP
 from ..kube.kueue_names import PODSET_LABEL
-from ..kube.objects import labels, m, name, namespace
+from ..kube.objects import labels, m, name, namespace, ns_name
 from ..kube.shards import Shard
 from ..kube.slim import slim
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key
@@ -75,7 +75,7 @@ def diagnosis_pages(api: Any, namespaces: Sequence[str], shard: Shard | None = N
 
 def diagnosis_keys(api: Any, namespaces: Sequence[str], shard: Shard | None = None) -> list[Key]:
     """(namespace, name) of every AdmissionDiagnosis `diagnosis_pages` lists, from a metadata-only LIST."""
-    return [(namespace(o) or "", name(o) or "") for page in diagnosis_pages(api, namespaces, shard, True)
+    return [ns_name(o) for page in diagnosis_pages(api, namespaces, shard, True)
             for o in page]
 
 
@@ -212,7 +212,7 @@ class Orphans:
         listed: set[Key] = set()
         queued = 0
         for obj in alive:
-            key = (namespace(obj) or "", name(obj) or "")
+            key = ns_name(obj)
             listed.add(key)
             if not self.inbox.holds(obj):
                 self.inbox.put("ADDED", obj)
@@ -221,7 +221,7 @@ class Orphans:
             if group in self.state.workloads:
                 continue  # its Pods matter once it is admitted (the watch's), and the resync repairs the others
             for pod in self.state.pod_group(group):
-                key = (namespace(pod) or "", name(pod) or "")
+                key = ns_name(pod)
                 if gated(pod) and key not in listed and ("Pod", key) not in seen:
                     self.inbox.put("DELETED", pod)
                     queued += 1
