@@ -115,7 +115,7 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
                     help="ask RBAC, the AdmissionDiagnosis CRD and Kueue's API again this often: access taken away "
                     "or given back at runtime is followed without a restart (default 30)")
     rn.add_argument("--max-writes-per-second", type=float, default=1000.0, metavar="N",
-                    help="cap on AdmissionDiagnosis writes; below it, 8 writes in flight and the apiserver's answers "
+                    help="cap on AdmissionDiagnosis writes; below it, 16 writes in flight and the apiserver's answers "
                     "(429 Retry-After) set the pace of a first install (default 1000)")
     rn.add_argument("--max-refresh-writes-per-second", type=float, default=50.0, metavar="N",
                     help="budget, across all diagnoses, for rewrites that only refresh numbers of an unchanged verdict "

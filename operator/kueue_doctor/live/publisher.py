@@ -16,6 +16,7 @@ its newest content, in its first place in line.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -44,6 +45,9 @@ from . import rest
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
 Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
+# writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms, and 16 writers took the
+# churn backlog at 39.5 admissions/s from 5,463 to 3,014 against 8 (docs/scale.md, session 20); 429s still pace them
+WRITERS = 16
 OWN_VERSIONS = 8  # our writes' versions remembered per diagnosis until their echo (more only after a watch gap)
 OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
 
@@ -181,7 +185,7 @@ def decide(prev: Record | None, new: Mapping[str, Any], now: float, refresh: flo
 
 
 class Publisher:
-    def __init__(self, api: Any, refresh_interval: float = 60.0, concurrency: int = 8,
+    def __init__(self, api: Any, refresh_interval: float = 60.0, concurrency: int = WRITERS,
                  writes_per_second: float = 50.0, on_write: Callable[[str], None] | None = None,
                  refresh_writes_per_second: float = 0.0) -> None:
         self.api = api
@@ -192,6 +196,9 @@ class Publisher:
         self._codec = Codec()
         self.deferred: dict[Key, tuple[float, Body]] = {}
         self._concurrency = concurrency
+        # threads of their own: asyncio.to_thread's default pool has min(32, cores + 4) threads, 6 on 2 cores, so
+        # it held 8 writers to 6 requests in flight and shared them with the resync's LISTs (docs/scale.md, session 20)
+        self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="kueue-doctor-write")
         # due writes in the order they became due (a key keeps its first place): verdict changes before
         # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
         self._urgent: dict[Key, Body] = {}
@@ -327,6 +334,7 @@ class Publisher:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
+        self._pool.shutdown(wait=False)  # a request in flight finishes in its thread; nothing waits for it
 
     def _next(self) -> tuple[dict[Key, Body], Key] | None:
         for queue in (self._urgent, self._minor):
@@ -380,7 +388,8 @@ class Publisher:
             return True
         obj = self._codec.unpack(body)
         try:
-            answer = await asyncio.to_thread(rest.apply, self.api, diagnosis_path(*key), obj)
+            answer = await asyncio.get_running_loop().run_in_executor(
+                self._pool, rest.apply, self.api, diagnosis_path(*key), obj)
         except rest.ApiError as exc:
             self._on_write("error")
             prev = self.records.get(key)
@@ -456,7 +465,8 @@ class Publisher:
         if not self.leading:  # the leader deletes it; its watch event then makes us forget it
             return
         try:
-            await asyncio.to_thread(rest.request, self.api, "DELETE", diagnosis_path(*key))
+            await asyncio.get_running_loop().run_in_executor(
+                self._pool, rest.request, self.api, "DELETE", diagnosis_path(*key))
             self._on_write("deleted")
         except rest.ApiError as exc:
             if exc.status != 404:

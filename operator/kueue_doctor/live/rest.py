@@ -15,6 +15,7 @@ FIELD_MANAGER = "kueue-doctor"
 # The apiserver's priority and fairness (or a proxy) answers 429 with Retry-After when it throttles a client:
 # waited for (capped) and tried again, so a throttled write or LIST is delayed, not lost.
 THROTTLE_RETRIES = 6
+CONNECTIONS = 32  # kept open to the apiserver: 16 writers (publisher.WRITERS) and the LISTs beside them
 MAX_RETRY_AFTER = 10.0
 throttled_total = 0  # 429s received by this process (read into the errors metric by the runtime)
 
@@ -42,7 +43,11 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> An
     except Exception as exc:  # ConfigException, FileNotFoundError, YAML errors: all mean "no credentials"
         raise ApiError(0, "LOAD", "kubeconfig", f"no usable kubeconfig or in-cluster credentials ({exc}); set "
                        "KUBECONFIG or --kubeconfig") from exc
-    return client.ApiClient()
+    cfg = client.Configuration.get_default_copy()
+    # connections kept open to the apiserver: the publisher's writers and the resync's LISTs at once; urllib3's
+    # default (5 per core) would open and drop a connection, TLS handshake included, for each request beyond it
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, CONNECTIONS)
+    return client.ApiClient(cfg)
 
 
 def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
