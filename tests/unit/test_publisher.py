@@ -239,3 +239,28 @@ def test_the_late_echo_of_an_overwritten_write_is_ours_not_an_edit(monkeypatch: 
         await pub.close()
 
     asyncio.run(scenario())
+
+
+
+def test_a_closed_publisher_writes_again_when_given_work(monkeypatch: Any) -> None:
+    """The loop closes the publisher when it stops; a loop started again (a test, a restarted task) must not find
+    its writes refused by the shut-down thread pool of the writers."""
+    import asyncio
+
+    from kueue_doctor.live.publisher import Publisher
+
+    applied, gate = _slow_apiserver(monkeypatch)
+    gate.set()
+    pub = Publisher(None, concurrency=2, writes_per_second=0)
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+    async def scenario() -> None:
+        pub.submit(pub.prepare([_named("w1", "NotYetEvaluated")], observed))
+        await pub.flush()
+        await pub.close()
+        pub.submit(pub.prepare([_named("w2", "NotYetEvaluated")], observed))
+        await pub.flush()
+        await pub.close()
+
+    asyncio.run(scenario())
+    assert applied == [("w1", "NotYetEvaluated"), ("w2", "NotYetEvaluated")]

@@ -334,7 +334,10 @@ class Publisher:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
-        self._pool.shutdown(wait=False)  # a request in flight finishes in its thread; nothing waits for it
+        # a request in flight finishes in its thread, nothing waits for it; a new pool (no thread until used) keeps
+        # the publisher usable, as its writers are (they start again with the next submit)
+        self._pool.shutdown(wait=False)
+        self._pool = concurrent.futures.ThreadPoolExecutor(self._concurrency, thread_name_prefix="kueue-doctor-write")
 
     def _next(self) -> tuple[dict[Key, Body], Key] | None:
         for queue in (self._urgent, self._minor):
