@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 FIELD_MANAGER = "kueue-doctor"
+CONNECTIONS = 32  # kept open to the apiserver: 16 writers (publisher.WRITERS) and the LISTs beside them
 # The apiserver's priority and fairness (or a proxy) answers 429 with Retry-After when it throttles a client:
 # waited for (capped) and tried again, so a throttled write or LIST is delayed, not lost.
 THROTTLE_RETRIES = 6
-CONNECTIONS = 32  # kept open to the apiserver: 16 writers (publisher.WRITERS) and the LISTs beside them
 MAX_RETRY_AFTER = 10.0
 throttled_total = 0  # 429s received by this process (read into the errors metric by the runtime)
 
