@@ -45,8 +45,8 @@ from . import rest
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
 Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
-# writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms, and 16 writers took the
-# churn backlog at 39.5 admissions/s from 5,463 to 3,014 against 8 (docs/scale.md, session 20); 429s still pace them
+# writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms; 16 writers peaked the churn
+# backlog at 3,014-4,020 against 5,463 with 8 (docs/scale.md, session 20); 429s still pace them
 WRITERS = 16
 OWN_VERSIONS = 8  # our writes' versions remembered per diagnosis until their echo (more only after a watch gap)
 OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
