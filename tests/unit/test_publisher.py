@@ -241,7 +241,6 @@ def test_the_late_echo_of_an_overwritten_write_is_ours_not_an_edit(monkeypatch: 
     asyncio.run(scenario())
 
 
-
 def test_a_closed_publisher_writes_again_when_given_work(monkeypatch: Any) -> None:
     """The loop closes the publisher when it stops; a loop started again (a test, a restarted task) must not find
     its writes refused by the shut-down thread pool of the writers."""

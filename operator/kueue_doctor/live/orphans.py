@@ -75,8 +75,7 @@ def diagnosis_pages(api: Any, namespaces: Sequence[str], shard: Shard | None = N
 
 def diagnosis_keys(api: Any, namespaces: Sequence[str], shard: Shard | None = None) -> list[Key]:
     """(namespace, name) of every AdmissionDiagnosis `diagnosis_pages` lists, from a metadata-only LIST."""
-    return [ns_name(o) for page in diagnosis_pages(api, namespaces, shard, True)
-            for o in page]
+    return [ns_name(o) for page in diagnosis_pages(api, namespaces, shard, True) for o in page]
 
 
 class Orphans:

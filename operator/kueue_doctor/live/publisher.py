@@ -38,7 +38,7 @@ from ..api import (
     VERSION,
 )
 from ..engine import history
-from ..kube.objects import format_time, lst, m, parse_time, s
+from ..kube.objects import format_time, lst, m, ns_name, parse_time, s
 from ..kube.packed import Codec
 from . import rest
 
@@ -114,8 +114,8 @@ def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
 
 def key_of(obj: Mapping[str, Any]) -> Key:
     """(namespace, name) of a diagnosis; the namespace interned, as it repeats across every record."""
-    md = m(obj.get("metadata"))
-    return sys.intern(s(md.get("namespace")) or ""), s(md.get("name")) or ""
+    ns, nm = ns_name(obj)
+    return sys.intern(ns), nm
 
 
 def records_of(pages: Iterable[list[dict[str, Any]]]) -> dict[Key, Record]:
@@ -198,7 +198,7 @@ class Publisher:
         self._concurrency = concurrency
         # threads of their own: asyncio.to_thread's default pool has min(32, cores + 4) threads, 6 on 2 cores, so
         # it held 8 writers to 6 requests in flight and shared them with the resync's LISTs (docs/scale.md, session 20)
-        self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="kueue-doctor-write")
+        self._pool = self._new_pool()
         # due writes in the order they became due (a key keeps its first place): verdict changes before
         # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
         self._urgent: dict[Key, Body] = {}
@@ -337,7 +337,14 @@ class Publisher:
         # a request in flight finishes in its thread, nothing waits for it; a new pool (no thread until used) keeps
         # the publisher usable, as its writers are (they start again with the next submit)
         self._pool.shutdown(wait=False)
-        self._pool = concurrent.futures.ThreadPoolExecutor(self._concurrency, thread_name_prefix="kueue-doctor-write")
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        return concurrent.futures.ThreadPoolExecutor(self._concurrency, thread_name_prefix="kueue-doctor-write")
+
+    async def _request(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A blocking `rest` call on the writers' own threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call, self.api, *args)
 
     def _next(self) -> tuple[dict[Key, Body], Key] | None:
         for queue in (self._urgent, self._minor):
@@ -391,8 +398,7 @@ class Publisher:
             return True
         obj = self._codec.unpack(body)
         try:
-            answer = await asyncio.get_running_loop().run_in_executor(
-                self._pool, rest.apply, self.api, diagnosis_path(*key), obj)
+            answer = await self._request(rest.apply, diagnosis_path(*key), obj)
         except rest.ApiError as exc:
             self._on_write("error")
             prev = self.records.get(key)
@@ -468,8 +474,7 @@ class Publisher:
         if not self.leading:  # the leader deletes it; its watch event then makes us forget it
             return
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._pool, rest.request, self.api, "DELETE", diagnosis_path(*key))
+            await self._request(rest.request, "DELETE", diagnosis_path(*key))
             self._on_write("deleted")
         except rest.ApiError as exc:
             if exc.status != 404:
