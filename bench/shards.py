@@ -3,11 +3,13 @@
 Run by `python bench/operator_scale.py --shards N` (its cluster, load, CRD and the operator's least-privilege
 ServiceAccount), or alone against a cluster that has them (`--kubeconfig`): this starts `kueue-doctor run` once
 unsharded, measures it, stops it, then starts `--total-shards N` processes at once (shard 0 .. N-1), and measures
-each. A process is measured once its first pass is done, every diagnosis is written (kueue_doctor_writes_pending
+each, then the same N split by the ranges `kueue-doctor shard-plan` prints (`--shard-boundaries`: where the
+apiserver serves KEP-5866, as the bench's does, it sends each shard only its own Events, owners and diagnoses). A process is measured once its first pass is done, every diagnosis is written (kueue_doctor_writes_pending
 0) and the Workloads it exports have not changed for `--settle` seconds, and again `--hold` seconds later (what it
 keeps once Kopf's own re-listing after start-up is done and the operator has handed freed memory back: live/heap.py
 trims every 30 s): VmRSS at both, VmHWM (peak), CPU seconds since start, and the Workloads it exports (sum of
-kueue_doctor_workloads). The held RSS is the one compared.
+kueue_doctor_workloads) and the watch events it received (kueue_doctor_watch_events_total, every kind: what it
+decoded, kept or not). The held RSS is the one compared.
 
 What a shard cannot divide is what a process costs with nothing to diagnose (the interpreter, Kopf, aiohttp, the
 client, the metrics registry). `baseline()` measures that on the cluster before the bench's load exists, and the
@@ -33,6 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from operator_scale import free_port, operator_path, proc_cpu, proc_status  # noqa: E402
+
+
+def events_received(port: int) -> int:
+    """Watch events the process received, every kind (what it decoded, kept or not)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as rsp:
+        text = rsp.read().decode()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("kueue_doctor_watch_events_total{")))
 
 
 def exported(port: int) -> tuple[float, float, float] | None:
@@ -93,6 +103,9 @@ def measure(procs: list[tuple[subprocess.Popen[bytes], int]], settle: float, tim
             if proc.poll() is not None or d is None:
                 raise SystemExit(f"a process exited during the {hold:.0f}s hold: {proc.returncode}")
             d.update({"rss_at_settle_mib": d["rss_mib"], **sample(proc), "held_s": hold})
+    for (_proc, port), d in zip(procs, done, strict=True):
+        if d is not None:
+            d["watch_events"] = events_received(port)
     return [d for d in done if d is not None]
 
 
@@ -131,20 +144,30 @@ def stop(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
 
 
 def compare(kubeconfig: Path, workdir: Path, total: int, settle: float = 20.0, timeout: float = 900.0,
-            hold: float = 60.0, empty: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One unsharded process, measured and stopped; then `total` shards at once, each measured. A first unsharded
-    process writes every diagnosis and is not measured: the measured ones all find them written (a first install's
-    writes would inflate whichever ran first)."""
+            hold: float = 60.0, empty: dict[str, Any] | None = None, ranges: bool = True) -> dict[str, Any]:
+    """One unsharded process, measured and stopped; then `total` shards at once, each measured; then (`ranges`)
+    `total` shards split by planned ranges (--shard-boundaries), each measured. A first unsharded process writes
+    every diagnosis and is not measured: the measured ones all find them written (a first install's writes would
+    inflate whichever ran first)."""
     run_measured(kubeconfig, [workdir / "warm-up.log"], [()], settle, timeout)
     single = run_measured(kubeconfig, [workdir / "one.log"], [()], settle, timeout, hold)[0]
     sharded = run_measured(kubeconfig, [workdir / f"shard-{i}.log" for i in range(total)],
                            [(f"--total-shards={total}", f"--shard-index={i}") for i in range(total)],
                            settle, timeout, hold)
-    for r in sharded:
+    ranged: list[dict[str, Any]] = []
+    if ranges:  # the same, split by the ranges `kueue-doctor shard-plan` prints (the apiserver narrows them)
+        planned = subprocess.run([sys.executable, "-m", "kueue_doctor", "shard-plan", f"--total-shards={total}",
+                                  "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONPATH": operator_path()}).stdout
+        flag = next(w for w in planned.split() if w.startswith("--shard-boundaries="))
+        ranged = run_measured(kubeconfig, [workdir / f"range-{i}.log" for i in range(total)],
+                              [(f"--total-shards={total}", f"--shard-index={i}", flag) for i in range(total)],
+                              settle, timeout, hold)
+    for r in sharded + ranged:
         r["rss_vs_one_replica"] = round(r["rss_mib"] / max(single["rss_mib"], 1), 2)
         if empty is not None:
             r["above_baseline_vs_one_replica"] = round(above(r, empty) / max(above(single, empty), 1), 2)
-    return {"baseline": empty, "one_replica": single, "shards": sharded}
+    return {"baseline": empty, "one_replica": single, "shards": sharded, "ranged_shards": ranged}
 
 
 def above(r: dict[str, Any], empty: dict[str, Any]) -> int:
@@ -154,13 +177,16 @@ def above(r: dict[str, Any], empty: dict[str, Any]) -> int:
 
 def table(result: dict[str, Any]) -> str:
     empty, single, sharded = result.get("baseline"), result["one_replica"], result["shards"]
+    ranged = result.get("ranged_shards") or []
     rows = [f"{'process':<16}{'RSS MiB':>9}{'at settle':>11}{'peak MiB':>10}{'CPU s':>8}{'Workloads':>11}"
-            f"{'RSS / one':>11}{'above baseline / one':>22}"]
+            f"{'events':>9}{'RSS / one':>11}{'above baseline / one':>22}"]
     named = [("one replica", single)] + [(f"shard {i}/{len(sharded)}", r) for i, r in enumerate(sharded)]
+    named += [(f"range {i}/{len(ranged)}", r) for i, r in enumerate(ranged)]
     for name, r in ([("baseline (empty)", empty)] if empty else []) + named:
         share = f"{above(r, empty) / max(above(single, empty), 1):.2f}" if empty and r is not empty else "-"
         rows.append(f"{name:<16}{r['rss_mib']:>9}{r.get('rss_at_settle_mib', '-'):>11}{r['peak_mib']:>10}"
-                    f"{r['cpu_s']:>8}{r['workloads']:>11}{r['rss_mib'] / max(single['rss_mib'], 1):>11.2f}{share:>22}")
+                    f"{r['cpu_s']:>8}{r['workloads']:>11}{r.get('watch_events', '-'):>9}"
+                    f"{r['rss_mib'] / max(single['rss_mib'], 1):>11.2f}{share:>22}")
     return "\n".join(rows)
 
 

@@ -1436,6 +1436,10 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # KEP-5866's sharded list and watch (alpha in v1.36, off by default): served here so that the
+                # namespace shards' --shard-boundaries are tested as the apiserver narrows them; a request
+                # without a shardSelector is served as before
+                "--feature-gates=ShardedListAndWatch=true",
                 f"--audit-policy-file={d / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",

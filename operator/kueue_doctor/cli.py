@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
+from .kube import objects as kobj
 from .kube.load import InputError, load_files, newest_timestamp
 from .kube.objects import format_duration, owner_refs, parse_time, s
 from .live.team_labels import DEFAULT_LABEL_VALUES, OTHER_VALUE
@@ -27,7 +28,7 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
 
 
-COMMANDS = ("explain", "describe", "crd", "schema", "run")
+COMMANDS = ("explain", "describe", "crd", "schema", "shard-plan", "run")
 PLUGIN_PROG = "kubectl kueue-doctor"  # the same CLI as a kubectl plugin: the executable kubectl-kueue_doctor
 
 
@@ -89,6 +90,19 @@ def build_parser(prog: str = "kueue-doctor") -> argparse.ArgumentParser:
     sub.add_parser("crd", help="print the AdmissionDiagnosis CustomResourceDefinition YAML")
     sub.add_parser("schema", help="print the JSON Schema of `explain -o json` (docs/schema/explain.schema.json)")
 
+    pl = sub.add_parser("shard-plan", help="plan --shard-boundaries: namespaces split into N runs of about "
+                        "equal Workloads, which the apiserver can filter by (docs/scale.md#shards)",
+                        description="Read the namespaces and their Workloads (-f dumps or the live cluster) and "
+                        "print the --shard-boundaries that split them into N shards of about equal Workloads, with "
+                        "each shard's namespaces and Workloads under those ranges and under the default (hash "
+                        "modulo N).")
+    pl.add_argument("--total-shards", type=int, required=True, metavar="N", help="how many shards (2 or more)")
+    pl.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
+                    help="YAML or JSON file with Namespaces and Workloads ('-' for stdin; repeatable); without "
+                    "-f, the live cluster of the current kubeconfig")
+    pl.add_argument("--kubeconfig", metavar="FILE", help="live: kubeconfig file")
+    pl.add_argument("--context", help="live: the kubeconfig context to use")
+
     rn = sub.add_parser("run", help="run the operator: AdmissionDiagnosis objects and Prometheus metrics",
                         description="Watch Kueue, Jobs, Pods and Events; keep one AdmissionDiagnosis per Workload "
                         "current and serve metrics. Writes only AdmissionDiagnosis objects.")
@@ -145,6 +159,12 @@ def add_shard_flags(rn: argparse.ArgumentParser) -> None:
                     help="take the shard index from the ordinal ending the host name, modulo --total-shards (a "
                     "StatefulSet Pod's: with 2 shards kueue-doctor-1 and kueue-doctor-3 are shard 1, the second its "
                     "standby)")
+    sh.add_argument("--shard-boundaries", default="", metavar="HEX,...",
+                    help="N-1 cut points of the namespaces' hash space, as `kueue-doctor shard-plan` prints them: "
+                    "shard I owns the hashes from cut point I-1 up to cut point I, and asks the apiserver to send "
+                    "only its own namespaces' Events, owners and AdmissionDiagnoses (KEP-5866 shardSelector, "
+                    "served with the alpha gate ShardedListAndWatch; ignored, and filtered here, elsewhere). "
+                    "Every replica must get the same. Default: hash modulo N, filtered here")
 
 
 def shard_of(args: argparse.Namespace, err: IO[str], hostname: str | None = None) -> Shard | int:
@@ -164,7 +184,14 @@ def shard_of(args: argparse.Namespace, err: IO[str], hostname: str | None = None
                       "(--shard-index-from-hostname); pass one of them\n")
             return EXIT_BAD_INPUT
         index = int(ordinal) % max(args.total_shards, 1)
-    shard = Shard(index or 0, args.total_shards)
+    from .kube.shards import parse_boundaries
+
+    try:
+        boundaries = parse_boundaries(args.shard_boundaries)
+    except ValueError as exc:
+        err.write(f"kueue-doctor run: {exc}\n")
+        return EXIT_BAD_INPUT
+    shard = Shard(index or 0, args.total_shards, boundaries)
     if shard.problems():
         err.write("kueue-doctor run: " + "; ".join(shard.problems()) + "\n")
         return EXIT_BAD_INPUT
@@ -251,6 +278,8 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
         out.write(explain_schema_json())
         return EXIT_OK
+    if args.command == "shard-plan":
+        return shard_plan(args, stdin, out, err)
     if args.command == "run":
         from .live.runtime import Options
         from .live.service import run
@@ -278,6 +307,65 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
         return run(options, args.metrics_port, args.health_port, args.kubeconfig, args.context, args.log_format,
                    args.verbose, election)
     return explain(args, stdin, out, err, plugin)
+
+
+def shard_plan(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    """`shard-plan`: the cut points that balance the Workloads, beside what the default partition gives."""
+    from .kube.shards import Shard, hex64, plan
+
+    if args.total_shards < 2:
+        err.write(f"kueue-doctor shard-plan: --total-shards must be 2 or more (got {args.total_shards})\n")
+        return EXIT_BAD_INPUT
+    objects: Sequence[Mapping[str, Any]]
+    if args.filename:
+        try:
+            objects = load_files(args.filename, stdin, [])
+        except InputError as exc:
+            err.write(f"kueue-doctor: {exc}\n")
+            return EXIT_BAD_INPUT
+        source = ", ".join(args.filename)
+    else:
+        from .live.snapshot import LiveError, namespaces_and_workloads
+
+        try:
+            objects = namespaces_and_workloads(args.kubeconfig, args.context)
+        except LiveError as exc:
+            err.write(f"kueue-doctor: {exc}\n")
+            return EXIT_BAD_INPUT
+        source = "the live cluster"
+    weights: dict[str, int] = {}
+    for obj in objects:
+        if obj.get("kind") == "Namespace" and (ns := kobj.name(obj)):
+            weights.setdefault(ns, 0)
+        elif obj.get("kind") == "Workload" and (ns := kobj.namespace(obj)):
+            weights[ns] = weights.get(ns, 0) + 1
+    if not weights:
+        err.write(f"kueue-doctor shard-plan: no Namespace nor Workload in {source}\n")
+        return EXIT_NOT_FOUND
+    total = args.total_shards
+    cuts = plan(weights, total)
+    ranged = [Shard(i, total, cuts) for i in range(total)]
+    modulo = [Shard(i, total) for i in range(total)]
+
+    def counts(shard: Shard) -> tuple[int, int]:
+        mine = [w for ns, w in weights.items() if shard.owns(ns)]
+        return len(mine), sum(mine)
+
+    flag = ",".join(hex64(c) for c in cuts)
+    out.write(f"{len(weights)} namespaces, {sum(weights.values())} Workloads ({source}).\n"
+              f"--total-shards={total} --shard-boundaries={flag}\n\n")
+    out.write(f"{'SHARD':<6} {'NAMESPACE HASHES':<39} {'NAMESPACES':>10} {'WORKLOADS':>10}   "
+              f"{'MODULO N: NAMESPACES':>20} {'WORKLOADS':>10}\n")
+    bounds = (0, *cuts, 1 << 64)
+    for i in range(total):
+        (rn, rw), (mn, mw) = counts(ranged[i]), counts(modulo[i])
+        out.write(f"{i:<6} {hex64(bounds[i]) + '-' + hex64(bounds[i + 1]):<39} {rn:>10} {rw:>10}   "
+                  f"{mn:>20} {mw:>10}\n")
+    out.write("\nGive every replica the same --shard-boundaries (chart: shardBoundaries). Namespaces created later "
+              "fall into the range of their hash; plan again when the split drifts. The apiserver filters by these "
+              "ranges only with the alpha gate ShardedListAndWatch on; elsewhere each shard filters the same ranges "
+              "itself.\n")
+    return EXIT_OK
 
 
 def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str], plugin: bool = False

@@ -329,6 +329,13 @@ def test_shards_run_as_a_statefulset_whose_ordinal_is_the_shard_each_with_its_ow
                                                                                    "Deployment")
     proc = run_helm(helm, "template", "kd", str(CHART), values={"shards": 0}, tmp=tmp_path, check=False)
     assert proc.returncode != 0 and "shards" in proc.stderr
+    # planned ranges (kueue-doctor shard-plan) reach every shard alike
+    ranged = one(template(helm, tmp_path, values={"shards": 2, "shardBoundaries": "0x7a1f000000000000"}),
+                 "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ranged[-3:] == ["--total-shards=2", "--shard-index-from-hostname", "--shard-boundaries=0x7a1f000000000000"]
+    proc = run_helm(helm, "template", "kd", str(CHART), values={"shards": 2, "shardBoundaries": "half"},
+                    tmp=tmp_path, check=False)
+    assert proc.returncode != 0 and "shardBoundaries" in proc.stderr
 
 
 def test_rendered_crd_is_the_committed_crd_and_is_kept_on_uninstall(helm: str, tmp_path: Path) -> None:

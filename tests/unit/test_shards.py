@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from kueue_doctor.cli import build_parser, election_config, shard_of
+from kueue_doctor.cli import build_parser, election_config, main, shard_of
 from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.kube.load import load_files, newest_timestamp
-from kueue_doctor.kube.shards import Shard, fnv1a64
+from kueue_doctor.kube.shards import SPACE, Shard, fnv1a64, plan
 from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
 from kueue_doctor.live.metrics import Stats
 from kueue_doctor.live.orphans import diagnosis_keys
 from kueue_doctor.live.publisher import Publisher
-from kueue_doctor.live.snapshot import list_all, listings
+from kueue_doctor.live.snapshot import list_all, listings, narrowed
 from kueue_doctor.state import ClusterState, Key
 from tests.builders import ClusterQueue, LocalQueue, Pod, ResourceFlavor
 
@@ -105,6 +105,74 @@ def test_a_shard_diagnoses_only_its_own_namespaces_workloads_and_drops_the_other
     assert box.stats.events["Pod"] == 2  # still received and decoded: the filtering is client-side
 
 
+@pytest.mark.parametrize("total", [2, 3, 4, 7])
+def test_planned_ranges_balance_the_workloads_and_give_every_namespace_one_shard(total: int) -> None:
+    weights = {ns: 1 + fnv1a64(ns) % 40 for ns in NAMES}  # uneven namespaces, as clusters have
+    cuts = plan(weights, total)
+    shards = [Shard(i, total, cuts) for i in range(total)]
+    assert not shards[0].problems()
+    owners = {ns: [s.index for s in shards if s.owns(ns)] for ns in NAMES}
+    assert all(len(o) == 1 for o in owners.values())
+    load = [sum(w for ns, w in weights.items() if owners[ns] == [i]) for i in range(total)]
+    assert max(load) - min(load) <= 2 * max(weights.values()), load  # even, but for one namespace's weight
+    teams = {f"team-{c}": 1 for c in "abcdefghijklmnopqrstuvwxyz"}  # equal ranges put all 26 in one shard
+    cuts = plan(teams, total)
+    counts = [sum(1 for ns in teams if Shard(i, total, cuts).owns(ns)) for i in range(total)]
+    assert min(counts) >= len(teams) // total - 1, counts
+
+
+def hex_less(a: str, b: str) -> bool:
+    """The apiserver's comparison of two bounds (k8s.io/apimachinery/pkg/sharding.HexLess)."""
+    return len(a) < len(b) if len(a) != len(b) else a < b
+
+
+def test_a_ranged_shard_keeps_exactly_what_the_apiserver_sends_it() -> None:
+    """Where the apiserver serves KEP-5866 it filters by the shardSelector; where not, `owns` must agree with it
+    namespace by namespace, or an object would reach no shard, or two."""
+    cuts = plan({ns: 1 for ns in NAMES}, 3)
+    for index in range(3):
+        shard = Shard(index, 3, cuts)
+        selector = shard.selector
+        assert selector is not None and selector.startswith("shardRange(object.metadata.namespace, '0x")
+        start, end = (part.strip(" ')") for part in selector.split(",")[1:])
+        assert (start == "0x0000000000000000") == (index == 0) and (end == "0x10000000000000000") == (index == 2)
+        for ns in NAMES:
+            served = f"0x{fnv1a64(ns):016x}"
+            assert shard.owns(ns) == (not hex_less(served, start) and hex_less(served, end)), ns
+    assert Shard(0, 2).selector is None and Shard(0, 1, ()).selector is None  # modulo: nothing to ask
+
+
+def test_a_ranged_shard_narrows_the_lists_of_what_it_keeps_only_its_own_of() -> None:
+    shard = Shard(1, 2, (SPACE // 2,))
+    by_kind = {lst.kind: narrowed(lst, shard) for lst in listings("v1beta2")}
+    narrowed_kinds = {k for k, lst in by_kind.items() if any("shardSelector" in q for q in lst.selectors)}
+    assert narrowed_kinds == {"Job", "Event", "JobSet", "RayJob", "RayCluster", "MPIJob", "PyTorchJob", "TFJob",
+                              "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob"}  # not Workloads, LocalQueues, Pods
+    assert by_kind["Job"].selectors == ({"labelSelector": "kueue.x-k8s.io/queue-name",
+                                         "shardSelector": shard.selector},)
+    assert narrowed(by_kind["Pod"], Shard(1, 2)) == by_kind["Pod"]  # modulo: never
+    api = FakeApiServer()
+    api.serve_list(collection_path("AdmissionDiagnosis"), "kueue-doctor.dev/v1alpha1", "AdmissionDiagnosis", [])
+    diagnosis_keys(api, [], shard)
+    assert [r.query.get("shardSelector") for r in api.requests] == [shard.selector]
+
+
+def test_shard_plan_prints_the_boundaries_that_balance_the_workloads(tmp_path: Path) -> None:
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in NAMES[:40]]
+    objects += [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                 "metadata": {"name": f"w{i}", "namespace": NAMES[i % 40]}} for i in range(400)]
+    dump = tmp_path / "dump.json"
+    dump.write_text(__import__("json").dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["shard-plan", "--total-shards", "2", "-f", str(dump)], stdout=out, stderr=err) == 0, err.getvalue()
+    text = out.getvalue()
+    cuts = plan({ns: 10 for ns in NAMES[:40]}, 2)
+    assert f"--total-shards=2 --shard-boundaries=0x{cuts[0]:016x}" in text
+    rows = [line.split() for line in text.splitlines() if line[:1].isdigit() and "0x" in line]
+    assert [r[2:4] for r in rows] == [["20", "200"], ["20", "200"]], text  # namespaces, Workloads per range
+    assert main(["shard-plan", "--total-shards", "1", "-f", str(dump)], stdout=out, stderr=err) == 2
+
+
 def test_the_shard_flags() -> None:
     parser = build_parser()
     def parse(*argv: str, host: str | None = None) -> tuple[object, str]:
@@ -121,6 +189,15 @@ def test_the_shard_flags() -> None:
     assert code == 2 and "'laptop' does not end in -<ordinal>" in err
     code, err = parse("--total-shards", "2", "--shard-index", "0", "--shard-index-from-hostname", host="kd-1")
     assert code == 2 and "contradicts" in err
+    half = "0x8000000000000000"
+    assert parse("--total-shards", "2", "--shard-index", "1", "--shard-boundaries", half) == (
+        Shard(1, 2, (SPACE // 2,)), "")
+    code, err = parse("--total-shards", "3", "--shard-boundaries", half)
+    assert code == 2 and "needs 2 cut point(s) for 3 shards, got 1" in err and "shard-plan --total-shards 3" in err
+    code, err = parse("--total-shards", "3", "--shard-boundaries", f"{half},0x10")
+    assert code == 2 and "must rise strictly" in err
+    code, err = parse("--total-shards", "2", "--shard-boundaries", "half")
+    assert code == 2 and "hex numbers separated by commas" in err
 
 
 def test_each_shard_elects_its_own_leader_on_its_own_lease() -> None:

@@ -7,6 +7,13 @@ at their end (team-a ... team-z, team-0 ... team-1999) fall into one range (all 
 ranges; team-0..1999 into 690/200/1110 of 3), while the low bits spread them evenly (13/13; 660/675/665).
 Python's `hash()` is salted per process and must never decide ownership: two replicas would disagree.
 
+With `--shard-boundaries` (N-1 cut points, planned from the cluster's namespaces by `kueue-doctor shard-plan`),
+shard I owns the hashes from cut point I-1 up to cut point I instead: a partition the apiserver can apply itself
+(`selector`), so that where it serves KEP-5866 (the alpha gate ShardedListAndWatch) a shard is never even sent
+another shard's Events, owners and AdmissionDiagnoses. Where it does not, the parameter is ignored and the same
+partition is applied here (`keeps`, `owns`): the same verdicts and writes either way. Cut points planned from
+the namespaces' hashes, not N equal ranges, because of the high bits above.
+
 What a shard keeps (`keeps`): every cluster-scoped object (ClusterQueues, Cohorts, flavors, Namespaces, ...) and
 every Workload and LocalQueue of the cluster, because a ClusterQueue's facts (queue positions, the usage of its
 cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; every Pod
@@ -18,8 +25,10 @@ it keeps projections of what those facts read (`slim`: kube/slim.foreign_workloa
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from .objects import namespace
@@ -30,6 +39,9 @@ FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 SPACE = 1 << 64
 SHARED_KINDS = frozenset({"Workload", "LocalQueue"})  # kept by every shard: ClusterQueue-level facts need them all
+# kept by every shard when bound to a node (foreign_pod): a Pod watch or LIST is never narrowed by the apiserver
+NARROWABLE_EXCEPT = SHARED_KINDS | {"Pod"}
+NAMESPACE_FIELD = "object.metadata.namespace"
 
 
 def fnv1a64(text: str) -> int:
@@ -40,10 +52,46 @@ def fnv1a64(text: str) -> int:
     return h
 
 
+def hex64(value: int) -> str:
+    """A hash bound as KEP-5866 spells it: 0x and 16 lowercase hex digits (2**64 itself has 17)."""
+    return f"0x{value:016x}"
+
+
+def parse_boundaries(text: str) -> tuple[int, ...]:
+    """`--shard-boundaries`: comma-separated hex cut points (0x optional); ValueError on anything else."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return tuple(int(p, 16) for p in parts)
+    except ValueError:
+        raise ValueError(f"--shard-boundaries takes hex numbers separated by commas (as `kueue-doctor shard-plan` "
+                         f"prints them), got {text!r}") from None
+
+
+def plan(weights: Mapping[str, int], total: int) -> tuple[int, ...]:
+    """N-1 cut points that split the namespaces, in the order of their hashes, into `total` runs of about equal
+    weight (Workloads; a namespace weighs at least 1). Each cut is the hash of the first namespace of the next
+    run, so a namespace created later falls into whichever run its hash does."""
+    ordered = sorted((fnv1a64(ns), max(1, w)) for ns, w in weights.items())
+    whole = sum(w for _, w in ordered)
+    cuts: list[int] = []
+    seen = 0
+    for position, (h, w) in enumerate(ordered):
+        want = len(cuts) + 1
+        # cut before this namespace when most of its weight lies past the next run's share
+        if want < total and position and seen + w / 2 >= whole * want / total and (not cuts or h > cuts[-1]):
+            cuts.append(h)
+        seen += w
+    while len(cuts) < total - 1:  # fewer namespaces than shards: the rest of the hash space, split evenly
+        last = cuts[-1] if cuts else 0
+        cuts.append(last + (SPACE - last) // (total - len(cuts)))
+    return tuple(cuts)
+
+
 @dataclass(frozen=True)
 class Shard:
     index: int = 0
     total: int = 1
+    boundaries: tuple[int, ...] = ()  # N-1 cut points of the hash space; () is fnv1a64 % N
 
     def problems(self) -> list[str]:
         if self.total < 1:
@@ -51,6 +99,13 @@ class Shard:
         if not 0 <= self.index < self.total:
             return [f"--shard-index must be between 0 and {self.total - 1} for {self.total} shard(s) "
                     f"(got {self.index})"]
+        if self.boundaries and len(self.boundaries) != self.total - 1:
+            return [f"--shard-boundaries needs {self.total - 1} cut point(s) for {self.total} shards, got "
+                    f"{len(self.boundaries)}: plan them with `kueue-doctor shard-plan --total-shards {self.total}`"]
+        bounds = (0, *self.boundaries, SPACE)
+        if self.boundaries and any(not a < b for a, b in pairwise(bounds)):
+            return ["--shard-boundaries must rise strictly between 0x0 and 0x10000000000000000 (each shard owns "
+                    f"the hashes from one cut point up to the next), got {','.join(map(hex64, self.boundaries))}"]
         return []
 
     @property
@@ -59,7 +114,21 @@ class Shard:
 
     def of(self, namespace: str) -> int:
         """The shard that owns `namespace`."""
+        if self.boundaries:
+            return bisect_right(self.boundaries, fnv1a64(namespace))
         return fnv1a64(namespace) % self.total
+
+    @property
+    def selector(self) -> str | None:
+        """KEP-5866's shardSelector for this shard's namespaces; None when the partition is not ranges."""
+        if not self.sharded or not self.boundaries:
+            return None
+        bounds = (0, *self.boundaries, SPACE)
+        return f"shardRange({NAMESPACE_FIELD}, '{hex64(bounds[self.index])}', '{hex64(bounds[self.index + 1])}')"
+
+    def narrows(self, kind: str) -> bool:
+        """The apiserver may be asked to send only this shard's objects of `kind` (all a shard keeps of it)."""
+        return self.selector is not None and kind not in NARROWABLE_EXCEPT
 
     def owns(self, namespace: str | None) -> bool:
         """This shard diagnoses and writes for `namespace`; "" or None (cluster-scoped) belongs to every shard."""
@@ -97,4 +166,8 @@ class Shard:
         return base if not self.sharded else f"{base}-shard-{self.index}-of-{self.total}"
 
     def describe(self) -> str:
+        if self.boundaries:
+            bounds = (0, *self.boundaries, SPACE)
+            return (f"shard {self.index} of {self.total} (namespace hashes {hex64(bounds[self.index])} to "
+                    f"{hex64(bounds[self.index + 1])})")
         return f"shard {self.index} of {self.total}"

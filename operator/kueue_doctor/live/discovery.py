@@ -19,10 +19,11 @@ from typing import Any
 
 from ..api import GROUP, PLURAL, SCHEMA_ANNOTATION, VERSION, schema_hash
 from ..kube.objects import m, name
+from ..kube.shards import Shard
 from . import rest
 from .metrics import Stats
 from .publisher import Publisher
-from .snapshot import KUEUE, OWNER_RESOURCES, Listing, listings
+from .snapshot import KUEUE, OWNER_RESOURCES, Listing, listings, narrowed
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 # diagnosis works without them, with less detail (owners of a kind whose CRD is not installed are skipped)
@@ -37,8 +38,9 @@ CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 class Discovery:
     def __init__(self, api: Any, namespaces: Sequence[str], stats: Stats, publisher: Publisher,
-                 kueue_namespace: str = "kueue-system") -> None:
+                 kueue_namespace: str = "kueue-system", shard: Shard | None = None) -> None:
         self.api = api
+        self.shard = shard or Shard()  # its ranges narrow the LISTs of the kinds a shard keeps only its own of
         self.kueue_namespace = kueue_namespace  # where Kueue's ConfigMap and Deployment are read
         self.namespaces = list(namespaces)  # empty: all
         self.stats = stats
@@ -63,8 +65,9 @@ class Discovery:
         return False
 
     def listings(self) -> list[Listing]:
-        """The kinds the operator lists and watches (Nodes are only read by `explain`)."""
-        return [lst for lst in listings(self.version) if lst.kind not in ("Node",)]
+        """The kinds the operator lists and watches (Nodes are only read by `explain`), each narrowed to this
+        shard's namespaces where the apiserver can do it (the same selectors as the watches: service.py)."""
+        return [narrowed(lst, self.shard) for lst in listings(self.version) if lst.kind not in ("Node",)]
 
     async def check_access(self) -> None:
         """Which optional kinds may we list? Kopf exits on a 403 watch, so only watch what is allowed."""

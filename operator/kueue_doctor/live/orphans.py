@@ -62,9 +62,10 @@ def diagnosis_pages(api: Any, namespaces: Sequence[str], shard: Shard | None = N
     repaired nor deleted here), page by page, so that a caller keeps only what it needs of each: 50,000 diagnoses
     decoded at once are about 230 MiB. On an error, the pages read so far and a warning."""
     paths = [diagnosis_path(ns) for ns in namespaces] or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
+    query = {"shardSelector": shard.selector} if shard is not None and shard.selector else {}
     for path in paths:
         try:
-            for page in pages(api, path, metadata_only=metadata_only):
+            for page in pages(api, path, query, metadata_only=metadata_only):
                 yield [o for o in page if shard is None or shard.owns(namespace(o))]
         except rest.ApiError as exc:
             log.warning("Cannot list AdmissionDiagnoses (%s): those not listed are rewritten once at start-up, and "

@@ -129,6 +129,8 @@ class ReportMirror:
     async def seed(self) -> None:
         """Remember the Reports already in the cluster, so a restart rewrites nothing unchanged."""
         selector = {"labelSelector": f"{MANAGED_BY}={SOURCE}"}
+        if self.shard.selector:  # another shard's Reports not even sent, where the apiserver can narrow
+            selector["shardSelector"] = self.shard.selector
         paths = ([report_path(ns, None) for ns in self.namespaces] if self.namespaces
                  else [f"/apis/{REPORT_GROUP}/{REPORT_VERSION}/{REPORT_PLURAL}"])
         for path in paths:

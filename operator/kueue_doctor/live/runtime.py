@@ -75,7 +75,8 @@ class Runtime:
         self.publisher = Publisher(api, options.refresh_interval, writes_per_second=options.writes_per_second,
                                    refresh_writes_per_second=options.refresh_writes_per_second,
                                    on_write=self.stats.written)
-        self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher, options.kueue_namespace)
+        self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher, options.kueue_namespace,
+                                   options.shard)
         self.inbox = Inbox(self.state, self.stats, self.publisher, self.verdicts, options.shard)
         self.orphans = Orphans(api, self.state, self.inbox, self.discovery, self.publisher, self.verdicts,
                                self.stats, options.shard)
@@ -117,9 +118,13 @@ class Runtime:
         if shard.sharded:
             own = sum(1 for ns, _ in self.state.workloads if shard.owns(ns))
             log.info("Namespace %s: this replica diagnoses and writes for %d of the %d Workloads (those of the "
-                     "namespaces whose FNV-1a hash modulo the shard count is its index); it keeps every Workload "
-                     "and LocalQueue for queue positions and cohort usage, and only its own namespaces' Pods, "
-                     "Events, owners and AdmissionDiagnoses.", shard.describe(), own, len(self.state.workloads))
+                     "namespaces whose FNV-1a hash %s); it keeps every Workload and LocalQueue for queue positions "
+                     "and cohort usage, and only its own namespaces' Pods, Events, owners and AdmissionDiagnoses%s.",
+                     shard.describe(), own, len(self.state.workloads),
+                     "falls in its range" if shard.boundaries else "modulo the shard count is its index",
+                     "; the apiserver is asked to send only its own namespaces' Events, owners and "
+                     "AdmissionDiagnoses (KEP-5866 shardSelector; ignored where the alpha gate "
+                     "ShardedListAndWatch is off, then filtered here)" if shard.selector else "")
 
     # ----- faults: RBAC and CRDs changing at runtime, watch gaps, failing watches -----
     async def run_watches(self, start: Callable[[asyncio.Event], Awaitable[None]]) -> None:

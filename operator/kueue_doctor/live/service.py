@@ -115,6 +115,13 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
             settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
         settings.watching.label_selectors["v1", "pods"] = POD_SELECTOR  # gated Pod groups: polled (orphans.py)
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
+        shard = runtime.options.shard
+        if shard.selector:  # ranges: only this shard's Events, owners and diagnoses (KEP-5866), as the LISTs
+            namespaced = {lst.kind for lst in runtime.discovery.listings() if lst.namespaced} | {"AdmissionDiagnosis"}
+            for group, version, plural, kind in watches(runtime.discovery):
+                if kind in namespaced and shard.narrows(kind):
+                    key = (group, version, plural) if group else (version, plural)
+                    settings.watching.shard_selectors[key] = shard.selector
 
     def feed(kind: str) -> Any:
         async def handler(event: dict[str, Any], **_: Any) -> None:

@@ -19,6 +19,7 @@ from ..engine.queue_position import pending_cluster_queues, pending_local_queues
 from ..kube.kueue_config import DEFAULT_NAMESPACE
 from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ..kube.objects import KUEUE_GROUP, s, spec
+from ..kube.shards import Shard
 from ..state import ClusterState
 from . import kueue_install, rest
 from .visibility import pending_workloads
@@ -84,6 +85,15 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("Namespace", "/api/v1/namespaces", False, "v1"),
         Listing("Node", "/api/v1/nodes", False, "v1"),
     ]
+
+
+def narrowed(listing: Listing, shard: Shard) -> Listing:
+    """`listing` with the shard's KEP-5866 shardSelector, for the kinds a shard keeps only its own namespaces' of
+    (an apiserver without the alpha gate ignores it; `Shard.keeps` filters what it sends all the same)."""
+    selector = shard.selector
+    if selector is None or not listing.namespaced or not shard.narrows(listing.kind):
+        return listing
+    return replace(listing, selectors=tuple({**q, "shardSelector": selector} for q in listing.selectors))
 
 
 def get_json(api: Any, path: str, query: Mapping[str, str] | None = None, metadata_only: bool = False
@@ -172,6 +182,20 @@ def named_owner(kueue_listings: Sequence[Listing], kind: str, name: str) -> List
         if listing.kind == kind and listing.selectors == ({"labelSelector": JOB_SELECTOR},):
             return replace(listing, selectors=({"fieldSelector": f"metadata.name={name}"},))
     return None
+
+
+def namespaces_and_workloads(kubeconfig: str | None = None, context: str | None = None) -> list[dict[str, Any]]:
+    """Every Namespace and Workload as metadata only (what `shard-plan` weighs), in pages."""
+    try:
+        api = rest.load_client(kubeconfig, context)
+    except rest.ApiError as exc:
+        raise LiveError(str(exc)) from exc
+    version = "v1beta2" if get_json(api, f"/apis/{KUEUE}/v1beta2")[0] == 200 else "v1beta1"
+    out: list[dict[str, Any]] = []
+    for listing in listings(version):
+        if listing.kind in ("Namespace", "Workload"):
+            out.extend(list_all(api, listing, metadata_only=True) or [])
+    return out
 
 
 def snapshot(namespace: str | None = None, kubeconfig: str | None = None, context: str | None = None,
