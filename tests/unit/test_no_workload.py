@@ -234,11 +234,20 @@ def test_explain_job_slash_name_finds_the_owner_without_workload() -> None:
 
 
 def test_an_unlabelled_job_in_a_namespace_the_selector_leaves_out_is_not_blamed_on_the_flag() -> None:
-    """kueue#7649: manageJobsWithoutQueueName is on, but managedJobsNamespaceSelector leaves the namespace out."""
+    """kueue#7649: manageJobsWithoutQueueName is on, but managedJobsNamespaceSelector leaves the namespace out
+    (kube-system and kueue-system by default): Kueue leaves its unlabelled Jobs alone on purpose, so they get no
+    verdict (the operator would otherwise write a ClusterAdmin diagnosis for every Job of kube-system), and the
+    user who names one is told why."""
     job = Job("plain", "team-a").suspend(False).created(CREATED).obj()
     config = _config(manageJobsWithoutQueueName=True, managedJobsNamespaceSelector={
         "matchLabels": {"kueue-managed": "true"}})
-    code, out, _ = _explain([*_queues(), config, job], "-n", "team-a", "job/plain")
+    code, out, _ = _explain([*_queues(), config, job], "-A")
+    assert "plain" not in out, out
+    code, _, err = _explain([*_queues(), config, job], "-n", "team-a", "job/plain")
+    assert code == 1 and "namespace team-a does not match managedJobsNamespaceSelector" in err, err
+    # suspended, though (an older Kueue's webhook did it): nothing will start it, so it still gets a verdict
+    held = Job("plain", "team-a").suspend(True).created(CREATED).obj()
+    code, out, _ = _explain([*_queues(), config, held], "-n", "team-a", "job/plain")
     assert code == 0 and "NoWorkload" in out and "NamespaceNotManaged" in out, out
     # asked about by name when the input holds no Workloads at all: the sentence names the selector, not the flag
     state = ClusterState.from_objects([*_queues(), config, job])

@@ -101,6 +101,8 @@ def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
         cfg = state.kueue_config
         if not (cfg.known and cfg.manage_jobs_without_queue_name):
             return False
+        if namespace_left_out(state, namespace(owner) or "") and not owner_suspended(owner):
+            return False  # manage-all stops at the selector: a namespace left out on purpose (kube-system, by default)
     prebuilt = identifier(owner, PREBUILT_LABEL)
     if prebuilt and (namespace(owner) or "", prebuilt) in state.workloads:
         return False

@@ -97,10 +97,15 @@ def suspended_owner(ctx: Context) -> Finding | None:
             and writer.time >= since and (created is None or writer.time > created):
         return _suspended_by_other(ctx, owner, kind, since, writer)
     late = since is not None and ctx.now - since > timedelta(minutes=2)
+    waited = format_duration(ctx.now - since) if late and since is not None else ""
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
-            "suspended: Kueue's job controller unsuspends it after admission"
-            + (" and should have by now; check the Kueue controller logs and the Job's events." if late else "."))
-    return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.NOBODY, since=since,
+            "suspended: Kueue's job controller unsuspends it right after admission"
+            + (f", and {waited} later it has not, while the Workload holds its quota (kueue#4224). Cluster admin: "
+               "check the Kueue controller manager's logs and the Job's events; deactivating the Workload "
+               "(spec.active: false) and reactivating it makes Kueue start over, and waitForPodsReady in Kueue's "
+               "Configuration evicts such Workloads by itself." if late else "."))
+    return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text,
+                   ActionBy.CLUSTER_ADMIN if late else ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
 
 
