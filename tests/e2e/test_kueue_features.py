@@ -357,7 +357,7 @@ def test_topology_aware_scheduling_fits_waits_or_never_fits(
     assert _verdict(st) == ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"), st
     assert (f"Pod set main (2 pods) requires one {RACK} domain of topology {topo} in flavor {rf}: Kueue can place "
             f"only 0 of 2 pod(s) now. Even with nothing running, the largest of the 2 {RACK} domains holds 2 pod(s) "
-            f"on 2 usable node(s); {left_out}.") in st["message"], st["message"]
+            f"(2 usable node(s) in the flavor); {left_out}.") in st["message"], st["message"]
     assert st["flavors"] == [rf]
     st = d["anywhere"]
     assert _verdict(st) == ("Admission", "WaitingForQuota", "TopologyPlacementFailed", "Nobody"), st

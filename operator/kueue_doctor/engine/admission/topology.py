@@ -152,7 +152,7 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
             f"{now}. Even with nothing running, the largest "
             + (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
-            + f" holds {fit.largest} pod(s) on {fit.nodes} usable node(s)")
+            + f" holds {fit.largest} pod(s) ({fit.nodes} usable node(s) in the flavor)")
     left_out = []
     if fit.cordoned:
         left_out.append(f"{len(fit.cordoned)} cordoned ({', '.join(sorted(fit.cordoned)[:3])})")
