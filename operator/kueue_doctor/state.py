@@ -547,8 +547,10 @@ class ClusterState:
     def workloads_of_owner(self, owner: Mapping[str, Any]) -> list[Key]:
         """The Workloads that name `owner` in their ownerReferences or job-uid label."""
         idx = self.index
-        found = list(idx.workloads_by_owner.get((namespace(owner) or "", s(owner.get("kind")) or "",
-                                                 name(owner) or ""), ()))
+        owner_uid = uid(owner) or ""
+        found = [k for k in idx.workloads_by_owner.get((namespace(owner) or "", s(owner.get("kind")) or "",
+                                                        name(owner) or ""), ())
+                 if not idx.claims_another(k, owner_uid)]  # a namesake's, made before the owner was recreated
         linked = idx.workloads_by_uid_link.get(uid(owner) or "")
         if linked is not None and linked not in found:
             found.append(linked)
@@ -561,7 +563,10 @@ class ClusterState:
         ref_uid = s(ref.get("uid"))
         if ref_uid and ref_uid in self.owners_by_uid:
             return self.owners_by_uid[ref_uid]
-        return self.owners.get((namespace(workload) or "", s(ref.get("kind")) or "", s(ref.get("name")) or ""))
+        named = self.owners.get((namespace(workload) or "", s(ref.get("kind")) or "", s(ref.get("name")) or ""))
+        if named is not None and ref_uid and uid(named) and uid(named) != ref_uid:
+            return None  # a namesake: the owner was deleted (--cascade=orphan) and another made under its name
+        return named
 
     def descendants(self, owner: Mapping[str, Any], depth: int = 2) -> list[Mapping[str, Any]]:
         """The owners in the input that `owner` made, down to `depth` levels (JobSet -> Job, RayJob ->
@@ -848,6 +853,12 @@ class _Index:
             self.preempted.add(key)
         if self._workloads_by_uid is not None and links.uid:
             self._workloads_by_uid.setdefault(links.uid, []).append(key)
+
+    def claims_another(self, key: Key, owner_uid: str) -> bool:
+        """Workload `key` names its owner by UID, and not by `owner_uid`: it belongs to an earlier owner of the
+        same name (deleted with --cascade=orphan and recreated: kueue#1726)."""
+        links = self._links.get(key)
+        return bool(owner_uid and links is not None and links.uid_links and owner_uid not in links.uid_links)
 
     def unlink_workload(self, key: Key) -> None:
         links = self._links.pop(key, None)

@@ -97,7 +97,7 @@ def suspended_owner(ctx: Context) -> Finding | None:
             and writer.time >= since and (created is None or writer.time > created):
         return _suspended_by_other(ctx, owner, kind, since, writer)
     late = since is not None and ctx.now - since > timedelta(minutes=2)
-    waited = format_duration(ctx.now - since) if late and since is not None else ""
+    waited = format_duration(ctx.now - since, precise=True) if late and since is not None else ""
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it right after admission"
             + (f", and {waited} later it has not, while the Workload holds its quota (kueue#4224). Cluster admin: "
