@@ -340,6 +340,8 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                                    _tolerations_now(ctx.state.flavors.get(p.flavor)), f"+ {tol}",
                                    f"Add the toleration {tol} to ResourceFlavor {p.flavor} (Kueue adds it to the "
                                    f"Pods it admits in that flavor):{then}.{funnel}{not_sure}"))
+            if p.lost:  # the owner's template already tolerates it: adding it there changes nothing
+                continue
             out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.tolerations",
                                _tolerations_now(p.pod), f"+ {tol}",
                                f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj}:{then}."

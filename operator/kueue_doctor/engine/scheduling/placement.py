@@ -41,6 +41,13 @@ def taint_text(t: Mapping[str, Any]) -> str:
     return f"{s(t.get('key')) or ''}{'=' + value if value else ''}:{s(t.get('effect')) or ''}"
 
 
+def taint_of(text: str) -> dict[str, str]:
+    """`taint_text` read back: key[=value]:effect."""
+    head, _, effect = text.rpartition(":")
+    key, _, value = head.partition("=")
+    return {"key": key, "value": value, "effect": effect}
+
+
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     """core/v1 Toleration.ToleratesTaint: effect (empty = all), key (empty with Exists = all), value."""
     for tol in tolerations:
@@ -322,6 +329,7 @@ class Placement:
     flavor_steers: bool  # the flavor's nodeLabels decide where the Pods go
     resource: str | None = None
     short: list[str] = field(default_factory=list)  # untolerated taints, or claim names
+    lost: bool = False  # the pod set Kueue admitted tolerates the taints the Pods do not (lost on the way)
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -338,6 +346,23 @@ def _injected(ctx: Context, pc: PodConstraints) -> dict[str, Any]:
     if not lst(spec(ctx.wl).get("podSets")):
         return {}
     return {k: v for k, v in pc.node_selector.items() if k not in template}
+
+
+# where a toleration of the admitted pod set is known to go missing on its way to the Pods
+_LOST_TOLERATION = {
+    "TrainJob": " (Kueue v0.19 writes the flavor's tolerations into the TrainJob's runtimePatches, and Trainer "
+                "replaces the runtime's tolerations with them: kueue#15161, fixed in Kueue v0.20; until then "
+                "add the runtime's toleration to the ResourceFlavor)",
+}
+
+
+def _admitted_tolerations(ctx: Context, pod: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The tolerations of the pod set (of the Workload) the Pod belongs to: what Kueue admitted."""
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    for ps in lst(spec(ctx.wl).get("podSets")):
+        if podset and s(m(ps).get("name")) == podset:
+            return [m(t) for t in lst(m(m(m(ps).get("template")).get("spec")).get("tolerations"))]
+    return []
 
 
 def _claims(pod: Mapping[str, Any] | None) -> list[str]:
@@ -366,7 +391,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         base["totalNodes"] = failure.total
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
-        extra = {k: v for k, v in kw.items() if k in ("resource", "short")}
+        extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -415,6 +440,16 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         health = bool(taints) and all(t.startswith(_NODE_STATE_TAINT) for t in taints)
         action = ActionBy.CLUSTER_ADMIN if (health or steers) else ActionBy.WORKLOAD_OWNER
         named = ", ".join(taints[:3]) or "a taint (kube-scheduler 1.34+ does not name it; see the nodes)"
+        admitted = _admitted_tolerations(ctx, pod)
+        lost = [tt for tt in taints if admitted and tolerates(admitted, taint_of(tt))]
+        if lost and not health:
+            return make(Cause.UNTOLERATED_TAINT, ActionBy.CLUSTER_ADMIN, "Taint",
+                        f"{count} node(s) carry {', '.join(lost[:3])}, which the Pods do not tolerate although the "
+                        f"pod set Kueue admitted does (the Workload's template): the toleration was lost between "
+                        "admission and the Pods" + _LOST_TOLERATION.get(s((ctx.owner or {}).get("kind")) or "", ""),
+                        name=", ".join(lost[:3]), nodes=count,
+                        source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=lost,
+                        lost=True)
         return make(Cause.UNTOLERATED_TAINT, action, "Taint",
                     f"{count} node(s) carry {named}, which the Pods do not tolerate"
                     + (" (set by Kubernetes for the node's state: cordoned, not ready, unreachable or under "
