@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None, stdin: IO[str] | None = None, stdout
 
 def shard_plan(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     """`shard-plan`: the cut points that balance the Workloads, beside what the default partition gives."""
-    from .kube.shards import Shard, hex64, plan
+    from .kube.shards import SPACE, Shard, hex64, plan
 
     if args.total_shards < 2:
         err.write(f"kueue-doctor shard-plan: --total-shards must be 2 or more (got {args.total_shards})\n")
@@ -356,7 +356,7 @@ def shard_plan(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], er
               f"--total-shards={total} --shard-boundaries={flag}\n\n")
     out.write(f"{'SHARD':<6} {'NAMESPACE HASHES':<39} {'NAMESPACES':>10} {'WORKLOADS':>10}   "
               f"{'MODULO N: NAMESPACES':>20} {'WORKLOADS':>10}\n")
-    bounds = (0, *cuts, 1 << 64)
+    bounds = (0, *cuts, SPACE)
     for i in range(total):
         (rn, rw), (mn, mw) = counts(ranged[i]), counts(modulo[i])
         out.write(f"{i:<6} {hex64(bounds[i]) + '-' + hex64(bounds[i + 1]):<39} {rn:>10} {rw:>10}   "

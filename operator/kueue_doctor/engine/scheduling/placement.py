@@ -441,7 +441,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         action = ActionBy.CLUSTER_ADMIN if (health or steers) else ActionBy.WORKLOAD_OWNER
         named = ", ".join(taints[:3]) or "a taint (kube-scheduler 1.34+ does not name it; see the nodes)"
         admitted = _admitted_tolerations(ctx, pod)
-        lost = [tt for tt in taints if admitted and tolerates(admitted, taint_of(tt))]
+        lost = [tt for tt in taints if tolerates(admitted, taint_of(tt))] if admitted else []
         if lost and not health:
             return make(Cause.UNTOLERATED_TAINT, ActionBy.CLUSTER_ADMIN, "Taint",
                         f"{count} node(s) carry {', '.join(lost[:3])}, which the Pods do not tolerate although the "
