@@ -822,16 +822,19 @@ class _Index:
         if not wl_cq:
             lq = state.local_queues.get((ns, queue))
             wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
-        preempted = holds_quota = False
+        preempted = reserved = finished = False
         for cond in lst(status.get("conditions")):
             cond = m(cond)
             ctype = cond.get("type")
             if ctype == "Evicted":
                 preempted = cond.get("status") == "True" and cond.get("reason") == "Preempted"
             elif ctype == "QuotaReserved":
-                holds_quota = cond.get("status") == "True"
+                reserved = cond.get("status") == "True"
+            elif ctype == "Finished":
+                finished = cond.get("status") == "True"
+        # a finished Workload keeps QuotaReserved=True, but Kueue counts its quota free (kueue#9015's old slice)
         return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted,
-                      holds_quota)
+                      reserved and not finished)
 
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
@@ -882,7 +885,8 @@ class _Index:
             _discard(self._workloads_by_uid, links.uid, key)
 
     def holds_quota(self, key: Key) -> bool:
-        """Its QuotaReserved condition is True (read from the links: no packed Workload is decoded)."""
+        """Its QuotaReserved condition is True and it has not finished (read from the links: no packed Workload is
+        decoded)."""
         links = self._links.get(key)
         return links is not None and links.holds_quota
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from ...kube.objects import i, lst, m, priority, s, spec, status
+from ...kube.objects import conditions, i, is_true, lst, m, priority, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -560,8 +560,8 @@ def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal] |
         return None
     ns, _, old_name = ref.rpartition("/")
     old = ctx.state.workloads.get((ns or ctx.ns, old_name))
-    if old is None:
-        return None
+    if old is None or is_true(conditions(old).get("Finished")):
+        return None  # a finished slice (WorkloadSliceReplaced) holds nothing: Kueue asks for the whole size
     held = Decimal(0)
     for psa in lst(m(m(old.get("status")).get("admission")).get("podSetAssignments")):
         if m(m(psa).get("flavors")).get(res) == flavor:
