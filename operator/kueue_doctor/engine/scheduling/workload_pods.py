@@ -20,12 +20,13 @@ from ...kube.objects import (
     lst,
     m,
     name,
+    owner_refs,
     parse_time,
     pod_owner_refs,
     s,
     spec,
 )
-from ...state import Derived
+from ...state import QUEUE_LABEL, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
@@ -426,8 +427,16 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     # from the admission, or from the Pods' creation when they came later (the gate is theirs from the start)
     admitted = max(filter(None, (admitted_since(ctx), blocker.since)), default=None)
     kueue_late = kueue_gate and admitted is not None and (ctx.now - admitted).total_seconds() > GATE_STUCK_AFTER
+    unlabelled = kueue_late and _pods_unqueued(ctx, blocker.pods)
     text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
             + (f": Kueue removes its own gate right after admission, and {format_duration(ctx.now - admitted)} after "
+               f"the admission (or the Pods' creation) the gate is still there, and the Pods carry no label "
+               f"{QUEUE_LABEL}: Kueue's Pod controller does not take them for its own and never ungates them (an "
+               "owner whose Pod template was never given the label, such as a LeaderWorkerSet created before "
+               "Kueue managed it: kueue#13968, Kueue v0.19.0, fixed in a later v0.19 patch). The cluster admin "
+               "re-applies the owner so that Kueue's webhook labels its Pods, or upgrades Kueue."
+               if unlabelled and admitted is not None else
+               f": Kueue removes its own gate right after admission, and {format_duration(ctx.now - admitted)} after "
                "the admission (or the Pods' creation) the gate is still there: its update of the Pods is refused (a "
                "validating webhook, an OpenShift SCC or another admission plugin, kueue#9492) or its controller is "
                "failing. The cluster admin reads the Kueue controller logs for these Pods."
@@ -445,6 +454,21 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
 
 
 GATE_STUCK_AFTER = 120  # seconds after admission with Kueue's own gate still on the Pods: its update failed
+
+
+# owners whose Pods Kueue's Pod integration gates and ungates one by one (the Pods, not the owner, are its jobs)
+_POD_INTEGRATION_OWNERS = frozenset({"Pod", "StatefulSet", "Deployment", "LeaderWorkerSet"})
+
+
+def _pods_unqueued(ctx: Context, names: tuple[str, ...]) -> bool:
+    """The Workload's Pods are Kueue's Pod integration's (plain Pods, a StatefulSet's, a Deployment's, a
+    LeaderWorkerSet's) and none of these gated Pods has the queue-name label: Kueue's Pod controller ignores
+    them."""
+    refs = owner_refs(ctx.wl)
+    if not refs or any(s(r.get("kind")) not in _POD_INTEGRATION_OWNERS for r in refs):
+        return False
+    gated = [p for p in ctx.pods if name(p) in names]
+    return bool(gated) and not any(m(m(p.get("metadata")).get("labels")).get(QUEUE_LABEL) for p in gated)
 
 
 def _gates_in_template(ctx: Context, gates: str) -> bool:
