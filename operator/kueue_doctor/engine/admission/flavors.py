@@ -9,13 +9,14 @@ the verdict it gives. Neighbours: `kueue_message.py` (the table that sends FLAVO
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from enum import IntEnum
 from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from ...kube.objects import conditions, i, is_true, lst, m, priority, s, spec, status
+from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, priority, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -485,6 +486,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                                                                          else "")
             + f" than {ctx.cq_text} has unused now{detail}: it is admitted when running Workloads release quota"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
+            + _not_ready_text(ctx)
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
@@ -521,6 +523,38 @@ def _holder_priorities(ctx: Context, cq: str) -> list[int]:
     return found
 
 
+def _not_ready_text(ctx: Context) -> str:
+    """Holders of this ClusterQueue's quota whose Pods are not ready (PodsReady=False): quota held by Pods that
+    do not run yet (starting, unschedulable, crashing), which the waiting user cannot see from here (kueue#4329:
+    GPUs fragmented over nodes). No threshold on how long: the text changes with the holders, never with the
+    clock alone (the operator writes only on change)."""
+    per_cq = ctx.state.derived(NOT_READY_BY_CQ)
+    cq = ctx.cq_name or ""
+    found = per_cq.get(cq)
+    if found is None:
+        idx, workloads = ctx.state.index, ctx.state.workloads
+        found = []
+        for key in idx.workloads_by_cq.get(cq, ()):
+            if idx.holds_quota(key) and key in workloads:
+                ready = conditions(workloads[key]).get("PodsReady")
+                since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" \
+                    else None
+                if since is not None:
+                    found.append((key, since))
+        per_cq[cq] = found
+    stuck = sorted((since, key) for key, since in found if key != (ctx.ns, ctx.name))
+    if not stuck:
+        return ""
+    names = ", ".join(f"{ns}/{nm}" for _, (ns, nm) in stuck[:3]) + (f" and {len(stuck) - 3} more"
+                                                                   if len(stuck) > 3 else "")
+    return (f"; of those, {names} {'has' if len(stuck) == 1 else 'have'} had Pods not ready since "
+            f"{format_time(stuck[0][0])} (PodsReady=False: starting, unschedulable or failing, see "
+            f"{'its' if len(stuck) == 1 else 'their'} diagnoses), quota held by Pods that do not run, which comes "
+            "back when they run or when waitForPodsReady evicts them")
+
+
+NOT_READY_BY_CQ: Derived[dict[str, list[tuple[tuple[str, str], datetime]]]] = Derived(
+    "quota holders with PodsReady=False per ClusterQueue, and since when", lambda _: {})
 HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the quota holders per ClusterQueue",
                                                            lambda _: {})
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
