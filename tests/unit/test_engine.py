@@ -283,6 +283,27 @@ def test_unschedulable_pods_after_admission_are_a_scheduling_problem_with_schedu
     assert "timeout passed at 2026-11-30T09:30:05Z" in st["message"]
 
 
+def test_the_pods_ready_deadline_is_the_configured_one() -> None:
+    """waitForPodsReady.timeout from Kueue's Configuration sets when Kueue evicts; turned off, no deadline."""
+    import yaml
+
+    def config(ready: dict[str, object]) -> dict[str, object]:
+        doc = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "waitForPodsReady": ready}
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+                "data": {"controller_manager_config.yaml": yaml.safe_dump(doc)}}
+
+    j, wl = admitted_job()
+    msg = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    pods = [trainer_pod(f"trainer-{n}", j).unschedulable(msg, "2026-11-30T09:00:07Z").obj() for n in "ab"]
+    objs = [*queue_setup(), j.obj(), wl.obj(), *pods]
+    st = verdict([*objs, config({"enable": True, "timeout": "2h"})], "job-trainer-5d4c3")
+    assert ("With waitForPodsReady's timeout (2h00m, ConfigMap kueue-system/kueue-manager-config), Kueue evicts it at "
+            "about 2026-11-30T11:00:05Z") in st["message"], st["message"]
+    st = verdict([*objs, config({"enable": False})], "job-trainer-5d4c3")
+    assert "waitForPodsReady" not in st["message"], st["message"]
+
+
 def test_flavor_node_labels_matching_no_node_are_named() -> None:
     j, wl = admitted_job(1)
     msg = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."

@@ -8,28 +8,14 @@ before. A value that is not a duration is reported (`problem`), never guessed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.objects import format_duration, format_time, m, meta, name, namespace, parse_time, s
+from ..kube.objects import format_duration, format_time, m, meta, name, namespace, parse_duration, parse_time, s
 from .context import Context
 
 ANNOTATION = "kueue-doctor.dev/max-pending"
-_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds of a Go-style duration (2h, 90m, 1h30m, 45s, 1.5h); None for anything else (or zero)."""
-    value = text.strip()
-    if not value or _PART.sub("", value):
-        return None
-    seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(value))
-    return int(seconds) if seconds >= 1 else None
-
-
 def _declared(ctx: Context) -> tuple[str, Mapping[str, Any], str] | None:
     """(kind, object, value) of the nearest declaration: the owner, then the LocalQueue, then the ClusterQueue."""
     # asked for every waiting Workload of every pass: one plain call per object, the owner's kind only when needed

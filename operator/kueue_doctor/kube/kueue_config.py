@@ -13,13 +13,14 @@ from typing import Any
 
 import yaml
 
-from .objects import lst, m, name, namespace, s
+from .objects import lst, m, name, namespace, parse_duration, s
 
 CONFIG_GROUP = "config.kueue.x-k8s.io"
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 DEFAULT_NAMESPACE = "kueue-system"
 DEFAULT_FRAMEWORKS = ("batch/job",)
+PODS_READY_TIMEOUT = 1800  # seconds: waitForPodsReady.timeout's default (waitForPodsReady is on by default, v0.19)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class KueueConfig:
     manage_jobs_without_queue_name: bool = False
     namespace: str = DEFAULT_NAMESPACE
     managed_jobs_namespace_selector: Mapping[str, Any] | None = None
+    # waitForPodsReady: seconds before Kueue evicts a Workload whose Pods are not ready (after the admission;
+    # after losing readiness), None when turned off (v1beta1 `enable: false`)
+    pods_ready_timeout: int | None = PODS_READY_TIMEOUT
+    pods_ready_recovery_timeout: int | None = PODS_READY_TIMEOUT
     problem: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
@@ -57,8 +62,12 @@ def from_configuration(doc: Mapping[str, Any], source: str,
     frameworks = [f for f in lst(integrations.get("frameworks")) if isinstance(f, str)]
     external = [f for f in lst(integrations.get("externalFrameworks")) if isinstance(f, str)]
     selector = doc.get("managedJobsNamespaceSelector")
+    ready = m(doc.get("waitForPodsReady"))
+    timeout = None if ready.get("enable") is False else parse_duration(s(ready.get("timeout")) or "") or \
+        PODS_READY_TIMEOUT
+    recovery = parse_duration(s(ready.get("recoveryTimeout")) or "") or timeout if timeout is not None else None
     return KueueConfig(
-        known=True, source=source,
+        known=True, source=source, pods_ready_timeout=timeout, pods_ready_recovery_timeout=recovery,
         frameworks=frozenset(frameworks or DEFAULT_FRAMEWORKS),
         external_frameworks=frozenset(external),
         manage_jobs_without_queue_name=doc.get("manageJobsWithoutQueueName") is True,

@@ -7,6 +7,7 @@ Field access, times and durations live here once: the engine's rules, the Pod pa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -171,6 +172,19 @@ def _time_text(value: str) -> str | None:
     if parsed is not None and len(value) == 20 and value[4::3] == "--T::Z" and value.isascii():
         return value
     return format_time(parsed)
+
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds of a Go-style duration (2h, 90m, 1h30m, 45s, 1.5h); None for anything else (or zero)."""
+    value = text.strip()
+    if not value or _PART.sub("", value):
+        return None
+    seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(value))
+    return int(seconds) if seconds >= 1 else None
 
 
 def format_duration(value: timedelta | int, precise: bool = False) -> str:

@@ -36,7 +36,6 @@ from .nodes import flavor_node_hint, flavor_selector
 from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
 from .placement import Placement, placement
 
-PODS_READY_TIMEOUT = timedelta(minutes=30)  # Kueue's waitForPodsReady default since v0.19
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
     Cause.IMAGE_PULL_BACKOFF, Cause.ERR_IMAGE_PULL, Cause.INVALID_IMAGE_NAME, Cause.CREATE_CONTAINER_CONFIG_ERROR,
@@ -57,15 +56,24 @@ NODE_SIDE_REASONS = {"ImageInspectError"}  # the node's runtime cannot read an i
 def timeout_note(ctx: Context) -> str:
     if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
         return ""
-    start = ctx.cond_time("PodsReady") if ctx.cond_reason("PodsReady") == "WaitForRecovery" else admitted_since(ctx)
+    recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"
+    start = ctx.cond_time("PodsReady") if recovering else admitted_since(ctx)
     if start is None or not ctx.cond("PodsReady"):
         return ""
-    deadline = start + PODS_READY_TIMEOUT
+    cfg = ctx.state.kueue_config
+    seconds = cfg.pods_ready_recovery_timeout if recovering else cfg.pods_ready_timeout
+    if seconds is None:
+        return ""
+    field_ = "recoveryTimeout" if recovering else "timeout"
+    length = format_duration(seconds, precise=True)
+    which = (f"{length}, {cfg.source}" if cfg.known
+             else f"Kueue's default {length}; its Configuration is not in the input")
+    deadline = start + timedelta(seconds=seconds)
     if deadline <= ctx.now:
-        return (f" waitForPodsReady's default 30m timeout passed at {format_time(deadline)}: expect Kueue to evict "
-                "it (PodsReadyTimeout) if the timeout is the default.")
-    return (f" With waitForPodsReady's default 30m timeout, Kueue evicts it at about {format_time(deadline)} "
-            "unless the Pods become ready.")
+        return (f" waitForPodsReady's {field_} passed at {format_time(deadline)} ({which}): expect Kueue to evict it "
+                "(PodsReadyTimeout).")
+    return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {format_time(deadline)} unless "
+            "the Pods become ready.")
 
 
 @dataclass(frozen=True)
