@@ -24,7 +24,7 @@ from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .check_states import failed_checks
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
-from .queues import cohort_cycle, cq_hint, inactive, local_queue_not_found, namespace_rejected
+from .queues import cohort_cycle, cq_hint, deleting_text, inactive, local_queue_not_found, namespace_rejected
 from .stalled import STALL_AFTER
 
 
@@ -52,9 +52,18 @@ _queue_message([Template.CLUSTER_QUEUE_NOT_FOUND], Reason.QUEUE_MISCONFIGURED, C
 _queue_message([Template.CLUSTER_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED,
                ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is stopped: it admits nothing until a platform admin sets "
                "stopPolicy to None.")
-_queue_message([Template.CLUSTER_QUEUE_TERMINATING], Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND,
-               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is terminating or missing; Kueue dropped the quota "
-               "reservation.")
+
+
+@handles(Template.CLUSTER_QUEUE_TERMINATING, emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND))
+def _cluster_queue_terminating(ctx: Context, p: ParsedMessage) -> Finding:
+    cq = p.names.get("clusterQueue") or ctx.cq_name
+    text = deleting_text(ctx) or (f"ClusterQueue {cq} is terminating or missing: Kueue admits nothing from it; the "
+                                  f"cluster admin recreates it or points LocalQueue {ctx.ns}/{ctx.lq_name} at "
+                                  "another ClusterQueue.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
+                   hints=[cq_hint(cq)])
+
+
 _queue_message([Template.NAMESPACE_MISSING], Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED,
                ActionBy.CLUSTER_ADMIN, "Kueue could not read namespace {ns} to match the ClusterQueue's "
                "namespaceSelector.")

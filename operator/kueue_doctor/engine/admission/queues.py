@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import conditions, format_time, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -134,6 +134,25 @@ INACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived(
     "Active condition per ClusterQueue, when not True", lambda _: {})
 
 
+def deleting_text(ctx: Context) -> str | None:
+    """The ClusterQueue is being deleted (kueue#13676): what that means for a Workload queued in it, with the
+    Workloads that keep it alive; None when it is not."""
+    cq = ctx.cq
+    deleted = parse_time(m(cq.get("metadata")).get("deletionTimestamp")) if cq else None
+    if deleted is None:
+        return None
+    idx = ctx.state.index
+    holders = sorted(k for k in idx.workloads_by_cq.get(ctx.cq_name or "", ()) if idx.holds_quota(k))
+    shown = ", ".join(f"{ns}/{nm}" for ns, nm in holders[:3]) + (f" and {len(holders) - 3} more"
+                                                                  if len(holders) > 3 else "")
+    return (f"ClusterQueue {ctx.cq_name} is being deleted (since {format_time(deleted)}): it admits nothing new, and "
+            "Kueue's finalizer keeps it until "
+            + (f"the {len(holders)} Workload(s) holding its quota finish ({shown})" if holders
+               else "Kueue lets it go")
+            + f". Nothing queued in it is ever admitted: the cluster admin points LocalQueue {ctx.ns}/{ctx.lq_name} "
+            f"at another ClusterQueue (or recreates {ctx.cq_name} once it is gone).")
+
+
 def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:
     """A ClusterQueue whose Active condition is False, with the cause its reason names."""
     cq_name = ctx.cq_name
@@ -142,7 +161,10 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
     parts = messages.parse_cluster_queue_inactive(message)
     cause = INACTIVE_CAUSES.get(reason, Cause.CLUSTER_QUEUE_INACTIVE)
     detail = "; ".join(f"{c}: {d}" for c, d in parts) if parts else message
-    if cause == Cause.FLAVOR_NOT_FOUND:
+    deleting = deleting_text(ctx)
+    if deleting is not None:
+        text = deleting
+    elif cause == Cause.FLAVOR_NOT_FOUND:
         missing = _missing_flavors(ctx)
         what = ", ".join(missing) if missing else detail
         text = (f"ClusterQueue {cq_name} is inactive: it references ResourceFlavor(s) that do not exist ({what}); "
