@@ -590,8 +590,9 @@ def table(diagnoses: list[dict[str, Any]], now: datetime, wide: bool = False) ->
 
 
 def _columns(head: list[str], rows: list[list[str]], wide: bool) -> str:
-    """Aligned columns; the last (the message) is cut to the terminal unless wide."""
-    rows = [head, *rows]
+    """Aligned columns, one line per row (a newline inside a cell, as in a check's message, is shown as "⏎");
+    the last (the message) is cut to the terminal unless wide."""
+    rows = [head, *([" ⏎ ".join(c.splitlines()) if "\n" in c or "\r" in c else c for c in r] for r in rows)]
     widths = [max(len(r[c]) for r in rows) for c in range(len(head) - 1)]
     term = shutil.get_terminal_size((160, 20)).columns
     lines = []

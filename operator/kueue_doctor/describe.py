@@ -24,7 +24,7 @@ def _age(now: datetime, when: Any) -> str:
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """kubectl describe's sub-tables: a header, a dashed rule, aligned columns (the last one free)."""
-    cells = [[str(c) if c not in (None, "") else "-" for c in row] for row in rows]
+    cells = [[" ⏎ ".join(str(c).splitlines()) if c not in (None, "") else "-" for c in row] for row in rows]
     if not cells:
         return [f"{INDENT}<none>"]
     grid = [list(head), ["-" * len(h) for h in head], *cells]

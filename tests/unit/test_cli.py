@@ -302,3 +302,18 @@ def test_an_incomplete_pod_group_is_explained_when_asked_for_by_name(tmp_path: P
     for argv in (["explain", "-f", str(dump), "-A"], ["explain", "-f", str(dump), "-n", "team-a", "duo"]):
         code, out, err = run(*argv, "--now", scenario["now"])
         assert code == 0 and "PodGroupIncomplete" in out, (argv, out, err)
+
+
+def test_a_message_with_line_breaks_stays_on_its_row_of_the_table() -> None:
+    """A ProvisioningRequest's or a webhook's error can hold newlines; a row broken in two would be misread."""
+    from datetime import UTC, datetime
+
+    from kueue_doctor.cli import table
+
+    diagnosis = {"metadata": {"namespace": "ml", "name": "job-a-1"},
+                 "status": {"stage": "Admission", "reason": "WaitingForAdmissionChecks", "actionBy": "ClusterAdmin",
+                            "message": "check dws is Pending (Error creating ProvisioningRequest:\nonly one PodSet)"}}
+    for wide in (False, True):
+        lines = table([diagnosis], datetime(2026, 11, 30, tzinfo=UTC), wide).splitlines()
+        assert len(lines) == 2, lines  # the header and one row
+        assert "ProvisioningRequest: ⏎ only one PodSet" in lines[1] or not wide, lines[1]
