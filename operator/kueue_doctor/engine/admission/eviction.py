@@ -115,6 +115,9 @@ def _last_eviction(ctx: Context) -> dict[str, Any] | None:
         preemptor = workload_by_uid(ctx, parsed.preemption.preemptor_uid)
         by = (f"Workload {preemptor[0]}/{preemptor[1]}" if preemptor
               else f"Workload UID {parsed.preemption.preemptor_uid}")
+    if underlying is None:  # Kueue's own record (schedulingStats), when it names one cause for this reason
+        recorded = evictions_for(ctx, reason)[1]
+        underlying = recorded if recorded and " " not in recorded else None
     count = 0
     for ev in lst(m(ctx.status.get("schedulingStats")).get("evictions")):
         count += i(m(ev).get("count"))
@@ -242,6 +245,11 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # without counting it): the evictions of this reason are read from schedulingStats
         count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
         text += f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this reason)"
+    elif ctx.true("WaitingForReplacementPods"):  # a Pod group: not admissible until all its Pods exist again
+        text += (f"; Kueue does not requeue it until every Pod of the group exists again (WaitingForReplacementPods "
+                 f"since {format_time(ctx.cond_time('WaitingForReplacementPods'))}): whoever created the Pods must "
+                 "create the missing ones, or delete the group's Pods to give it up")
+        action = ActionBy.WORKLOAD_OWNER
     elif held and len(pod_owner_refs(ctx.wl) or ()) == 1 and (  # one plain Pod's own Workload
             ctx.cond_reason("Requeued") in ("Preempted", "NodeFailures")):
         # SkipReassignmentForPodOwnedWorkloads (on by default in Kueue 0.19): a single Pod's Workload dies with it
