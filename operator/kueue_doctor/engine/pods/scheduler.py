@@ -235,7 +235,11 @@ _EXACT = {
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)": Constraint.VOLUME,  # binder.go:70
     "node(s) didn't match PersistentVolume's node affinity": Constraint.VOLUME_NODE_AFFINITY,  # binder.go:66
     "node(s) had no available volume zone": Constraint.VOLUME_NODE_AFFINITY,  # volumezone:61
+    # dynamicresources:879, 918 (DRA): the devices a claim asks for are taken or not on the node
+    "cannot allocate all claims": Constraint.RESOURCE,
+    "resourceclaim not available on the node": Constraint.RESOURCE,
 }
+DEVICE_TEXTS = frozenset({"cannot allocate all claims", "resourceclaim not available on the node"})
 
 
 def constraint_of(text: str) -> str:

@@ -25,7 +25,15 @@ from ...vocabulary import ActionBy, Cause
 from .. import pods as podlib
 from .. import quota
 from ..context import Context
-from ..pods.scheduler import PREEMPTION_WAITING, Constraint, claim_of, decisive, named_taint, resource_of
+from ..pods.scheduler import (
+    DEVICE_TEXTS,
+    PREEMPTION_WAITING,
+    Constraint,
+    claim_of,
+    decisive,
+    named_taint,
+    resource_of,
+)
 from .owners import assigned_flavors
 
 Node = Mapping[str, Any]
@@ -457,6 +465,9 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                     name=", ".join(taints[:3]) or None, nodes=count,
                     source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=taints)
     if constraint == Constraint.RESOURCE:
+        devices = [r for r in reasons if r.text in DEVICE_TEXTS]
+        if devices and not any(resource_of(r.text) for r in reasons):
+            return _devices(make, devices, pod)
         return _resources(ctx, make, reasons, pc, nodes)
     if constraint in (Constraint.VOLUME, Constraint.VOLUME_NODE_AFFINITY):
         claims = [c for c in (claim_of(r.text) for r in reasons) if c] or _claims(pod)
@@ -488,6 +499,23 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 # required affinity unmet. Their anti-affinity ("didn't match pod anti-affinity rules") wants more nodes or
 # domains, and "didn't satisfy existing pods anti-affinity rules" is other Pods' rules: both stay the platform's.
 POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
+
+
+def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
+             pod: Mapping[str, Any] | None) -> Placement:
+    """DRA: kube-scheduler could not allocate the devices of the Pod's ResourceClaims on any node (kueue#10548).
+    Kueue's quota counts devices only as much as it admitted; the nodes' devices may be held by claims outside
+    Kueue. The input has no ResourceSlices to count free devices: named, not estimated."""
+    count = max((x.count for x in reasons), default=0)
+    claims = sorted({s(m(c).get("resourceClaimName")) or s(m(c).get("resourceClaimTemplateName"))
+                     or s(m(c).get("name")) or "?" for c in lst(spec(pod or {}).get("resourceClaims"))})
+    named = ", ".join(claims[:3]) or "its claims"
+    text = reasons[0].text
+    return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
+                f"{count} node(s): {text} ({named}): the devices the Pod's ResourceClaims ask for (DRA) are allocated "
+                "to other claims or not on those nodes; Kueue's quota counts only the devices of what it admitted, "
+                "not those in use outside Kueue (`kubectl get resourceclaims -A`, `kubectl get resourceslices`)",
+                name=named, nodes=count, source="Scheduler")
 
 
 def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
