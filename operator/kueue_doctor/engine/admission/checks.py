@@ -80,15 +80,27 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         earlier = f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "") + "."
     if msg == _INACTIVE_MESSAGE:
         return f"{pr}: Kueue says the check is not active (its ProvisioningRequestConfig is missing or invalid)."
-    if creation_failed(check):
-        return (f"Kueue could not create {pr} (or its PodTemplate), so no autoscaler sees it: {msg}. The Workload "
+    if creation_failed(check):  # the caller quotes the check's message (the error) just before
+        return (f"Kueue could not create {pr} (or its PodTemplate), so no autoscaler sees it, and the Workload "
                 "holds its quota meanwhile. Cluster admin: fix what the error names (a ResourceQuota on "
                 "provisioningrequests or podtemplates in the namespace, a webhook, Kueue's RBAC); Kueue creates it "
-                "on its next reconcile.")
+                "on its next reconcile." + _single_pod_set(ctx, msg))
     if msg:
         return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {msg}.{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
             f"running with ProvisioningRequest support?).{earlier}")
+
+
+def _single_pod_set(ctx: Context, msg: str) -> str:
+    """GKE's queued provisioning takes one pod set per ProvisioningRequest (ray-project/ray#57839: a RayJob whose
+    head and workers both ask for GPUs)."""
+    if "single PodSet" not in msg and "single podset" not in msg.lower():
+        return ""
+    sets = [s(m(ps).get("name")) or "?" for ps in lst(ctx.spec.get("podSets"))]
+    return (f" The Workload has {len(sets)} pod sets ({', '.join(sets)}) and this provisioner takes one per "
+            "request: keep the accelerators to one pod set (a Ray head without GPUs, say), or, when the pod sets "
+            "ask for the same, set podSetMergePolicy: IdenticalWorkloadSchedulingRequirements in the "
+            "ProvisioningRequestConfig.")
 
 
 def creation_failed(check: Mapping[str, Any]) -> bool:
