@@ -81,10 +81,11 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
     if msg == _INACTIVE_MESSAGE:
         return f"{pr}: Kueue says the check is not active (its ProvisioningRequestConfig is missing or invalid)."
     if creation_failed(check):  # the caller quotes the check's message (the error) just before
-        return (f"Kueue could not create {pr} (or its PodTemplate), so no autoscaler sees it, and the Workload "
-                "holds its quota meanwhile. Cluster admin: fix what the error names (a ResourceQuota on "
-                "provisioningrequests or podtemplates in the namespace, a webhook, Kueue's RBAC); Kueue creates it "
-                "on its next reconcile." + _single_pod_set(ctx, msg))
+        head = (f"Kueue could not create {pr} (or its PodTemplate), so no autoscaler sees it, and the Workload "
+                "holds its quota meanwhile.")
+        return head + (_single_pod_set(ctx, msg) or (
+            " Cluster admin: fix what the error names (a ResourceQuota on provisioningrequests or podtemplates in "
+            "the namespace, a webhook, Kueue's RBAC); Kueue creates it on its next reconcile."))
     if msg:
         return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {msg}.{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
