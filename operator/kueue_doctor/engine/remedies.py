@@ -21,7 +21,7 @@ from . import quota
 from .context import Context
 from .messages import FailureKind
 from .rules import Finding
-from .scheduling.placement import Placement, taint_text
+from .scheduling.placement import Placement, taint_text, topology_assigned
 from .scheduling.workload_pods import unschedulable_placement
 
 _QUOTA_FIELD = {Cause.BORROWING_LIMIT_REACHED: "borrowingLimit"}
@@ -353,7 +353,7 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
         need = p.constraints.requests.get(r)
         most = (p.funnel.largest if p.cause == Cause.POD_TOO_LARGE else p.funnel.most_free).get(r) \
             if p.funnel is not None else None
-        if need is not None and most is not None and most[0] > 0 and r != "pods":
+        if need is not None and most is not None and most[0] > 0 and r != "pods" and not topology_assigned(ctx):
             cap, node = most
             what = "allocatable" if p.cause == Cause.POD_TOO_LARGE else "free now (an estimate)"
             requests = ("spec.trainer.resourcesPerNode.requests" if pod_path == _TRAINJOB_POD_PATCH

@@ -501,6 +501,12 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
 
 
+def topology_assigned(ctx: Context) -> bool:
+    """Kueue's topology-aware scheduling chose the nodes (a podSetAssignment with a topologyAssignment)."""
+    return any(m(psa).get("topologyAssignment")
+               for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")))
+
+
 def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
              pod: Mapping[str, Any] | None) -> Placement:
     """DRA: kube-scheduler could not allocate the devices of the Pod's ResourceClaims on any node (kueue#10548).
@@ -546,7 +552,10 @@ def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
         free, where = nodes.most_free.get(resource, (Decimal(0), ""))
         return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
                     f"{count} node(s) lack free {resource}: one Pod requests {requested}, the most free on a usable "
-                    f"node is about {_fmt(resource, max(free, Decimal(0)))} ({where}, an estimate)",
+                    f"node is about {_fmt(resource, max(free, Decimal(0)))} ({where}, an estimate)"
+                    + (": Kueue's topology-aware scheduling placed it there (the Workload's topologyAssignment), "
+                       "so Kueue counted the room the node lacks (Pods Kueue does not count, or kueue#5243); the "
+                       "request is not the owner's to cut" if topology_assigned(ctx) else ""),
                     name=resource, requested=requested, available=_fmt(resource, max(free, Decimal(0))),
                     nodes=count, source="Estimate", resource=resource)
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
