@@ -413,12 +413,16 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
     diagnoses = with_positions(state, diagnose(state, now, keys, grace))
+    owners = [o for (ns, kind, nm), o in state.owners.items()
+              if target is not None and nm == target.name and (namespace is None or ns == namespace)
+              and target.kind in (None, kind)] if target is not None and not diagnoses else []
+    linked = [k for o in owners for k in state.workloads_of_owner(o) if k in state.workloads]
+    if linked:  # its Workload names it only by its job-uid label (its ownerReference gone): still its Workload
+        diagnoses = with_positions(state, diagnose(state, now, linked, grace))
     if target is not None and not diagnoses:
-        owners = [o for (ns, kind, nm), o in state.owners.items()
-                  if nm == target.name and (namespace is None or ns == namespace)
-                  and target.kind in (None, kind)]
         why = [unmanaged_reason(state, o, now, grace) for o in owners]
-        elsewhere = sorted({ns for (ns, kind, nm) in state.owners if nm == target.name and target.kind in (None, kind)})
+        elsewhere = sorted({ns for (ns, kind, nm) in state.owners if nm == target.name and target.kind in (None, kind)
+                            and ns != namespace})
         listed = sum(1 for (_, kind, _) in state.owners if kind == target.kind)
         text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads), elsewhere, listed,
                                                                  live=not args.filename)

@@ -317,3 +317,20 @@ def test_a_message_with_line_breaks_stays_on_its_row_of_the_table() -> None:
         lines = table([diagnosis], datetime(2026, 11, 30, tzinfo=UTC), wide).splitlines()
         assert len(lines) == 2, lines  # the header and one row
         assert "ProvisioningRequest: ⏎ only one PodSet" in lines[1] or not wide, lines[1]
+
+
+def test_the_owner_named_finds_a_workload_that_names_it_only_by_its_job_uid_label() -> None:
+    """kueue#12232: the Workload lost its ownerReference; its job-uid label still says whose it is. `explain
+    job/trainer -n team-a` shows it, instead of "no Job named trainer in namespace team-a; the input has Job
+    trainer in namespace team-a"."""
+    job = Job("trainer", "team-a").queue("user-queue").request("cpu", "1")
+    job_obj = job.obj()
+    wl = Workload("job-trainer-5d4c3", "team-a").queue("user-queue").request("cpu", "1").obj()
+    wl["metadata"].pop("ownerReferences", None)
+    wl["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = job_obj["metadata"]["uid"]
+    objs = [ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "4"}}).obj(),
+            LocalQueue("user-queue", "team-a", "cq").obj(), job_obj, wl]
+    code, out, err = run("explain", "-f", "-", "-n", "team-a", "job/trainer", "-o", "json",
+                         stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    assert code == 0, err
+    assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"]

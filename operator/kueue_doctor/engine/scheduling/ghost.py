@@ -29,6 +29,7 @@ from ...kube.objects import (
     name,
     parse_time,
     s,
+    spec,
 )
 from ...kube.quantity import parse
 from ...state import JOB_UID_LABEL
@@ -100,7 +101,7 @@ def owner_gone(ctx: Context) -> Ghost | None:
                      ctx.object_evidence(kind, name(owner), "metadata.deletionTimestamp", "Deleting", None, deleting,
                                          ctx.ns))
     if ref is None:
-        return _orphaned(ctx)
+        return _orphaned(ctx) or _unowned_scaled_down(ctx)
     if ref.get("kind") != "Job" or group_of(ref.get("apiVersion")) != "batch" \
             or not ctx.state.knows("Job") or not _no_live_pods(ctx):
         return None  # Pods still running after the Job was deleted (--cascade=orphan) do use the quota
@@ -130,6 +131,23 @@ def _orphaned(ctx: Context) -> Ghost | None:
                  ctx.object_evidence("Workload", ctx.name, "metadata.ownerReferences", "NoOwner",
                                      f"label {JOB_UID_LABEL}={job_uid}, no owner with that uid", ns=ctx.ns),
                  running=len(running))
+
+
+def _unowned_scaled_down(ctx: Context) -> Ghost | None:
+    """No ownerReference, but its job-uid label names an owner that is there, scaled to 0 with no Pod left: Kueue
+    took the reference away (a StatefulSet evicted and scaled down, kueue#12232) and never frees the quota, and
+    its webhook refuses to scale the owner up while this Workload exists."""
+    owner = ctx.state.owners_by_uid.get(s(labels(ctx.wl).get(JOB_UID_LABEL)) or "")
+    if owner is None or s(owner.get("kind")) not in _SCALED_OWNERS or spec(owner).get("replicas") != 0:
+        return None
+    # without Pods in the input, the owner's own count (status.replicas: Pods it has, of any state)
+    if not (_no_live_pods(ctx) if ctx.state.knows("Pod") else not i(m(owner.get("status")).get("replicas"))):
+        return None
+    kind = s(owner.get("kind")) or "owner"
+    return Ghost(f"its {kind} {ctx.ns}/{name(owner)} is scaled to 0 with no Pod left, and the Workload lost its "
+                 f"ownerReference to it (kueue#12232): Kueue never frees this quota, and its webhook refuses to scale "
+                 f"the {kind} up again while the Workload exists", None,
+                 ctx.object_evidence(kind, name(owner), "spec.replicas", "ScaledToZero", "replicas: 0", ns=ctx.ns))
 
 
 def owner_finished(ctx: Context) -> Ghost | None:
@@ -195,16 +213,26 @@ def stopped_without_pods(ctx: Context) -> Ghost | None:
     """Evicted more than GRACE ago, the owner suspended again and no Pod left: Kueue releases the quota once the
     owner is inactive, and has not."""
     owner, evicted = ctx.owner, ctx.cond_time("Evicted")
-    if owner is None or owner_suspended(owner) is not True or evicted is None or ctx.now - evicted < GRACE:
+    if owner is None or evicted is None or ctx.now - evicted < GRACE:
+        return None
+    kind = s(owner.get("kind")) or "owner"
+    # a StatefulSet, Deployment or LeaderWorkerSet stops by scaling to 0 (no spec.suspend): kueue#12232
+    scaled_down = kind in _SCALED_OWNERS and spec(owner).get("replicas") == 0
+    if owner_suspended(owner) is not True and not scaled_down:
         return None
     if not (_no_live_pods(ctx) if ctx.state.knows("Pod") else _owner_counts_none_active(ctx, owner)):
         return None
-    kind = s(owner.get("kind")) or "owner"
     left = ("no Pod of it is left" if ctx.state.knows("Pod") else
             "its status counts nothing active (the input has no Pods)")
+    stopped = "is scaled to 0 replicas" if scaled_down else "is suspended"
     return Ghost(f"it was evicted ({ctx.cond_reason('Evicted')}) at {format_time(evicted)}, its {kind} "
-                 f"{ctx.ns}/{name(owner)} is suspended and {left}", evicted,
-                 ctx.object_evidence(kind, name(owner), "spec.suspend", "Suspended", "suspend: true", ns=ctx.ns))
+                 f"{ctx.ns}/{name(owner)} {stopped} and {left}", evicted,
+                 ctx.object_evidence(kind, name(owner), "spec.replicas" if scaled_down else "spec.suspend",
+                                     "ScaledToZero" if scaled_down else "Suspended",
+                                     "replicas: 0" if scaled_down else "suspend: true", ns=ctx.ns))
+
+
+_SCALED_OWNERS = frozenset({"StatefulSet", "Deployment", "LeaderWorkerSet"})
 
 
 def _finding(ctx: Context, reason: Reason, ghost: Ghost) -> Finding:
