@@ -20,7 +20,7 @@ from .. import quota
 from ..context import Context
 from ..messages import ParsedMessage, Template, parse_workload_message
 from ..owner_status import owner_rejected
-from ..pods.events import event_count, event_first_time, event_message
+from ..pods.events import event_first_time, event_message
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .check_states import failed_checks
@@ -271,9 +271,8 @@ def _overlapping(ctx: Context, p: ParsedMessage) -> Finding:
             + (" and this one fits once those preemptions complete." if will_fit else " and retries this one."))
     if will_fit:
         return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_IN_PROGRESS, text, ctx)
-    series = _pending_series(ctx)
-    if series is not None and ctx.now - series[0] > STARVED_AFTER:
-        first = series[0]  # not its count: it grows every cycle, and the diagnosis would be rewritten with it
+    first = _pending_since(ctx)  # not the event's count: it grows every cycle, the diagnosis would follow it
+    if first is not None and ctx.now - first > STARVED_AFTER:
         text = (f"Since {format_time(first)} (Kueue's Pending event about it) every scheduling cycle found "
                 "another Workload needing the same preemption victims and handled that one first: this one is "
                 "starved, not briefly skipped (seen with fair sharing in hierarchical cohorts, kueue#13320). Cluster "
@@ -287,18 +286,13 @@ def _overlapping(ctx: Context, p: ParsedMessage) -> Finding:
 STARVED_AFTER = timedelta(hours=1)  # the same "overlapping preemption targets" this long: not a one-cycle skip
 
 
-def _pending_series(ctx: Context) -> tuple[datetime, int] | None:
-    """(first time, count) of Kueue's Warning "Pending" event about this Workload with its current message: how
+def _pending_since(ctx: Context) -> datetime | None:
+    """The first time of Kueue's Warning "Pending" event series about this Workload with its current message: how
     long the same verdict of Kueue's scheduler has lasted (the condition's time moves with any other change)."""
     message = ctx.cond_message("QuotaReserved")
-    found: tuple[datetime, int] | None = None
-    for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
-        if s(ev.get("reason")) != "Pending" or event_message(ev) != message:
-            continue
-        first = event_first_time(ev)
-        if first is not None and (found is None or first < found[0]):
-            found = (first, event_count(ev))
-    return found
+    times = [event_first_time(ev) for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name)
+             if s(ev.get("reason")) == "Pending" and event_message(ev) == message]
+    return min((t for t in times if t is not None), default=None)
 
 
 @handles(Template.PREEMPTION_GATED, emits=pairs(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED))
