@@ -24,7 +24,7 @@ def _age(now: datetime, when: Any) -> str:
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     """kubectl describe's sub-tables: a header, a dashed rule, aligned columns (the last one free)."""
-    cells = [[" ⏎ ".join(str(c).splitlines()) if c not in (None, "") else "-" for c in row] for row in rows]
+    cells = [[_one_line(c) if c not in (None, "") else "-" for c in row] for row in rows]
     if not cells:
         return [f"{INDENT}<none>"]
     grid = [list(head), ["-" * len(h) for h in head], *cells]
@@ -34,8 +34,14 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def _fields(pairs: Sequence[tuple[str, Any]], indent: str = "") -> list[str]:
+    """`Key: value` lines; a value's line breaks (a quoted webhook error) shown as ⏎, one field per line."""
     width = max(len(k) for k, _ in pairs) + 2
-    return [f"{indent}{(k + ':').ljust(width)}{v if v not in (None, '') else '<none>'}" for k, v in pairs]
+    return [f"{indent}{(k + ':').ljust(width)}{_one_line(v) if v not in (None, '') else '<none>'}"
+            for k, v in pairs]
+
+
+def _one_line(value: Any) -> str:
+    return " ⏎ ".join(str(value).splitlines())
 
 
 def _section(title: str, lines: list[str]) -> list[str]:

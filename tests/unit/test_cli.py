@@ -334,3 +334,14 @@ def test_the_owner_named_finds_a_workload_that_names_it_only_by_its_job_uid_labe
                          stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     assert code == 0, err
     assert [d["metadata"]["name"] for d in json.loads(out)] == ["job-trainer-5d4c3"]
+
+
+def test_describe_keeps_a_message_with_line_breaks_on_its_line() -> None:
+    """The Message: field of describe, like the tables, never breaks a quoted multi-line error over lines that
+    look like other fields."""
+    from kueue_doctor.describe import _fields
+
+    lines = _fields([("Message", "Pending (Error creating ProvisioningRequest:\nViolations details: {...})"),
+                     ("Cause", None)])
+    assert lines == ["Message: Pending (Error creating ProvisioningRequest: ⏎ Violations details: {...})",
+                     "Cause:   <none>"]
