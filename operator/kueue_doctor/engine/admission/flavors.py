@@ -492,6 +492,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
             + _no_preemption(ctx, res, line) + " To go faster, add quota or lower the request.")
+    stale = _stale_priority(ctx)
+    text += stale
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
@@ -502,10 +504,28 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         text += (f" It allows partial admission (minCount): at its smallest it asks {quota.fmt(res, floor)} {res}"
                  + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
                     if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
-    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
-                    flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
+    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.CLUSTER_ADMIN if stale else ActionBy.NOBODY,
+                    quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
+
+
+def _stale_priority(ctx: Context) -> str:
+    """The Workload's priority is not its WorkloadPriorityClass's value (in the input): the class was changed and
+    the Workload kept the old value, so queue order and preemption use it (kueue#8322; Kueue v0.16+ follows a
+    class's change within seconds)."""
+    ref = m(ctx.spec.get("priorityClassRef"))
+    wpc = s(ref.get("name")) if s(ref.get("kind")) == "WorkloadPriorityClass" else (
+        s(ctx.spec.get("priorityClassName"))
+        if s(ctx.spec.get("priorityClassSource")) == "kueue.x-k8s.io/workloadpriorityclass" else None)
+    cls = ctx.state.priority_classes.get(wpc or "")
+    value = cls.get("value") if cls is not None else None
+    if not isinstance(value, int) or value == ctx.priority:
+        return ""
+    return (f" Its priority {ctx.priority} is not that of its WorkloadPriorityClass {wpc}, which says {value}: "
+            "Kueue orders and preempts by the Workload's own value, kept from before the class changed (kueue#8322; "
+            "Kueue v0.16 and later follow a class's change). Cluster admin: upgrade Kueue, or set the Workload's "
+            f"spec.priority to {value}.")
 
 
 def _holder_priorities(ctx: Context, cq: str) -> list[int]:
