@@ -491,9 +491,11 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
             + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
-            + _no_preemption(ctx, res, line) + " To go faster, add quota or lower the request.")
+            + (why_not := _no_preemption(ctx, res, line, flavor, parse(f.missing)))
+            + ("" if why_not.startswith(_UNUSED_VICTIMS) else " To go faster, add quota or lower the request."))
     stale = _stale_priority(ctx)
     text += stale
+    admin = bool(stale) or why_not.startswith(_UNUSED_VICTIMS)  # the cluster admin's either way
     requested, missing = parse(line.get("requested")), parse(f.missing)
     unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
         requested >= missing and not together else None  # together: the request alone is not what was short
@@ -504,7 +506,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         text += (f" It allows partial admission (minCount): at its smallest it asks {quota.fmt(res, floor)} {res}"
                  + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
                     if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
-    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.CLUSTER_ADMIN if stale else ActionBy.NOBODY,
+    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.CLUSTER_ADMIN if admin else ActionBy.NOBODY,
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
@@ -580,10 +582,16 @@ HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the qu
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
-def _no_preemption(ctx: Context, res: str, line: dict[str, Any]) -> str:
+_UNUSED_VICTIMS = " Kueue does not preempt for it, though"
+
+
+def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "", missing: Decimal | None = None
+                   ) -> str:
     """Why Kueue does not preempt inside the queue for it, when its policy would (the user's first question:
     "preemption is on, why does it wait?"): it asks more than the nominal quota and may not borrow while
-    preempting (flavorassigner fitsResourceQuota), or none of the holders is of lower priority."""
+    preempting (flavorassigner fitsResourceQuota), or none of the holders is of lower priority; or, when
+    lower-priority holders hold enough of a topology-aware flavor and Kueue still preempts none (its message has no
+    preemption), that Kueue's topology check stops it (kueue#10929)."""
     preemption = m(spec(ctx.cq or {}).get("preemption"))
     policy = s(preemption.get("withinClusterQueue"))
     if policy not in _PREEMPTING or not ctx.cq_name:
@@ -594,12 +602,42 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any]) -> str:
                 "Never (the default): it waits for running Workloads to finish (borrowWithinCohort LowerPriority "
                 "lets Kueue preempt while borrowing).")
     holders = _holder_priorities(ctx, ctx.cq_name)
-    if not holders or holders[0] < ctx.priority:
+    if holders and holders[0] < ctx.priority:
+        return _unused_victims(ctx, policy, res, flavor, missing)
+    if not holders:
         return ""
     span = str(holders[0]) if holders[0] == holders[-1] else f"{holders[0]} to {holders[-1]}"
     return (f" Kueue does not preempt for it: withinClusterQueue {policy} takes quota only from {_PREEMPTING[policy]}"
             f" priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have priority {span}, "
             f"against its {ctx.priority}.")
+
+
+def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: Decimal | None) -> str:
+    """Lower-priority holders of this ClusterQueue hold at least the missing `res` in topology-aware `flavor`, yet
+    Kueue's message names no preemption: its topology check fails before preemption is tried (kueue#10929)."""
+    # only for a topology-aware flavor: elsewhere fair sharing and borrowing rules give Kueue reasons of its own
+    # not to preempt that the input does not show (fair-sharing-preempts-while-borrowing)
+    if missing is None or not flavor or not s(spec(ctx.state.flavors.get(flavor) or {}).get("topologyName")):
+        return ""
+    idx, workloads = ctx.state.index, ctx.state.workloads
+    held, names = Decimal(0), []
+    for key in sorted(idx.workloads_by_cq.get(ctx.cq_name or "", ())):
+        wl = workloads.get(key) if idx.holds_quota(key) else None
+        if wl is None or priority(wl) >= ctx.priority:
+            continue
+        mine = sum((parse(m(m(psa).get("resourceUsage")).get(res)) or Decimal(0)
+                    for psa in lst(m(m(wl.get("status")).get("admission")).get("podSetAssignments"))
+                    if m(m(psa).get("flavors")).get(res) == flavor), Decimal(0))
+        if mine > 0:
+            held += mine
+            names.append(f"{key[0]}/{key[1]}")
+    if held < missing:
+        return ""
+    return (f"{_UNUSED_VICTIMS} withinClusterQueue {policy} allows it and {len(names)} lower-priority Workload(s) "
+            f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}) hold {quota.fmt(res, held)} {res} in flavor "
+            f"{flavor}, {quota.fmt(res, missing)} needed: in a topology-aware flavor Kueue's topology check fails "
+            "before it tries preemption (kueue#10929). If they never finish, it waits for ever: the cluster admin "
+            "frees the room (scales down or deletes one of them), or adds capacity.")
 
 
 SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"  # Kueue's elastic Jobs (workload slices)
