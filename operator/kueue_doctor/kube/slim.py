@@ -138,9 +138,15 @@ def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
     if ann:
         meta["annotations"] = ann
     status: dict[str, Any] = {}
-    cluster_queue = m(st.get("admission")).get("clusterQueue")
+    admission = m(st.get("admission"))
+    cluster_queue = admission.get("clusterQueue")
     if cluster_queue is not None:
         status["admission"] = {"clusterQueue": cluster_queue}
+        # what it holds, per flavor: what lower-priority holders could give up (engine/admission/flavors.py)
+        usage = [{k: m(p)[k] for k in ("flavors", "resourceUsage") if k in m(p)}
+                 for p in lst(admission.get("podSetAssignments"))]
+        if any(usage):
+            status["admission"]["podSetAssignments"] = usage
     if "requeueState" in st:
         status["requeueState"] = st["requeueState"]
     conds = []
