@@ -116,6 +116,20 @@ def _quantities(resources: Mapping[str, Any]) -> dict[str, Decimal]:
     return out
 
 
+def admitted_usage(workload: Mapping[str, Any]) -> dict[tuple[str, str], Decimal]:
+    """(flavor, resource) -> what the Workload's admission holds (status.admission, Kueue's own numbers)."""
+    held: dict[tuple[str, str], Decimal] = {}
+    for psa in lst(m(status(workload).get("admission")).get("podSetAssignments")):
+        psa = m(psa)
+        flavors = m(psa.get("flavors"))
+        for res, amount in m(psa.get("resourceUsage")).items():
+            value, flavor = parse(amount), s(flavors.get(res))
+            if value is None or flavor is None or not isinstance(res, str):
+                continue
+            held[flavor, res] = held.get((flavor, res), Decimal(0)) + value
+    return held
+
+
 def workload_requests(workload: Mapping[str, Any]) -> tuple[Requests, str]:
     """Total requests per PodSet, and where they come from (Kueue's status or the Pod templates)."""
     st = status(workload)

@@ -9,6 +9,7 @@ the verdict it gives. Neighbours: `kueue_message.py` (the table that sends FLAVO
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import IntEnum
@@ -530,18 +531,38 @@ def _stale_priority(ctx: Context) -> str:
             f"spec.priority to {value}.")
 
 
-def _holder_priorities(ctx: Context, cq: str) -> list[int]:
-    """The priorities of the ClusterQueue's Workloads holding quota, sorted; per ClusterQueue and pass (only
-    the queues asked about are read: each holder is decoded once)."""
-    per_cq = ctx.state.derived(HOLDER_PRIORITIES)
+@dataclass(frozen=True)
+class Holder:
+    """A Workload holding quota in a ClusterQueue, with what the waiting Workloads' verdicts read of it."""
+
+    key: tuple[str, str]
+    priority: int
+    not_ready_since: datetime | None  # PodsReady=False since then
+    usage: dict[tuple[str, str], Decimal]  # (flavor, resource) -> held
+
+
+@dataclass(frozen=True)
+class Holders:
+    holders: list[Holder]
+    priorities: list[int]  # sorted
+
+
+def _holders(ctx: Context, cq: str) -> Holders:
+    """The ClusterQueue's Workloads holding quota; per ClusterQueue and pass (only the queues asked about are
+    read: each holder is decoded once, whatever reads it)."""
+    per_cq = ctx.state.derived(HOLDERS)
     found = per_cq.get(cq)
     if found is None:
         idx, workloads = ctx.state.index, ctx.state.workloads
-        prios = []
-        for key in idx.workloads_by_cq.get(cq, ()):
+        holders = []
+        for key in sorted(idx.workloads_by_cq.get(cq, ())):
             if idx.holds_quota(key) and key in workloads:
-                prios.append(priority(workloads[key]))
-        found = per_cq[cq] = sorted(prios)
+                wl = workloads[key]
+                ready = conditions(wl).get("PodsReady")
+                since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" \
+                    else None
+                holders.append(Holder(key, priority(wl), since, quota.admitted_usage(wl)))
+        found = per_cq[cq] = Holders(holders, sorted(h.priority for h in holders))
     return found
 
 
@@ -550,21 +571,8 @@ def _not_ready_text(ctx: Context) -> str:
     do not run yet (starting, unschedulable, crashing), which the waiting user cannot see from here (kueue#4329:
     GPUs fragmented over nodes). No threshold on how long: the text changes with the holders, never with the
     clock alone (the operator writes only on change)."""
-    per_cq = ctx.state.derived(NOT_READY_BY_CQ)
-    cq = ctx.cq_name or ""
-    found = per_cq.get(cq)
-    if found is None:
-        idx, workloads = ctx.state.index, ctx.state.workloads
-        found = []
-        for key in idx.workloads_by_cq.get(cq, ()):
-            if idx.holds_quota(key) and key in workloads:
-                ready = conditions(workloads[key]).get("PodsReady")
-                since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" \
-                    else None
-                if since is not None:
-                    found.append((key, since))
-        per_cq[cq] = found
-    stuck = sorted((since, key) for key, since in found if key != (ctx.ns, ctx.name))
+    stuck = sorted((h.not_ready_since, h.key) for h in _holders(ctx, ctx.cq_name or "").holders
+                   if h.not_ready_since is not None and h.key != (ctx.ns, ctx.name))
     if not stuck:
         return ""
     names = ", ".join(f"{ns}/{nm}" for _, (ns, nm) in stuck[:3]) + (f" and {len(stuck) - 3} more"
@@ -575,10 +583,7 @@ def _not_ready_text(ctx: Context) -> str:
             "back when they run or when waitForPodsReady evicts them")
 
 
-NOT_READY_BY_CQ: Derived[dict[str, list[tuple[tuple[str, str], datetime]]]] = Derived(
-    "quota holders with PodsReady=False per ClusterQueue, and since when", lambda _: {})
-HOLDER_PRIORITIES: Derived[dict[str, list[int]]] = Derived("priorities of the quota holders per ClusterQueue",
-                                                           lambda _: {})
+HOLDERS: Derived[dict[str, Holders]] = Derived("the quota holders per ClusterQueue", lambda _: {})
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
@@ -601,7 +606,7 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
                 f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is "
                 "Never (the default): it waits for running Workloads to finish (borrowWithinCohort LowerPriority "
                 "lets Kueue preempt while borrowing).")
-    holders = _holder_priorities(ctx, ctx.cq_name)
+    holders = _holders(ctx, ctx.cq_name).priorities
     if holders and holders[0] < ctx.priority:
         return _unused_victims(ctx, policy, res, flavor, missing)
     if not holders:
@@ -619,18 +624,12 @@ def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: D
     # not to preempt that the input does not show (fair-sharing-preempts-while-borrowing)
     if missing is None or not flavor or not s(spec(ctx.state.flavors.get(flavor) or {}).get("topologyName")):
         return ""
-    idx, workloads = ctx.state.index, ctx.state.workloads
     held, names = Decimal(0), []
-    for key in sorted(idx.workloads_by_cq.get(ctx.cq_name or "", ())):
-        wl = workloads.get(key) if idx.holds_quota(key) else None
-        if wl is None or priority(wl) >= ctx.priority:
-            continue
-        mine = sum((parse(m(m(psa).get("resourceUsage")).get(res)) or Decimal(0)
-                    for psa in lst(m(m(wl.get("status")).get("admission")).get("podSetAssignments"))
-                    if m(m(psa).get("flavors")).get(res) == flavor), Decimal(0))
+    for h in _holders(ctx, ctx.cq_name or "").holders:
+        mine = h.usage.get((flavor, res), Decimal(0)) if h.priority < ctx.priority else Decimal(0)
         if mine > 0:
             held += mine
-            names.append(f"{key[0]}/{key[1]}")
+            names.append(f"{h.key[0]}/{h.key[1]}")
     if held < missing:
         return ""
     return (f"{_UNUSED_VICTIMS} withinClusterQueue {policy} allows it and {len(names)} lower-priority Workload(s) "
@@ -654,11 +653,7 @@ def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal] |
     old = ctx.state.workloads.get((ns or ctx.ns, old_name))
     if old is None or is_true(conditions(old).get("Finished")):
         return None  # a finished slice (WorkloadSliceReplaced) holds nothing: Kueue asks for the whole size
-    held = Decimal(0)
-    for psa in lst(m(m(old.get("status")).get("admission")).get("podSetAssignments")):
-        if m(m(psa).get("flavors")).get(res) == flavor:
-            held += parse(m(m(psa).get("resourceUsage")).get(res)) or Decimal(0)
-    return old_name, held
+    return old_name, quota.admitted_usage(old).get((flavor, res), Decimal(0))
 
 
 def _scale_up(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure, line: dict[str, Any],

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from ...kube.objects import (
@@ -31,7 +30,6 @@ from ...kube.objects import (
     s,
     spec,
 )
-from ...kube.quantity import parse
 from ...state import JOB_UID_LABEL
 from ...vocabulary import Cause, Reason
 from .. import quota
@@ -58,17 +56,8 @@ class Ghost:
 def held_quota(ctx: Context) -> list[dict[str, Any]]:
     """What the reservation holds per flavor and resource (status.admission, Kueue's own numbers), with the
     ClusterQueue's nominal quota and what it has reserved in all."""
-    held: dict[tuple[str, str], Decimal] = {}
-    for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")):
-        psa = m(psa)
-        flavors = m(psa.get("flavors"))
-        for res, amount in m(psa.get("resourceUsage")).items():
-            value, flavor = parse(amount), s(flavors.get(res))
-            if value is None or flavor is None or not isinstance(res, str):
-                continue
-            held[flavor, res] = held.get((flavor, res), Decimal(0)) + value
     lines = []
-    for (flavor, res), value in sorted(held.items()):
+    for (flavor, res), value in sorted(quota.admitted_usage(ctx.wl).items()):
         line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": quota.fmt(res, value)}
         fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
         if fq is not None and fq.nominal is not None:
