@@ -8,7 +8,7 @@ touching this module.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ..api import MAX_TEXT
@@ -63,6 +63,9 @@ class Context:
         self._pods: list[Mapping[str, Any]] | None = None
         self._requests: tuple[quota.Requests, str] | None = None
         self._priority: int | None = None
+        # the first time at which the clock alone may change this verdict (a threshold not yet passed): the operator
+        # looks at the Workload again then, instead of at the next resync (`after`)
+        self.wake_at: datetime | None = None
         # ----- what every verdict writes (its queues, owner, creation): read here, not through a lazy property -----
         self.lq_name = s(self.spec.get("queueName"))
         self.lq = state.local_queues.get((self.ns, self.lq_name or ""))
@@ -80,6 +83,18 @@ class Context:
             self._lazy[fact] = fact(self)
         found: T = self._lazy[fact]  # typed by assignment: typing.cast would be one more Python call
         return found
+
+    def after(self, since: datetime | None, threshold: timedelta) -> bool:
+        """Whether `threshold` has passed since `since` (never, without a time). A threshold not yet passed is
+        noted in `wake_at`: the verdict may change then with no event to say so."""
+        if since is None:
+            return False
+        due = since + threshold
+        if self.now >= due:
+            return True
+        if self.wake_at is None or due < self.wake_at:
+            self.wake_at = due
+        return False
 
     # ----- conditions -----
     def cond(self, ctype: str) -> Mapping[str, Any] | None:

@@ -59,10 +59,9 @@ def pending_limit(ctx: Context, last_eviction: Mapping[str, Any] | None) -> dict
     since = waiting_since(ctx, last_eviction)
     if since is not None:
         out["waitingSince"] = format_time(since)
-        due = since + timedelta(seconds=seconds)
-        if ctx.now >= due:
+        if ctx.after(since, timedelta(seconds=seconds)):
             out["exceeded"] = True
-            out["exceededSince"] = format_time(due)
+            out["exceededSince"] = format_time(since + timedelta(seconds=seconds))
     return out
 
 

@@ -19,13 +19,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from ..engine.diagnose import diagnose
 from ..engine.no_workload import grace_ends, pod_group_grace_ends, should_have_workload
 from ..kube.allocation import cycle_collection_paused
-from ..kube.objects import parse_time
 from ..state import ClusterState, Key
 from .inbox import Inbox
 from .metrics import Stats, Verdict
@@ -189,10 +188,13 @@ class DiagnosisLoop:
             for start in range(0, len(chunk), CHUNK):  # yield to the watchers between chunks
                 t0 = time.perf_counter()
                 # each packed Workload decoded once for the check and the diagnosis, no cycle collection meanwhile
+                wakes: dict[Key, datetime] = {}
                 with cycle_collection_paused(promote_survivors=False), self.state.reading():
                     part = diagnose(self.state, now, [k for k in chunk[start:start + CHUNK]
-                                                      if not deleting(self.state.workloads[k])])
+                                                      if not deleting(self.state.workloads[k])], wakes=wakes)
                 elapsed += time.perf_counter() - t0
+                for key, when in wakes.items():  # a threshold the clock alone passes: looked at again then
+                    self._wake_at(key, when, now)
                 take(part)
                 del part
                 self.stats.heartbeat = time.monotonic()
@@ -233,6 +235,9 @@ class DiagnosisLoop:
 
     def _wake_at(self, key: Key, when: datetime, now: datetime) -> None:
         due = time.monotonic() + (when - now).total_seconds() + 0.1
+        if due >= self._next_resync > 0:
+            return  # the next resync diagnoses every Workload before then, and it is noted again: at 50,000 waiting
+            # Workloads, each with a ten-minute stall check, the list stays short
         self._wake[key] = min(self._wake.get(key, due), due)
 
     def _remember(self, d: Mapping[str, Any], now: datetime) -> None:
@@ -243,10 +248,6 @@ class DiagnosisLoop:
             self.stats.time_in_reason.observe((prev.cluster_queue, prev.stage, prev.reason),
                                               max(0.0, now.timestamp() - prev.since))
         self.verdicts[key] = verdict
-        limit = d["status"].get("pendingLimit") or {}
-        since, seconds = parse_time(limit.get("waitingSince")), limit.get("seconds")
-        if since is not None and isinstance(seconds, int) and not limit.get("exceeded"):
-            self._wake_at(key, since + timedelta(seconds=seconds), now)  # the limit passes by time alone
 
     async def _collect_burst(self) -> None:
         """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`).

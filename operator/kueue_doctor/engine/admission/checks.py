@@ -256,7 +256,7 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
         checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
         ready = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks if c.get("state") == "Ready")
                  if t is not None]
-        if checks and len(ready) == len(checks) and ctx.now - max(ready) > STALL_AFTER:
+        if checks and len(ready) == len(checks) and ctx.after(max(ready), STALL_AFTER):
             action = ActionBy.CLUSTER_ADMIN
             fair = " (with fair sharing on, seen when its ClusterQueue also has a head waiting: kueue#14090)" \
                 if quota.fair_sharing_on(ctx.cq) else ""

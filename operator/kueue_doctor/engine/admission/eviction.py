@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import (
@@ -181,15 +181,14 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     worker = s(ctx.status.get("clusterName"))
     if worker:  # MultiKueue: the Job and its Pods run on the worker; the manager waits for the worker's copy to go
         evicted_at = ctx.cond_time("Evicted")
-        held = ctx.now - evicted_at if evicted_at is not None else None
         text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): its Job runs on worker cluster {worker} "
                 f"(MultiKueue, status.clusterName), so Kueue must remove the worker's copy before quota in "
                 f"{ctx.cq_text} is released, then {after}.")
-        if held is not None and held > STALL_AFTER:
+        if evicted_at is not None and ctx.after(evicted_at, STALL_AFTER):
             action = ActionBy.CLUSTER_ADMIN
-            text += (f" It has been {format_duration(held)}: the eviction has not reached {worker} (kueue#7350). The "
-                     f"platform admin checks that {worker} is connected (kubectl get multikueuecluster {worker}) and "
-                     "what the worker shows for this Workload.")
+            text += (f" It has been {format_duration(ctx.now - evicted_at)}: the eviction has not reached {worker} "
+                     f"(kueue#7350). The platform admin checks that {worker} is connected (kubectl get "
+                     f"multikueuecluster {worker}) and what the worker shows for this Workload.")
     else:
         text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted}): Kueue is "
                 f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
@@ -214,7 +213,7 @@ def _still_latest(ctx: Context) -> Requeue | None:
     if not ctx.true("Evicted"):
         return None
     requeue_at = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
-    in_backoff = requeue_at is not None and requeue_at > ctx.now
+    in_backoff = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
     held = ctx.cond("Requeued") is not None and not ctx.true("Requeued")
     qr_msg = ctx.cond_message("QuotaReserved")
     not_retried = (not ctx.cond("QuotaReserved") or qr_msg == ctx.cond_message("Evicted")
@@ -285,9 +284,10 @@ def _held_for_checks(ctx: Context) -> tuple[str, bool]:
     if failing or not lst(ctx.status.get("admissionChecks")):
         return (f"; held out of the queue until the controller of check {', '.join(failing) or '?'} resets it to "
                 "Pending (Kueue then requeues it)", False)
-    held_for = ctx.now - (ctx.cond_time("Requeued") or ctx.cond_time("Evicted") or ctx.now)
-    if held_for <= STALL_AFTER:
+    held_since = ctx.cond_time("Requeued") or ctx.cond_time("Evicted")
+    if held_since is None or not ctx.after(held_since, STALL_AFTER):
         return "; held out of the queue while Kueue resets its admission checks", False
+    held_for = ctx.now - held_since
     return (f"; held out of the queue for {format_duration(held_for)} although its admission checks are Pending "
             "again: Kueue no longer requeues it (kueue#3543, seen when a check's controller sets Retry while the "
             "Workload is evicted). The cluster admin fixes that controller; deleting the Workload (Kueue makes a new "

@@ -167,7 +167,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
         text = ("Kueue last skipped it because an admission check was in Retry or Rejected state; its checks are "
                 "Pending again, so Kueue considers it at its next scheduling attempt. See status.admissionChecks.")
         reset = [t for t in (parse_time(c.get("lastTransitionTime")) for c in checks) if t is not None]
-        if checks and len(reset) == len(checks) and ctx.now - max(reset) > STALL_AFTER:
+        if checks and len(reset) == len(checks) and ctx.after(max(reset), STALL_AFTER):
             # any attempt since would have rewritten this message (a flavor assignment, or quota reserved)
             text = (f"Kueue last skipped it because an admission check was in Retry or Rejected state, but its checks "
                     f"were reset to Pending {format_duration(ctx.now - max(reset))} ago and Kueue has not tried it "
@@ -183,12 +183,11 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     backoff_end = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
     if ctx.cond_reason("Requeued") == "BackoffFinished":
         backoff_end = max(filter(None, (backoff_end, ctx.cond_time("Requeued"))), default=None)
-    waited = ctx.now - max(filter(None, (backoff_end, since)), default=ctx.now)
     if state == "Rejected":  # final: Kueue's workload controller deactivates it (Deactivated follows)
         text = (f"Admission check {cname} rejected it (\"{said[:300]}\"): Kueue deactivates the Workload; it is not "
                 "retried. See status.admissionChecks.")
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
-    if backoff_end is not None and backoff_end <= ctx.now and waited > STALL_AFTER:
+    if backoff_end is not None and ctx.after(max(backoff_end, since or backoff_end), STALL_AFTER):
         text = (f"Admission check {cname} has been in {state} for {format_duration(ctx.now - (since or ctx.now))} "
                 f"(\"{said[:300]}\") and the re-queue back-off ended {format_duration(ctx.now - backoff_end)} ago, "
                 "yet the check was never reset to Pending: Kueue's scheduler skips a Workload while a check is in "
@@ -197,7 +196,8 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
                 "new one for its owner) starts the check afresh.")
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx,
                        ActionBy.CLUSTER_ADMIN)
-    until = f" (back-off until {format_time(backoff_end)})" if backoff_end is not None and backoff_end > ctx.now else ""
+    in_backoff = backoff_end is not None and not ctx.after(backoff_end, timedelta(0))
+    until = f" (back-off until {format_time(backoff_end)})" if in_backoff else ""
     text = (f"Admission check {cname} is in {state} (\"{said[:300]}\"); Kueue re-queues the Workload after the "
             f"check's back-off{until} and its controller resets the check. See status.admissionChecks.")
     return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
@@ -272,7 +272,7 @@ def _overlapping(ctx: Context, p: ParsedMessage) -> Finding:
     if will_fit:
         return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_IN_PROGRESS, text, ctx)
     first = _pending_since(ctx)  # not the event's count: it grows every cycle, the diagnosis would follow it
-    if first is not None and ctx.now - first > STARVED_AFTER:
+    if ctx.after(first, STARVED_AFTER):
         text = (f"Since {format_time(first)} (Kueue's Pending event about it) every scheduling cycle found "
                 "another Workload needing the same preemption victims and handled that one first: this one is "
                 "starved, not briefly skipped (seen with fair sharing in hierarchical cohorts, kueue#13320). Cluster "

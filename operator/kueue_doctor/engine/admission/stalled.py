@@ -238,34 +238,39 @@ class _Changes:
     """Per ClusterQueue: did any of its Workloads change a condition after `after`? Kept for one clock value."""
 
     after: datetime | None = None
-    by_cq: dict[str, bool] = field(default_factory=dict)
+    by_cq: dict[str, datetime | None] = field(default_factory=dict)
 
 
 RECENT_CHANGE: Derived[_Changes] = Derived("Workload condition changes per ClusterQueue", lambda _: _Changes())
 
 
-def _changed_around(ctx: Context, after: datetime) -> bool:
-    """Whether a condition of any Workload of the ClusterQueue or its cohort changed after `after`: when
-    Kueue (or a finishing Job) last changed something there. Kept per ClusterQueue and clock value."""
+def _changed_around(ctx: Context, after: datetime) -> datetime | None:
+    """A condition of a Workload of the ClusterQueue or its cohort that changed after `after` (its time; None: no
+    such change): when Kueue (or a finishing Job) last changed something there. Kept per ClusterQueue and clock
+    value."""
     memo = ctx.state.derived(RECENT_CHANGE)
     if memo.after != after:  # the answer moves with the clock: kept for one value only
         memo.after, memo.by_cq = after, {}
     cq_name = ctx.cq_name or ""
-    return _changed_in(ctx, memo.by_cq, cq_name, after) or any(
-        _changed_in(ctx, memo.by_cq, cq, after) for cq in
-        (ctx.state.index.cqs_by_cohort.get(ctx.cohort, ()) if ctx.cohort else ()) if cq != cq_name)
+    found = _changed_in(ctx, memo.by_cq, cq_name, after)
+    for cq in (ctx.state.index.cqs_by_cohort.get(ctx.cohort, ()) if ctx.cohort else ()):
+        if found is not None:
+            break
+        if cq != cq_name:
+            found = _changed_in(ctx, memo.by_cq, cq, after)
+    return found
 
 
-def _changed_in(ctx: Context, memo: dict[str, bool], cq_name: str, after: datetime) -> bool:
+def _changed_in(ctx: Context, memo: dict[str, datetime | None], cq_name: str, after: datetime) -> datetime | None:
     """The walk stops at the first change after `after`: a busy queue (the common case) costs a few Workloads,
-    not all of them."""
-    found = memo.get(cq_name)
-    if found is None:
-        workloads = ctx.state.workloads
-        found = memo[cq_name] = any(
-            when is not None and when > after
-            for key in ctx.state.index.workloads_by_cq.get(cq_name, ())
-            for when in (parse_time(c.get("lastTransitionTime")) for c in conditions(workloads[key]).values()))
+    not all of them. That change's time, not the latest's: the Workload is looked at again once it is old."""
+    if cq_name in memo:
+        return memo[cq_name]
+    workloads = ctx.state.workloads
+    found = memo[cq_name] = next(
+        (when for key in ctx.state.index.workloads_by_cq.get(cq_name, ())
+         for when in (parse_time(c.get("lastTransitionTime")) for c in conditions(workloads[key]).values())
+         if when is not None and when > after), None)
     return found
 
 
@@ -274,13 +279,16 @@ def _quiet(ctx: Context) -> bool:
     `STALL_AFTER`: a stall means nothing moved, so quota freed seconds ago by a finishing Workload (which Kueue
     is about to use) never counts."""
     after = ctx.now - STALL_AFTER
-    if _changed_around(ctx, after):
+    changed = _changed_around(ctx, after)
+    if changed is not None:
+        ctx.after(changed, STALL_AFTER)  # quiet, as far as that change goes, once it is old enough
         return False
     for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name):
         series = m(ev.get("series"))
         when = parse_time(series.get("lastObservedTime") or ev.get("lastTimestamp") or ev.get("eventTime")
                           or ev.get("deprecatedLastTimestamp"))
         if when is not None and when > after:
+            ctx.after(when, STALL_AFTER)  # quiet, as far as this event goes, once it is old enough
             return False
     return True
 
@@ -307,7 +315,7 @@ def kueue_stalled(ctx: Context) -> Finding | None:
     if reason is None:
         return None
     since = ctx.cond_time("QuotaReserved") or ctx.created
-    if since is None or ctx.now - since < STALL_AFTER or ctx.cq is None or not _cq_active(ctx):
+    if since is None or not ctx.after(since, STALL_AFTER) or ctx.cq is None or not _cq_active(ctx):
         return None
     if not _quiet(ctx):  # the cheapest test, kept per ClusterQueue: a busy queue is no stall
         return None

@@ -62,7 +62,7 @@ def deactivated(ctx: Context) -> Finding | None:
         held = ctx.now - evicted_at
         text += (f" It still holds its quota in {ctx.cq_text}: Kueue releases it once the owner's Pods are gone and "
                  "the owner reports stopped")
-        if held > STALL_AFTER:
+        if ctx.after(evicted_at, STALL_AFTER):
             action = ActionBy.CLUSTER_ADMIN
             text += (f", and {format_duration(held)} after the eviction it has not (an owner that never reports "
                      "stopped: kueue#6035, #15380). The cluster admin looks at the owner's status and Pods; deleting "

@@ -22,6 +22,8 @@ from .owners import (
     suspend_writer,
 )
 
+SUSPENDED_AFTER = timedelta(minutes=2)  # Kueue unsuspends an admitted owner within seconds: minutes of it are not lag
+
 
 @rule(Phase.ADMITTED, [*pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER),
                         *pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_PENDING,
@@ -96,7 +98,7 @@ def suspended_owner(ctx: Context) -> Finding | None:
     if writer is not None and not writer.is_kueue and writer.time is not None and since is not None \
             and writer.time >= since and (created is None or writer.time > created):
         return _suspended_by_other(ctx, owner, kind, since, writer)
-    late = since is not None and ctx.now - since > timedelta(minutes=2)
+    late = ctx.after(since, SUSPENDED_AFTER)
     waited = format_duration(ctx.now - since, precise=True) if late and since is not None else ""
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it right after admission"

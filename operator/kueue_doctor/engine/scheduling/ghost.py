@@ -70,18 +70,13 @@ def held_quota(ctx: Context) -> list[dict[str, Any]]:
     return lines
 
 
-def _reserved_for(ctx: Context) -> timedelta | None:
-    since = ctx.cond_time("QuotaReserved")
-    return ctx.now - since if since is not None else None
-
-
 def owner_gone(ctx: Context) -> Ghost | None:
     """The owner is being deleted (deletionTimestamp older than GRACE), or is not there although the input lists
     every batch Job (other owner kinds are never listed completely) and every Pod, none of them its own."""
     owner, ref = ctx.owner, ctx.owner_ref
     if owner is not None:
         deleting = parse_time(meta(owner).get("deletionTimestamp"))
-        if deleting is None or ctx.now - deleting < GRACE:
+        if not ctx.after(deleting, GRACE):
             return None
         kind = s(owner.get("kind")) or "owner"
         return Ghost(f"its {kind} {ctx.ns}/{name(owner)} is being deleted since {format_time(deleting)} (see its "
@@ -94,8 +89,7 @@ def owner_gone(ctx: Context) -> Ghost | None:
     if ref.get("kind") != "Job" or group_of(ref.get("apiVersion")) != "batch" \
             or not ctx.state.knows("Job") or not _no_live_pods(ctx):
         return None  # Pods still running after the Job was deleted (--cascade=orphan) do use the quota
-    held = _reserved_for(ctx)
-    if held is None or held < GRACE:
+    if not ctx.after(ctx.cond_time("QuotaReserved"), GRACE):
         return None
     job = s(ref.get("name"))
     return Ghost(f"its Job {ctx.ns}/{job} and its Pods no longer exist (the input lists every Job Kueue manages "
@@ -148,8 +142,7 @@ def owner_finished(ctx: Context) -> Ghost | None:
     for cond in lst(m(owner.get("status")).get("conditions")):
         cond = m(cond)
         when = parse_time(cond.get("lastTransitionTime"))
-        if cond.get("type") in FINISHED_CONDITIONS and is_true(cond) and when is not None \
-                and ctx.now - when >= GRACE:
+        if cond.get("type") in FINISHED_CONDITIONS and is_true(cond) and ctx.after(when, GRACE):
             kind = s(owner.get("kind")) or "owner"
             return Ghost(f"its {kind} {ctx.ns}/{name(owner)} finished ({cond.get('type')}) at {format_time(when)} "
                          "and Kueue never marked the Workload Finished", when,
@@ -190,7 +183,7 @@ def pods_gone(ctx: Context) -> Ghost | None:
     if i(job_status.get("active")) or i(job_status.get("ready")):
         return None
     admitted = ctx.cond_time("Admitted")
-    if admitted is None or ctx.now - admitted < GRACE:
+    if not ctx.after(admitted, GRACE):
         return None
     return Ghost(f"no Pod of Job {ctx.ns}/{name(owner)} exists and the Job counts none active, while Kueue's "
                  f"PodsReady condition still says ready (since {format_time(ctx.cond_time('PodsReady'))})", None,
@@ -202,7 +195,7 @@ def stopped_without_pods(ctx: Context) -> Ghost | None:
     """Evicted more than GRACE ago, the owner suspended again and no Pod left: Kueue releases the quota once the
     owner is inactive, and has not."""
     owner, evicted = ctx.owner, ctx.cond_time("Evicted")
-    if owner is None or evicted is None or ctx.now - evicted < GRACE:
+    if owner is None or not ctx.after(evicted, GRACE):
         return None
     kind = s(owner.get("kind")) or "owner"
     # a StatefulSet, Deployment or LeaderWorkerSet stops by scaling to 0 (no spec.suspend): kueue#12232

@@ -69,7 +69,7 @@ def timeout_note(ctx: Context) -> str:
     which = (f"{length}, {cfg.source}" if cfg.known
              else f"Kueue's default {length}; its Configuration is not in the input")
     deadline = start + timedelta(seconds=seconds)
-    if deadline <= ctx.now:
+    if ctx.after(start, timedelta(seconds=seconds)):
         return (f" waitForPodsReady's {field_} passed at {format_time(deadline)} ({which}): expect Kueue to evict it "
                 "(PodsReadyTimeout).")
     return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {format_time(deadline)} unless "
@@ -184,7 +184,7 @@ def pods_ready(ctx: Context) -> Finding | None:
 
 
 # seconds a Pod stays unschedulable under PodsReady=True before that is news: a replaced Pod is pending for a moment
-UNSCHEDULABLE_WHILE_READY_AFTER = 120
+UNSCHEDULABLE_WHILE_READY_AFTER = timedelta(seconds=120)
 
 
 def _unschedulable_while_ready(ctx: Context, ready_at: datetime | None) -> Finding | None:
@@ -195,8 +195,8 @@ def _unschedulable_while_ready(ctx: Context, ready_at: datetime | None) -> Findi
         return None  # every Pod has a node: none is unschedulable, and a running Workload's Pods are not read twice
     view = ctx.lazy(pod_view)
     blocker = view.blocker
-    if blocker is None or blocker.category != "Unschedulable" or blocker.since is None or \
-            (ctx.now - blocker.since).total_seconds() < UNSCHEDULABLE_WHILE_READY_AFTER:
+    if blocker is None or blocker.category != "Unschedulable" \
+            or not ctx.after(blocker.since, UNSCHEDULABLE_WHILE_READY_AFTER):
         return None
     found = pods_unschedulable.check(ctx)
     if found is None:
@@ -434,7 +434,7 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     own = not kueue_gate and (_gates_in_template(ctx, blocker.reason) or pod_owner_refs(ctx.wl) is not None)
     # from the admission, or from the Pods' creation when they came later (the gate is theirs from the start)
     admitted = max(filter(None, (admitted_since(ctx), blocker.since)), default=None)
-    kueue_late = kueue_gate and admitted is not None and (ctx.now - admitted).total_seconds() > GATE_STUCK_AFTER
+    kueue_late = kueue_gate and ctx.after(admitted, GATE_STUCK_AFTER)
     unlabelled = kueue_late and _pods_unqueued(ctx, blocker.pods)
     text = (f"{blocker.count}/{view.expected} Pods are held by scheduling gate {blocker.reason}"
             + (f": Kueue removes its own gate right after admission, and {format_duration(ctx.now - admitted)} after "
@@ -461,7 +461,7 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
                    flavors=assigned_flavors(ctx))
 
 
-GATE_STUCK_AFTER = 120  # seconds after admission with Kueue's own gate still on the Pods: its update failed
+GATE_STUCK_AFTER = timedelta(seconds=120)  # after admission with Kueue's own gate still on the Pods: its update failed
 
 
 # owners whose Pods Kueue's Pod integration gates and ungates one by one (the Pods, not the owner, are its jobs)
@@ -516,7 +516,7 @@ def pods_terminating(ctx: Context) -> Finding | None:
     view, blocker, evidence = found
     since = blocker.since or admitted_since(ctx)
     node = unhealthy_node(ctx, blocker.pod)
-    if node is not None and since is not None and ctx.now - since >= STUCK_TERMINATING:
+    if node is not None and ctx.after(since, STUCK_TERMINATING):
         # the kubelet that must confirm the deletion is gone: nothing finishes it (the Pod garbage collector
         # force-deletes only on nodes tainted out-of-service), and the quota stays held
         text = (f"{blocker.count} Pod(s) have been terminating since {format_time(since)} on node {node[0]}, which "
@@ -598,7 +598,7 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY, text, ActionBy.CLUSTER_ADMIN, since=since,
                        evidence=evidence + _node_evidence(ctx, node[0]), pods=view.status,
                        flavors=assigned_flavors(ctx), hints=[f"kubectl describe node {node[0]}"])
-    fresh = since is not None and ctx.now - since < CONTAINER_CREATING_GRACE
+    fresh = since is not None and not ctx.after(since, CONTAINER_CREATING_GRACE)
     silent_kubelet = blocker.reason == "NoContainerStatus"
     # a kubelet that never reports the Pod it was given is a node problem, not the owner's
     action = ActionBy.NOBODY if cause == Cause.CONTAINER_CREATING else \
