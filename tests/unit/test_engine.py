@@ -505,3 +505,22 @@ def test_a_large_borrowing_limit_is_not_blamed_when_the_cohort_is_the_limit() ->
                     ).count(8).obj()]
     st = verdict(objs, "job-sample-1a2b3")
     assert st["cause"] == "ExceedsCohortQuota"
+
+
+@pytest.mark.parametrize(("terms", "labels", "allowed"), [
+    ([[{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["master0"]}]], {}, True),  # kueue#2391
+    ([[{"key": "pool", "operator": "In", "values": ["a"]}]], {"pool": "a"}, True),
+    ([[{"key": "pool", "operator": "In", "values": ["b"]}]], {"pool": "a"}, False),
+    ([[{"key": "pool", "operator": "In", "values": ["b"]}], [{"key": "zone", "operator": "Exists"}]],
+     {"pool": "a"}, True),  # the second term names no flavor key: it allows every flavor
+    ([[{"key": "pool", "operator": "DoesNotExist"}]], {"pool": "a"}, False),
+    ([[{"key": "gen", "operator": "Gt", "values": ["3"]}]], {"gen": "4"}, False),  # not evaluated: not said to fit
+])
+def test_a_required_node_affinity_counts_only_for_the_flavors_node_label_keys(
+        terms: list[list[dict[str, Any]]], labels: dict[str, str], allowed: bool) -> None:
+    """As Kueue's flavor assigner reads it: a stall is said only for a flavor Kueue could pick for the Pods."""
+    from kueue_doctor.engine.admission.stalled import _affinity_allows
+
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}}}}
+    assert _affinity_allows(pod, labels) is allowed

@@ -31,6 +31,7 @@ from ...kube.objects import (
     spec,
     status,
 )
+from ...kube.selectors import label_selector_matches
 from ...state import Derived
 from ...vocabulary import Cause, Reason
 from .. import quota
@@ -87,8 +88,8 @@ def _tolerated(tolerations: list[Any], taint: Mapping[str, Any]) -> bool:
 
 
 def _flavor_fits_pods(ctx: Context, flavor: Mapping[str, Any]) -> bool:
-    """The pod templates can use this flavor: no TAS, no required affinity (not evaluated here), a node
-    selector that does not contradict its nodeLabels, and its blocking taints tolerated."""
+    """The pod templates can use this flavor: no TAS, a node selector and required node affinity that do not
+    contradict its nodeLabels, and its blocking taints tolerated."""
     fspec = spec(flavor)
     if s(fspec.get("topologyName")):
         return False
@@ -97,7 +98,7 @@ def _flavor_fits_pods(ctx: Context, flavor: Mapping[str, Any]) -> bool:
     for ps in lst(ctx.spec.get("podSets")):
         ps = m(ps)
         pod = m(m(ps.get("template")).get("spec"))
-        if ps.get("topologyRequest") or m(pod.get("affinity")).get("nodeAffinity") or pod.get("resourceClaims"):
+        if ps.get("topologyRequest") or pod.get("resourceClaims") or not _affinity_allows(pod, labels):
             return False
         if any(k in labels and labels[k] != v for k, v in m(pod.get("nodeSelector")).items()):
             return False
@@ -106,6 +107,22 @@ def _flavor_fits_pods(ctx: Context, flavor: Mapping[str, Any]) -> bool:
             if s(m(taint).get("effect")) in _BLOCKING_EFFECTS and not _tolerated(tolerations, m(taint)):
                 return False
     return True
+
+
+def _affinity_allows(pod: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    """Kueue's flavor assigner reads a required node affinity only for the keys the flavor's nodeLabels set
+    (flavorassigner.go `flavorSelector`): a term left with no such key allows every flavor (the terms are ORed), a
+    hostname rule on a flavor without labels changes nothing (kueue#2391). Gt/Lt on such a key: not evaluated."""
+    required = m(m(m(pod.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = []
+    for term in lst(required.get("nodeSelectorTerms")):
+        exprs = [m(e) for e in lst(m(term).get("matchExpressions")) if s(m(e).get("key")) in labels]
+        if not exprs:
+            return True
+        terms.append(exprs)
+    if any(s(e.get("operator")) in ("Gt", "Lt") for exprs in terms for e in exprs):
+        return False
+    return not terms or any(label_selector_matches({"matchExpressions": exprs}, labels) for exprs in terms)
 
 
 def _nobody_borrows(ctx: Context, flavor: str, resource: str) -> bool:
