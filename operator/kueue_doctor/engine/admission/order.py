@@ -14,6 +14,7 @@ from typing import Any
 from ...kube.objects import conditions, format_time, is_true, m, parse_time, priority, s, spec, time_text
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
+from .. import quota
 from ..context import Context
 from ..messages import FailureKind, Template
 from ..queue_position import fair_sharing_ordered
@@ -129,7 +130,7 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
     if head is not None:
         hns, hname, huid = head
         text = (f"Waits behind {hns}/{hname} at the head of StrictFIFO {ctx.cq_text}: Kueue admits "
-                "nothing after the head until the head is admitted (see its diagnosis).")
+                "nothing after the head until the head is admitted (see its diagnosis)." + _fits_now(ctx))
         return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                        hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
@@ -176,9 +177,24 @@ def behind_queue_head(ctx: Context) -> Finding | None:
     text = (f"Waits behind {hns}/{hname}, the head of StrictFIFO {ctx.cq_text}{ahead}: Kueue evaluates nothing "
             f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
             f"{format_time(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
-            "no longer what blocks it; it is kept in the evidence.")
+            "no longer what blocks it; it is kept in the evidence." + _fits_now(ctx))
     return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                    blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                    evidence=[ctx.condition_evidence("QuotaReserved")],
                    blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
                    hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+
+
+def _fits_now(ctx: Context) -> str:
+    """Behind a StrictFIFO head, a Workload that unused quota would take now (often in another flavor than the
+    head waits for: kueue#8309): the policy, not the quota, holds it, and only the queue admin can change that."""
+    from .stalled import fits_unused_quota  # stalled reads the queue order from here
+
+    fits = fits_unused_quota(ctx)
+    if not fits:
+        return ""
+    room = "; ".join(f"{quota.fmt(f.resource, f.requested)} {f.resource} requested, "
+                     f"{quota.fmt(f.resource, f.nominal - f.used)} unused in flavor {f.flavor}" for f in fits)
+    return (f" It would fit now ({room}): StrictFIFO holds every Workload behind the head, whatever flavor it "
+            f"needs (kueue#8309). If that idle quota matters, the queue admin can set ClusterQueue {ctx.cq_name} to "
+            "queueingStrategy BestEffortFIFO, or give each flavor its own ClusterQueue in one cohort.")
