@@ -42,9 +42,21 @@ def _queues_known(ctx: Context) -> bool:
 def no_queue_name(ctx: Context) -> Finding | None:
     if ctx.lq_name:
         return None
-    text = ("The Workload has no spec.queueName: add the label kueue.x-k8s.io/queue-name=<LocalQueue> to the "
-            "Job (or create a LocalQueue named 'default' in the namespace).")
-    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND, text, since=_since(ctx))
+    ref = ctx.owner_ref
+    owner = f"{s(ref.get('kind')) or 'owner'} {s(ref.get('name')) or ''}".rstrip() if ref else "its owner"
+    existing = sorted(nm for (ns, nm) in ctx.state.local_queues if ns == ctx.ns)
+    pick = f"one of {', '.join(existing[:5])}" if len(existing) > 1 else existing[0] if existing else "<LocalQueue>"
+    default = ("A LocalQueue named 'default' is applied only to objects created after it exists (Kueue's webhook "
+               "sets it at creation), so it will not help this one." if "default" in existing else
+               "A LocalQueue named 'default' in the namespace would be applied to objects created after it, not to "
+               "this one.")
+    where = f" LocalQueues in {ctx.ns}: {', '.join(existing[:5])}." if existing else \
+        f" There is no LocalQueue in namespace {ctx.ns} at all: the queue admin must create one."
+    text = (f"The Workload has no spec.queueName (its {owner} has no label kueue.x-k8s.io/queue-name, and Kueue "
+            f"made the Workload anyway, as manageJobsWithoutQueueName does): set the label "
+            f"kueue.x-k8s.io/queue-name={pick} on the {owner}, or recreate it with the label.{where} {default}")
+    return Finding(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND, text, since=_since(ctx),
+                   hints=[f"kubectl get localqueues -n {ctx.ns}"])
 
 
 @rule(Phase.PENDING, pairs(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND))
