@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import group_of, i, lst, m, meta, parse_time, s
+from ...kube.objects import group_of, i, lst, m, meta, parse_time, s, spec
 from ..context import Context
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
@@ -81,10 +81,10 @@ def suspend_writer(owner: Mapping[str, Any]) -> FieldWriter | None:
     return latest
 
 
-def expected_pods(ctx: Context) -> int:
-    """The Pods the admission stands for now, as Kueue counts them (workload.totalRequestsFromAdmission): per pod
-    set the admitted count, capped by the spec's count less its reclaimable Pods (an elastic Job scaled down
-    keeps its admission count)."""
+def expected_by_pod_set(ctx: Context) -> dict[str, int]:
+    """The Pods the admission stands for now, per pod set, as Kueue counts them
+    (workload.totalRequestsFromAdmission): the admitted count, capped by the spec's count less its reclaimable Pods
+    (an elastic Job scaled down keeps its admission count)."""
     counts: dict[str, int] = {}
     for ps in lst(ctx.spec.get("podSets")):
         counts[s(m(ps).get("name")) or "main"] = i(m(ps).get("count"), 1)
@@ -94,13 +94,33 @@ def expected_pods(ctx: Context) -> int:
         reclaimable[name_] = reclaimable.get(name_, 0) + i(m(r).get("count"))
     assignments = lst(m(ctx.status.get("admission")).get("podSetAssignments"))
     if not assignments:
-        return max(sum(counts.values()) - sum(reclaimable.values()), 0)
-    total = 0
+        return {ps: max(n - reclaimable.get(ps, 0), 0) for ps, n in counts.items()}
+    out: dict[str, int] = {}
     for psa in assignments:
         ps_name = s(m(psa).get("name")) or "main"
         admitted = i(m(psa).get("count"), counts.get(ps_name, 1))
         now = counts.get(ps_name, admitted) - reclaimable.get(ps_name, 0)
-        total += max(min(admitted, now), 0)
+        out[ps_name] = max(min(admitted, now), 0)
+    return out
+
+
+def expected_pods(ctx: Context) -> int:
+    """The Pods the admission stands for now (`expected_by_pod_set`, summed)."""
+    return sum(expected_by_pod_set(ctx).values())
+
+
+def topology_assigned_pods(psa: Mapping[str, Any]) -> int | None:
+    """The Pods a podSetAssignment's topologyAssignment places, None without one. v1beta2: per slice, domainCount
+    domains of podCounts.universal Pods each, or podCounts.individual[] per domain; v1beta1: domains[].count."""
+    ta = m(psa.get("topologyAssignment"))
+    if not ta:
+        return None
+    total = sum(i(m(d).get("count")) for d in lst(ta.get("domains")))
+    for sl in lst(ta.get("slices")):
+        counts = m(m(sl).get("podCounts"))
+        universal = counts.get("universal")
+        total += (i(m(sl).get("domainCount"), 1) * i(universal) if universal is not None
+                  else sum(i(c) for c in lst(counts.get("individual"))))
     return total
 
 
@@ -122,3 +142,36 @@ def base_evidence(ctx: Context) -> list[dict[str, Any]]:
     if ctx.cond("PodsReady"):
         ev.append(ctx.condition_evidence("PodsReady"))
     return ev
+
+
+def owner_jobset(ctx: Context) -> Mapping[str, Any] | None:
+    """The JobSet that makes the Workload's Pods: the owner itself, or the one a TrainJob's runtime made."""
+    owner = ctx.owner
+    if owner is None:
+        return None
+    if s(owner.get("kind")) == "JobSet":
+        return owner
+    return next((d for d in ctx.state.descendants(owner, depth=1) if s(d.get("kind")) == "JobSet"), None)
+
+
+def unmet_dependencies(jobset: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """Per replicated Job, its dependsOn entries (name, Ready|Complete) not reached yet: JobSet creates none of its
+    Jobs before all are (jobset pkg/controllers/depends_on.go dependencyReachedStatus: Complete = every replica
+    succeeded, Ready = every replica ready, failed or succeeded; no status yet = not reached)."""
+    rjobs = [m(r) for r in lst(spec(jobset).get("replicatedJobs"))]
+    replicas = {s(r.get("name")) or "": i(r.get("replicas"), 1) for r in rjobs}
+    statuses = {s(m(x).get("name")) or "": m(x) for x in lst(m(jobset.get("status")).get("replicatedJobsStatus"))}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for r in rjobs:
+        unmet = []
+        for dep in lst(r.get("dependsOn")):
+            dep_name, want = s(m(dep).get("name")) or "", s(m(dep).get("status")) or "Complete"
+            st = statuses.get(dep_name)
+            done = i(st.get("succeeded")) if st is not None else -1
+            reached = st is not None and (done == replicas.get(dep_name, 1) if want == "Complete" else
+                                          i(st.get("ready")) + i(st.get("failed")) + done == replicas.get(dep_name, 1))
+            if not reached:
+                unmet.append((dep_name, want))
+        if unmet:
+            out[s(r.get("name")) or ""] = unmet
+    return out

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.kueue_names import POD_GROUP_KEY
+from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
     format_duration,
     format_time,
+    i,
     is_true,
+    labels,
     lst,
     m,
     name,
@@ -33,7 +35,16 @@ from ..context import Context
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
 from .nodes import flavor_node_hint, flavor_selector
-from .owners import admitted_since, assigned_flavors, base_evidence, expected_pods
+from .owners import (
+    admitted_since,
+    assigned_flavors,
+    base_evidence,
+    expected_by_pod_set,
+    expected_pods,
+    owner_jobset,
+    topology_assigned_pods,
+    unmet_dependencies,
+)
 from .placement import Placement, placement
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
@@ -328,6 +339,11 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + ".")
+    waiting = _dependency_wait(ctx)
+    if waiting is not None:
+        text += waiting[0]
+        return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, waiting[1], since=since, evidence=evidence,
+                       pods=pods_status, flavors=assigned_flavors(ctx))
     action = ActionBy.NOBODY
     if pod_owner_refs(ctx.wl) is not None:  # no controller creates plain Pods: whoever made the others must
         text += (f" This is a plain Pod group: Kueue creates no Pods, so whoever created the others must create "
@@ -338,6 +354,56 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     text += timeout_note(ctx)
     return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, action, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+_RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def _dependency_wait(ctx: Context) -> tuple[str, ActionBy] | None:
+    """The Pods missing are only those of a JobSet's replicated Jobs whose dependsOn is not reached (an initializer
+    before the trainers): JobSet creates them later by design, yet Kueue v0.19 counts every replicated Job for
+    PodsReady (JobSet.PodsReady, TrainJob.PodsReady: kueue#6796), so waitForPodsReady evicts the Workload unless
+    the dependency finishes in time. The sentences that say so, and who acts."""
+    jobset = owner_jobset(ctx)
+    unmet = unmet_dependencies(jobset) if jobset is not None else {}
+    if jobset is None or not unmet:
+        return None
+    have: dict[str, int] = {}
+    for pod in ctx.pods:
+        ps = s(labels(pod).get(_RJOB_LABEL)) or s(labels(pod).get(PODSET_LABEL)) or ""
+        have[ps] = have.get(ps, 0) + 1
+    missing = {ps: n - have.get(ps, 0) for ps, n in expected_by_pod_set(ctx).items() if n > have.get(ps, 0)}
+    if not missing or any(ps not in unmet for ps in missing):
+        return None
+    waits = "; ".join(f"{n} of replicated Job {ps}, which dependsOn "
+                      + " and ".join(f"{dep} ({want})" for dep, want in unmet[ps]) for ps, n in missing.items())
+    deps = list(dict.fromkeys(dep for ps in missing for dep, _ in unmet[ps]))
+    text = (f" Missing: {waits}. JobSet {name(jobset)} creates those Jobs only once that is reached, and "
+            + "; ".join(_dependency_progress(ctx, jobset, dep) for dep in deps) + ".")
+    note = timeout_note(ctx)
+    if not note:
+        return text + " Without waitForPodsReady nothing evicts it meanwhile: nothing to do.", ActionBy.NOBODY
+    which, waiting = " and ".join(deps), " and ".join(missing)
+    return (text + f" Kueue v0.19 nevertheless counts those Pods for PodsReady (kueue#6796).{note} Evicted, the "
+            f"work of {which} is thrown away and every readmission repeats it. The cluster admin must raise "
+            f"waitForPodsReady.timeout in Kueue's Configuration ({ctx.state.kueue_config.source}) above the run time "
+            f"of {which} plus the time {waiting}'s Pods take to become ready."), ActionBy.CLUSTER_ADMIN
+
+
+def _dependency_progress(ctx: Context, jobset: Mapping[str, Any], dep: str) -> str:
+    """"initializer (Job x-initializer-0) has run since 09:00:03Z (0/1 succeeded)": how far a dependency is."""
+    replicas = next((i(m(r).get("replicas"), 1) for r in lst(spec(jobset).get("replicatedJobs"))
+                     if s(m(r).get("name")) == dep), 1)
+    st = next((m(x) for x in lst(m(jobset.get("status")).get("replicatedJobsStatus"))
+               if s(m(x).get("name")) == dep), {})
+    jobs = [j for j in ctx.state.descendants(jobset, depth=1)
+            if s(j.get("kind")) == "Job" and labels(j).get(_RJOB_LABEL) == dep]
+    if not jobs:
+        return f"{dep} has no Job yet"
+    started = min(filter(None, (parse_time(m(j.get("status")).get("startTime")) for j in jobs)), default=None)
+    named = ", ".join(sorted(name(j) or "" for j in jobs)[:3]) + (", ..." if len(jobs) > 3 else "")
+    return (f"{dep} (Job {named}) " + (f"has run since {format_time(started)}" if started else "has not started")
+            + f" ({i(st.get('succeeded'))}/{replicas} succeeded)")
 
 
 def _existing(summary: podlib.PodSummary) -> str:
@@ -429,6 +495,9 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     if found is None:
         return None
     view, blocker, evidence = found
+    short = _short_topology(ctx, blocker, evidence)
+    if short is not None:
+        return short
     kueue_gate = blocker.kueue_gated
     # the owner's own spec carries it: in the Workload's pod templates, or a plain Pod created with it
     own = not kueue_gate and (_gates_in_template(ctx, blocker.reason) or pod_owner_refs(ctx.wl) is not None)
@@ -459,6 +528,67 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
                    else ActionBy.WORKLOAD_OWNER if own else ActionBy.CLUSTER_ADMIN,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status,
                    flavors=assigned_flavors(ctx))
+
+
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+
+
+def _short_topology(ctx: Context, blocker: podlib.PodBlocker, evidence: list[dict[str, Any]]) -> Finding | None:
+    """Pods held by Kueue's topology gate in a pod set whose topologyAssignment places fewer Pods than it admitted
+    (a podSetSliceSize that does not divide the count: TAS places count // size whole slices, kueue#15277). The TAS
+    ungater ungates Pods only into the assignment's domains (pkg/controller/tas/topology_ungater.go), so the rest
+    keep the gate for good: definite at once, before any "Kueue is late" guess."""
+    if TOPOLOGY_GATE not in blocker.reason.split(", "):
+        return None
+    gated_sets = {s(labels(p).get(PODSET_LABEL)) for p in ctx.pods if name(p) in blocker.pods} - {None, ""}
+    short = []
+    for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")):
+        ps, placed = s(m(psa).get("name")) or "main", topology_assigned_pods(m(psa))
+        admitted = i(m(psa).get("count"), -1)
+        if placed is not None and 0 <= placed < admitted and (not gated_sets or ps in gated_sets):
+            short.append((ps, admitted, placed))
+    if not short:
+        return None
+    ps, admitted, placed = short[0]
+    request = next((m(m(x).get("topologyRequest")) for x in lst(ctx.spec.get("podSets"))
+                    if (s(m(x).get("name")) or "main") == ps), {})
+    layers = [m(c) for c in lst(request.get("podsetSliceRequiredTopologyConstraints"))]
+    size = i(layers[0].get("size")) if layers else i(request.get("podSetSliceSize"))
+    level = s(layers[0].get("topology")) if layers else s(request.get("podSetSliceRequiredTopology"))
+    slices = (f": slices of {size} Pods per {level or 'domain'} cannot cover {admitted}" if size > 1 else "")
+    text = (f"{blocker.count}/{ctx.lazy(pod_view).expected} Pods are held by scheduling gate {blocker.reason}, and "
+            f"Kueue will never remove it from {admitted - placed} of them: pod set {ps} was admitted with {admitted} "
+            f"Pods, but its topologyAssignment places only {placed}{slices}. Kueue's TAS ungater has no topology "
+            f"domain for the rest, so their gate stays (kueue#15277; pod {blocker.pod}); this is not Kueue failing to "
+            "update the Pods. " + _slice_fix(ctx, ps, admitted, size))
+    note = timeout_note(ctx)
+    text += (note + " Readmitted, it gets the same short assignment." if note else
+             " Without waitForPodsReady nothing evicts it: the admitted quota stays held until the owner is fixed.")
+    evidence = [*evidence, ctx.object_evidence(
+        "Workload", ctx.name, f"status.admission.podSetAssignments[{ps}].topologyAssignment", "ShortAssignment",
+        f"places {placed} of {admitted} Pods", admitted_since(ctx), ctx.ns)]
+    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text, ActionBy.WORKLOAD_OWNER,
+                   since=blocker.since or admitted_since(ctx), evidence=evidence, pods=ctx.lazy(pod_view).status,
+                   flavors=assigned_flavors(ctx))
+
+
+def _slice_fix(ctx: Context, pod_set: str, count: int, size: int) -> str:
+    """What the owner changes so that the slice size divides the pod set's count (KEP-2724 requires it)."""
+    if size <= 1:
+        return "The owner must make the pod set's Pods fit its topology request, then re-apply it."
+    lower = max(d for d in range(1, min(size, count) + 1) if count % d == 0)
+    upper = next((d for d in range(size, count + 1) if count % d == 0), None)
+    sizes = f"slice size {lower}" + (f" or {upper}" if upper is not None and upper != lower else "")
+    bigger = -(-count // size) * size  # the next multiple of the slice size
+    why = " (KEP-2724: the slice size must evenly divide the pod set's count)."
+    owner = ctx.owner
+    if owner is not None and s(owner.get("kind")) == "LeaderWorkerSet" and pod_set != "leader":
+        group = i(m(spec(owner).get("leaderWorkerTemplate")).get("size"), count + 1)
+        return (f"The owner must make leaderWorkerTemplate.size - 1 of LeaderWorkerSet {ctx.ns}/{name(owner)} (now "
+                f"{group - 1}) a multiple of the workers' kueue.x-k8s.io/podset-slice-size ({size}): size "
+                f"{group - count + bigger}, or {sizes}" + why)
+    return (f"The owner must make pod set {pod_set}'s {count} Pods a multiple of its slice size ({size}, "
+            f"kueue.x-k8s.io/podset-slice-size on its Pod template): {bigger} Pods, or {sizes}" + why)
 
 
 GATE_STUCK_AFTER = timedelta(seconds=120)  # after admission with Kueue's own gate still on the Pods: its update failed
