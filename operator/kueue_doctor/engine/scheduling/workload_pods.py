@@ -34,6 +34,7 @@ from .. import pods as podlib
 from ..context import Context
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
+from . import accounting
 from .nodes import flavor_node_hint, flavor_selector
 from .owners import (
     admitted_since,
@@ -476,14 +477,21 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             selector = flavor_selector(ctx, fname)
             hints.append(f"kubectl get nodes -l {selector}" if selector else "kubectl get nodes")
             break
-    if not hints and place.funnel is None and place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
+    action, books = place.action, ""
+    if place.cause == Cause.INSUFFICIENT_RESOURCES:  # Kueue's own numbers may be why it admitted too much
+        books = accounting.undercharged(ctx) or (accounting.above_capacity(ctx, place.flavor, place.resource)
+                                                 if place.flavor and place.resource else "")
+        if books:
+            text, action = text + books, ActionBy.CLUSTER_ADMIN
+    if not books and not hints and place.funnel is None and \
+            place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
     if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS:
         text += " Nothing to do: this is transient."
     else:
         text += timeout_note(ctx)
-    return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, text, place.action,
+    return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, text, action,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status, flavors=flavors,
                    hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"], blocker=place.blocker,
                    node_matches=place.funnel.steps if place.funnel is not None else [])
