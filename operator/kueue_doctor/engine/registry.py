@@ -33,6 +33,7 @@ def _order() -> tuple[Rule, ...]:
         terminal.deactivated,
         # reserved: holds quota, not admitted (or being evicted)
         ghost.evicted_ghost,
+        eviction.rejected_while_evicting,
         eviction.requeue_loop_while_evicting,
         eviction.eviction_in_progress,
         checks.admission_checks_not_ready,
@@ -46,6 +47,7 @@ def _order() -> tuple[Rule, ...]:
         queues.cluster_queue_stopped,
         queues.cluster_queue_inactive,
         queues.namespace_not_selected,
+        eviction.rejected_after_eviction,
         eviction.requeue_loop,
         eviction.recent_eviction,
         stalled.kueue_stalled,

@@ -31,6 +31,12 @@ _NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characte
 _INACTIVE_MESSAGE = "the check is not active"
 
 
+def closed(text: str) -> str:
+    """`text` ended by a full stop, unless it already ends in punctuation: a quoted message often does ("Capacity
+    is not found, CA will try to find it later.")."""
+    return text if text.rstrip().endswith((".", "!", "?", "…")) else text + "."
+
+
 def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
     """The name Kueue gives the ProvisioningRequest of `attempt` (ProvisioningRequestName, limitObjectName)."""
     full = f"{workload}-{check}-{attempt}"
@@ -72,7 +78,8 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
                 f"quota and retries with attempt {attempt + 1}{_retry_schedule(ctx, check)}; once the "
                 "ProvisioningRequestConfig's retryStrategy.backoffLimitCount is used up it deactivates the Workload.")
     if state == "Rejected":
-        return f"{pr} (attempt {attempt}) was rejected: {msg or 'no message'}; Kueue deactivates the Workload."
+        said = msg.rstrip(".") or "no message"  # mid-sentence: no full stop of its own
+        return f"{pr} (attempt {attempt}) was rejected: {said}; Kueue deactivates the Workload."
     earlier = ""
     if retries:
         previous = ctx.evicted_parsed.inner or ctx.evicted_parsed
@@ -87,7 +94,7 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
             " Cluster admin: fix what the error names (a ResourceQuota on provisioningrequests or podtemplates in "
             "the namespace, a webhook, Kueue's RBAC); Kueue creates it on its next reconcile."))
     if msg:
-        return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {msg}.{earlier}"
+        return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {closed(msg)}{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
             f"running with ProvisioningRequest support?).{earlier}")
 
@@ -139,7 +146,7 @@ def rejected_provisioning_detail(ctx: Context) -> str:
         # the eviction cleared retryCount: each earlier attempt ended in an AdmissionCheck eviction
         attempt = max(evictions_total(ctx, "AdmissionCheck"), i(check.get("retryCount"))) + 1
         pr = f"ProvisioningRequest {ctx.ns}/{provisioning_request_name(ctx.name, cname, attempt)}"
-        return f" Check {cname} ({pr}): {what}; the autoscaler said: {text or 'no message'}."
+        return f" Check {cname} ({pr}): {what}; the autoscaler said: {closed(text or 'no message')}"
     return ""
 
 

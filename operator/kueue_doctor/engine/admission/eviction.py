@@ -22,6 +22,8 @@ from ...kube.objects import (
     parse_time,
     pod_owner_refs,
     s,
+    spec,
+    status,
     time_text,
     uid,
 )
@@ -196,6 +198,92 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx))
+
+
+def ignored_rejection(ctx: Context) -> Mapping[str, Any] | None:
+    """The Rejected check Kueue will not act on, or None. Kueue deactivates a Workload for a rejected check only
+    while it holds quota and is not being evicted (workload_controller.go: reconcileCheckBasedEviction is called
+    under HasQuotaReservation and returns at once on Evicted=True, Kueue 0.19.2); a rejection that comes during an
+    eviction, or while it holds no quota, stays, and the scheduler skips the Workload for good (kueue#10807).
+    None also once Kueue did decide to deactivate it (DeactivationTarget)."""
+    if ctx.true("DeactivationTarget") or (ctx.true("QuotaReserved") and not ctx.true("Evicted")):
+        return None
+    return next((c for c in failed_checks(ctx) if s(c.get("state")) == "Rejected"), None)
+
+
+def ignored_rejection_text(ctx: Context, check: Mapping[str, Any]) -> str:
+    """What the rejected check said, why Kueue will never act on it, and what the owner does."""
+    cname = s(check.get("name")) or "?"
+    ac = ctx.state.admission_checks.get(cname)
+    controller = s(spec(ac).get("controllerName")) if ac else None
+    at = parse_time(check.get("lastTransitionTime"))
+    evicted_at = ctx.cond_time("Evicted")
+    during = (f"while Kueue was evicting it (Evicted=True {ctx.cond_reason('Evicted')} since "
+              f"{format_time(evicted_at)})" if ctx.true("Evicted") else "while it held no quota")
+    text = (f"Check {cname}" + (f" ({controller})" if controller else "") + " rejected it"
+            + (f" at {format_time(at)}" if at else "") + f" (\"{(s(check.get('message')) or 'no message')[:200]}\") "
+            f"{during}. Kueue deactivates a Workload for a rejected check only while it holds quota and (up to "
+            "0.19.2) is not being evicted, so it never acts on this one: it stays, skipped by Kueue's scheduler, until "
+            "the owner acts (kueue#10807).")
+    if ctx.true("Evicted") and ctx.true("QuotaReserved") and evicted_at is not None:
+        text += (f" The eviction began {format_duration(ctx.now - evicted_at)} ago; quota in {ctx.cq_text} is held "
+                 f"until {_owner_text(ctx)} reports its Pods stopped" + _still_active(ctx) + ".")
+    owner = _owner_text(ctx)
+    text += (f" Owner: fix what the check names, then recreate {owner} (or delete the Workload: its new one starts "
+             f"the checks afresh); to give up, set spec.active=false or delete {owner}.")
+    if ctx.true("Evicted"):
+        text += " Cluster admin: Kueue with kueue#14309 (after 0.19.2) deactivates on a rejection during an eviction."
+    return text
+
+
+def ignored_rejection_hints(ctx: Context) -> list[str]:
+    return [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'",
+            f"kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":false}}}}'"]
+
+
+def _owner_text(ctx: Context) -> str:
+    """"Job ns/name" from the owner reference (the owner object need not be in the input)."""
+    ref = ctx.owner_ref
+    kind, owner = (s(ref.get("kind")), s(ref.get("name"))) if ref is not None else (None, None)
+    return f"{kind} {ctx.ns}/{owner}" if kind and owner else "its owner"
+
+
+def _still_active(ctx: Context) -> str:
+    """" (status.active 2)": the owner's active Pods where it counts them (batch/v1 Job)."""
+    active = status(ctx.owner).get("active") if ctx.owner is not None else None
+    return f" (it shows status.active {active})" if isinstance(active, int) and active > 0 else ""
+
+
+def _rejected_during_eviction(ctx: Context, check: Mapping[str, Any]) -> Finding:
+    cname = s(check.get("name")) or "?"
+    evidence = [ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved"),
+                ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{cname}]", "Rejected",
+                                    s(check.get("message")), parse_time(check.get("lastTransitionTime")), ctx.ns)]
+    return Finding(Reason.EVICTED, Cause.ADMISSION_CHECK, ignored_rejection_text(ctx, check),
+                   ActionBy.WORKLOAD_OWNER, since=parse_time(check.get("lastTransitionTime")) or ctx.cond_time(
+                       "Evicted"), evidence=evidence, hints=ignored_rejection_hints(ctx),
+                   blocker={"kind": "AdmissionCheck", "name": cname, "source": "Kueue"})
+
+
+@rule(Phase.RESERVED, pairs(Reason.EVICTED, Cause.ADMISSION_CHECK))
+def rejected_while_evicting(ctx: Context) -> Finding | None:
+    """A check Rejected while Kueue stops the Pods of an eviction: Kueue 0.19.2 ignores it, so the requeue the
+    eviction rules describe never comes (asked before `requeue_loop_while_evicting`)."""
+    if not ctx.true("Evicted"):
+        return None
+    check = ignored_rejection(ctx)
+    return _rejected_during_eviction(ctx, check) if check is not None else None
+
+
+@rule(Phase.PENDING, pairs(Reason.EVICTED, Cause.ADMISSION_CHECK))
+def rejected_after_eviction(ctx: Context) -> Finding | None:
+    """The same, once the quota is released, while the eviction is still the latest event (back-off, held, not
+    tried again); once Kueue tried again its message says so (`kueue_message._failed_checks`). Asked before
+    `requeue_loop`."""
+    if _still_latest(ctx) is None:
+        return None
+    check = ignored_rejection(ctx)
+    return _rejected_during_eviction(ctx, check) if check is not None else None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from ..pods.events import event_first_time, event_message
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .check_states import failed_checks
+from .checks import closed
+from .eviction import ignored_rejection, ignored_rejection_hints, ignored_rejection_text
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
 from .queues import cohort_cycle, cq_hint, deleting_text, inactive, local_queue_not_found, namespace_rejected
@@ -79,7 +81,7 @@ _queue_message([Template.INVALID_NAMESPACE_SELECTOR], Reason.QUEUE_MISCONFIGURED
 def _flavor_error(ctx: Context, p: ParsedMessage) -> Finding:
     ps, err = p.podset_errors[0] if p.podset_errors else ("?", p.details or ctx.cond_message("QuotaReserved"))
     topo = "topology" in err.lower() or "tas" in err.lower()
-    text = f"Kueue cannot assign flavors to pod set {ps}: {err}."
+    text = f"Kueue cannot assign flavors to pod set {ps}: {closed(err)}"
     return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH if topo else Cause.NO_MATCHING_FLAVOR, text,
                    ctx, ActionBy.CLUSTER_ADMIN)
 
@@ -156,11 +158,12 @@ def _bypassed(ctx: Context, p: ParsedMessage) -> Finding:
 
 
 @handles(Template.FAILED_ADMISSION_CHECKS,
-         emits=pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY))
+         emits=pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, Cause.ADMISSION_CHECK_REJECTED))
 def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     """Kueue's scheduler skips a Workload while one of its checks is in Retry or Rejected ("The workload has failed
-    admission checks"); the check's controller resets it once the back-off is over. When the back-off ended long
-    ago and a check is still in Retry, nothing will move it (kueue#5129)."""
+    admission checks"); the check's controller resets a Retry once the back-off is over. When the back-off ended long
+    ago and a check is still in Retry, nothing will move it (kueue#5129). A Rejected one Kueue deactivates only while
+    the Workload holds quota: here it holds none, so it stays until the owner acts (kueue#10807)."""
     checks = [m(x) for x in lst(ctx.status.get("admissionChecks"))]
     failed = failed_checks(ctx)
     if not failed:
@@ -183,10 +186,17 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
     backoff_end = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
     if ctx.cond_reason("Requeued") == "BackoffFinished":
         backoff_end = max(filter(None, (backoff_end, ctx.cond_time("Requeued"))), default=None)
-    if state == "Rejected":  # final: Kueue's workload controller deactivates it (Deactivated follows)
-        text = (f"Admission check {cname} rejected it (\"{said[:300]}\"): Kueue deactivates the Workload; it is not "
-                "retried. See status.admissionChecks.")
-        return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
+    if state == "Rejected":
+        ignored = ignored_rejection(ctx)
+        if ignored is not None:  # no quota: Kueue never deactivates it (kueue#10807)
+            return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_REJECTED,
+                           ignored_rejection_text(ctx, ignored), ctx, ActionBy.WORKLOAD_OWNER,
+                           hints=ignored_rejection_hints(ctx))
+        # Kueue decided while it held quota (DeactivationTarget): its workload controller sets spec.active=false
+        text = (f"Admission check {cname} rejected it (\"{said[:300]}\") and Kueue is deactivating the Workload "
+                f"(DeactivationTarget since {format_time(ctx.cond_time('DeactivationTarget'))}); it is not retried. "
+                "See status.admissionChecks.")
+        return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_REJECTED, text, ctx, ActionBy.NOBODY)
     if backoff_end is not None and ctx.after(max(backoff_end, since or backoff_end), STALL_AFTER):
         text = (f"Admission check {cname} has been in {state} for {format_duration(ctx.now - (since or ctx.now))} "
                 f"(\"{said[:300]}\") and the re-queue back-off ended {format_duration(ctx.now - backoff_end)} ago, "
