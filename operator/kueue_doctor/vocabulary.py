@@ -328,7 +328,8 @@ CAUSES: dict[Cause, CauseInfo] = {
         "An admission check asked for a retry; the Workload will release quota and retry."),
     Cause.ADMISSION_CHECK_REJECTED: CauseInfo(
         (Reason.DEACTIVATED, Reason.WAITING_FOR_ADMISSION_CHECKS), ActionBy.WORKLOAD_OWNER,
-        "An admission check rejected the Workload; Kueue deactivates it."),
+        "An admission check rejected the Workload; Kueue deactivates it, except when the rejection comes without "
+        "quota or during an eviction, which Kueue <= 0.19.2 never acts on: its owner must (kueue#10807)."),
     Cause.DELAYED_TOPOLOGY_REQUEST: CauseInfo((Reason.WAITING_FOR_ADMISSION_CHECKS,), ActionBy.NOBODY,
         "The topology assignment is delayed until the admission checks are ready."),
     Cause.IN_CLUSTER_QUEUE: CauseInfo((Reason.PREEMPTED,), ActionBy.NOBODY,

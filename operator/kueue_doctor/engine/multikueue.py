@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..kube.objects import conditions, is_true, lst, m, parse_time, s, spec
+from ..kube.objects import closed, conditions, is_true, lst, m, parse_time, s, spec
 from ..state import MULTIKUEUE_CONTROLLER
 from .context import Context
 
@@ -122,7 +122,7 @@ def rejected_detail(ctx: Context) -> str:
         if c.get("state") != "Rejected" or not is_multikueue(ctx, cname):
             continue
         said = _PREVIOUSLY.sub("", s(c.get("message")) or "")
-        text = f" MultiKueue check {cname} rejected it: {said or 'no message'}."
+        text = f" MultiKueue check {cname} rejected it: {closed(said or 'no message')}"
         if "Expecting spec.managedBy" in said:
             text += (" spec.managedBy cannot be changed on a Job: recreate it without spec.managedBy (Kueue's webhook "
                      "then sets kueue.x-k8s.io/multikueue), or send it to a ClusterQueue without a MultiKueue check; "

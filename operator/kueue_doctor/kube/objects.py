@@ -278,6 +278,12 @@ def pod_owner_refs(workload: Obj) -> list[Mapping[str, Any]] | None:
     return None
 
 
+def closed(text: str) -> str:
+    """`text` ended by a full stop, unless it already ends in punctuation: a quoted message often does ("Capacity
+    is not found, CA will try to find it later.")."""
+    return text if text.rstrip().endswith((".", "!", "?", "…")) else text + "."
+
+
 def clip(text: object, limit: int = 1024) -> str | None:
     if not isinstance(text, str) or not text:
         return None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import closed, conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue, quota
@@ -29,12 +29,6 @@ PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 _RETRY_PREFIXES = (("Retrying after failure: ", "Failed"), ("Retrying after booking expired: ", "BookingExpired"))
 _NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
 _INACTIVE_MESSAGE = "the check is not active"
-
-
-def closed(text: str) -> str:
-    """`text` ended by a full stop, unless it already ends in punctuation: a quoted message often does ("Capacity
-    is not found, CA will try to find it later.")."""
-    return text if text.rstrip().endswith((".", "!", "?", "…")) else text + "."
 
 
 def provisioning_request_name(workload: str, check: str, attempt: int) -> str:

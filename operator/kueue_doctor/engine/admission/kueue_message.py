@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from ...kube.objects import conditions, format_duration, format_time, is_true, lst, m, name, parse_time, s
+from ...kube.objects import closed, conditions, format_duration, format_time, is_true, lst, m, name, parse_time, s
 from ...kube.slim import MORE_NEEDED
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -24,7 +24,6 @@ from ..pods.events import event_first_time, event_message
 from ..rules import Finding, Phase, pairs, rule
 from . import flavors  # noqa: F401  (registers the FLAVOR_ASSIGNMENT handler)
 from .check_states import failed_checks
-from .checks import closed
 from .eviction import ignored_rejection, ignored_rejection_hints, ignored_rejection_text
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in

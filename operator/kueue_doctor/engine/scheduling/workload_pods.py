@@ -14,6 +14,7 @@ from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
+    closed,
     format_duration,
     format_time,
     i,
@@ -333,7 +334,7 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
             creator = f"the {s(about.get('kind'))} controller"
         text = (f"Admitted, but {creator} cannot create the Pods{where} "
                 f"({_existing(summary)}): "
-                f"{message[:400]}. "
+                f"{closed(message[:400])} "
                 + ("A namespace ResourceQuota denies them: raise it or lower the request."
                    if quota_denied else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
         return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
