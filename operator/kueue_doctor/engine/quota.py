@@ -329,6 +329,54 @@ def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, n
     return bool(cohort) and in_cohort_tree(state, cohort or "")
 
 
+def borrowing(state: ClusterState, cq_name: str, flavor: str, resource: str) -> bool:
+    """The ClusterQueue reserves more of (flavor, resource) than its nominal quota. Only such a queue's Workloads
+    are preemption candidates for another queue of its cohort (classical: collectCandidatesInSubtree and
+    candidateIsValid skip a queue IsWithinNominalInResources; fair sharing: cqIsBorrowing)."""
+    fq = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
+    used = reserved_in(state, cq_name, flavor, resource)
+    nominal = (fq.nominal or Decimal(0)) if fq is not None else Decimal(0)
+    return used is not None and used > nominal
+
+
+def cohort_queues(state: ClusterState, cq_name: str) -> tuple[str, ...]:
+    """Every ClusterQueue of the ClusterQueue's cohort, or of its whole cohort tree (where Kueue looks for
+    preemption candidates: the root's SubtreeClusterQueues), itself included; () without a cohort or with a
+    cycle. The same for every member: kept per root and index."""
+    name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
+    seen: list[str] = []
+    while name:
+        if name in seen:
+            return ()
+        seen.append(name)
+        name = s(spec(state.cohorts.get(name) or {}).get("parentName"))
+    if not seen:
+        return ()
+    memo = state.derived(COHORT_QUEUES)
+    root = seen[-1]
+    found = memo.get(root)
+    if found is None:
+        children: dict[str, list[str]] = {}
+        for cname, c in state.cohorts.items():
+            parent = s(spec(c).get("parentName"))
+            if parent:
+                children.setdefault(parent, []).append(cname)
+        queues: list[str] = []
+        todo, visited = [root], set()
+        while todo:
+            cohort = todo.pop()
+            if cohort in visited:
+                continue
+            visited.add(cohort)
+            queues += state.index.cqs_by_cohort.get(cohort, [])
+            todo += children.get(cohort, [])
+        found = memo[root] = tuple(sorted(queues))
+    return found
+
+
+COHORT_QUEUES: Derived[dict[str, tuple[str, ...]]] = Derived("the ClusterQueues of a cohort tree", lambda _: {})
+
+
 def _cohort_pool(state: ClusterState, cohort_name: str, flavor: str, resource: str) -> tuple[Decimal, Decimal]:
     """(pool, in pool) of a flat cohort for (flavor, resource): what its members and the Cohort itself lend,
     and how much of that the members use beyond their local quota. The same for every member queue, so kept

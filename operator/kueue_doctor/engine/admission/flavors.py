@@ -491,15 +491,19 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else "")
-            + (why_not := _no_preemption(ctx, res, line, flavor, parse(f.missing)))
-            + ("" if why_not.startswith(_UNUSED_VICTIMS) else " To go faster, add quota or lower the request."))
+            + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else ""))
+    requested, missing = parse(line.get("requested")), parse(f.missing)
+    # together: the request alone is not what was short
+    room = requested - missing if requested is not None and missing is not None and requested >= missing and \
+        not together else None
+    lacking = _short(failures)
+    why_not = _no_preemption(ctx, res, line, flavor, missing, lacking,
+                             room if len(ctx.requests) == 1 and len(lacking) == 1 else None)
+    text += why_not.text + ("" if why_not.advice else " To go faster, add quota or lower the request.")
     stale = _stale_priority(ctx)
     text += stale
-    admin = bool(stale) or why_not.startswith(_UNUSED_VICTIMS)  # the cluster admin's either way
-    requested, missing = parse(line.get("requested")), parse(f.missing)
-    unused = quota.fmt(res, requested - missing) if requested is not None and missing is not None and \
-        requested >= missing and not together else None  # together: the request alone is not what was short
+    admin = bool(stale) or why_not.admin  # the cluster admin's either way
+    unused = quota.fmt(res, room) if room is not None else None
     floor = quota.partial_floor(ctx.wl, ctx.requests, res) if f.resource else None
     if floor is not None:  # Kueue also tries fewer Pods, down to minCount
         short = floor - (requested - missing) if unused is not None and requested is not None and \
@@ -511,6 +515,12 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
+
+
+def _short(failures: list[FlavorFailure]) -> frozenset[tuple[str, str]]:
+    """The (flavor, resource)s Kueue's message says lack unused quota: a superset of those it would preempt for."""
+    return frozenset((f.flavor, f.resource) for f in failures
+                     if f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA and f.flavor and f.resource)
 
 
 def _stale_priority(ctx: Context) -> str:
@@ -587,34 +597,243 @@ HOLDERS: Derived[dict[str, Holders]] = Derived("the quota holders per ClusterQue
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
-_UNUSED_VICTIMS = " Kueue does not preempt for it, though"
+@dataclass(frozen=True)
+class WhyNot:
+    """Why Kueue preempts nothing for it, as message text; `advice`: the text says what to do (no generic advice
+    follows); `admin`: only the cluster admin can end the wait."""
+
+    text: str = ""
+    advice: bool = False
+    admin: bool = False
 
 
-def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "", missing: Decimal | None = None
-                   ) -> str:
-    """Why Kueue does not preempt inside the queue for it, when its policy would (the user's first question:
-    "preemption is on, why does it wait?"): it asks more than the nominal quota and may not borrow while
-    preempting (flavorassigner fitsResourceQuota), or none of the holders is of lower priority; or, when
-    lower-priority holders hold enough of a topology-aware flavor and Kueue still preempts none (its message has no
-    preemption), that Kueue's topology check stops it (kueue#10929)."""
+_NOTHING = WhyNot()
+
+
+@dataclass(frozen=True)
+class CohortHolder:
+    """A Workload of another ClusterQueue of the cohort (or cohort tree) holding quota this Workload is short of."""
+
+    cq: str
+    holder: Holder
+    borrowing: bool  # its ClusterQueue reserves more than its nominal quota in one of the short (flavor, resource)s
+
+
+def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "", missing: Decimal | None = None,
+                   short: frozenset[tuple[str, str]] = frozenset(), fits_now: Decimal | None = None) -> WhyNot:
+    """Why Kueue does not preempt for it, when its policies would (the user's first question: "preemption is on,
+    why does it wait?"): it asks more than the nominal quota and may not borrow while preempting (flavorassigner
+    fitsResourceQuota); none of its own queue's holders is of lower priority; every holder in the cohort is out of
+    Kueue's reach (`_cohort_out_of_reach`); or, when lower-priority holders hold enough of a topology-aware flavor
+    and Kueue still preempts none, Kueue's topology check stops it (kueue#10929). `short`: every (flavor, resource)
+    Kueue's message says is short; `fits_now`: the most of `res` it could be admitted with now."""
     preemption = m(spec(ctx.cq or {}).get("preemption"))
-    policy = s(preemption.get("withinClusterQueue"))
-    if policy not in _PREEMPTING or not ctx.cq_name:
-        return ""
+    policy = s(preemption.get("withinClusterQueue")) or "Never"
+    reclaim = (s(preemption.get("reclaimWithinCohort")) or "Never") if ctx.cohort else "Never"
+    if not ctx.cq_name or (policy not in _PREEMPTING and reclaim == "Never"):
+        return _NOTHING
+    short = short or frozenset({(flavor, res)})
     if not quota.tries_preemption(ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
-        return (f" Kueue does not preempt for it: it asks {line.get('requested')} {res}, more than {ctx.cq_name}'s "
-                f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is "
-                "Never (the default): it waits for running Workloads to finish (borrowWithinCohort LowerPriority "
-                "lets Kueue preempt while borrowing).")
-    holders = _holders(ctx, ctx.cq_name).priorities
+        return _must_borrow(ctx, res, line, flavor, missing, short, policy, reclaim)
+    holders = _holders(ctx, ctx.cq_name).priorities if policy in _PREEMPTING else []
     if holders and holders[0] < ctx.priority:
-        return _unused_victims(ctx, policy, res, flavor, missing)
-    if not holders:
+        victims = _unused_victims(ctx, policy, res, flavor, missing)
+        return WhyNot(victims, advice=True, admin=True) if victims else _NOTHING
+    text = ""
+    if holders:
+        span = str(holders[0]) if holders[0] == holders[-1] else f"{holders[0]} to {holders[-1]}"
+        text = (f" Kueue does not preempt for it: withinClusterQueue {policy} takes quota only from "
+                f"{_PREEMPTING[policy]} priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have "
+                f"priority {span}, against its {ctx.priority}.")
+    cohort = _cohort_out_of_reach(ctx, res, line, flavor, short, reclaim, fits_now)
+    return WhyNot(text + cohort.text, advice=cohort.advice)
+
+
+def _cohort_holders(ctx: Context, short: frozenset[tuple[str, str]]) -> list[CohortHolder]:
+    """The Workloads of the cohort's other ClusterQueues holding any of the short (flavor, resource)s; the same for
+    every Workload of the queue short of them, so kept per pass."""
+    memo = ctx.state.derived(COHORT_HOLDERS)
+    key = (ctx.cq_name or "", short)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = []
+        for cq in quota.cohort_queues(ctx.state, ctx.cq_name or ""):
+            if cq == ctx.cq_name:
+                continue
+            held = [h for h in _holders(ctx, cq).holders if any(h.usage.get(p, 0) > 0 for p in short)]
+            if held:
+                borrowing = any(quota.borrowing(ctx.state, cq, fl, r) for fl, r in short)
+                found += [CohortHolder(cq, h, borrowing) for h in held]
+    return found
+
+
+COHORT_HOLDERS: Derived[dict[tuple[str, frozenset[tuple[str, str]]], list[CohortHolder]]] = Derived(
+    "the cohort's other holders of what a queue's Workloads are short of", lambda _: {})
+
+
+def _named(holders: list[Holder], limit: int = 2) -> str:
+    """"ns/a (priority 100), ns/b (priority 5) and 2 more"."""
+    names = ", ".join(f"{h.key[0]}/{h.key[1]} (priority {h.priority})" for h in holders[:limit])
+    return names + (f" and {len(holders) - limit} more" if len(holders) > limit else "")
+
+
+def _held(h: Holder, short: frozenset[tuple[str, str]]) -> str:
+    """"2 cpu, 2Gi memory": what the holder holds of the short (flavor, resource)s."""
+    return ", ".join(f"{quota.fmt(r, h.usage[fl, r])} {r}" for fl, r in sorted(short) if h.usage.get((fl, r), 0) > 0)
+
+
+def _out_of_reach(ctx: Context, c: CohortHolder, reclaim: str, must_borrow: bool, exact: bool) -> str | None:
+    """Why Kueue's preemption (classical/hierarchical_preemption.go) never takes `c` for this Workload: "nominal"
+    (its queue is within its nominal quota), "reclaim" (reclaimWithinCohort does not allow its priority), "borrow"
+    (this Workload would still borrow, and classifyPreemptionVariant makes `c` ReclaimWithoutBorrowing: priority
+    not strictly below its own, above maxPriorityThreshold, or borrowWithinCohort Never); None when Kueue may take
+    it, or when the rest is not `exact` (a tree's hierarchical advantage, fair sharing's shares decide it)."""
+    if not c.borrowing:
+        return "nominal"
+    if not exact:
+        return None
+    p, mine = c.holder.priority, ctx.priority
+    if reclaim == "Never" or (reclaim == "LowerPriority" and p >= mine) or (
+            reclaim == "LowerOrNewerEqualPriority" and p > mine):
+        return "reclaim"
+    if must_borrow:
+        bwc = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort"))
+        threshold = bwc.get("maxPriorityThreshold")
+        if (s(bwc.get("policy")) or "Never") == "Never" or p >= mine or (
+                isinstance(threshold, int) and p > threshold):
+            return "borrow"
+    return None
+
+
+def _by_queue(ctx: Context, found: list[CohortHolder], res: str, flavor: str, usage: bool) -> str:
+    """"ClusterQueue b (4 of nominal 4 cpu in use, by ns/x (priority 100))" per queue, or without the numbers
+    "ns/x (priority 100) in ClusterQueue b"."""
+    queues: dict[str, list[Holder]] = {}
+    for c in found:
+        queues.setdefault(c.cq, []).append(c.holder)
+    parts = []
+    for cq, held in sorted(queues.items())[:3]:
+        fq = quota.flavor_quota(ctx.state, "ClusterQueue", cq, flavor, res)
+        used = quota.reserved_in(ctx.state, cq, flavor, res)
+        if usage and fq is not None and used is not None:
+            parts.append(f"ClusterQueue {cq} ({quota.fmt(res, used)} of nominal {quota.fmt(res, fq.nominal)} {res} "
+                         f"in use, by {_named(held)})")
+        else:
+            parts.append(f"{_named(held)} in ClusterQueue {cq}")
+    return ", ".join(parts) + (f" and {len(queues) - 3} more" if len(queues) > 3 else "")
+
+
+def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: str,
+                         short: frozenset[tuple[str, str]], reclaim: str, fits_now: Decimal | None) -> WhyNot:
+    """Every Workload of the cohort's other queues holding what it is short of is out of Kueue's reach: Kueue
+    preempts in another ClusterQueue only Workloads of a queue above its nominal quota, whatever the policies and
+    priorities (kueue#2681); of a priority reclaimWithinCohort allows; and, while this Workload would still borrow,
+    of a priority strictly below its own (kueue#4028). Exact in a flat cohort without fair sharing; in a tree or
+    with fair sharing only the first rule is the same, so only it is claimed there."""
+    if reclaim == "Never" or quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res) is not None:
+        return _NOTHING  # Kueue never looks in other queues, or the lent-quota text says whom it reclaims from
+    found = _cohort_holders(ctx, short)
+    if not found:
+        return _NOTHING
+    exact = not quota.fair_sharing_on(ctx.cq) and not quota.in_cohort_tree(ctx.state, ctx.cohort or "")
+    requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
+    must_borrow = requested is not None and nominal is not None and requested > nominal
+    why: dict[str, list[CohortHolder]] = {}
+    for c in found:
+        reason = _out_of_reach(ctx, c, reclaim, must_borrow, exact)
+        if reason is None:
+            return _NOTHING
+        why.setdefault(reason, []).append(c)
+    parts = []
+    if "nominal" in why:
+        parts.append(f"{_by_queue(ctx, why['nominal'], res, flavor, True)} uses no more than its nominal quota, and "
+                     "Kueue preempts in another queue only Workloads of a queue above its nominal quota, whatever "
+                     "reclaimWithinCohort, borrowWithinCohort and the priorities say (kueue#2681)")
+    if "reclaim" in why:
+        parts.append(f"reclaimWithinCohort {reclaim} takes only Workloads of lower priority than its {ctx.priority}, "
+                     f"not {_by_queue(ctx, why['reclaim'], res, flavor, False)}")
+    if "borrow" in why:
+        threshold = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort")).get("maxPriorityThreshold")
+        parts.append(f"it would still borrow (asks {line['requested']} {res}, nominal {line['nominal']}), and while "
+                     f"borrowing Kueue preempts only Workloads of priority below its {ctx.priority}"
+                     + (f" and at most {threshold}" if isinstance(threshold, int) else "")
+                     + f", not {_by_queue(ctx, why['borrow'], res, flavor, False)} (kueue#4028)")
+    fits = (f", or fits now if it asks at most {quota.fmt(res, fits_now)} {res}" if fits_now is not None
+            and fits_now > 0 else "")
+    text = (f" Kueue preempts nothing in cohort {ctx.cohort} for it: {'; '.join(parts)}. It waits for them to "
+            f"finish{fits}; else the cluster admin moves nominalQuota to {ctx.cq_name}"
+            + (" or they get a lower priority" if "nominal" not in why else "") + ".")
+    return WhyNot(text, advice=True)
+
+
+def _must_borrow(ctx: Context, res: str, line: dict[str, Any], flavor: str, missing: Decimal | None,
+                 short: frozenset[tuple[str, str]], policy: str, reclaim: str) -> WhyNot:
+    """It asks more than its nominal quota and borrowWithinCohort is Never: Kueue does not look for victims at all.
+    Whether borrowWithinCohort LowerPriority would change that depends on the holders: Kueue then preempts while
+    borrowing only Workloads of strictly lower priority (isAboveBorrowingThreshold), of its own queue or of a
+    cohort queue above its nominal quota; the hint is given only when those hold enough (kueue#4028)."""
+    text = (f" Kueue does not preempt for it: it asks {line.get('requested')} {res}, more than {ctx.cq_name}'s "
+            f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is Never "
+            "(the default): it waits for running Workloads to finish.")
+    mine = ctx.priority
+    own = [h for h in _holders(ctx, ctx.cq_name or "").holders if policy in _PREEMPTING and h.priority < mine
+           and h.usage.get((flavor, res), 0) > 0]
+    cohort = _cohort_holders(ctx, short) if ctx.cohort else []
+    reach = [c.holder for c in cohort if c.borrowing and c.holder.priority < mine]
+
+    def enough(holders: list[Holder]) -> bool:
+        held = sum((h.usage.get((flavor, res), Decimal(0)) for h in holders), Decimal(0))
+        return bool(holders) and (missing is None or held >= missing)
+
+    if enough(own) or enough(own + reach):
+        victims = own if enough(own) else own + reach
+        settings = "borrowWithinCohort LowerPriority" + (
+            " and reclaimWithinCohort LowerPriority" if victims is not own and reclaim == "Never" else "")
+        return WhyNot(text + f" With {settings} Kueue would preempt while borrowing {_named(victims)}, below its "
+                      f"priority {mine}.")
+    held = sum((h.usage.get((flavor, res), Decimal(0)) for h in own + reach), Decimal(0))
+    above = [c for c in cohort if c.borrowing and c.holder.priority >= mine]
+    within = [c for c in cohort if not c.borrowing]
+    if not above and not within:
+        return WhyNot(text)
+    text += " borrowWithinCohort LowerPriority would not help (kueue#4028)"
+    if above:
+        borrowers = ", ".join(f"{c.holder.key[0]}/{c.holder.key[1]} (priority {c.holder.priority}) holds "
+                              f"the {_held(c.holder, short)} ClusterQueue {c.cq} borrows" for c in above[:2])
+        text += f": while borrowing Kueue preempts only Workloads of priority below its {mine}, and {borrowers}"
+    if within:
+        text += (f"; {_by_queue(ctx, within, res, flavor, True)} within nominal quota, where Kueue never preempts "
+                 "for another queue (kueue#2681)")
+    if own or reach:
+        text += f"; lower priority holds only {quota.fmt(res, held)} of the {quota.fmt(res, missing)} {res} needed"
+    return WhyNot(text + "." + _nominal_fix(ctx, short, reclaim, bool(above)), advice=True)
+
+
+def _nominal_fix(ctx: Context, short: frozenset[tuple[str, str]], reclaim: str, borrowers: bool) -> str:
+    """What it may count on is its nominal quota: move some there (the remedies give the amounts), and Kueue
+    reclaims it without borrowing, by preemption when reclaimWithinCohort allows (hierarchical reclaim)."""
+    raised, lenders = [], set()
+    for fl, r in sorted(short):
+        asked = sum((per.get(r, Decimal(0)) for per in ctx.requests.values()), Decimal(0))
+        fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, fl, r)
+        if fq is None or asked <= (fq.nominal or 0):
+            continue
+        raised.append(r)
+        for cq in quota.cohort_queues(ctx.state, ctx.cq_name or ""):
+            other = quota.flavor_quota(ctx.state, "ClusterQueue", cq, fl, r) if cq != ctx.cq_name else None
+            if other is not None and (other.nominal or 0) > (quota.reserved_in(ctx.state, cq, fl, r) or 0):
+                lenders.add(cq)
+    if not raised:
         return ""
-    span = str(holders[0]) if holders[0] == holders[-1] else f"{holders[0]} to {holders[-1]}"
-    return (f" Kueue does not preempt for it: withinClusterQueue {policy} takes quota only from {_PREEMPTING[policy]}"
-            f" priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have priority {span}, "
-            f"against its {ctx.priority}.")
+    back = {"Any": "by preemption", "Never": "once reclaimWithinCohort is Any"}.get(
+        reclaim, f"from lower-priority borrowers, reclaimWithinCohort {reclaim}")
+    return (f" Only nominal quota is guaranteed: the cluster admin moves {', '.join(dict.fromkeys(raised))} "
+            f"nominalQuota to {ctx.cq_name}" + (f" from {', '.join(sorted(lenders)[:3])}" if lenders else "")
+            + f" (Kueue then reclaims it {back})" + (", or lowers the borrowers' priority and sets "
+                                                     "borrowWithinCohort LowerPriority" if borrowers else "") + ".")
+
+
+_UNUSED_VICTIMS = " Kueue does not preempt for it, though"
 
 
 def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: Decimal | None) -> str:
