@@ -242,6 +242,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "NamespaceNotManaged": {"who": CA, "do": "`kubectl get ns <ns> --show-labels` against "
                                 "managedJobsNamespaceSelector in kueue-manager-config: label the namespace, or run "
                                 "the Job in a managed one."},
+        "NotManagedByKueue": {"who": WO, "do": "Put the queue name in the label kueue.x-k8s.io/queue-name, not an "
+                              "annotation; a RayJob on an existing RayCluster (spec.clusterSelector): create it "
+                              "again without the queue-name label, the RayCluster's Workload holds its quota."},
         "WorkloadPriorityClassNotFound": {"who": WO, "do": "`kubectl get workloadpriorityclasses`; fix the label "
                                           "kueue.x-k8s.io/priority-class, or ask the cluster admin for the class."},
         "PrebuiltWorkloadNotFound": {"who": WO, "do": "Create the Workload named by kueue.x-k8s.io/prebuilt-"

@@ -156,6 +156,7 @@ class Cause(StrEnum):
     WORKLOAD_NOT_IN_INPUT = "WorkloadNotInInput"
     INTEGRATION_NOT_ENABLED = "IntegrationNotEnabled"
     NAMESPACE_NOT_MANAGED = "NamespaceNotManaged"
+    NOT_MANAGED_BY_KUEUE = "NotManagedByKueue"
     WORKLOAD_PRIORITY_CLASS_NOT_FOUND = "WorkloadPriorityClassNotFound"
     PREBUILT_WORKLOAD_NOT_FOUND = "PrebuiltWorkloadNotFound"
     WORKLOAD_REJECTED = "WorkloadRejected"
@@ -481,6 +482,10 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.NAMESPACE_NOT_MANAGED: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.CLUSTER_ADMIN,
         "The owner's namespace does not match Kueue's managedJobsNamespaceSelector, so Kueue's job controller "
         "ignores it (while its webhook may still have suspended it)."),
+    Cause.NOT_MANAGED_BY_KUEUE: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
+        "Kueue never manages the owner as it is written (its queue name is an annotation, which Kueue does not "
+        "read; a RayJob runs on an existing RayCluster through spec.clusterSelector), yet it is suspended, so "
+        "nothing will start it: its owner fixes it and submits it again."),
     Cause.WORKLOAD_PRIORITY_CLASS_NOT_FOUND: CauseInfo((Reason.NO_WORKLOAD,), ActionBy.WORKLOAD_OWNER,
         "The owner's kueue.x-k8s.io/priority-class label names a WorkloadPriorityClass that does not exist, so "
         "Kueue cannot build the Workload."),

@@ -295,3 +295,79 @@ def test_a_dump_read_without_now_judges_an_owner_created_at_its_newest_timestamp
     assert main(["explain", "-f", "-", "--now", "2026-11-30T09:00:10Z", "job/trainer"],
                 stdin=io.StringIO(yaml.safe_dump_all(objects)), stdout=out, stderr=err) == 1
     assert "Kueue has not made its Workload yet" in err.getvalue() and "Ask again in 20s" in err.getvalue()
+
+
+# ----- owners Kueue never manages as written (NotManagedByKueue) ---------------------------------------
+
+def test_a_queue_name_annotation_is_named_and_only_a_suspended_owner_gets_a_verdict() -> None:
+    """Kueue reads only the label (the annotation went in v0.15): a Job its creator suspended waits forever and is
+    diagnosed; a running one merely runs outside Kueue, and naming it says why with the label command filled in."""
+    held = Job("sample", "team-a").annotation("kueue.x-k8s.io/queue-name", "main").suspend(True).created(
+        CREATED).obj()
+    assert _verdicts([*_queues(), _config(), held]) == {expected_workload_name(held): ("NoWorkload",
+                                                                                        "NotManagedByKueue")}
+    running = Job("sample", "team-a").annotation("kueue.x-k8s.io/queue-name", "main").suspend(False).created(
+        CREATED).obj()
+    assert _verdicts([*_queues(), _config(), running]) == {}
+    code, _, err = _explain([*_queues(), _config(), running], "-n", "team-a", "job/sample")
+    assert code == 1 and "kueue.x-k8s.io/queue-name=main is an annotation, which Kueue does not read" in err, err
+    assert "label job sample kueue.x-k8s.io/queue-name=main" in err, err
+    # manageJobsWithoutQueueName on: Kueue manages it anyway, the annotation is beside the point
+    managed = _verdicts([*_queues(), _config(manageJobsWithoutQueueName=True), held])
+    assert managed == {expected_workload_name(held): ("NoWorkload", "WorkloadNotCreated")}
+
+
+def _rayjob(suspend: bool) -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "eval", "namespace": "team-a", "uid": "rayjob-uid",
+                         "creationTimestamp": "2026-11-30T09:00:00Z", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+            "spec": {"entrypoint": "python eval.py", "clusterSelector": {"ray.io/cluster": "shared"},
+                     "suspend": suspend}}
+
+
+def test_a_rayjob_on_an_existing_raycluster_is_never_kueues() -> None:
+    """kueue#7219: Kueue v0.19 skips a RayJob with spec.clusterSelector (RayJob.Skip). Suspended (by Kueue's webhook,
+    for its queue-name label), it waits forever: the owner recreates it without the label, whatever Kueue's
+    Configuration says; unsuspended, it runs on the RayCluster's quota and gets no verdict."""
+    ray = _config(integrations={"frameworks": ["batch/job", "ray.io/rayjob"]})
+    held = _rayjob(suspend=True)
+    for config in (ray, _config()):  # the integration off or on: Kueue skips it either way
+        out = diagnose_objects([*_queues(), config, held], LATER)
+        assert [(d["status"]["cause"], d["status"]["actionBy"]) for d in out] == [
+            ("NotManagedByKueue", "WorkloadOwner")]
+        assert "kueue#7219" in out[0]["status"]["message"]
+        assert "Kueue, which skips it, will never unsuspend it" in out[0]["status"]["message"]  # no KubeRay verdict yet
+    assert "without the label kueue.x-k8s.io/queue-name" in diagnose_objects([*_queues(), ray, held], LATER)[0][
+        "status"]["message"]
+    running = _rayjob(suspend=False)
+    assert _verdicts([*_queues(), ray, running]) == {}
+    code, _, err = _explain([*_queues(), ray, running], "-n", "team-a", "rayjob/eval")
+    assert code == 1 and "kueue-doctor explain -n team-a raycluster/shared" in err, err
+
+
+def _kueue_deployment(image: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system", "uid": "kueue-uid"},
+            "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": image}]}}},
+            "status": {"availableReplicas": 1}}
+
+
+def test_a_default_queue_label_in_a_namespace_left_out_is_blamed_on_kueues_defaulting_only_before_v0_19_1() -> None:
+    """kueue#13374: Kueue v0.19.0 put queue-name=default on a Job in a namespace managedJobsNamespaceSelector left
+    out, where a LocalQueue 'default' exists; labelling the namespace is then the last remedy, not the first."""
+    objects = [Namespace("tools").obj(), LocalQueue("default", "tools", "cq").obj(), ClusterQueue("cq").obj(),
+               _config(manageJobsWithoutQueueName=True, managedJobsNamespaceSelector={
+                   "matchLabels": {"managed-by-kueue": "true"}}),
+               Job("backup", "tools").queue("default").suspend(True).created(CREATED).obj()]
+
+    def message(image: str | None) -> str:
+        extra = [_kueue_deployment(image)] if image else []
+        out = diagnose_objects([*objects, *extra], LATER)
+        assert [(d["status"]["reason"], d["status"]["cause"]) for d in out] == [("NoWorkload", "NamespaceNotManaged")]
+        text: str = out[0]["status"]["message"]
+        return text
+
+    assert "Kueue v0.19.0 likely wrote its label" in message("registry.k8s.io/kueue/kueue:v0.19.0")
+    assert "Kueue (if older than v0.19.1) likely wrote" in message(None)
+    fixed = message("registry.k8s.io/kueue/kueue:v0.19.2@sha256:0123")
+    assert "kueue#13374" not in fixed and "A cluster admin must label the namespace" in fixed

@@ -6,10 +6,13 @@ after `GRACE`, the engine diagnoses a Workload-shaped stand-in (`stand_in`) name
 Workload, so the diagnosis object the user reads now is the one that continues once the Workload exists.
 The rules below say why Kueue did not act, from Kueue's Configuration, the namespace, the owner's labels,
 Kueue's own Events and Deployment; when none of that shows a cause, `WorkloadNotCreated` says what to collect.
+A few owners Kueue never manages as they are written still get a stand-in because they wait suspended forever
+(`NotManagedByKueue`: a queue name given as an annotation, a RayJob on an existing RayCluster).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL, PREBUILT_LABEL, expected_workload_name, identifier
 from ..kube.objects import (
     KUEUE_GROUP,
+    conditions,
     controller_ref,
     format_duration,
     group_of,
@@ -38,6 +42,7 @@ from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
+from .owner_status import RAY_CLUSTER_SELECTOR_KEY, existing_cluster_selector, owner_rejected
 from .pods.events import event_message
 from .rules import Finding, Phase, rule
 from .scheduling.owners import owner_suspended, suspend_path
@@ -97,16 +102,26 @@ def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:
         return False
     if key == ("apps", "StatefulSet") and spec(owner).get("replicas", 1) == 0:  # Kueue makes none for 0 replicas
         return False
+    if existing_cluster_selector(owner) and not (owner_suspended(owner) or owner_rejected(owner)):
+        return False  # Kueue skips it (kueue#7219): unsuspended and not refused by KubeRay, it runs outside Kueue
     if not s(labels(owner).get(QUEUE_LABEL)):
         cfg = state.kueue_config
         if not (cfg.known and cfg.manage_jobs_without_queue_name):
-            return False
-        if namespace_left_out(state, namespace(owner) or "") and not owner_suspended(owner):
+            # Kueue leaves it alone; one suspended by its creator that names its queue in an annotation waits forever
+            if not (queue_annotation(owner) and owner_suspended(owner)):
+                return False
+        elif namespace_left_out(state, namespace(owner) or "") and not owner_suspended(owner):
             return False  # manage-all stops at the selector: a namespace left out on purpose (kube-system, by default)
     prebuilt = identifier(owner, PREBUILT_LABEL)
     if prebuilt and (namespace(owner) or "", prebuilt) in state.workloads:
         return False
     return not state.workloads_of_owner(owner)
+
+
+def queue_annotation(owner: Mapping[str, Any]) -> str | None:
+    """The queue name an owner gives as an annotation: Kueue reads only the label (QueueNameForObject; the
+    annotation was dropped in v0.15), so such an owner is not queued by it."""
+    return s(m(meta(owner).get("annotations")).get(QUEUE_LABEL)) or None
 
 
 def grace_ends(owner: Mapping[str, Any], grace: timedelta = GRACE) -> datetime | None:
@@ -308,8 +323,8 @@ def _waiting(ctx: Context) -> str:
     created = ctx.created
     age = f" after {format_duration(ctx.now - created)}" if created else ""
     suspended = owner_suspended(_owner(ctx))
-    if suspended is True:
-        state = " (it is suspended: no Pod starts until Kueue admits it)"
+    if suspended is True:  # not "until Kueue admits it": for some owners Kueue never will (the rule says which)
+        state = " (it is suspended, so none of its Pods starts)"
     elif suspended is False:
         state = " (it is not suspended: it runs outside Kueue's quota)"
     else:
@@ -340,6 +355,57 @@ def prebuilt_workload_missing(ctx: Context) -> Finding | None:
             f"must create Workload {ctx.ns}/{prebuilt} or remove that key.")
     return Finding(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND, text, since=ctx.created,
                    evidence=_evidence(ctx))
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE)])
+def rayjob_on_existing_cluster(ctx: Context) -> Finding | None:
+    """Before Kueue's Configuration, which cannot change it: Kueue v0.19 skips a RayJob with spec.clusterSelector
+    (RayJob.Skip) while its webhook still suspends one that has a queue name, and KubeRay refuses to run a
+    suspended RayJob on an existing cluster (kueue#7219). Its stand-in exists only when it is suspended or
+    refused (`should_have_workload`)."""
+    owner = _owner(ctx)
+    selector = existing_cluster_selector(owner)
+    if selector is None:
+        return None
+    cluster = selector.get(RAY_CLUSTER_SELECTOR_KEY, "")
+    chosen = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    queue = s(labels(owner).get(QUEUE_LABEL))
+    rejected = owner_rejected(owner)
+    why = (f"Its label {QUEUE_LABEL}={queue} still made Kueue's webhook suspend it at creation" if queue else
+           "It is suspended (with manageJobsWithoutQueueName on, Kueue's webhook suspends every RayJob created in a "
+           "namespace it manages, even one it then skips)")
+    then = (f", and KubeRay refuses a suspended RayJob: jobDeploymentStatus ValidationFailed, \"{rejected}\", which "
+            "KubeRay never retries" if rejected else ", and Kueue, which skips it, will never unsuspend it")
+    fix = (f"delete the RayJob and create it again without the label {QUEUE_LABEL}" if queue else
+           "create it again in a namespace managedJobsNamespaceSelector leaves out")
+    text = (f"{_waiting(ctx)}. It runs on an existing RayCluster (spec.clusterSelector {chosen}), and Kueue does not "
+            f"manage such RayJobs (kueue#7219): their Pods are the RayCluster's, whose quota "
+            f"{_cluster_workload(ctx, cluster)}. {why}{then}. The owner of the RayJob must {fix}.")
+    ev = [ctx.object_evidence("RayJob", name(owner), "spec.clusterSelector", reason=chosen, ns=ctx.ns)]
+    if rejected:
+        ev.append(ctx.object_evidence("RayJob", name(owner), "status.jobDeploymentStatus", reason="ValidationFailed",
+                                      message=rejected, ns=ctx.ns))
+    return Finding(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE, text, since=ctx.created,
+                   evidence=_evidence(ctx, *ev),
+                   hints=[f"kubectl -n {ctx.ns} get raycluster {cluster}" if cluster else
+                          f"kubectl -n {ctx.ns} get rayclusters --show-labels"])
+
+
+def _cluster_workload(ctx: Context, cluster: str) -> str:
+    """Where the quota of a RayJob on an existing RayCluster is held, as the end of a sentence: the RayCluster's
+    Workload (found by owner, else by the name Kueue gives it, which is all a shard keeps of another's)."""
+    rc = ctx.state.owners.get((ctx.ns, "RayCluster", cluster)) if cluster else None
+    if rc is None:
+        return (f"is held by the Workload of RayCluster {ctx.ns}/{cluster}, when it is queued through Kueue" if cluster
+                else "is held by the Workload of the RayCluster it selects, when that is queued through Kueue")
+    keys = ctx.state.workloads_of_owner(rc)
+    key = keys[0] if keys else (ctx.ns, expected_workload_name(rc))
+    wl = ctx.state.workloads.get(key)
+    if wl is None:
+        return (f"Kueue does not hold at all: RayCluster {ctx.ns}/{cluster} has no Workload in the input (it needs a "
+                f"{QUEUE_LABEL} label of its own)")
+    admitted = "admitted" if is_true(conditions(wl).get("Admitted")) else "not admitted"
+    return f"is held by Workload {key[0]}/{key[1]} of RayCluster {cluster} ({admitted})"
 
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.INTEGRATION_NOT_ENABLED)])
@@ -373,14 +439,83 @@ def namespace_not_managed(ctx: Context) -> Finding | None:
     ns_obj, selector = ctx.state.namespaces[ctx.ns], cfg.managed_jobs_namespace_selector or {}
     text = (f"{_waiting(ctx)}. Namespace {ctx.ns} does not match managedJobsNamespaceSelector of Kueue's "
             f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
-            + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "")
-            + ". A cluster admin must label the namespace to match the selector (or widen the selector), or run "
-            "the Job in a managed namespace.")
+            + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "") + ". "
+            + (_defaulted_queue(ctx) or "A cluster admin must label the namespace to match the selector (or widen "
+               "the selector), or run the Job in a managed namespace."))
     ns_labels = ", ".join(f"{k}={v}" for k, v in sorted(labels(ns_obj).items())) or "(none)"
     return Finding(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED, text, since=ctx.created,
                    evidence=_evidence(ctx, _config_evidence(ctx, "managedJobsNamespaceSelector", str(dict(selector))),
                                       ctx.object_evidence("Namespace", ctx.ns, "metadata.labels", reason=ns_labels)),
                    hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
+
+
+DEFAULT_LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName
+_DEFAULTING_FIXED = (0, 19, 1)  # ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector (kueue#13374)
+_RELEASE_TAG = re.compile(r":v(\d+)\.(\d+)\.(\d+)(?:@|$)")  # registry.k8s.io/kueue/kueue:v0.19.0[@sha256:...]
+
+
+def _defaulted_queue(ctx: Context) -> str | None:
+    """The remedy when Kueue itself put the owner's queue name there: before v0.19.1 its webhook set
+    queue-name=default on an unlabelled owner in a namespace with a LocalQueue 'default' without asking
+    managedJobsNamespaceSelector, and the label then made it suspend the owner (kueue#13374). Labelling the
+    namespace would hand Kueue a namespace left out on purpose, so that is the last remedy, not the first."""
+    owner = _owner(ctx)
+    if s(labels(owner).get(QUEUE_LABEL)) != DEFAULT_LOCAL_QUEUE or (ctx.ns, DEFAULT_LOCAL_QUEUE) not in \
+            ctx.state.local_queues:
+        return None
+    version = _kueue_version(ctx.state)
+    if version is not None and version[0] >= _DEFAULTING_FIXED:
+        return None  # fixed: someone else wrote the label
+    lq, kind = f"{ctx.ns}/{DEFAULT_LOCAL_QUEUE}", s(owner.get("kind")) or ""
+    suspend = ".".join(suspend_path(owner) or ("spec", "suspend"))
+    running = f"Kueue {version[1]}" if version is not None else "Kueue (if older than v0.19.1)"
+    return (f"{running} likely wrote its label {QUEUE_LABEL}={DEFAULT_LOCAL_QUEUE} itself: as LocalQueue {lq} exists, "
+            f"it sets that label on a {kind} created without one before it checks the selector, then suspends it "
+            f"for the label (kueue#13374, fixed in v0.19.1). If {ctx.ns} is left out on purpose, a cluster admin "
+            f"upgrades Kueue or deletes LocalQueue {lq} (unused in a namespace Kueue does not manage); then the "
+            f"{kind}'s owner creates it again, or removes the label and sets {suspend}: false (Kueue refuses the "
+            f"removal while {lq} exists). Otherwise label {ctx.ns} to match the selector.")
+
+
+def _kueue_version(state: ClusterState) -> tuple[tuple[int, int, int], str] | None:
+    """The release of Kueue's controller manager, from its Deployment's image tag (vX.Y.Z); None when the input
+    has no such Deployment or the tag is no release."""
+    deployment = state.owners.get((state.kueue_config.namespace, "Deployment", KUEUE_DEPLOYMENT))
+    pod_spec = m(m(spec(deployment or {}).get("template")).get("spec"))
+    for container in lst(pod_spec.get("containers")):
+        found = _RELEASE_TAG.search(s(m(container).get("image")) or "")
+        if found:
+            release = int(found[1]), int(found[2]), int(found[3])
+            return release, "v" + ".".join(map(str, release))
+    return None
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE)])
+def queue_name_in_annotation(ctx: Context) -> Finding | None:
+    """After Kueue's Configuration (an integration off or a namespace left out explains it first): an owner with
+    no queue-name label, its queue named in an annotation, suspended by its creator. Kueue reads only the label,
+    so it never makes a Workload and never unsuspends it; its stand-in exists only so (`should_have_workload`)."""
+    owner = _owner(ctx)
+    queue = queue_annotation(owner)
+    mode = _unlabelled_unmanaged(ctx.state, owner)
+    if not queue or s(labels(owner).get(QUEUE_LABEL)) or owner_suspended(owner) is not True or mode is None:
+        return None
+    kind = s(owner.get("kind")) or ""
+    command = f"kubectl -n {ctx.ns} label {kind.lower()} {name(owner)} {QUEUE_LABEL}={queue}"
+    existing = sorted(nm for (ns, nm) in ctx.state.local_queues if ns == ctx.ns)
+    missing = (f" LocalQueue {queue} does not exist in {ctx.ns} either: name one that does ("
+               f"{', '.join(existing[:5]) or 'there is none'})." if ctx.state.knows("LocalQueue")
+               and (ctx.ns, queue) not in ctx.state.local_queues else "")
+    text = (f"{_waiting(ctx)}. It carries {QUEUE_LABEL}={queue} as an annotation, not a label: Kueue reads only the "
+            f"label (it dropped the annotation in v0.15) and {mode}, so Kueue does not manage this {kind}. It is "
+            f"suspended all the same (not by Kueue, which leaves it alone), and nothing will ever "
+            f"unsuspend it. The owner of the {kind} must set the label ({command}; Kueue's webhook accepts it while "
+            f"the {kind} is suspended) and move the queue name to metadata.labels in its manifest.{missing}")
+    return Finding(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE, text, since=ctx.created,
+                   evidence=_evidence(ctx, ctx.object_evidence(kind, name(owner),
+                                                               f"metadata.annotations[{QUEUE_LABEL}]", reason=queue,
+                                                               ns=ctx.ns)),
+                   hints=[command])
 
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.KUEUE_NOT_RUNNING)])
@@ -520,19 +655,29 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
                 f"{(s(ref.get('kind')) or '').lower()}/{s(ref.get('name'))}")
     if _finished(owner):
         return f"kueue-doctor: {what} has finished, and Kueue keeps no Workload for it in the input."
+    selector = existing_cluster_selector(owner)
+    if selector is not None:
+        cluster = selector.get(RAY_CLUSTER_SELECTOR_KEY, "")
+        return (f"kueue-doctor: {what} runs on an existing RayCluster (spec.clusterSelector), and Kueue does not "
+                "manage such RayJobs (kueue#7219): its Pods are the RayCluster's and count against that one's Workload"
+                + (f": kueue-doctor explain -n {namespace(owner)} raycluster/{cluster}" if cluster else "."))
     mode = _unlabelled_unmanaged(state, owner) if not s(labels(owner).get(QUEUE_LABEL)) else None
     if mode is not None:
-        head = f"kueue-doctor: {what} has no label {QUEUE_LABEL} and {mode}, so Kueue does not manage it"
+        annotated = queue_annotation(owner)
+        queue = annotated or "<LocalQueue>"
+        head = (f"kueue-doctor: {what} has no label {QUEUE_LABEL}"
+                + (f" (its {QUEUE_LABEL}={annotated} is an annotation, which Kueue does not read)" if annotated else "")
+                + f" and {mode}, so Kueue does not manage it")
         kind = s(owner.get("kind")) or ""
         path = suspend_path(owner)
         if owner_suspended(owner) is False and path is not None:
             # Kueue's webhook keeps the queue name immutable while the owner runs (validateUpdateForQueueName)
             return (f"{head}: it runs outside Kueue's quota. Kueue's webhook refuses the label while it runs: "
-                    f"recreate it with the label {QUEUE_LABEL}=<LocalQueue>, or set {'.'.join(path)}: true first "
+                    f"recreate it with the label {QUEUE_LABEL}={queue}, or set {'.'.join(path)}: true first "
                     f"and then the label (kubectl -n {namespace(owner)} label {kind.lower()} {name(owner)} "
-                    f"{QUEUE_LABEL}=<LocalQueue>).")
+                    f"{QUEUE_LABEL}={queue}).")
         return (f"{head}: it runs (or waits) outside Kueue. To queue it, set the label: kubectl -n "
-                f"{namespace(owner)} label {kind.lower()} {name(owner)} {QUEUE_LABEL}=<LocalQueue>")
+                f"{namespace(owner)} label {kind.lower()} {name(owner)} {QUEUE_LABEL}={queue}")
     if not state.knows("Workload"):
         return (f"kueue-doctor: {what} asks for Kueue, but the input has no Workloads to look in; include "
                 "`kubectl get workloads -A -o yaml`.")

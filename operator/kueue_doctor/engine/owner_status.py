@@ -20,3 +20,16 @@ def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
     if s(st.get("jobDeploymentStatus")) != "ValidationFailed":
         return None
     return s(st.get("message")) or "no message"
+
+
+RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"  # KubeRay's utils.RayJobClusterSelectorKey: the RayCluster's name
+
+
+def existing_cluster_selector(owner: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A RayJob that runs on an existing RayCluster (spec.clusterSelector; KubeRay reads the cluster's name from
+    its ray.io/cluster key): its selector, else None. Kueue v0.19 skips such RayJobs (RayJob.Skip, kueue#7219):
+    their quota is the RayCluster's Workload."""
+    if owner is None or s(owner.get("kind")) != "RayJob":
+        return None
+    selector = m(m(owner.get("spec")).get("clusterSelector"))
+    return {str(k): str(v) for k, v in selector.items()} or None

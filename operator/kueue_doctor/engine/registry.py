@@ -17,12 +17,14 @@ def _order() -> tuple[Rule, ...]:
     # a function, not a module-level tuple: mypy (and so mypyc) types the decorated rules before it reads them
     return (
         # no-workload: a Workload the dump left out (Pods show it admitted), an incomplete Pod group (its stand-in has
-        # no owner object: the rules below read it), Kueue's Configuration (it explains everything), then what the
-        # owner names, Kueue's words
+        # no owner object: the rules below read it), a RayJob Kueue skips whatever its Configuration says, Kueue's
+        # Configuration (it explains everything else), then what the owner names, Kueue's words
         no_workload.workload_not_in_input,
         no_workload.pod_group_incomplete,
+        no_workload.rayjob_on_existing_cluster,
         no_workload.integration_not_enabled,
         no_workload.namespace_not_managed,
+        no_workload.queue_name_in_annotation,
         no_workload.kueue_not_running,
         no_workload.prebuilt_workload_missing,
         no_workload.priority_class_missing,
