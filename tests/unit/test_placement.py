@@ -11,7 +11,7 @@ import pytest
 from kueue_doctor.engine.pods import parse_scheduler_message
 from kueue_doctor.engine.pods.scheduler import Constraint, claim_of, constraint_of, decisive, named_taint, resource_of
 from kueue_doctor.engine.pods.summary import replaced_pods
-from kueue_doctor.engine.scheduling.placement import PodConstraints, tolerates
+from kueue_doctor.engine.scheduling.placement import PodConstraints, assigned_nodes, tolerates
 
 
 def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -114,3 +114,47 @@ def test_replaced_pods_are_history_by_disruption_index_or_count() -> None:
     plain = [_pod("run", "Running", t1), _pod("old", "Failed", t0), _pod("new", "Failed", t1)]
     assert replaced_pods(plain, 2) == {"old": "replaced by a newer Pod"}
     assert replaced_pods([_pod("x", "Failed", t0), _pod("y", "Failed", t1)], 2) == {}  # both still count
+
+
+def test_the_nodes_of_a_topology_assignment_are_read_in_both_api_versions() -> None:
+    v1beta2 = {"levels": ["kubernetes.io/hostname"], "slices": [
+        {"domainCount": 2, "valuesPerLevel": [{"individual": {"prefix": "gpu-", "suffix": "-a", "roots": ["1", "2"]}}],
+         "podCounts": {"universal": 2}},
+        {"domainCount": 1, "valuesPerLevel": [{"universal": "cpu-9"}], "podCounts": {"individual": [1]}}]}
+    assert assigned_nodes(v1beta2) == {"gpu-1-a", "gpu-2-a", "cpu-9"}
+    v1beta1 = {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["n1"], "count": 2}]}
+    assert assigned_nodes(v1beta1) == {"n1"}
+    # the lowest level is a rack: the Pods are pinned to a rack, not to one node
+    assert assigned_nodes({"levels": ["example.com/rack"], "domains": [{"values": ["r1"], "count": 2}]}) == set()
+
+
+def _tas_loop_variant(change: Any) -> dict[str, Any]:
+    """The kueue#14917 catalog scenario, changed; its Workload's verdict."""
+    import copy
+
+    from kueue_doctor import diagnose_objects
+    from tests.unit.test_catalog import SCENARIOS, gen
+    (scenario,) = [s for s in SCENARIOS if s["name"] == "tas-tainted-node-replacement-loop"]
+    objects = copy.deepcopy(scenario["objects"])
+    change(objects)
+    (found,) = [d for d in diagnose_objects(objects, gen.parse_now(scenario["now"]))
+                if d["metadata"]["name"] == "job-trainer-7c1e2"]
+    return dict(found["status"])
+
+
+def test_a_tas_pinned_node_recorded_unhealthy_is_kueues_to_replace() -> None:
+    def recorded(objects: list[dict[str, Any]]) -> None:
+        (wl,) = [o for o in objects if o["kind"] == "Workload"]
+        wl["status"]["unhealthyNodes"] = [{"name": "gpu-node-2"}]
+    got = _tas_loop_variant(recorded)
+    assert (got["cause"], got["actionBy"]) == ("UntoleratedTaint", "Nobody")
+    assert "Kueue recorded it in status.unhealthyNodes and looks for a replacement node" in got["message"]
+
+
+def test_a_tas_pinned_node_nothing_runs_on_is_kueues_to_mark_unhealthy() -> None:
+    def gone(objects: list[dict[str, Any]]) -> None:  # the Pod that kept the node "healthy" finished
+        objects[:] = [o for o in objects if o["metadata"]["name"] != "trainer-2-g5h6i"]
+    got = _tas_loop_variant(gone)
+    assert (got["cause"], got["actionBy"]) == ("UntoleratedTaint", "ClusterAdmin")
+    assert "Kueue should mark the node unhealthy and re-place them" in got["message"]
+    assert "still runs" not in got["message"]

@@ -50,3 +50,21 @@ def test_waiting_for_quota_says_what_must_be_freed_from_kueues_more_needed() -> 
 
 def test_a_running_workload_has_no_remedies() -> None:
     assert _remedies("scenario-waiting-for-unused-quota", "hog") == []
+
+
+def _catalog_remedies(name: str) -> list[dict[str, Any]]:
+    from tests.unit.test_catalog import SCENARIOS, verdict_of
+    (scenario,) = [s for s in SCENARIOS if s["name"] == name]
+    return list(verdict_of(scenario).get("remedies") or [])
+
+
+def test_a_taint_put_on_nodes_in_use_is_removed_not_tolerated() -> None:
+    # kueue#14917: Kueue's TAS pinned the Pods to the drained node: the taint's end, or an eviction for new nodes
+    got = [(r["actionBy"], r["kind"], r["field"]) for r in _catalog_remedies("tas-tainted-node-replacement-loop")]
+    assert got == [("ClusterAdmin", "Node", "spec.taints"), ("ClusterAdmin", "Workload", "spec.active")]
+    got = [(r["actionBy"], r["kind"], r["field"])
+           for r in _catalog_remedies("drain-taint-on-the-pools-nodes-after-the-pods-started")]
+    assert got == [("ClusterAdmin", "Node", "spec.taints")]
+    # a taint the nodes had before the Pods came: tolerating it stays the way out
+    kinds = [r["kind"] for r in _catalog_remedies("flavor-nodes-carry-an-untolerated-taint")]
+    assert kinds == ["ResourceFlavor", "Job"]

@@ -331,11 +331,13 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
     not_sure = " Not a promise that the Pods then fit: the later constraints are checked only then."
     out: list[dict[str, Any]] = []
     if p.cause == Cause.UNTOLERATED_TAINT and p.short:
-        for taint in p.short[:2]:
+        out.extend(_late_taint_remedies(ctx, p))
+        for taint in [t for t in p.short if t not in p.late][:2]:  # a taint put on nodes in use: not to tolerate
             tol = _toleration(taint)
             passing = _nodes_tolerating(p, taint)
             then = f" then {passing} node(s) pass the taints" if passing is not None else ""
-            if p.flavor and p.flavor_steers and not taint.startswith("node.kubernetes.io/"):
+            if p.flavor and p.flavor_steers and not taint.startswith("node.kubernetes.io/") \
+                    and not _topology_flavor(ctx, p.flavor):
                 out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", p.flavor, None, "spec.tolerations",
                                    _tolerations_now(ctx.state.flavors.get(p.flavor)), f"+ {tol}",
                                    f"Add the toleration {tol} to ResourceFlavor {p.flavor} (Kueue adds it to the "
@@ -377,6 +379,35 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
     if p.flavor_steers:
         order[ActionBy.CLUSTER_ADMIN.value] = -1
     return sorted(out, key=lambda r: order.get(r["actionBy"], 2))
+
+
+def _topology_flavor(ctx: Context, flavor: str) -> bool:
+    """A topology-aware ResourceFlavor (topologyName set): Kueue v0.19's CRD keeps its tolerations (and nodeLabels)
+    immutable ("tolerations are immutable when topologyName is set"), so no remedy can change them."""
+    return bool(s(spec(ctx.state.flavors.get(flavor) or {}).get("topologyName")))
+
+
+def _late_taint_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
+    """Taints put on nodes the Pods were already placed on (a maintenance, a drain): the way out is the taint's end,
+    not a toleration; and for Pods Kueue's topology-aware scheduling pinned to such a node, an eviction that gives
+    the Workload a fresh topology assignment."""
+    if not p.late:
+        return []
+    where = p.tainted[0] if len(p.tainted) == 1 else (p.constraints.selector_text() if p.constraints else "") or "*"
+    nodes = f"node {where}" if len(p.tainted) == 1 else f"the {len(p.tainted)} nodes selected by {where}"
+    taints = ", ".join(p.late[:3])
+    out = [_remedy(ActionBy.CLUSTER_ADMIN, "Node", where, None, "spec.taints", taints, f"- {taints}",
+                   f"Remove {taints} from {nodes}, putting the maintenance off until the Workload is done: it came "
+                   "after the Pods were placed, and tolerating it would defeat it."
+                   + (" The pinned Pods then schedule there." if p.pinned else " Or add nodes the Pods can use."))]
+    if p.pinned:
+        out.append(_remedy(ActionBy.CLUSTER_ADMIN, "Workload", ctx.name, ctx.ns, "spec.active", "true",
+                           "false, then true",
+                           f"Or evict Workload {ctx.ns}/{ctx.name}: set spec.active to false, and back to true once "
+                           "its Pods are gone. Kueue requeues it and its topology-aware scheduling assigns nodes "
+                           f"afresh, leaving out {p.pinned} while the taint stays; its running Pods restart. The "
+                           "waitForPodsReady timeout, if enabled, evicts it the same way."))
+    return out
 
 
 def _toleration(taint: str) -> str:
@@ -460,6 +491,8 @@ def flavor_match_remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
                                f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj} so that flavor {flavor} "
                                "can be used (Kueue then checks its node labels and quota)."))
             rf = ctx.state.flavors.get(flavor)
+            if _topology_flavor(ctx, flavor):  # its tolerations cannot be changed
+                continue
             out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", flavor, None, "spec.tolerations",
                                _tolerations_now(rf), f"+ {tol}",
                                f"Or add the toleration {tol} to ResourceFlavor {flavor} (every Workload using it "

@@ -299,6 +299,25 @@ DISRUPTION_TARGET = "DisruptionTarget"
 _COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
+# Kueue's TAS node controller fails a Pod pinned to a node with a taint it does not tolerate before it ever ran
+# (Kueue v0.19.2 pkg/controller/tas/node_controller.go markPodsFailed): phase Failed and this condition, reason
+# UnschedulableOnAssignedNode; the Pod's controller replaces it, and a Job counts it against its backoffLimit.
+TERMINATED_BY_KUEUE = "TerminatedByKueue"
+
+
+def _why_failed(status: Mapping[str, Any]) -> tuple[str, str, str]:
+    """`failed_pod`, or Kueue's TerminatedByKueue condition for a Pod Kueue failed (no status reason, no
+    container that ran): ``(reason, message, detail)``."""
+    found = failed_pod(status)
+    if found[0] != "Failed" or found[2]:
+        return found
+    for cond in lst(status.get("conditions")):
+        cond = m(cond)
+        if cond.get("type") == TERMINATED_BY_KUEUE and cond.get("status") == "True":
+            return TERMINATED_BY_KUEUE, s(cond.get("message")) or "", s(cond.get("reason")) or ""
+    return found
+
+
 def _index_of(md: Mapping[str, Any]) -> str | None:
     return s(m(md.get("annotations")).get(_COMPLETION_INDEX)) or s(m(md.get("labels")).get(_COMPLETION_INDEX))
 
@@ -383,7 +402,7 @@ def summarize_pods(
         created_at = as_time(md.get("creationTimestamp"))
 
         if phase == "Failed" and name in history:  # history: kept apart, never the verdict
-            reason, message, detail = failed_pod(status)
+            reason, message, detail = _why_failed(status)
             finished = as_time(m(conditions(pod).get("Ready")).get("lastTransitionTime"))
             block("Replaced", reason, name, message, finished,
                   ", ".join(p for p in (detail, history[name]) if p), into=past)
@@ -394,7 +413,7 @@ def summarize_pods(
             continue
         if phase == "Failed":
             failed += 1
-            reason, message, detail = failed_pod(status)
+            reason, message, detail = _why_failed(status)
             finished = as_time(m(conditions(pod).get("Ready")).get("lastTransitionTime"))
             block("Failing", reason, name, message, finished, detail)
             continue

@@ -5,6 +5,8 @@ the input, say how many pass each of the Pod's constraints in turn (`funnel`): i
 required affinity, then its tolerations, then cordons, then allocatable, then free capacity. Together they
 give the cause, `status.blocker` and `status.nodeMatches`, which the remedies quote. The node counts are
 exact (the Node objects); free capacity is an estimate (Pods kueue-doctor does not see use the nodes too).
+A taint put on the Pods' nodes after they were placed (a maintenance, a drain) is told apart from one they never
+tolerated, and so is a Pod Kueue's topology-aware scheduling pinned to one node (kueue#14917).
 
 Neighbours: `workload_pods.py` (the rule and the Pod summary), `nodes.py` (the flavor's nodes, for the
 message), `engine/remedies.py` (the way out, from the `Placement` computed here).
@@ -14,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import lst, m, name, s, spec, status
+from ...kube.objects import as_time, conditions, format_time, is_true, lst, m, name, s, spec, status
 from ...kube.quantity import parse
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause
@@ -30,11 +33,12 @@ from ..pods.scheduler import (
     PREEMPTION_WAITING,
     Constraint,
     claim_of,
+    constraint_of,
     decisive,
     named_taint,
     resource_of,
 )
-from .owners import assigned_flavors
+from .owners import admitted_since, assigned_flavors
 
 Node = Mapping[str, Any]
 _SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -338,6 +342,9 @@ class Placement:
     resource: str | None = None
     short: list[str] = field(default_factory=list)  # untolerated taints, or claim names
     lost: bool = False  # the pod set Kueue admitted tolerates the taints the Pods do not (lost on the way)
+    late: list[str] = field(default_factory=list)  # untolerated taints put on after the Pods were placed
+    tainted: list[str] = field(default_factory=list)  # the usable nodes carrying them (late taints)
+    pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -399,7 +406,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         base["totalNodes"] = failure.total
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
-        extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost")}
+        extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -415,12 +422,15 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", blocker.reason,
                     name=blocker.reason[:200])
     constraint, reasons = decisive(failure)
-    count = sum(r.count for r in reasons) if not failure.prefilter else failure.total
     if nodes is not None and constraint in (Constraint.TAINT, Constraint.NODE_SELECTOR):
+        decided = constraint
         if not nodes.selected and (pc is not None and (pc.node_selector or pc.terms)):
             constraint = Constraint.NODE_SELECTOR
         elif not nodes.tolerated and nodes.selected:
             constraint = Constraint.TAINT
+        if constraint != decided:  # the Nodes name another constraint: its own reasons, not the decided one's
+            reasons = tuple(r for r in failure.reasons if constraint_of(r.text) == constraint)
+    count = _count(failure, constraint, reasons, nodes)
     if constraint == Constraint.NODE_SELECTOR:
         selector = pc.selector_text() if pc is not None else ""
         flavor_sel = _injected(ctx, pc) if flavor and flavor not in ctx.state.flavors and pc is not None else \
@@ -458,6 +468,23 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                         name=", ".join(lost[:3]), nodes=count,
                         source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=lost,
                         lost=True)
+        pinned = tas_pinned_node(ctx, pod)
+        late = _late_taints(ctx, nodes, taints, pinned) if not health else None
+        if late is not None and pinned is not None and pinned in late.nodes:
+            pinned_action, why = _pinned_why(ctx, pinned, late)
+            return make(Cause.UNTOLERATED_TAINT, pinned_action, "Taint", why, name=", ".join(late.taints[:3]),
+                        nodes=count,
+                        source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=taints,
+                        late=late.taints, tainted=[pinned], pinned=pinned)
+        if late is not None:
+            return make(Cause.UNTOLERATED_TAINT, ActionBy.CLUSTER_ADMIN, "Taint",
+                        f"{count} node(s) carry {named}, which the Pods do not tolerate; "
+                        + ("it" if late.taints == taints else ", ".join(late.taints[:3]))
+                        + f" came after the Pods were placed ({late.how}): a maintenance or a drain, not a taint to "
+                        "tolerate; the cluster admin removes it or adds nodes",
+                        name=", ".join(taints[:3]) or None, nodes=count,
+                        source="Nodes" if nodes is not None and nodes.untolerated else "Scheduler", short=taints,
+                        late=late.taints, tainted=late.nodes)
         return make(Cause.UNTOLERATED_TAINT, action, "Taint",
                     f"{count} node(s) carry {named}, which the Pods do not tolerate"
                     + (" (set by Kubernetes for the node's state: cordoned, not ready, unreachable or under "
@@ -493,6 +520,165 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                 "they must join: start those, or relax the rule in the Job")
         action = ActionBy.WORKLOAD_OWNER
     return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count)
+
+
+def _count(failure: podlib.SchedulingFailure, constraint: str, reasons: Sequence[podlib.NodeFitReason],
+           nodes: Funnel | None) -> int | None:
+    """The nodes rejected for the constraint named: kube-scheduler's count of that constraint's reasons; the
+    Nodes' when kube-scheduler gave none for it (its filters stop at a node's first failure, in their order)."""
+    if failure.prefilter:
+        return failure.total
+    if reasons or nodes is None:
+        return sum(r.count for r in reasons)
+    if constraint == Constraint.TAINT:
+        return len(nodes.selected) - len(nodes.tolerated)
+    if constraint == Constraint.NODE_SELECTOR:
+        return nodes.total - len(nodes.selected)
+    return 0
+
+
+# ---- nodes tainted after the Pods were placed; Kueue's topology-aware scheduling pinning a Pod to one node ----
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def assigned_nodes(assignment: Mapping[str, Any]) -> set[str]:
+    """The nodes of a topologyAssignment whose lowest level is the hostname (Kueue then keeps that level alone):
+    v1beta2 `slices` (per domain, the last level's `universal` or prefix + root + suffix), v1beta1 `domains`."""
+    levels = lst(assignment.get("levels"))
+    if not levels or levels[-1] != HOSTNAME:
+        return set()
+    out = {str(lst(m(d).get("values"))[-1]) for d in lst(assignment.get("domains")) if lst(m(d).get("values"))}
+    for piece in lst(assignment.get("slices")):
+        per_level = lst(m(piece).get("valuesPerLevel"))
+        last = m(per_level[-1]) if per_level else {}
+        if s(last.get("universal")):
+            out.add(str(last["universal"]))
+            continue
+        individual = m(last.get("individual"))
+        prefix, suffix = s(individual.get("prefix")) or "", s(individual.get("suffix")) or ""
+        out.update(f"{prefix}{root}{suffix}" for root in lst(individual.get("roots")))
+    return out
+
+
+def tas_pinned_node(ctx: Context, pod: Mapping[str, Any] | None) -> str | None:
+    """The node Kueue's topology-aware scheduling pinned the Pod to: its nodeSelector's hostname when that node is
+    in its pod set's topologyAssignment (Kueue's topology ungater copies the assigned domain's level values into
+    the Pod's nodeSelector when it ungates it)."""
+    host = s(m(spec(pod or {}).get("nodeSelector")).get(HOSTNAME))
+    if not host:
+        return None
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")):
+        if (not podset or s(m(psa).get("name")) == podset) and host in assigned_nodes(
+                m(m(psa).get("topologyAssignment"))):
+            return host
+    return None
+
+
+@dataclass(frozen=True)
+class _Late:
+    """Untolerated taints put on the Pods' nodes after the Pods were placed, and how that is known."""
+
+    taints: list[str]
+    nodes: list[str]
+    how: str
+    since: datetime | None  # the earliest timeAdded of those taints, when the Node says
+
+
+def _on_nodes(ctx: Context) -> dict[str, list[Mapping[str, Any]]]:
+    """The Workload's Pods still on a node (bound, neither finished nor being deleted), by node."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in ctx.pods:
+        node = s(spec(pod).get("nodeName"))
+        if node and s(status(pod).get("phase")) not in ("Succeeded", "Failed") \
+                and not m(pod.get("metadata")).get("deletionTimestamp"):
+            out.setdefault(node, []).append(pod)
+    return out
+
+
+def _late_taints(ctx: Context, nodes: Funnel | None, taints: Sequence[str], pinned: str | None) -> _Late | None:
+    """The untolerated taints that came after the Pods were placed: on the node Kueue's topology-aware scheduling
+    pinned them to (it leaves out nodes with taints the pod set does not tolerate), added after the admission
+    (the taint's timeAdded), or on a node where a Pod of the Workload that does not tolerate it still runs. A
+    taint put on nodes in use is a maintenance or a drain: tolerating it defeats it."""
+    if nodes is None:
+        return None
+    admitted, bound = admitted_since(ctx), _on_nodes(ctx)
+    found: dict[str, None] = {}
+    how, since = "", None
+    for node in nodes.selected:
+        node_name = name(node) or ""
+        for taint in lst(spec(node).get("taints")):
+            taint = m(taint)
+            text = taint_text(taint)
+            if text not in taints:
+                continue
+            added = as_time(taint.get("timeAdded"))
+            running = [p for p in bound.get(node_name, ()) if not tolerates(
+                [m(t) for t in lst(spec(p).get("tolerations"))], taint)]
+            if added is not None and admitted is not None and added > admitted:
+                why = f"on {node_name} since {format_time(added)}, admitted {format_time(admitted)}"
+            elif running:
+                why = f"pod {name(running[0])} still runs on {node_name}"
+            elif node_name == pinned:
+                why = f"Kueue's topology-aware scheduling chose node {node_name} without it"
+            else:
+                continue
+            found[text] = None
+            how = how or why
+            since = added if added is not None and (since is None or added < since) else since
+    if not found:
+        return None
+    carrying = [name(n) or "" for n in nodes.selected  # every usable node with one of them, late there or not
+                if any(taint_text(m(t)) in found for t in lst(spec(n).get("taints")))]
+    return _Late(list(found), carrying, how, since)
+
+
+def _kueue_terminated(ctx: Context, node: str) -> list[str]:
+    """The Workload's Pods Kueue's TAS node controller failed while they were pinned to this node."""
+    return sorted(name(p) or "" for p in ctx.pods
+                  if s(m(spec(p).get("nodeSelector")).get(HOSTNAME)) == node
+                  and is_true(conditions(p).get(podlib.TERMINATED_BY_KUEUE)))
+
+
+def _job_failures(ctx: Context) -> str:
+    """"; Job failures 22/100 backoffLimit": every Pod Kueue fails counts against the Job's backoffLimit."""
+    owner = ctx.owner
+    if owner is None or s(owner.get("kind")) != "Job":
+        return ""
+    failed, limit = status(owner).get("failed"), spec(owner).get("backoffLimit")
+    if not isinstance(failed, int) or not failed:
+        return ""
+    return f"; Job failures {failed}" + (f"/{limit} backoffLimit" if isinstance(limit, int) else "")
+
+
+def _pinned_why(ctx: Context, node: str, late: _Late) -> tuple[ActionBy, str]:
+    """Pods Kueue's topology-aware scheduling pinned to a node tainted since: who acts, and the clause. Kueue
+    v0.19's TAS node controller fails each Pod pinned to a tainted node that cannot schedule, and looks for a
+    replacement node only once it records the node in status.unhealthyNodes, which it does not while another
+    Pod of the Workload still runs there (kueue#14917). Short: the rule adds kube-scheduler's text and more."""
+    admitted = admitted_since(ctx)
+    when = f" since {format_time(late.since)}" if late.since is not None else ""
+    # Kueue's TAS leaves out nodes with taints the pod set does not tolerate: an assigned node got it later
+    before = late.since is not None and admitted is not None and late.since <= admitted
+    after = "" if before else ", after the admission"
+    head = (f"Kueue's TAS pinned them to node {node} (its topologyAssignment), tainted "
+            f"{', '.join(late.taints[:3])}{when}{after}")
+    if any(s(m(u).get("name")) == node for u in lst(ctx.status.get("unhealthyNodes"))):
+        return ActionBy.NOBODY, (f"{head}; Kueue recorded it in status.unhealthyNodes and looks for a replacement "
+                                 "node, or evicts the Workload when none fits")
+    terminated = _kueue_terminated(ctx, node)
+    failed = (f"Kueue's TAS node controller failed {len(terminated)} replacement Pod(s) there "
+              f"({podlib.TERMINATED_BY_KUEUE}{_job_failures(ctx)})" if terminated else
+              f"Kueue's TAS node controller fails Pods pinned there ({podlib.TERMINATED_BY_KUEUE}{_job_failures(ctx)})")
+    running = _on_nodes(ctx).get(node, [])
+    stuck = (f"as pod {name(running[0])} still runs on {node}, Kueue never marks the node unhealthy, so nothing "
+             "re-places them (kueue#14917)" if running else
+             "Kueue should mark the node unhealthy and re-place them; else (kueue#14917) nothing does")
+    return ActionBy.CLUSTER_ADMIN, (
+        f"{head}. {failed}; {stuck} until the Workload is evicted (waitForPodsReady, or spec.active false then true) "
+        "or the taint removed: the cluster admin's call; tolerating a taint put on a node in use is no fix")
 
 
 # interpodaffinity (K pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): the incoming Pods' own
