@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ...api import MAX_TEXT
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
     closed,
@@ -462,10 +463,10 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     view, blocker, evidence = found
     flavors = assigned_flavors(ctx)
     fit = view.summary.failure
-    nodes = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
-    text = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
-            f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): "
-            f"{place.why}{nodes}.")
+    said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
+    head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
+            f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): {place.why}")
+    text = "."
     if place.funnel is not None:
         text += f" Nodes: {place.funnel.line()}."
     text += history_note(view.summary)
@@ -492,6 +493,9 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
         text += " Nothing to do: this is transient."
     else:
         text += timeout_note(ctx)
+    # kube-scheduler's own words (also in the evidence) only where the explanation leaves room: cut, the message
+    # would lose its end, where the cluster admin's next step and the eviction deadline are
+    text = head + (said if len(head) + len(said) + len(text) <= MAX_TEXT else "") + text
     return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, text, action,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status, flavors=flavors,
                    hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"], blocker=place.blocker,
