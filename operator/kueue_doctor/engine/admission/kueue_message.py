@@ -50,8 +50,8 @@ _queue_message([Template.LOCAL_QUEUE_TERMINATING], Reason.QUEUE_MISCONFIGURED, C
                ActionBy.QUEUE_ADMIN, "LocalQueue {ns}/{lq} is terminating or missing; Kueue dropped the quota "
                "reservation.")
 _queue_message([Template.CLUSTER_QUEUE_NOT_FOUND], Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND,
-               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} (of LocalQueue {ns}/{lq}) does not exist: create it or "
-               "point the LocalQueue at an existing one.")
+               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} (of LocalQueue {ns}/{lq}) does not exist: create it, or "
+               "recreate the LocalQueue with an existing one (its spec.clusterQueue is immutable).")
 _queue_message([Template.CLUSTER_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED,
                ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is stopped: it admits nothing until a platform admin sets "
                "stopPolicy to None.")
@@ -61,8 +61,8 @@ _queue_message([Template.CLUSTER_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.CLU
 def _cluster_queue_terminating(ctx: Context, p: ParsedMessage) -> Finding:
     cq = p.names.get("clusterQueue") or ctx.cq_name
     text = deleting_text(ctx) or (f"ClusterQueue {cq} is terminating or missing: Kueue admits nothing from it; the "
-                                  f"cluster admin recreates it or points LocalQueue {ctx.ns}/{ctx.lq_name} at "
-                                  "another ClusterQueue.")
+                                  f"cluster admin recreates it, or recreates LocalQueue {ctx.ns}/{ctx.lq_name} on "
+                                  "another ClusterQueue (its spec.clusterQueue is immutable).")
     return finding(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND, text, ctx, ActionBy.CLUSTER_ADMIN,
                    hints=[cq_hint(cq)])
 

@@ -161,8 +161,9 @@ def deleting_text(ctx: Context) -> str | None:
             "Kueue's finalizer keeps it until "
             + (f"the {len(holders)} Workload(s) holding its quota finish ({shown})" if holders
                else "Kueue lets it go")
-            + f". Nothing queued in it is ever admitted: the cluster admin points LocalQueue {ctx.ns}/{ctx.lq_name} "
-            f"at another ClusterQueue (or recreates {ctx.cq_name} once it is gone).")
+            + f". Nothing queued in it is ever admitted: the cluster admin recreates {ctx.cq_name} once it is gone, "
+            f"or recreates LocalQueue {ctx.ns}/{ctx.lq_name} on another ClusterQueue (spec.clusterQueue is immutable; "
+            "the owner may instead relabel the Job's kueue.x-k8s.io/queue-name while it is suspended).")
 
 
 def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:

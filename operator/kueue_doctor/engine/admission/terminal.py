@@ -5,7 +5,9 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 
 from __future__ import annotations
 
-from ...kube.objects import format_duration, format_time, i, m
+import re
+
+from ...kube.objects import format_duration, format_time, i, lst, m, name, s, spec
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
@@ -27,8 +29,44 @@ def finished(ctx: Context) -> Finding | None:
     msg = ctx.cond_message("Finished")
     text = f"Finished ({reason}) at {format_time(ctx.cond_time('Finished'))}"
     text += f": {msg}" if msg and msg not in ("Job finished successfully",) else "."
+    group = _POD_GROUP_DONE.match(msg) if reason == "Succeeded" else None
+    if group is not None and int(group[1]) < int(group[2]):
+        cause = Cause.FAILED
+        text += (f" Not a success: only {group[1]} of {group[2]} Pods succeeded. Kueue writes Succeeded for every "
+                 "Pod group it finishes (one marked kueue.x-k8s.io/retriable-in-group=false ends at its first "
+                 f"failure){_failed_pods(ctx)}.")
     return Finding(Reason.FINISHED, cause if cause in FINISHED_CAUSES else None, text, ActionBy.NOBODY,
                    since=ctx.cond_time("Finished"), evidence=[ctx.condition_evidence("Finished")])
+
+
+_POD_GROUP_DONE = re.compile(r"^Pods succeeded: (\d+)/(\d+)\.")  # pod_controller.go Finished(), success always true
+
+
+def _queues_stopped(ctx: Context) -> str:
+    """What would hold it right after reactivation: a stopped LocalQueue or ClusterQueue (an owner who reactivates
+    would otherwise be stuck again with no word why)."""
+    stopped = [f"{kind} {label} is stopped (stopPolicy {policy})" for kind, label, policy in (
+        ("LocalQueue", f"{ctx.ns}/{ctx.lq_name}", s(spec(ctx.lq).get("stopPolicy")) if ctx.lq else None),
+        ("ClusterQueue", ctx.cq_name, s(spec(ctx.cq).get("stopPolicy")) if ctx.cq else None))
+        if policy and policy != "None"]
+    if not stopped or ctx.true("QuotaReserved"):
+        return ""
+    return (f" Reactivated, it would still wait: {' and '.join(stopped)}; nothing in it is admitted until its admin "
+            "sets stopPolicy to None.")
+
+
+def _failed_pods(ctx: Context) -> str:
+    """"; failed: p-1 (OOMKilled, exit code 137)": the group's Failed Pods with their containers' ends."""
+    failed = []
+    for pod in ctx.pods:
+        st = m(pod.get("status"))
+        if st.get("phase") != "Failed":
+            continue
+        ends = [m(m(c).get("state")).get("terminated") for c in lst(st.get("containerStatuses"))]
+        why = next((f"{s(m(e).get('reason')) or 'Error'}, exit code {m(e).get('exitCode')}" for e in ends
+                    if m(e).get("exitCode")), s(st.get("reason")) or "Failed")
+        failed.append(f"{name(pod)} ({why})")
+    return f"; failed: {', '.join(failed[:3])}" if failed else ""
 
 
 @rule(Phase.TERMINAL, pairs(Reason.DEACTIVATED, Cause.DEACTIVATED_BY_USER, *DEACTIVATION_CAUSES.values()))
@@ -55,6 +93,7 @@ def deactivated(ctx: Context) -> Finding | None:
             "or the Job is recreated.")
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
+    text += _queues_stopped(ctx)
     action = ActionBy.WORKLOAD_OWNER
     evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
     if ctx.true("QuotaReserved") and evicted_at is not None:
