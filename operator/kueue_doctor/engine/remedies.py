@@ -21,7 +21,7 @@ from . import quota
 from .context import Context
 from .messages import FailureKind
 from .rules import Finding
-from .scheduling.placement import Placement, taint_text, topology_assigned
+from .scheduling.placement import HOSTNAME, Placement, taint_text, topology_assigned
 from .scheduling.workload_pods import unschedulable_placement
 
 _QUOTA_FIELD = {Cause.BORROWING_LIMIT_REACHED: "borrowingLimit"}
@@ -348,6 +348,8 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                                _tolerations_now(p.pod), f"+ {tol}",
                                f"Add the toleration {tol} to the Pods of {kind} {ns}/{obj}:{then}."
                                f"{_template_origin(ctx)}{funnel}{not_sure}"))
+    elif p.cause == Cause.VOLUME_NODE_CONFLICT and p.pinned:
+        out.extend(_tas_volume_remedies(ctx, p, kind, obj, pod_path, ns))
     elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.constraints is not None:
         out.extend(_selector_remedies(ctx, p, kind, obj, pod_path, ns, funnel, not_sure))
     elif p.cause in (Cause.POD_TOO_LARGE, Cause.INSUFFICIENT_RESOURCES) and p.resource and p.constraints is not None:
@@ -408,6 +410,34 @@ def _late_taint_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                            f"afresh, leaving out {p.pinned} while the taint stays; its running Pods restart. The "
                            "waitForPodsReady timeout, if enabled, evicts it the same way."))
     return out
+
+
+def _tas_volume_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path: str, ns: str | None
+                         ) -> list[dict[str, Any]]:
+    """Pods Kueue's topology-aware scheduling pinned to a node their bound volume cannot be used on (kueue#14708):
+    the data stays where it is; TAS must be told the volume's node (it honours a pod set's node selector and required
+    node affinity), and the Workload re-placed. An eviction alone lets TAS choose blind again."""
+    claim = ", ".join(p.short) or "?"
+    podset = str(p.blocker.get("podSet") or "")
+    template = _podset_selector(ctx, podset) if podset else {}
+    now = f"{HOSTNAME}={template[HOSTNAME]}" if HOSTNAME in template else "none"
+    find = (f"`kubectl get pv $(kubectl get pvc {p.short[0]} -n {ns} -o jsonpath='{{.spec.volumeName}}') -o "
+            "jsonpath='{.spec.nodeAffinity}'`" if p.short and ns else "the PersistentVolume's spec.nodeAffinity")
+    return [
+        _remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{pod_path}.nodeSelector[{HOSTNAME}]", now,
+                f"{HOSTNAME}=<the volume's node>",
+                f"Pin the Pods of {kind} {ns}/{obj} to the node the volume of claim {claim} is on ({find}): Kueue's "
+                "topology-aware scheduling honours the pod set's node selector and required node affinity, so its "
+                f"next assignment lands there instead of {p.pinned} (the workaround for kueue#14708). Pods whose "
+                "volumes are on different nodes: a required node affinity on those nodes narrows TAS's choice but "
+                f"does not match each Pod to its own volume.{_template_origin(ctx)}"),
+        _remedy(ActionBy.CLUSTER_ADMIN, "Workload", ctx.name, ctx.ns, "spec.active", "true", "false, then true",
+                f"Evict Workload {ctx.ns}/{ctx.name} for a new assignment: set spec.active to false, and back to true "
+                "once its Pods are gone. Kueue requeues it and its TAS assigns nodes afresh, still blind to the "
+                f"volume (kueue#14708): it may choose {p.pinned} again unless the Pods are first pinned to the "
+                "volume's node (the owner's remedy). The waitForPodsReady timeout, if enabled, evicts it the same "
+                "way."),
+    ]
 
 
 def _toleration(taint: str) -> str:

@@ -219,6 +219,12 @@ class Constraint:
 STAGE = {Constraint.NODE_STATE: 0, Constraint.TAINT: 1, Constraint.NODE_SELECTOR: 2, Constraint.RESOURCE: 3,
          Constraint.VOLUME: 4, Constraint.VOLUME_NODE_AFFINITY: 5, Constraint.OTHER: 6}
 
+# PreFilter (K pkg/scheduler/framework/runtime/framework.go:973): the nodes NodeAffinity names (the Pod's required
+# affinity on metadata.name) and those VolumeBinding names (the nodes of its bound local PersistentVolumes) do not
+# overlap. VolumeBinding narrowed the nodes so on kube-scheduler v1.27-v1.31 (kubernetes#109877; gone since #125398,
+# v1.32 and the 1.29-1.31 patch releases); v1.36.3 still writes the format, for any plugins.
+PREFILTER_VOLUME_CONFLICT = "node(s) didn't satisfy plugin(s) [NodeAffinity VolumeBinding] simultaneously"
+
 # Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
 _EXACT = {
     "node(s) didn't match Pod's node affinity/selector": Constraint.NODE_SELECTOR,  # nodeaffinity:64
@@ -235,6 +241,7 @@ _EXACT = {
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)": Constraint.VOLUME,  # binder.go:70
     "node(s) didn't match PersistentVolume's node affinity": Constraint.VOLUME_NODE_AFFINITY,  # binder.go:66
     "node(s) had no available volume zone": Constraint.VOLUME_NODE_AFFINITY,  # volumezone:61
+    PREFILTER_VOLUME_CONFLICT: Constraint.VOLUME_NODE_AFFINITY,
     # dynamicresources:879, 918 (DRA): the devices a claim asks for are taken or not on the node
     "cannot allocate all claims": Constraint.RESOURCE,
     "resourceclaim not available on the node": Constraint.RESOURCE,

@@ -6,7 +6,8 @@ required affinity, then its tolerations, then cordons, then allocatable, then fr
 give the cause, `status.blocker` and `status.nodeMatches`, which the remedies quote. The node counts are
 exact (the Node objects); free capacity is an estimate (Pods kueue-doctor does not see use the nodes too).
 A taint put on the Pods' nodes after they were placed (a maintenance, a drain) is told apart from one they never
-tolerated, and so is a Pod Kueue's topology-aware scheduling pinned to one node (kueue#14917).
+tolerated, and so is a Pod Kueue's topology-aware scheduling pinned to one node (kueue#14917), or to a node its bound
+volume cannot be used on (kueue#14708).
 
 Neighbours: `workload_pods.py` (the rule and the Pod summary), `nodes.py` (the flavor's nodes, for the
 message), `engine/remedies.py` (the way out, from the `Placement` computed here).
@@ -31,6 +32,7 @@ from ..context import Context
 from ..pods.scheduler import (
     DEVICE_TEXTS,
     PREEMPTION_WAITING,
+    PREFILTER_VOLUME_CONFLICT,
     Constraint,
     claim_of,
     constraint_of,
@@ -500,10 +502,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         claims = [c for c in (claim_of(r.text) for r in reasons) if c] or _claims(pod)
         text = reasons[0].text
         if constraint == Constraint.VOLUME_NODE_AFFINITY:
-            return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.WORKLOAD_OWNER, "VolumeNodeAffinity",
-                        f"{count} node(s): {text}: the claim {', '.join(claims) or '?'} is bound to a volume no "
-                        "usable node can reach (another zone or node)", name=", ".join(claims) or None,
-                        nodes=count, short=claims)
+            return _volume_node_conflict(make, text, failure.prefilter, claims, count, tas_pinned_node(ctx, pod))
         storage = text.startswith("node(s)") or "unbound immediate" in text
         return make(Cause.VOLUME_NOT_BOUND, ActionBy.CLUSTER_ADMIN if storage else ActionBy.WORKLOAD_OWNER, "Volume",
                     f"{text} (claim {', '.join(claims) or '?'})"
@@ -691,6 +690,30 @@ def topology_assigned(ctx: Context) -> bool:
     """Kueue's topology-aware scheduling chose the nodes (a podSetAssignment with a topologyAssignment)."""
     return any(m(psa).get("topologyAssignment")
                for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")))
+
+
+def _volume_node_conflict(make: Callable[..., Placement], text: str, prefilter: bool, claims: list[str],
+                          count: int | None, pinned: str | None) -> Placement:
+    """A bound volume the Pods' node cannot reach. Pinned there by Kueue's topology-aware scheduling, which does not
+    look at bound volumes when it picks nodes (kueue#14708): its selector, not the owner's template nor a lack of
+    nodes, keeps kube-scheduler off the volume's node. The input has no PersistentVolumes: that node is not named."""
+    claim = ", ".join(claims) or "?"
+    if pinned is not None:  # kube-scheduler's text follows in the message: not repeated, the room is short
+        return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.CLUSTER_ADMIN, "VolumeNodeAffinity",
+                    f"Kueue's TAS pinned them to {pinned} (nodeSelector {HOSTNAME}={pinned} from the "
+                    f"topologyAssignment); the volume of claim {claim} is bound elsewhere. TAS ignores bound volumes "
+                    f"(kueue#14708): its selector, not room, bars the volume's node, and an eviction may pick "
+                    f"{pinned} again", name=claim if claims else None, nodes=count, short=claims, pinned=pinned)
+    if text == PREFILTER_VOLUME_CONFLICT:
+        return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.WORKLOAD_OWNER, "VolumeNodeAffinity",
+                    f"{text}: the nodes the Pods' own required node affinity names (matchFields metadata.name) and "
+                    f"the nodes the local volume bound to claim {claim} lives on do not overlap: pin the Pods to the "
+                    "volume's node, or drop the node-name affinity", name=claim if claims else None, nodes=count,
+                    short=claims)
+    said = text if prefilter else f"{count} node(s): {text}"
+    return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.WORKLOAD_OWNER, "VolumeNodeAffinity",
+                f"{said}: the claim {claim} is bound to a volume no usable node can reach (another zone or node)",
+                name=claim if claims else None, nodes=count, short=claims)
 
 
 def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
