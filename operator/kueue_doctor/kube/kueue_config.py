@@ -45,6 +45,17 @@ class KueueConfig:
     def framework_enabled(self, framework: str) -> bool:
         return framework in self.frameworks or framework in self.external_frameworks
 
+    def transformed_into(self, resource: str) -> list[tuple[str, str, str]]:
+        """(input, strategy, amount per unit of input) of each of resources.transformations whose outputs include
+        `resource`: Kueue counts such a resource for Workloads that never ask for it."""
+        out = []
+        for tr in lst(m(self.raw.get("resources")).get("transformations")):
+            tr = m(tr)
+            amount = m(tr.get("outputs")).get(resource)
+            if amount is not None and s(tr.get("input")):
+                out.append((s(tr.get("input")) or "", s(tr.get("strategy")) or "Retain", str(amount)))
+        return out
+
 
 UNREAD = KueueConfig(known=False, source="not in the input")
 

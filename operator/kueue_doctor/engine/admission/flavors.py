@@ -980,6 +980,16 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
         covered = sorted(quota.covered_resources(ctx.cq)) if ctx.cq is not None else []
         text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
                 + (f" (it covers {', '.join(covered)})" if covered else ""))
+        made = [(src, how, per) for src, how, per in ctx.state.kueue_config.transformed_into(f.resource or "")
+                if quota.in_pod_templates(ctx.wl, src)]
+        if f.resource and made and not quota.in_pod_templates(ctx.wl, f.resource):
+            src, how, per = made[0]
+            text += (f". No container of the Job asks for {f.resource}: Kueue's resources.transformations turns its "
+                     f"{src} into it ({how}: 1 {src} counts as {per} {f.resource}; "
+                     f"{ctx.state.kueue_config.source}). A cluster admin adds {f.resource} to the queue's "
+                     "resourceGroups, or changes that transformation.")
+            return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.CLUSTER_ADMIN,
+                           hints=[cq_hint(ctx.cq_name)])
         if f.resource and f.resource != "pods" and not quota.in_pod_templates(ctx.wl, f.resource):
             # Kueue adds the namespace's LimitRange defaults and a RuntimeClass's pod overhead to what it counts
             text += (f". No container of the Job asks for {f.resource}: Kueue counts it from the namespace's "
