@@ -8,8 +8,8 @@ tracemalloc sees grow (the decoded full objects are dropped first). Twice, side 
 `explain` and the engine bench build) and the operator's packed one (`ClusterState.packed()`: Workloads, Pods
 and Events compressed, kube/packed.py); then the cost of reading every admitted Workload's Pods from each, as the
 engine does. The last column is what a namespace shard keeps of a Workload another shard diagnoses
-(kube/slim.foreign_workload, packed), with the index it builds from those projections, and of another shard's
-Pod bound to a node (kube/slim.foreign_pod: its node, phase and requests).
+(kube/slim.foreign_workload, packed), with the index it builds from those projections (another shard's Pods
+are not kept at all since session 22).
 Kopf's own per-object memory is not in it: `bench/operator_scale.py` measures the whole process on the real
 control plane.
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from engine import pods_mix, quota_mix  # noqa: E402  (bench/engine.py: the mixes)
-from kueue_doctor.kube.slim import foreign_pod, foreign_workload, slim  # noqa: E402
+from kueue_doctor.kube.slim import foreign_workload, slim  # noqa: E402
 from kueue_doctor.state import ClusterState  # noqa: E402
 
 TARGETS = {"Workload": 4096, "Pod": 1024}  # bytes per object, issue 12
@@ -54,15 +54,11 @@ def main() -> None:
     plain = measure(ClusterState(), by_kind)
     packed = measure(ClusterState.packed(), by_kind)
     other = measure(ClusterState.packed(), {"Workload": by_kind["Workload"]}, foreign_workload)
-    bound = [text for text in by_kind["Pod"] if json.loads(text).get("spec", {}).get("nodeName")]
-    other_pods = measure(ClusterState.packed(), {"Pod": bound}, foreign_pod)  # another shard keeps bound Pods only
     print(f"{'kind':<16}{'objects':>9}{'JSON B/obj':>12}{'plain B/obj':>13}{'packed B/obj':>14}{'packed MiB':>12}"
           f"{'other shard B/obj':>19}  target")
     for (kind, n, kept, raw), (_, _, kept_packed, _) in zip(plain.rows, packed.rows, strict=True):
         target = f"<= {TARGETS[kind]} B" if kind in TARGETS else ""
-        foreign = {"Workload": f"{other.rows[0][2] / n:.0f}",
-                   "Pod": f"{other_pods.rows[0][2] / max(1, other_pods.rows[0][1]):.0f} ({len(bound)} bound)"
-                   }.get(kind, "")
+        foreign = {"Workload": f"{other.rows[0][2] / n:.0f}", "Pod": "0"}.get(kind, "")
         print(f"{kind:<16}{n:>9}{raw / n:>12.0f}{kept / n:>13.0f}{kept_packed / n:>14.0f}"
               f"{kept_packed / 2**20:>12.1f}{foreign:>19}  {target}")
     print(f"{'index':<16}{'':>9}{'':>12}{plain.index / 2**20:>11.1f}Mi{packed.index / 2**20:>12.1f}Mi"

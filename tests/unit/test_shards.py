@@ -78,9 +78,8 @@ def test_cluster_scoped_objects_workloads_and_local_queues_go_to_every_shard_the
     wl["metadata"]["namespace"] = theirs
     assert shard.keeps(wl) and not shard.owns(theirs)  # kept for queue positions, never diagnosed here
     assert shard.keeps(Pod("p", mine).obj()) and not shard.keeps(Pod("p", theirs).obj())
-    bound = Pod("p", theirs).node("n1").request("cpu", "2").label("app", "x").obj()  # takes capacity of n1
-    assert shard.keeps(bound) and set(shard.slim(bound)["spec"]) == {"nodeName", "containers"}
-    assert "labels" not in shard.slim(bound)["metadata"]
+    # bound or not: the operator reads no Nodes, so no verdict counts another namespace's Pods on a node
+    assert not shard.keeps(Pod("p", theirs).node("n1").request("cpu", "2").obj())
     diagnosis = {"apiVersion": "kueue-doctor.dev/v1alpha1", "kind": "AdmissionDiagnosis",
                  "metadata": {"name": "x", "namespace": theirs}}
     assert not shard.keeps(diagnosis)
@@ -147,7 +146,10 @@ def test_a_ranged_shard_narrows_the_lists_of_what_it_keeps_only_its_own_of() -> 
     by_kind = {lst.kind: narrowed(lst, shard) for lst in listings("v1beta2")}
     narrowed_kinds = {k for k, lst in by_kind.items() if any("shardSelector" in q for q in lst.selectors)}
     assert narrowed_kinds == {"Job", "Event", "JobSet", "RayJob", "RayCluster", "MPIJob", "PyTorchJob", "TFJob",
-                              "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob"}  # not Workloads, LocalQueues, Pods
+                              "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "Pod"}  # not Workloads, LocalQueues
+    assert by_kind["Pod"].selectors == ({"labelSelector": "kueue.x-k8s.io/podset", "shardSelector": shard.selector},
+                                        {"labelSelector": "kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset",
+                                         "shardSelector": shard.selector})
     assert by_kind["Job"].selectors == ({"labelSelector": "kueue.x-k8s.io/queue-name",
                                          "shardSelector": shard.selector},)
     assert narrowed(by_kind["Pod"], Shard(1, 2)) == by_kind["Pod"]  # modulo: never
@@ -310,12 +312,13 @@ def _as_a_shard_keeps(objects: list[dict[str, Any]], key: Key, complete: set[str
 
 
 def test_a_workload_gets_the_same_verdict_from_a_shard_as_from_one_replica() -> None:
-    """What a shard keeps of other shards' objects (kube/slim.foreign_workload, foreign_pod) is all that queue
-    order, positions, StrictFIFO heads, victims, "nothing moved" and the nodes' free capacity read: each Workload
-    of every scenario, diagnosed as a shard owning its namespace keeps the others, gets the verdict it gets from
-    one replica holding everything."""
+    """What a shard keeps of other shards' objects (kube/slim.foreign_workload) is all that queue order,
+    positions, StrictFIFO heads, victims and "nothing moved" read: each Workload of every scenario, diagnosed as
+    a shard owning its namespace keeps the others, gets the verdict it gets from one replica holding everything.
+    Both without Nodes, as the operator runs (it never reads them: `explain`, which does, is not sharded)."""
     checked = 0
-    for label, objects, now in _sources():
+    for label, every, now in _sources():
+        objects = [o for o in every if o.get("kind") != "Node"]
         whole = ClusterState.from_objects([slim(o) for o in objects])
         expected = {(d["metadata"]["namespace"], d["metadata"]["name"]): d
                     for d in diagnose(whole, now, grace=timedelta(0))}
@@ -342,10 +345,9 @@ def test_another_shards_workload_is_kept_as_a_small_projection_its_own_slimmed()
         copy.deepcopy(wl) | {"metadata": {**wl["metadata"], "namespace": mine}})  # its own: slimmed only
 
 
-def test_a_shards_resync_keeps_another_shards_bound_pods_and_drops_the_gone_ones() -> None:
-    """A resync compares a metadata-only LIST (no spec: bound or not cannot be told) with the state: another
-    shard's bound Pods, kept for their nodes' capacity, stay while listed, go when gone, and its unbound Pods
-    never count as missed (no whole LIST of every Pod at each resync)."""
+def test_a_shard_keeps_only_its_own_pods_and_its_resync_repairs_them() -> None:
+    """Another shard's Pods, bound or not, are neither kept at start-up nor taken for missed by a resync (no
+    verdict of the operator reads them: it reads no Nodes); a Pod of its own deleted in a watch gap goes."""
     import asyncio
 
     from kueue_doctor.live.runtime import Options, Runtime
@@ -356,14 +358,14 @@ def test_a_shards_resync_keeps_another_shards_bound_pods_and_drops_the_gone_ones
     shard = Shard(fnv1a64("team-a") % 2, 2)
     theirs = next(ns for ns in NAMES if not shard.owns(ns))
     bound = [Pod(f"bound-{i}", theirs).workload("job-b-00001").node("n1").request("cpu", "1").obj() for i in range(2)]
-    pods = [*bound, Pod("pending", theirs).workload("job-b-00001").obj(), Pod("mine", "team-a").workload("job-a-00001").obj()]
-    api = cluster([*objects(), *pods])
+    mine = [Pod(f"mine-{i}", "team-a").workload("job-a-00001").node("n1").obj() for i in range(2)]
+    api = cluster([*objects(), *bound, *mine])
     rt = Runtime(api, Options(writes_per_second=0, shard=shard))
     asyncio.run(start(rt))
-    assert set(rt.state.pods) == {(theirs, "bound-0"), (theirs, "bound-1"), ("team-a", "mine")}
-    api.serve_list(collection_path("Pod"), "v1", "Pod", [bound[0], *pods[2:]])  # bound-1 deleted in a watch gap
+    assert set(rt.state.pods) == {("team-a", "mine-0"), ("team-a", "mine-1")}
+    api.serve_list(collection_path("Pod"), "v1", "Pod", [*bound, mine[0]])  # mine-1 deleted in a watch gap
     before = len(api.requests)
     asyncio.run(rt.orphans.resync())
-    assert set(rt.state.pods) == {(theirs, "bound-0"), ("team-a", "mine")}
+    assert set(rt.state.pods) == {("team-a", "mine-0")}
     # metadata only, once per selector (Kueue's podset label; gated Pod groups' Pods)
     assert [METADATA_ONLY in r.accept for r in api.requests[before:] if r.path == collection_path("Pod")] == [True, True]

@@ -16,11 +16,13 @@ the namespaces' hashes, not N equal ranges, because of the high bits above.
 
 What a shard keeps (`keeps`): every cluster-scoped object (ClusterQueues, Cohorts, flavors, Namespaces, ...) and
 every Workload and LocalQueue of the cluster, because a ClusterQueue's facts (queue positions, the usage of its
-cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; every Pod
-bound to a node, because a node's free capacity counts all its Pods; of the other namespaced kinds (Events, Jobs
-and other owners, our AdmissionDiagnoses, unbound Pods) only those of its own namespaces. What it diagnoses,
-exports and writes (`owns`): the Workloads and owners of its own namespaces only. Of the other shards' objects
-it keeps projections of what those facts read (`slim`: kube/slim.foreign_workload and foreign_pod).
+cohort, who is ahead) are read from all the Workloads of the ClusterQueue, whatever their namespace; of the other
+namespaced kinds (Events, Jobs and other owners, our AdmissionDiagnoses, Pods) only those of its own namespaces.
+What it diagnoses, exports and writes (`owns`): the Workloads and owners of its own namespaces only. Of the other
+shards' Workloads it keeps projections of what those facts read (`slim`: kube/slim.foreign_workload).
+Other shards' Pods are not kept: the one reader of Pods across namespaces is a node's free capacity, which needs
+the Nodes, and the operator reads none (only `explain`, never sharded, does). Were the operator to read Nodes, the
+bound Pods of every namespace (and not only Kueue's) would be needed again.
 """
 
 from __future__ import annotations
@@ -32,15 +34,13 @@ from itertools import pairwise
 from typing import Any
 
 from .objects import namespace
-from .slim import foreign_pod, foreign_workload
+from .slim import foreign_workload
 from .slim import slim as slim_whole
 
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 SPACE = 1 << 64
 SHARED_KINDS = frozenset({"Workload", "LocalQueue"})  # kept by every shard: ClusterQueue-level facts need them all
-# kept by every shard when bound to a node (foreign_pod): a Pod watch or LIST is never narrowed by the apiserver
-NARROWABLE_EXCEPT = SHARED_KINDS | {"Pod"}
 NAMESPACE_FIELD = "object.metadata.namespace"
 
 
@@ -128,7 +128,7 @@ class Shard:
 
     def narrows(self, kind: str) -> bool:
         """The apiserver may be asked to send only this shard's objects of `kind` (all a shard keeps of it)."""
-        return self.selector is not None and kind not in NARROWABLE_EXCEPT
+        return self.selector is not None and kind not in SHARED_KINDS
 
     def owns(self, namespace: str | None) -> bool:
         """This shard diagnoses and writes for `namespace`; "" or None (cluster-scoped) belongs to every shard."""
@@ -140,24 +140,13 @@ class Shard:
             return True
         meta = obj.get("metadata")
         ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-        if not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index:
-            return True
-        if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":  # bound: it takes capacity of its node
-            sp = obj.get("spec")
-            return isinstance(sp, Mapping) and bool(sp.get("nodeName"))
-        return False
-
-    def may_keep(self, obj: Mapping[str, Any]) -> bool:
-        """`keeps`, for an object listed without its spec (a metadata-only LIST, which cannot tell a bound Pod):
-        another shard's Pod may be one this shard keeps."""
-        return self.keeps(obj) or (self.sharded and obj.get("kind") == "Pod" and "spec" not in obj)
+        return not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index
 
     def slim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """What this shard stores of `obj` (one it `keeps`): slimmed, or projected when it is another shard's
-        Workload or Pod."""
-        kind = obj.get("kind")
-        if self.sharded and (kind == "Workload" or kind == "Pod") and not self.owns(namespace(obj)):
-            return foreign_workload(obj) if kind == "Workload" else foreign_pod(obj)
+        Workload."""
+        if self.sharded and obj.get("kind") == "Workload" and not self.owns(namespace(obj)):
+            return foreign_workload(obj)
         return slim_whole(obj)
 
     def lease(self, base: str) -> str:

@@ -169,24 +169,6 @@ def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def foreign_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What a shard keeps of a Pod bound to a node in another shard's namespace: what it takes of its node
-    (phase and requests: the node funnel's free capacity counts every Pod on a node, whoever diagnoses it)."""
-    sp = m(obj.get("spec"))
-    spec = {"nodeName": sp.get("nodeName"), "containers": [_container(c) for c in lst(sp.get("containers"))]}
-    if "initContainers" in sp:
-        spec["initContainers"] = [_container(c) for c in lst(sp.get("initContainers"))]
-    if "overhead" in sp:
-        spec["overhead"] = sp["overhead"]
-    phase = m(obj.get("status")).get("phase")
-    md = m(obj.get("metadata"))
-    out: dict[str, Any] = compact({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-                                   "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion")
-                                                if k in md},
-                                   "spec": spec, "status": {"phase": phase} if phase else {}})
-    return out
-
-
 def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     kind = obj.get("kind")
     out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": _meta(obj)}

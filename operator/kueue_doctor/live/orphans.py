@@ -111,7 +111,7 @@ class Orphans:
         with self.inbox.recording() as seen:
             try:
                 alive = await asyncio.to_thread(list_all, self.api, listing, namespaces, True, _identity_of,
-                                                self.shard.may_keep)
+                                                self.shard.keeps)
             except LiveError:
                 raise  # the cluster cannot be reached: no other kind can be listed either
             except Exception as exc:  # one kind failing must not stop the others
