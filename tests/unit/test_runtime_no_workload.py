@@ -216,3 +216,47 @@ def test_a_pod_group_within_the_grace_period_wakes_the_loop_when_it_ends_and_no_
         asked = [r for r in api.requests[before:] if r.path == PODS
                  and r.query.get("labelSelector") == "kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset"]
         assert bool(asked) is polled, frameworks  # without Kueue's pod integration no Pod is gated
+
+
+def _surge_pod(i: int, worker: bool) -> dict[str, Any]:
+    """A Pod of LeaderWorkerSet serve's surge group 2 as Kueue v0.19 leaves it while it has made no Workload
+    (kueue#8769): gated, its group and prebuilt Workload named by annotations (WorkloadIdentifierAnnotations)."""
+    from tests.builders import Pod
+
+    group = "leaderworkerset-serve-2-1358a"
+    pod = (Pod(f"serve-2{'-1' if worker else ''}", "team-a").label("kueue.x-k8s.io/queue-name", "user-queue")
+           .label("kueue.x-k8s.io/managed", "true").label("leaderworkerset.sigs.k8s.io/name", "serve")
+           .label("leaderworkerset.sigs.k8s.io/group-index", "2")
+           .label("statefulset.kubernetes.io/pod-name", f"serve-2{'-1' if worker else ''}")
+           .annotation("kueue.x-k8s.io/pod-group-name", group).annotation("kueue.x-k8s.io/prebuilt-workload-name", group)
+           .annotation("kueue.x-k8s.io/pod-group-total-count", "2")
+           .annotation("kueue.x-k8s.io/pod-suspending-parent", "leaderworkerset.x-k8s.io/leaderworkerset")
+           .request("cpu", "1").obj())
+    pod["metadata"].update(creationTimestamp=OLD, resourceVersion=f"50{i}")
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return pod
+
+
+def test_a_leaderworkerset_group_without_its_workload_is_polled_though_its_group_name_is_an_annotation() -> None:
+    """Kueue v0.19 names a LeaderWorkerSet group's Workload in annotations, which the group-label selector cannot
+    select: the poll reads such gated Pods by the StatefulSet pod-name and managed labels, the group is diagnosed
+    under its Workload's name, and a resync keeps them (its Pod listing selects them too)."""
+    pods = [_surge_pod(0, False), _surge_pod(1, True)]
+    api = cluster([*objects(), _config_map(["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]), *pods])
+    rt, api = started([], api)
+    assert ("team-a", "serve-2") not in rt.state.pods  # the start-up list selects the group label only
+    assert asyncio.run(rt.orphans.poll_pod_groups()) == 2
+    rt.inbox.drain()
+    asyncio.run(rt.loop.run_once())
+    path = f"{DIAGNOSES}/leaderworkerset-serve-2-1358a"
+    (body,) = [r.body for r in api.applies() if r.path == path]
+    assert (body["status"]["reason"], body["status"]["cause"], body["status"]["actionBy"]) == (
+        "NoWorkload", "WorkloadNotCreated", "ClusterAdmin")
+    assert "Group 2 of LeaderWorkerSet team-a/serve" in body["status"]["message"]
+    assert "kueue#8769" in body["status"]["message"]
+
+    asyncio.run(rt.orphans.resync())
+    rt.inbox.drain()
+    assert {("team-a", "serve-2"), ("team-a", "serve-2-1")} <= set(rt.state.pods)
+    asyncio.run(rt.loop.run_once())
+    assert ("DELETE", path) not in [(r.method, r.path) for r in api.writes]

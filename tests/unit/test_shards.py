@@ -367,5 +367,7 @@ def test_a_shard_keeps_only_its_own_pods_and_its_resync_repairs_them() -> None:
     before = len(api.requests)
     asyncio.run(rt.orphans.resync())
     assert set(rt.state.pods) == {("team-a", "mine-0")}
-    # metadata only, once per selector (Kueue's podset label; gated Pod groups' Pods)
-    assert [METADATA_ONLY in r.accept for r in api.requests[before:] if r.path == collection_path("Pod")] == [True, True]
+    # metadata only, once per selector (Kueue's podset label; gated Pod groups' Pods, by group label and those of
+    # Kueue's LeaderWorkerSet and StatefulSet integrations)
+    assert [METADATA_ONLY in r.accept for r in api.requests[before:]
+            if r.path == collection_path("Pod")] == [True, True, True]

@@ -17,13 +17,21 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL, PREBUILT_LABEL, expected_workload_name, identifier
+from ..kube.kueue_names import (
+    POD_GROUP_KEY,
+    PODSET_LABEL,
+    PREBUILT_LABEL,
+    expected_workload_name,
+    identifier,
+    workload_name,
+)
 from ..kube.objects import (
     KUEUE_GROUP,
     conditions,
     controller_ref,
     format_duration,
     group_of,
+    i,
     is_true,
     labels,
     lst,
@@ -191,12 +199,34 @@ def _runnable(pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [p for p in pods if s(status(p).get("phase")) != "Failed" and not meta(p).get("deletionTimestamp")]
 
 
+def _gated(pod: Mapping[str, Any]) -> bool:
+    return any(m(g).get("name") == ADMISSION_GATE for g in lst(spec(pod).get("schedulingGates")))
+
+
+def _prebuilt(pods: list[Mapping[str, Any]]) -> str | None:
+    """The prebuilt Workload the group's Pods name (Kueue's LeaderWorkerSet and StatefulSet integrations write
+    it on every Pod, a user may on plain Pods)."""
+    return next((found for p in pods if (found := identifier(p, PREBUILT_LABEL))), None)
+
+
+def _prebuilt_missing(state: ClusterState, key: tuple[str, str], pods: list[Mapping[str, Any]]) -> bool:
+    """A group whose Pods wait gated for the prebuilt Workload they name, which does not exist: Kueue waits for
+    it and never creates one (handleJobWithNoWorkload returns ErrPrebuiltWorkloadNotFound). A group an owner
+    kept here names by its own Workload's name (a StatefulSet's) is diagnosed through that owner."""
+    prebuilt = _prebuilt(pods)
+    return (prebuilt is not None and (key[0], prebuilt) not in state.workloads
+            and any(_gated(p) for p in _runnable(pods)) and state.owner_for_workload_name(key) is None)
+
+
 def pod_group_grace_ends(state: ClusterState, key: tuple[str, str], pods: list[Mapping[str, Any]],
                          grace: timedelta = GRACE) -> datetime | None:
     """When the Pod group `key` gets its stand-in: `grace` after its newest Pod was created (the minimum time
-    when no Pod says); None when it is no incomplete group without a Workload."""
+    when no Pod says); None when it is neither an incomplete group without a Workload nor a complete one whose
+    prebuilt Workload is missing (`_prebuilt_missing`)."""
     total = _group_total(pods)
-    if key in state.workloads or total is None or len(_runnable(pods)) >= total:
+    if key in state.workloads or total is None:
+        return None
+    if len(_runnable(pods)) >= total and not _prebuilt_missing(state, key, pods):
         return None
     created = [t for t in (parse_time(meta(p).get("creationTimestamp")) for p in pods) if t is not None]
     return max(created) + grace if created else datetime.min.replace(tzinfo=UTC)
@@ -204,8 +234,9 @@ def pod_group_grace_ends(state: ClusterState, key: tuple[str, str], pods: list[M
 
 def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = GRACE
                         ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Pod groups with fewer runnable queued Pods than their total count and no Workload, `grace` after the
-    newest Pod was created: (namespace, group) -> a stand-in Workload named after the group."""
+    """Pod groups with fewer runnable queued Pods than their total count and no Workload, or complete ones
+    whose prebuilt Workload is missing, `grace` after the newest Pod was created: (namespace, group) -> a
+    stand-in Workload named after the group."""
     if not state.knows("Workload"):
         return {}
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -288,8 +319,9 @@ def pod_group_incomplete(ctx: Context) -> Finding | None:
         return None
     pods = list(ctx.pods)
     runnable, total = len(_runnable(pods)), _group_total(pods) or 0
-    gated = sum(1 for p in pods if any(m(g).get("name") == ADMISSION_GATE for g in lst(m(p.get("spec")).get(
-        "schedulingGates"))))
+    if runnable >= total:
+        return None  # complete: its prebuilt Workload is missing (pod_group_prebuilt_missing)
+    gated = sum(1 for p in pods if _gated(p))
     said = [e for p in pods for e in ctx.state.events_about("Pod", ctx.ns, name(p))
             if s(e.get("reason")) == "ErrWorkloadCompose"]
     quote = f' Kueue said so on the Pods (ErrWorkloadCompose: "{event_message(said[-1])}").' if said else ""
@@ -305,6 +337,123 @@ def pod_group_incomplete(ctx: Context) -> Finding | None:
                                ns=ctx.ns) for e in said[-1:]]
     return Finding(Reason.NO_WORKLOAD, Cause.POD_GROUP_INCOMPLETE, text, since=ctx.created, evidence=ev,
                    hints=[f"kubectl -n {ctx.ns} get pods -l {POD_GROUP_LABEL}={group}"])
+
+
+# ----- a complete Pod group whose prebuilt Workload is missing -----
+PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"  # the integration that gates the Pods (SuspendedByParent)
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+
+
+def _go_int_value(value: object) -> int:
+    """Go's intstr.IntValue(), as Kueue reads maxSurge: a string is strconv.Atoi'd, a percentage is 0."""
+    if isinstance(value, int):
+        return value
+    text = s(value) or ""
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else 0
+
+
+def _lws_groups(ctx: Context, lws: Mapping[str, Any], first: int, last: int) -> list[tuple[int, str]]:
+    """(index, Workload name) of the LeaderWorkerSet's groups first..last-1 whose Pods wait here for a Workload
+    that does not exist (named as Kueue's GetWorkloadName does)."""
+    lws_name, lws_uid = name(lws) or "", uid(lws) or ""
+    waiting = set(ctx.state.pod_group_names())
+    out = []
+    for idx in range(first, last):
+        wl = workload_name("LeaderWorkerSet", "leaderworkerset.x-k8s.io", f"{lws_name}-{idx}", lws_uid)
+        if (ctx.ns, wl) in waiting and (ctx.ns, wl) not in ctx.state.workloads:
+            out.append((idx, wl))
+    return out
+
+
+def _lws_text(ctx: Context, pods: list[Mapping[str, Any]], waiting: str, gate: str, logs: str
+              ) -> tuple[str, list[dict[str, Any]]]:
+    """A LeaderWorkerSet group's missing Workload: what the rollout shows and why Kueue's LeaderWorkerSet
+    integration made none (kueue#8769), from the LeaderWorkerSet when the input has it (the operator does not
+    watch them). Kueue creates one Workload per group index below spec.replicas and, while a rolling update
+    with maxSurge > 0 (read with IntValue()) has updatedReplicas below spec.replicas, below status.replicas
+    (leaderworkerset_reconciler.go filterWorkloads / isRollingUpdateWithSurge)."""
+    lws_name = s(labels(pods[0]).get(LWS_NAME_LABEL)) or "?"
+    index = s(labels(pods[0]).get(LWS_GROUP_INDEX_LABEL)) or "?"
+    lws = ctx.state.owners.get((ctx.ns, "LeaderWorkerSet", lws_name))
+    head = (f"Group {index} of LeaderWorkerSet {ctx.ns}/{lws_name} has no Workload{waiting}: {gate}, which "
+            "Kueue's LeaderWorkerSet integration named on them and owes")
+    if lws is None:
+        return (f"{head}. Kueue creates one per group below spec.replicas and, in a rolling update with an integer "
+                "maxSurge, below status.replicas; up to v0.19.2 it reads a percentage maxSurge as 0 and makes none "
+                "for the surge groups (kueue#8769). If this is a surge group and maxSurge is a percentage, a cluster "
+                f"admin (or the LeaderWorkerSet's owner) sets maxSurge to an integer; otherwise search Kueue's logs "
+                f"({logs})."), []
+    replicas = spec(lws).get("replicas", 1)
+    replicas = replicas if isinstance(replicas, int) else 1
+    current, updated = i(status(lws).get("replicas")), i(status(lws).get("updatedReplicas"))
+    surge_raw = m(m(spec(lws).get("rolloutStrategy")).get("rollingUpdateConfiguration")).get("maxSurge")
+    surge_text = str(surge_raw) if surge_raw is not None else "0"
+    numbers = (f"spec.replicas {replicas}, status.replicas {current}, updatedReplicas {updated}, maxSurge "
+               f"{surge_text}")
+    ev = [ctx.object_evidence("LeaderWorkerSet", lws_name, "spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge",
+                              reason=surge_text, ns=ctx.ns)]
+    if not (index.isdigit() and int(index) >= replicas and current > replicas):
+        return (f"{head} ({numbers}). Kueue creates one for every group below spec.replicas and has not for this "
+                f"one: a cluster admin searches its logs ({logs})."), ev
+    missing = _lws_groups(ctx, lws, replicas, current)
+    groups = ", ".join(str(n) for n, _ in missing) or index
+    rolling_out = (f"{head}. The LeaderWorkerSet is rolling out ({numbers}) and Kueue made no Workload for surge "
+                   f"group(s) {groups}")
+    if _go_int_value(surge_raw) > 0 and updated < replicas:
+        return (f"{rolling_out}, though for an integer maxSurge it should (fixed in v0.16.2 and v0.17, kueue#8769): "
+                f"a cluster admin checks Kueue's version and searches its logs ({logs})."), ev
+    if not (isinstance(surge_raw, str) and surge_raw.endswith("%")):
+        return (f"{rolling_out}: Kueue counts surge groups only while maxSurge is above 0 and updatedReplicas below "
+                f"spec.replicas, so the LeaderWorkerSet should drop them as the rollout ends; if they stay, a cluster "
+                f"admin searches Kueue's logs ({logs})."), ev
+    surge = current - replicas
+    patch = '{"spec":{"rolloutStrategy":{"rollingUpdateConfiguration":{"maxSurge":' + str(surge) + '}}}}'
+    return (f"{rolling_out}: up to v0.19.2 it reads maxSurge with IntValue(), 0 for a percentage, so it keeps "
+            f"Workloads for groups 0-{replicas - 1} only (kueue#8769), and the rollout is stuck. A cluster admin (or "
+            f"the LeaderWorkerSet's owner) sets maxSurge to an integer, {surge} (the surge groups made): kubectl -n "
+            f"{ctx.ns} patch leaderworkerset {lws_name} --type merge -p '{patch}', or 0; Kueue then creates the "
+            "surge groups' Workloads."), ev
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED),
+                          (Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND)])
+def pod_group_prebuilt_missing(ctx: Context) -> Finding | None:
+    """After `pod_group_incomplete`, and before the rules that read an owner (a group's stand-in has none): a
+    complete Pod group whose Pods wait gated for the prebuilt Workload they name (`_prebuilt_missing`). Kueue
+    waits for that Workload and never creates one; who owes it is who wrote the name: Kueue's integration of
+    the parent that gates the Pods (pod-suspending-parent: LeaderWorkerSet, StatefulSet), else the Pods'
+    creator."""
+    group = s(labels(ctx.wl).get(POD_GROUP_LABEL))
+    pods = sorted(ctx.pods, key=lambda p: name(p) or "")
+    if not group or not pods:
+        return None
+    prebuilt = _prebuilt(pods) or group
+    gated = sum(1 for p in pods if _gated(p))
+    waiting = f" after {format_duration(ctx.now - ctx.created, precise=True)}" if ctx.created else ""
+    parent = s(m(meta(pods[0]).get("annotations")).get(PARENT_ANNOTATION))
+    ev = [ctx.object_evidence("Pod", name(pods[0]), f"metadata.annotations[{PREBUILT_LABEL}]", reason=prebuilt,
+                              ns=ctx.ns, time=ctx.created)]
+    logs = f"kubectl -n {ctx.state.kueue_config.namespace} logs deploy/{KUEUE_DEPLOYMENT} | grep {prebuilt}"
+    gate = (f"all {_group_total(pods) or len(pods)} of its Pods exist and wait, {gated} behind the {ADMISSION_GATE} "
+            f"scheduling gate, for the prebuilt Workload {prebuilt}")
+    if not parent:
+        text = (f"Pod group {ctx.ns}/{group} has no Workload{waiting}: {gate} ({PREBUILT_LABEL}), which does not exist "
+                f"in {ctx.ns}; Kueue waits for it instead of creating one. The owner of the Pods must create Workload "
+                f"{ctx.ns}/{prebuilt}, or recreate the Pods without that key.")
+        return Finding(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND, text, since=ctx.created, evidence=ev,
+                       hints=[f"kubectl -n {ctx.ns} get pods -l {POD_GROUP_LABEL}={group}"])
+    if parent == LWS_FRAMEWORK and LWS_NAME_LABEL in labels(pods[0]):
+        text, more = _lws_text(ctx, pods, waiting, f"its {gated} Pods wait behind the {ADMISSION_GATE} gate for "
+                               f"{prebuilt}", logs)
+        lws = s(labels(pods[0]).get(LWS_NAME_LABEL))
+        return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=[*ev, *more],
+                       hints=[f"kubectl -n {ctx.ns} get leaderworkerset {lws} -o yaml", logs])
+    text = (f"Pod group {ctx.ns}/{group} has no Workload{waiting}: {gate}, which Kueue's {parent} integration "
+            "named on them and must create; Kueue waits for it and makes none itself (\"prebuilt workload not "
+            f"found\" in its logs). A cluster admin searches Kueue's logs ({logs}).")
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, evidence=ev, hints=[logs])
 
 
 def _owner(ctx: Context) -> Mapping[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.kueue_config import CONFIG_MAP
-from ..kube.kueue_names import PODSET_LABEL
+from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ..kube.objects import labels, m, name, namespace, ns_name
 from ..kube.shards import Shard
 from ..kube.slim import slim
@@ -37,6 +37,11 @@ from .snapshot import GATED_GROUP_SELECTOR, Listing, LiveError, list_all, pages
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 RELIST_CHECKS = 50  # objects of one kind a re-list did not bring, asked about one by one; more: the kind is listed
+# Pods of the groups Kueue's LeaderWorkerSet and StatefulSet integrations make, not admitted yet: since v0.18
+# (WorkloadIdentifierAnnotations) Kueue writes their group's name as an annotation, which GATED_GROUP_SELECTOR
+# cannot select. Every StatefulSet Pod (a LeaderWorkerSet's too) has the pod-name label, and Kueue labels the Pods
+# it manages; a group whose Workload Kueue never made (kueue#8769) has no other way in.
+GATED_SERVING_SELECTOR = f"statefulset.kubernetes.io/pod-name,kueue.x-k8s.io/managed,!{POD_GROUP_KEY},!{PODSET_LABEL}"
 
 
 def _identity_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +55,24 @@ def _identity_of(obj: dict[str, Any]) -> dict[str, Any]:
 def gated(pod: Mapping[str, Any]) -> bool:
     """A Pod no watch brings (not admitted yet: no podset label): a gated Pod group's, kept by `poll_pod_groups`."""
     return PODSET_LABEL not in labels(pod)
+
+
+# the label selectors of the Pods `poll_pod_groups` keeps beside the watch's
+GATED_SELECTORS = ({"labelSelector": GATED_GROUP_SELECTOR}, {"labelSelector": GATED_SERVING_SELECTOR})
+
+
+def gated_selectors(listing: Listing) -> tuple[dict[str, str], ...]:
+    """GATED_SELECTORS, each with the shard's shardSelector when `listing` (the Pod listing) carries one."""
+    shard = next((sel["shardSelector"] for sel in listing.selectors if "shardSelector" in sel), None)
+    return tuple({**sel, "shardSelector": shard} if shard else sel for sel in GATED_SELECTORS)
+
+
+def with_gated_pods(listing: Listing) -> Listing:
+    """The Pod listing with every Pod the poll keeps: a resync that left some out would drop them (and their
+    group's diagnosis) until the next poll."""
+    extra = tuple(sel for sel in gated_selectors(listing) if sel not in listing.selectors) \
+        if listing.kind == "Pod" else ()
+    return replace(listing, selectors=(*listing.selectors, *extra)) if extra else listing
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
@@ -101,7 +124,7 @@ class Orphans:
         gone: set[Key] = set()
         for listing in self.discovery.listings():
             if self.discovery.allowed(listing.kind) and listing.kind in self.state.complete_kinds:
-                gone |= await self._repair_kind(listing)
+                gone |= await self._repair_kind(with_gated_pods(listing))
         return gone
 
     async def _repair_kind(self, listing: Listing, strict: bool = False) -> set[Key]:
@@ -174,7 +197,7 @@ class Orphans:
             if listing.kind == "Pod":  # the watch never brings gated Pod groups' Pods: the poll keeps them
                 unlisted = [k for k in unlisted if not gated(collection.get(k) or {})]
             if len(unlisted) > RELIST_CHECKS:
-                gone |= await self._repair_kind(listing, strict=True)
+                gone |= await self._repair_kind(with_gated_pods(listing), strict=True)
                 continue
             for key in unlisted:
                 obj = collection.get(key)
@@ -191,23 +214,25 @@ class Orphans:
         return gone
 
     async def poll_pod_groups(self) -> int:
-        """Keep the Pods of plain Pod groups Kueue has not admitted current: without the podset label no watch
-        brings them (a watch takes one label selector), and while such a group is incomplete they are all there
-        is to diagnose (Kueue makes no Workload). They are few: listed whole and queued like a re-list's changes
+        """Keep the Pods of Pod groups Kueue has not admitted current: without the podset label no watch brings
+        them (a watch takes one label selector), and while such a group is incomplete, or its prebuilt Workload
+        is missing, they are all there is to diagnose (Kueue makes no Workload). Plain groups are selected by
+        their group label, those of Kueue's LeaderWorkerSet and StatefulSet integrations by
+        GATED_SERVING_SELECTOR. They are few: listed whole and queued like a re-list's changes
         (the inbox drops what it holds at the same version); those the state holds and the list did not bring
         are gone (or admitted meanwhile: then the watch brought them). The number of changes queued."""
         pod_listing = next((lst for lst in self.discovery.listings() if lst.kind == "Pod"), None)
         if pod_listing is None or not self.discovery.allowed("Pod") or "Pod" not in self.state.complete_kinds:
             return 0
-        listing = replace(pod_listing, selectors=({"labelSelector": GATED_GROUP_SELECTOR},))
+        listing = replace(pod_listing, selectors=gated_selectors(pod_listing))
         with self.inbox.recording() as seen:
             alive = await asyncio.to_thread(list_all, self.api, listing, self.discovery.namespaces, False,
                                             self.shard.slim, self.shard.keeps)
         if alive is None:
             self.stats.count(self.stats.errors, "pod-groups")
-            log.warning("Could not list the Pods of Pod groups Kueue has not admitted (label %s); incomplete "
+            log.warning("Could not list the Pods of Pod groups Kueue has not admitted (labels %s; %s); those "
                         "groups are diagnosed from what the last resync read. Check the operator's RBAC for pods.",
-                        GATED_GROUP_SELECTOR)
+                        GATED_GROUP_SELECTOR, GATED_SERVING_SELECTOR)
             return 0
         listed: set[Key] = set()
         queued = 0

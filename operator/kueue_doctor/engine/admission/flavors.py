@@ -8,8 +8,8 @@ the verdict it gives. Neighbours: `kueue_message.py` (the table that sends FLAVO
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import IntEnum
@@ -17,18 +17,34 @@ from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from ...kube.objects import conditions, format_time, i, is_true, lst, m, parse_time, priority, s, spec, status
+from ...kube.objects import (
+    conditions,
+    format_duration,
+    format_time,
+    i,
+    is_true,
+    lst,
+    m,
+    parse_time,
+    priority,
+    s,
+    spec,
+    status,
+)
 from ...kube.quantity import parse
+from ...kube.selectors import label_selector_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import quota
 from ..context import Context
 from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
+from ..pods.events import event_count
 from ..rules import Finding, pairs
 from . import topology
 from .eviction import victims_of
 from .handlers import finding, handles
 from .queues import cq_hint
+from .stalled import STALL_AFTER, _tolerated
 
 
 class Severity(IntEnum):
@@ -1072,6 +1088,11 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
             action = ActionBy.WORKLOAD_OWNER
         return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, action, flavors=flavors,
                        blocker=blocker)
+    elsewhere = _later_flavor_fits(ctx, f, fit)
+    if elsewhere is not None:
+        text, action = _scan_stopped(ctx, elsewhere, text)
+        return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, action,
+                       flavors=[*flavors, elsewhere.flavor], blocker=blocker)
     if fit is None:  # no Nodes in the input, several flavors on one Topology, or slices: not computed
         text += (" Whether it fits once running Workloads free nodes cannot be told from the input (Nodes, the flavor "
                  "Kueue tried, or slice arithmetic missing); Kueue retries by itself. If it lasts, compare the pod "
@@ -1080,6 +1101,170 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
         text += " It fits once running Workloads free those nodes; Kueue retries by itself."
     return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text, ctx, ActionBy.NOBODY,
                     flavors=flavors, blocker=blocker)
+
+
+# ----- TAS failed in the flavor Kueue's scan stopped at, while a later flavor fits now (kueue#13658) -----
+# Kueue's flavor assigner ends its scan at the first flavor whose quota fits (shouldTryNextFlavor is false for a fit
+# without borrowing, whatever flavorFungibility says), and only then runs TAS there. When TAS fails the Workload is
+# requeued with LastTriedFlavorIdx at that flavor; v0.19.1+ (FlavorFungibilityPreserveScanProgress, Beta, on by
+# default) resume the scan after it in the next cycle, older ones or with the gate off start from the first flavor
+# again whenever the ClusterQueue's generation moved: on a busy cohort, every cycle.
+
+
+@dataclass
+class _Elsewhere:
+    tried: str  # the flavor TAS failed in, where the scan stopped
+    flavor: str  # the later flavor of the same resource group that fits now
+    quota: str  # "16 nvidia.com/gpu (64 borrowable)"
+    nodes: str  # "; 8 empty node(s) hold both pods in one cloud.example.com/block domain", or ""
+
+
+def _fits_quota(ctx: Context, flavor: str, needs: dict[str, Decimal]) -> list[str] | None:
+    """What the ClusterQueue can give in `flavor` now for each request, own unused plus borrowable; None when a
+    request does not fit (or the flavor does not cover it)."""
+    said = []
+    for res, need in sorted(needs.items()):
+        fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
+        if fq is None:
+            return None
+        used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res) or Decimal(0)
+        own = max(Decimal(0), (fq.nominal or Decimal(0)) - used)
+        lent = quota.cohort_borrowable(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
+        lent = lent or Decimal(0)
+        if own + lent < need:
+            return None
+        parts = [f"{quota.fmt(res, own)} unused"] if own else []
+        parts += [f"{quota.fmt(res, lent)} borrowable"] if lent else []
+        said.append(f"{quota.fmt(res, need)} {res} ({', '.join(parts)})")
+    return said
+
+
+def _matches(rf: Mapping[str, Any], pod_spec: Mapping[str, Any]) -> bool:
+    """Kueue's checkFlavorForPodSets in short: no nodeSelector key the flavor labels otherwise, no taint of the
+    flavor the pods do not tolerate."""
+    labels = m(spec(rf).get("nodeLabels"))
+    if any(k in labels and labels[k] != v for k, v in m(m(pod_spec).get("nodeSelector")).items()):
+        return False
+    tolerations = [*lst(m(pod_spec).get("tolerations")), *lst(spec(rf).get("tolerations"))]
+    return not any(m(t).get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(tolerations, m(t))
+                   for t in lst(spec(rf).get("nodeTaints")))
+
+
+@dataclass
+class _Usage:
+    now: datetime | None = None
+    by_node: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+
+
+NODE_USAGE: Derived[_Usage] = Derived("requests of the known Pods per node, for TAS flavors", lambda _: _Usage())
+
+
+def _node_usage(ctx: Context) -> dict[str, dict[str, Decimal]]:
+    """Requests (and a "pods" count) of the Pods bound to each node and not finished, once per pass: Pods change
+    without the index being rebuilt."""
+    usage = ctx.state.derived(NODE_USAGE)
+    if usage.now != ctx.now:
+        usage.now, usage.by_node = ctx.now, {}
+        for node, phase, bound in ctx.state.bound_pods():
+            if phase not in ("Succeeded", "Failed"):
+                mine = usage.by_node.setdefault(node, {"pods": Decimal(0)})
+                for r, v in quota.pod_requests(bound).items():
+                    mine[r] = mine.get(r, Decimal(0)) + v
+                mine["pods"] += 1
+    return usage.by_node
+
+
+def _free_nodes(ctx: Context, rf: Mapping[str, Any], ps: Mapping[str, Any], count: int) -> str | None:
+    """Whether the flavor's nodes hold the pod set now (their allocatable less the known Pods' requests), as the
+    end of a sentence; None when they do not. The request's level: one domain when required, any spread when
+    preferred (Kueue then packs as few domains as it can)."""
+    req = m(m(ps).get("topologyRequest"))
+    level, required = s(req.get("required")) or s(req.get("preferred")), bool(s(req.get("required")))
+    pod_spec = m(m(m(ps).get("template")).get("spec"))
+    per_pod = quota.pod_requests(pod_spec)
+    tolerations = [*lst(pod_spec.get("tolerations")), *lst(spec(rf).get("tolerations"))]
+    used = _node_usage(ctx)
+    domains: dict[str, int] = {}
+    empty = usable = 0
+    for n in ctx.state.nodes.values():
+        md = m(n.get("metadata"))
+        if not label_selector_matches({"matchLabels": dict(m(spec(rf).get("nodeLabels")))}, m(md.get("labels"))) \
+                or not is_true(conditions(n).get("Ready")) or spec(n).get("unschedulable") \
+                or any(m(t).get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(tolerations, m(t))
+                       for t in lst(spec(n).get("taints"))):
+            continue
+        usable += 1
+        taken = used.get(s(md.get("name")) or "", {})
+        empty += not taken.get("pods")
+        alloc = m(m(n.get("status")).get("allocatable")) or m(m(n.get("status")).get("capacity"))
+        fits = [int(max(Decimal(0), (parse(alloc.get(r)) or Decimal(0)) - taken.get(r, Decimal(0))) // need)
+                for r, need in per_pod.items() if need > 0]
+        room = parse(alloc.get("pods"))
+        if room is not None:
+            fits.append(int(room - taken.get("pods", Decimal(0))))
+        key = s(m(md.get("labels")).get(level)) if level else "*"
+        if key is not None:
+            domains[key] = domains.get(key, 0) + max(0, min(fits, default=0))
+    largest = max(domains.values(), default=0)
+    if largest < count and (required or sum(domains.values()) < count):
+        return None
+    where = f"in one {level} domain" if largest >= count and level else "across its topology"
+    known = "" if ctx.state.knows("Pod") else " (no Pods in the input: their usage is not counted)"
+    return f"; its {usable} node(s) ({empty} empty) hold all {count} pods {where} now{known}"
+
+
+def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit | None) -> _Elsewhere | None:
+    """A flavor listed after the one TAS failed in (the one `topology_fit` found, else the one Kueue named), in
+    the same resource group, whose quota (own unused plus borrowable) and, with Nodes in the input, free nodes
+    hold the Workload now. Asked only while the Workload fits an empty topology of the flavor tried."""
+    tried = fit.flavor if fit is not None else f.flavor
+    ps = next((m(p) for p in lst(ctx.spec.get("podSets")) if (s(m(p).get("name")) or "main") == f.podset), None)
+    if ctx.cq is None or not tried or ps is None:
+        return None
+    group = next((m(g) for g in lst(spec(ctx.cq).get("resourceGroups"))
+                  if any(m(fl).get("name") == tried for fl in lst(m(g).get("flavors")))), None)
+    if group is None:
+        return None
+    names = [s(m(fl).get("name")) or "" for fl in lst(group.get("flavors"))]
+    covered = set(lst(group.get("coveredResources")))
+    needs: dict[str, Decimal] = {}
+    for podset in ctx.requests.values():
+        for res, v in podset.items():
+            if res in covered and v > 0:
+                needs[res] = needs.get(res, Decimal(0)) + v
+    pod_spec = m(m(ps.get("template")).get("spec"))
+    for flavor in names[names.index(tried) + 1:]:
+        rf = ctx.state.flavors.get(flavor)
+        if rf is None or not s(spec(rf).get("topologyName")) or not _matches(rf, pod_spec):
+            continue
+        said = _fits_quota(ctx, flavor, needs)
+        if said is None:
+            continue
+        nodes = _free_nodes(ctx, rf, ps, int(ps.get("count") or 1)) if ctx.state.knows("Node") else ""
+        if nodes is not None:
+            return _Elsewhere(tried, flavor, ", ".join(said), nodes)
+    return None
+
+
+def _scan_stopped(ctx: Context, there: _Elsewhere, text: str) -> tuple[str, ActionBy]:
+    """The verdict's text and who acts when a later flavor fits: nobody while Kueue may still move on by itself
+    in its next cycles, the cluster admin once it has kept to the first flavor past STALL_AFTER."""
+    text += (f" Kueue stops its flavor scan at {there.tried}, whose quota fits, but {ctx.cq_name}'s next flavor "
+             f"{there.flavor} fits now: {there.quota}{there.nodes}.")
+    since = ctx.cond_time("QuotaReserved")
+    if not ctx.after(since, STALL_AFTER):
+        return text + (f" Kueue v0.19.1+ tries {there.flavor} in its next cycle (FlavorFungibilityPreserveScanProgress"
+                       "); older ones may keep to the first flavor (kueue#13658)."), ActionBy.NOBODY
+    tries = [event_count(e) for e in ctx.state.events_about("Workload", ctx.ns, ctx.name)
+             if s(e.get("reason")) == ctx.cond_reason("QuotaReserved")]
+    attempts = f" ({max(tries)} attempts)" if tries else ""
+    nodes = ",".join(f"{k}={v}" for k, v in
+                     sorted(m(spec(ctx.state.flavors.get(there.flavor) or {}).get("nodeLabels")).items()))
+    waited = format_duration(ctx.now - since, precise=True) if since else ""
+    return text + (f" After {waited}{attempts} Kueue still tries only {there.tried} (kueue#13658): a cluster admin "
+                   "checks that Kueue is v0.19.1+ with FlavorFungibilityPreserveScanProgress on, or lists "
+                   f"{there.flavor} first in {ctx.cq_name} (flavorFungibility cannot skip a flavor whose quota fits); "
+                   f"or the owner adds nodeSelector {nodes} to the Pod template."), ActionBy.CLUSTER_ADMIN
 
 
 def flavor_blocker(kind: str, f: FlavorFailure, what: str | None, **numbers: str | None) -> dict[str, Any]:
