@@ -1,13 +1,13 @@
 """What an owner's own controller says about it, read by both phases (a rejected owner holds its Workload
-OnHold, or leaves an admitted one without Pods): kept out of admission/ and scheduling/, which import neither
-the other."""
+OnHold, or leaves an admitted one without Pods; an owner still unsuspended long after its eviction): kept out of
+admission/ and scheduling/, which import neither the other."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ..kube.objects import m, s
+from ..kube.objects import group_of, m, s
 
 
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
@@ -33,3 +33,33 @@ def existing_cluster_selector(owner: Mapping[str, Any] | None) -> dict[str, str]
         return None
     selector = m(m(owner.get("spec")).get("clusterSelector"))
     return {str(k): str(v) for k, v in selector.items()} or None
+
+
+# How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
+SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("batch", "Job"): ("spec", "suspend"),
+    ("jobset.x-k8s.io", "JobSet"): ("spec", "suspend"),
+    ("ray.io", "RayJob"): ("spec", "suspend"),
+    ("ray.io", "RayCluster"): ("spec", "suspend"),
+    ("kubeflow.org", "MPIJob"): ("spec", "runPolicy", "suspend"),
+    ("kubeflow.org", "PyTorchJob"): ("spec", "runPolicy", "suspend"),
+    ("kubeflow.org", "TFJob"): ("spec", "runPolicy", "suspend"),
+    ("kubeflow.org", "XGBoostJob"): ("spec", "runPolicy", "suspend"),
+    ("kubeflow.org", "PaddleJob"): ("spec", "runPolicy", "suspend"),
+    ("kubeflow.org", "JAXJob"): ("spec", "runPolicy", "suspend"),
+    ("trainer.kubeflow.org", "TrainJob"): ("spec", "suspend"),
+}
+
+
+def suspend_path(owner: Mapping[str, Any]) -> tuple[str, ...] | None:
+    return SUSPEND_PATHS.get((group_of(owner.get("apiVersion")), s(owner.get("kind")) or ""))
+
+
+def owner_suspended(owner: Mapping[str, Any]) -> bool | None:
+    path = suspend_path(owner)
+    if path is None:
+        return None
+    node: Any = owner
+    for part in path:
+        node = m(node).get(part)
+    return node is True

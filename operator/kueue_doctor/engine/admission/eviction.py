@@ -19,6 +19,7 @@ from ...kube.objects import (
     is_true,
     lst,
     m,
+    name,
     parse_time,
     pod_owner_refs,
     s,
@@ -32,6 +33,7 @@ from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
 from ..context import Context
 from ..messages import Template
+from ..owner_status import owner_suspended, suspend_path
 from ..rules import Finding, Phase, pairs, rule
 from .check_states import failed_checks
 from .stalled import STALL_AFTER
@@ -192,12 +194,47 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
                      f"(kueue#7350). The platform admin checks that {worker} is connected (kubectl get "
                      f"multikueuecluster {worker}) and what the worker shows for this Workload.")
     else:
-        text = (f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted}): Kueue is "
+        evicted_at = ctx.cond_time("Evicted")
+        stuck = _not_stopped(ctx) if ctx.after(evicted_at, STALL_AFTER) else None
+        if stuck is not None and evicted_at is not None:
+            action = ActionBy.CLUSTER_ADMIN
+            text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), but "
+                    f"{format_duration(ctx.now - evicted_at)} later Kueue has not stopped it: {stuck[0]}, so quota in "
+                    f"{ctx.cq_text} stays held and it is not queued again. Kueue suspends the owner as soon as "
+                    "Evicted is True and releases the quota once no Pod is active: the cluster admin reads "
+                    "kueue-controller-manager's logs for this Workload and its owner (an update of the owner refused "
+                    "by a webhook, the job reconciler failing) and the owner's events.")
+            return Finding(reason, cause, text, action, since=evicted_at,
+                           evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved"),
+                                     *stuck[1]], blocked_by=_preemptor_ref(ctx))
+        text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): Kueue is "
                 f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
                 + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
                    blocked_by=_preemptor_ref(ctx))
+
+
+def _not_stopped(ctx: Context) -> tuple[str, list[dict[str, Any]]] | None:
+    """What shows that Kueue never stopped an evicted Workload (its job reconciler suspends the owner at once,
+    jobframework stopJob): the owner still unsuspended, or its Pods still running with none being deleted. None
+    when the Pods are going (terminating: a slow shutdown, not Kueue's) or nothing says otherwise."""
+    running = [p for p in ctx.pods if s(m(p.get("spec")).get("nodeName"))
+               and s(m(p.get("status")).get("phase")) in ("Running", "Pending")
+               and not m(p.get("metadata")).get("deletionTimestamp")]
+    pods = f"{len(running)} of its Pods run, none being deleted" if running else ""
+    owner = ctx.owner
+    suspended = owner_suspended(owner) if owner is not None else None
+    if owner is not None and suspended is False:
+        kind, field_ = s(owner.get("kind")) or "owner", ".".join(suspend_path(owner) or ("spec", "suspend"))
+        said = f"{kind} {ctx.ns}/{name(owner)} still has {field_}: false" + (f" and {pods}" if pods else "")
+        return said, [ctx.object_evidence(kind, name(owner), field_, "NotSuspended", "false", ns=ctx.ns)]
+    if not running:
+        return None
+    if suspended:
+        return (f"{pods} although {s(owner.get('kind')) if owner else 'the owner'} is suspended (its controller must "
+                "delete them)"), []
+    return pods, []
 
 
 def ignored_rejection(ctx: Context) -> Mapping[str, Any] | None:

@@ -8,37 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import group_of, i, lst, m, meta, parse_time, s, spec
+from ...kube.objects import i, lst, m, meta, parse_time, s, spec
 from ..context import Context
 
-# How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
-SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("batch", "Job"): ("spec", "suspend"),
-    ("jobset.x-k8s.io", "JobSet"): ("spec", "suspend"),
-    ("ray.io", "RayJob"): ("spec", "suspend"),
-    ("ray.io", "RayCluster"): ("spec", "suspend"),
-    ("kubeflow.org", "MPIJob"): ("spec", "runPolicy", "suspend"),
-    ("kubeflow.org", "PyTorchJob"): ("spec", "runPolicy", "suspend"),
-    ("kubeflow.org", "TFJob"): ("spec", "runPolicy", "suspend"),
-    ("kubeflow.org", "XGBoostJob"): ("spec", "runPolicy", "suspend"),
-    ("kubeflow.org", "PaddleJob"): ("spec", "runPolicy", "suspend"),
-    ("kubeflow.org", "JAXJob"): ("spec", "runPolicy", "suspend"),
-    ("trainer.kubeflow.org", "TrainJob"): ("spec", "suspend"),
-}
-
-
-def suspend_path(owner: Mapping[str, Any]) -> tuple[str, ...] | None:
-    return SUSPEND_PATHS.get((group_of(owner.get("apiVersion")), s(owner.get("kind")) or ""))
-
-
-def owner_suspended(owner: Mapping[str, Any]) -> bool | None:
-    path = suspend_path(owner)
-    if path is None:
-        return None
-    node: Any = owner
-    for part in path:
-        node = m(node).get(part)
-    return node is True
+# read by both phases, so defined beside them; the scheduling rules import them from here
+from ..owner_status import SUSPEND_PATHS as SUSPEND_PATHS
+from ..owner_status import owner_suspended as owner_suspended
+from ..owner_status import suspend_path as suspend_path
 
 
 @dataclass(frozen=True)
@@ -81,17 +57,27 @@ def suspend_writer(owner: Mapping[str, Any]) -> FieldWriter | None:
     return latest
 
 
+def pod_set_counts(workload: Mapping[str, Any]) -> dict[str, int]:
+    """spec.podSets[].count by pod set (Kueue defaults a missing count to 1)."""
+    return {s(m(ps).get("name")) or "main": i(m(ps).get("count"), 1) for ps in lst(spec(workload).get("podSets"))}
+
+
+def reclaimable_by_pod_set(workload: Mapping[str, Any]) -> dict[str, int]:
+    """status.reclaimablePods by pod set: the Pods Kueue no longer charges (finished, as the owner reported them)."""
+    out: dict[str, int] = {}
+    for r in lst(m(workload.get("status")).get("reclaimablePods")):
+        name_ = s(m(r).get("name")) or "main"
+        out[name_] = out.get(name_, 0) + i(m(r).get("count"))
+    return out
+
+
 def expected_by_pod_set(ctx: Context) -> dict[str, int]:
     """The Pods the admission stands for now, per pod set, as Kueue counts them
     (workload.totalRequestsFromAdmission): the admitted count, capped by the spec's count less its reclaimable Pods
-    (an elastic Job scaled down keeps its admission count)."""
-    counts: dict[str, int] = {}
-    for ps in lst(ctx.spec.get("podSets")):
-        counts[s(m(ps).get("name")) or "main"] = i(m(ps).get("count"), 1)
-    reclaimable: dict[str, int] = {}
-    for r in lst(ctx.status.get("reclaimablePods")):
-        name_ = s(m(r).get("name")) or "main"
-        reclaimable[name_] = reclaimable.get(name_, 0) + i(m(r).get("count"))
+    (an elastic Job scaled down keeps its admission count). A stale reclaimable count makes this lower than the
+    Pods that run (kueue#14609): `accounting.overruns` says so."""
+    counts = pod_set_counts(ctx.wl)
+    reclaimable = reclaimable_by_pod_set(ctx.wl)
     assignments = lst(m(ctx.status.get("admission")).get("podSetAssignments"))
     if not assignments:
         return {ps: max(n - reclaimable.get(ps, 0), 0) for ps, n in counts.items()}

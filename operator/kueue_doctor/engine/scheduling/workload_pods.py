@@ -174,7 +174,9 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
     if unverified:
         text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
-    return Finding(Reason.RUNNING, cause, text, ActionBy.NOBODY, since=since, evidence=base_evidence(ctx),
+    books = accounting.own_overrun(ctx) if ctx.pods else ""  # more Pods run than Kueue charges (kueue#14609)
+    return Finding(Reason.RUNNING, cause, text + books, ActionBy.CLUSTER_ADMIN if books else ActionBy.NOBODY,
+                   since=since, evidence=base_evidence(ctx),
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
 
 
@@ -462,6 +464,11 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
         return None
     view, blocker, evidence = found
     flavors = assigned_flavors(ctx)
+    books = ""
+    if place.cause == Cause.INSUFFICIENT_RESOURCES:  # Kueue's own numbers may be why it admitted too much
+        books = accounting.uncounted_holders(ctx, place.flavor, place.resource) + (
+            accounting.undercharged(ctx) or (accounting.above_capacity(ctx, place.flavor, place.resource)
+                                             if place.flavor and place.resource else ""))
     fit = view.summary.failure
     said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
     head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
@@ -479,12 +486,9 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             selector = flavor_selector(ctx, fname)
             hints.append(f"kubectl get nodes -l {selector}" if selector else "kubectl get nodes")
             break
-    action, books = place.action, ""
-    if place.cause == Cause.INSUFFICIENT_RESOURCES:  # Kueue's own numbers may be why it admitted too much
-        books = accounting.undercharged(ctx) or (accounting.above_capacity(ctx, place.flavor, place.resource)
-                                                 if place.flavor and place.resource else "")
-        if books:
-            text, action = text + books, ActionBy.CLUSTER_ADMIN
+    action = place.action
+    if books:
+        text, action = text + books, ActionBy.CLUSTER_ADMIN
     if not books and not hints and place.funnel is None and \
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
