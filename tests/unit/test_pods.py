@@ -248,6 +248,56 @@ def test_failed_mount_event_explains_container_creating() -> None:
     assert blocker.detail == "ContainerCreating"
 
 
+def test_a_pull_under_way_names_the_image_and_a_finished_one_does_not() -> None:
+    pulling = core_event("train-0", "Pulling", f'Pulling image "{IMAGE}"', minutes=1)
+    [blocker] = P.summarize_pods([waiting_pod("train-0", "ContainerCreating")], expected=1,
+                                 events=[pulling]).blockers
+    assert (blocker.reason, blocker.detail, blocker.message) == (
+        "ContainerCreating", "pulling image", f'Pulling image "{IMAGE}"')
+    pulled = core_event("train-0", "Pulled", f'Successfully pulled image "{IMAGE}" in 2m0s (2m0s including '
+                        "waiting). Image size: 9876543210 bytes.", minutes=3)
+    [blocker] = P.summarize_pods([waiting_pod("train-0", "ContainerCreating")], expected=1,
+                                 events=[pulling, pulled]).blockers
+    assert (blocker.reason, blocker.detail, blocker.message) == ("ContainerCreating", "", "")
+
+
+_MPI = {"training.kubeflow.org/operator-name": "mpi-operator", "training.kubeflow.org/job-name": "allreduce"}
+
+
+def _mpi_launcher(reason: str = "Error", code: int = 1) -> dict[str, Any]:
+    status = container_waiting("CrashLoopBackOff", "back-off 1m20s restarting failed container=trainer",
+                               name="trainer", image=IMAGE, restarts=4,
+                               last_terminated=terminated(code, reason, started_at=ts(5), finished_at=ts(6),
+                                                          container_id="containerd://2"))
+    return (trainer("allreduce-launcher-x").labels({**_MPI, "training.kubeflow.org/job-role": "launcher"})
+            .phase("Running").node("n1").conditions(*bound_conditions()).container_status(status).obj())
+
+
+def _mpi_worker(name: str, ready: bool = False) -> dict[str, Any]:
+    pod = running_pod(name, ready=True) if ready else waiting_pod(name, "ContainerCreating")
+    pod["metadata"]["labels"].update({**_MPI, "training.kubeflow.org/job-role": "worker"})
+    return pod
+
+
+def test_an_mpi_launcher_failing_while_its_workers_are_not_up_ranks_after_their_wait() -> None:
+    """mpi-operator starts the launcher with its workers when the MPIJob started suspended (mpi-operator#615):
+    its failures follow from the workers' wait, which leads even though a ContainerCreating wait never does."""
+    summary = P.summarize_pods([_mpi_launcher(), _mpi_worker("allreduce-worker-0")], expected=2)
+    assert [(b.reason, b.waits_for) for b in summary.blockers] == [("ContainerCreating", ""),
+                                                                   ("CrashLoopBackOff", "worker")]
+
+
+def test_an_mpi_launcher_fails_on_its_own_when_its_workers_are_up_or_it_ran_out_of_memory() -> None:
+    ready = P.summarize_pods([_mpi_launcher(), _mpi_worker("allreduce-worker-0", ready=True)], expected=2)
+    assert [(b.reason, b.waits_for) for b in ready.blockers] == [("CrashLoopBackOff", "")]
+    oom = P.summarize_pods([_mpi_launcher("OOMKilled", 137), _mpi_worker("allreduce-worker-0")], expected=2)
+    assert [(b.reason, b.waits_for) for b in oom.blockers] == [("CrashLoopBackOff", ""), ("ContainerCreating", "")]
+    other = _mpi_launcher()
+    other["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "pytorchjob-controller"
+    plain = P.summarize_pods([other, _mpi_worker("allreduce-worker-0")], expected=2)
+    assert plain.blockers[0].reason == "CrashLoopBackOff" and not plain.blockers[0].waits_for
+
+
 def test_image_pull_backoff_is_reported_with_the_kubelet_message() -> None:
     pods = [running_pod(f"ok-{i}") for i in range(3)]
     pods.append(waiting_pod("bad-0", "ImagePullBackOff", PULL_BACKOFF))

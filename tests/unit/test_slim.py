@@ -66,6 +66,17 @@ def test_slim_keeps_only_who_wrote_an_owners_suspend_flag() -> None:
          "fieldsV1": {"f:spec": {"f:suspend": {}}}}]
 
 
+def test_slim_keeps_what_the_launcher_and_follower_verdicts_read() -> None:
+    """An MPIJob launcher Job's backoffLimit (how many restarts it has left, mpi-operator#615) and JobSet's
+    exclusive-topology annotation (why followers are withheld, jobset#1187)."""
+    key = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "x-launcher", "namespace": "a", "annotations": {key: "pool", "other/a": "b"}},
+           "spec": {"backoffLimit": 6, "template": {}}}
+    out = slim(job)
+    assert out["spec"] == {"backoffLimit": 6} and out["metadata"]["annotations"] == {key: "pool"}
+
+
 def test_every_recorded_real_cluster_fixture_gets_the_same_verdicts_slimmed_and_packed() -> None:
     # what the operator keeps in memory must give what `explain -f` gives on the full objects: every fixture
     # recorded on the real control plane (JobSets, Kueue's ConfigMap, managedFields of re-suspended Jobs)

@@ -15,7 +15,8 @@ from .objects import lst, m
 
 _KEEP_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "ownerReferences",
               "resourceVersion")
-_KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/", "kueue-doctor.dev/")
+_KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/", "kueue-doctor.dev/",
+                             "alpha.jobset.sigs.k8s.io/exclusive-topology")
 # Where owners keep suspend (spec.suspend; Kubeflow's spec.runPolicy.suspend): the engine reads who wrote it last.
 _SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"))
 
@@ -192,7 +193,7 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         out["status"] = dict(status)
         return out
     if kind == "Job":
-        sp = {k: spec[k] for k in ("suspend", "parallelism", "completions") if k in spec}
+        sp = {k: spec[k] for k in ("suspend", "parallelism", "completions", "backoffLimit") if k in spec}
         out["spec"] = sp
         out["status"] = {k: status[k] for k in ("active", "ready", "succeeded", "failed", "conditions") if k in status}
         return out

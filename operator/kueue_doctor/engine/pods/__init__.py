@@ -19,6 +19,7 @@ each with its source. Modules, each owning one sub-concern:
 * `events.py`: Event accessors for core/v1 and events.k8s.io/v1, the Pod event index, the Job
   controller's ``FailedCreate`` (``"Error creating: pods \\"x\\" is forbidden: exceeded quota: ..."``,
   webhook denials);
+* `peers.py`: Pods an operator starts before the Pods they need (an MPIJob's launcher before its workers);
 * `summary.py`: `summarize_pods`, `PodSummary`, `PodBlocker`, Kueue's scheduling gates.
 
 Import from the package (``from kueue_doctor.engine import pods``); the modules are its layout.

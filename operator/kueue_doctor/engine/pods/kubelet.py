@@ -25,6 +25,10 @@ STARTUP_EVENT_REASONS = (
     "FailedCreatePodSandBox", "FailedPrepareDynamicResources", "FailedAttachVolume", "FailedMapVolume",
     "FailedMount",
 )
+# The kubelet's image events (K pkg/kubelet/images/image_manager.go, events.PullingImage / PulledImage):
+# "Pulling image %q" with no newer "Pulled" is a pull still under way, what a long ContainerCreating waits for.
+IMAGE_PULL_EVENT_REASONS = ("Pulling", "Pulled")
+PULLING_IMAGE = "pulling image"  # the detail of a ContainerCreating group whose image is still being pulled
 
 
 def _terminated_detail(terminated: Mapping[str, Any]) -> str:

@@ -34,7 +34,15 @@ from ...kube.objects import (
     s,
 )
 from .events import EventInfo, PodEvents
-from .kubelet import BENIGN_WAITING_REASONS, STARTUP_EVENT_REASONS, container_blocker, failed_pod
+from .kubelet import (
+    BENIGN_WAITING_REASONS,
+    IMAGE_PULL_EVENT_REASONS,
+    PULLING_IMAGE,
+    STARTUP_EVENT_REASONS,
+    container_blocker,
+    failed_pod,
+)
+from .peers import OPERATOR_LABEL, Peer, connection_failure, peer_of
 from .scheduler import NO_NODES_MESSAGE, SchedulingFailure, parse_scheduler_message
 
 # Kueue's own scheduling gates; it removes them itself once the Workload is admitted (and placed, for TAS).
@@ -44,7 +52,8 @@ _KUEUE_PREFIX = f"{KUEUE_GROUP}/"
 # the resourceclaim controller cannot make a Pod's claim from its ResourceClaimTemplate (K pkg/controller/
 # resourceclaim/controller.go): the Pod is never scheduled
 CLAIM_NOT_CREATED = "FailedResourceClaimCreation"
-_EVENT_REASONS_KEPT = frozenset({*STARTUP_EVENT_REASONS, "FailedScheduling", "Unhealthy", CLAIM_NOT_CREATED})
+_EVENT_REASONS_KEPT = frozenset({*STARTUP_EVENT_REASONS, *IMAGE_PULL_EVENT_REASONS, "FailedScheduling", "Unhealthy",
+                                 CLAIM_NOT_CREATED})
 
 # Categories of blocked Pods, most severe first (the order breaks ties between groups of equal size).
 #   Failing                containers crash / the Pod failed
@@ -83,6 +92,9 @@ class PodBlocker:
     detail: str = ""  # e.g. "OOMKilled, exit code 137", "init container setup", "schedulerName my-sched"
     failure: SchedulingFailure | None = None  # Unschedulable groups: the representative parsed message
     pods: tuple[str, ...] = ()  # up to 10 Pod names of this group, sorted
+    # Failing Pods their operator started before the Pods they need (`peers.py`), which are not up: the role they
+    # wait for (an MPIJob launcher's "worker"). Their failures follow from that wait, so the group ranks last.
+    waits_for: str = ""
 
     @property
     def kueue_gated(self) -> bool:
@@ -186,6 +198,7 @@ class _Group:
     pod_of: dict[str, str] = field(default_factory=dict)  # message -> smallest pod name with it
     detail_of: dict[str, str] = field(default_factory=dict)  # message -> detail of that pod
     names: list[str] = field(default_factory=list)
+    waits_for: str = ""  # see PodBlocker.waits_for
 
     def add(self, pod: str, message: str, since: datetime | None, detail: str) -> None:
         self.count += 1
@@ -203,8 +216,34 @@ class _Group:
         return PodBlocker(
             category=self.category, reason=self.reason, count=self.count, message=_cut(message),
             pod=self.pod_of[message], since=self.since, detail=self.detail_of[message], failure=failure,
-            pods=tuple(sorted(self.names)[:10]),
+            pods=tuple(sorted(self.names)[:10]), waits_for=self.waits_for,
         )
+
+
+# what a Pod that is neither failed nor going away waits for: not up yet, and nothing it did wrong
+_WAITING = frozenset({"Unschedulable", "ContainersNotStarting", "NotReady", "SchedulingGated", "Pending"})
+
+
+def _mark_early_starters(groups: Mapping[tuple[str, str], _Group], peers: Mapping[str, Peer]) -> None:
+    """Mark the Failing groups made only of Pods their operator started before the peers they need (`peers.py`),
+    failing as a process that cannot reach them does, while some of those peers still wait: their failures
+    follow from that wait, which then leads the summary."""
+    waiting = set()
+    for group in groups.values():
+        if group.category in _WAITING:
+            for pod in group.names:
+                peer = peers.get(pod)
+                if peer is not None:
+                    waiting.add((peer.operator, peer.job, peer.role))
+    if not waiting:
+        return
+    for group in groups.values():
+        if group.category != "Failing" or not all(connection_failure(group.reason, d)
+                                                  for d in group.detail_of.values()):
+            continue
+        found = [peers.get(pod) for pod in group.names]
+        if all(p is not None and p.needs and (p.operator, p.job, p.needs) in waiting for p in found):
+            group.waits_for = found[0].needs if found[0] is not None else ""
 
 
 def _scheduled_and_ready(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
@@ -260,6 +299,15 @@ def _unbound_blocker(spec: Mapping[str, Any], sched: Mapping[str, Any], created_
     return "Pending", "NoSchedulingAttempt", "", created_at, detail
 
 
+def _pulling(evs: Mapping[str, EventInfo]) -> EventInfo | None:
+    """The kubelet's newest "Pulling image" event when no "Pulled" came after it: a pull still under way."""
+    pulling, pulled = evs.get("Pulling"), evs.get("Pulled")
+    if pulling is None or (pulled is not None and (pulling.last is None or (
+            pulled.last is not None and pulled.last >= pulling.last))):
+        return None
+    return pulling
+
+
 def _bound_blocker(spec: Mapping[str, Any], status: Mapping[str, Any], phase: str, sched: Mapping[str, Any],
                    ready_cond: Mapping[str, Any], created_at: datetime | None,
                    evs: Mapping[str, EventInfo]) -> _Blocked:
@@ -283,6 +331,10 @@ def _bound_blocker(spec: Mapping[str, Any], status: Mapping[str, Any], phase: st
             info = evs[startup]
             return ("ContainersNotStarting", startup, info.message, earliest(started_since, info.first),
                     found[1] if found else "")
+        pulling = _pulling(evs) if found is not None and found[1] == "ContainerCreating" else None
+        if found is not None and pulling is not None:  # the kubelet's event names the image the status does not
+            return (found[0], found[1], pulling.message, started_since,
+                    ", ".join(p for p in (PULLING_IMAGE, found[3]) if p))
         if found is not None:
             return found[0], found[1], found[2], started_since, found[3]
         # Bound but no container status at all: the kubelet has not reported (or there is none: fake nodes).
@@ -379,6 +431,7 @@ def summarize_pods(
     groups: dict[tuple[str, str], _Group] = {}
     past: dict[tuple[str, str], _Group] = {}
     unschedulable_messages: dict[str, int] = {}  # a plain dict: a Counter's constructor is Python code, per Workload
+    peers: dict[str, Peer] = {}  # Pods of operators that start some Pods before the ones they need
 
     def block(category: str, reason: str, pod: str, message: str, since: datetime | None,
               detail: str = "", into: dict[tuple[str, str], _Group] = groups) -> None:
@@ -400,6 +453,11 @@ def summarize_pods(
         name = s(md.get("name")) or ""
         phase = s(status.get("phase")) or ""
         created_at = as_time(md.get("creationTimestamp"))
+        pod_labels = m(md.get("labels"))
+        if OPERATOR_LABEL in pod_labels:
+            peer = peer_of(pod_labels)
+            if peer is not None:
+                peers[name] = peer
 
         if phase == "Failed" and name in history:  # history: kept apart, never the verdict
             reason, message, detail = _why_failed(status)
@@ -447,10 +505,14 @@ def summarize_pods(
             unschedulable_messages[message] = unschedulable_messages.get(message, 0) + 1
         block(category, reason, name, message, since, detail)
 
+    if peers:
+        _mark_early_starters(groups, peers)
     # a normal wait (an init container running, containers being created) never leads: the Pods behind it often
-    # wait for the others (PyTorch workers for their master, Ray workers for the head's GCS)
+    # wait for the others (PyTorch workers for their master, Ray workers for the head's GCS); but failures that
+    # follow from such a wait (an MPIJob launcher started before its workers are up) rank after it
     blockers = tuple(sorted((g.freeze() for g in groups.values()),
-                            key=lambda b: (b.category == "ContainersNotStarting" and b.reason in BENIGN_WAITING_REASONS,
+                            key=lambda b: (bool(b.waits_for),
+                                           b.category == "ContainersNotStarting" and b.reason in BENIGN_WAITING_REASONS,
                                            -b.count, _SEVERITY.get(b.category, 99), b.reason)))
     failure: SchedulingFailure | None = None
     if unschedulable_messages:

@@ -36,7 +36,7 @@ from .. import pods as podlib
 from ..context import Context
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
-from . import accounting
+from . import accounting, early_start, followers
 from .nodes import flavor_node_hint, flavor_selector
 from .owners import (
     admitted_since,
@@ -473,7 +473,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
     head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): {place.why}")
-    text = "."
+    text = "." + followers.withheld_note(ctx, view.summary)
     if place.funnel is not None:
         text += f" Nodes: {place.funnel.line()}."
     text += history_note(view.summary)
@@ -754,7 +754,16 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     if silent_kubelet and not fresh:
         action = ActionBy.CLUSTER_ADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
-    if cause == Cause.OOM_KILLED:
+    early = early_start.failing_early(view.summary)
+    if early is not None and blocker.category in ("ContainersNotStarting", "NotReady"):
+        # the workers lead, and the launcher burns its Job's backoffLimit while they wait: the owner's MPIJob fails
+        # unless someone acts, so a normal wait is no longer nobody's
+        text = early_start.explain(ctx, blocker, early) + timeout_note(ctx)
+        if action == ActionBy.NOBODY:
+            action = ActionBy.WORKLOAD_OWNER
+        evidence.append(ctx.object_evidence("Pod", early.pod, "status", early.reason, early.message, early.since,
+                                            ctx.ns))
+    elif cause == Cause.OOM_KILLED:
         limit = _memory_limits(ctx, blocker.pod)
         looping = blocker.reason == "CrashLoopBackOff"
         text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods were OOMKilled: a "
