@@ -488,7 +488,18 @@ def _selector_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path
             have = f" Nodes carry {offered}." if offered else f" No node carries the label {key} at all."
         else:
             have = ""
-        if key in flavor_labels and p.flavor:
+        if key in p.checks:  # a check's podSetUpdates: Kueue writes it back at every start, the owner cannot drop it
+            check = p.checks[key]
+            controller = s(spec(ctx.state.admission_checks.get(check) or {}).get("controllerName"))
+            out.append(_remedy(ActionBy.CLUSTER_ADMIN, "AdmissionCheck", check, None,
+                               f"podSetUpdates.nodeSelector[{key}]", f"{key}={want}",
+                               f"a value nodes carry, or label nodes {key}={want}",
+                               f"AdmissionCheck {check}" + (f" (controller {controller})" if controller else "")
+                               + f" sends the Pods to {key}={want} (the Workload's status.admissionChecks"
+                               f"[].podSetUpdates): label the nodes it granted {key}={want}, or fix the controller and "
+                               "evict the Workload (spec.active false, then true): the eviction resets the check to "
+                               f"Pending and it runs anew.{have}{funnel}{not_sure}"))
+        elif key in flavor_labels and p.flavor:
             path = "spec.nodeLabels"
             out.append(_remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", p.flavor, None, f"{path}[{key}]",
                                f"{key}={want}", f"a value nodes carry, or label nodes {key}={want}",

@@ -18,6 +18,11 @@ SHORT_MAX = 63  # with Kueue's alpha ShortWorkloadNames gate: names usable as la
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 POD_GROUP_KEY = "kueue.x-k8s.io/pod-group-name"
 PODSET_LABEL = "kueue.x-k8s.io/podset"  # on every Pod Kueue admitted; never taken off
+# a Pod with one of these is placed by Kueue's TAS (utiltas.IsTAS): Kueue counts it through its Workload; any other
+# Pod bound to a node it counts as the node's non-TAS usage until the Pod's phase is terminal
+TAS_POD_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology",
+                       "kueue.x-k8s.io/podset-unconstrained-topology", "kueue.x-k8s.io/podset-slice-required-topology",
+                       "kueue.x-k8s.io/podset-slice-required-topology-constraints")
 
 
 def identifier(obj: Mapping[str, Any], key: str) -> str | None:

@@ -44,6 +44,7 @@ def _suspend_writers(entries: Any) -> list[dict[str, Any]]:
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     md = m(obj.get("metadata"))
     out = {k: md[k] for k in _KEEP_META if k in md}
+    out.update(_deletion(md))
     ann = {k: v for k, v in m(md.get("annotations")).items() if k.startswith(_KEEP_ANNOTATION_PREFIXES)}
     if ann:
         out["annotations"] = ann
@@ -51,6 +52,14 @@ def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     if writers:
         out["managedFields"] = writers
     return out
+
+
+def _deletion(md: Mapping[str, Any]) -> dict[str, Any]:
+    """Of an object being deleted, its grace period and what holds it (a terminating Pod outside Kueue's TAS is
+    named with them); nothing of the others, whose finalizers are Kueue's and the Job controller's."""
+    if "deletionTimestamp" not in md:
+        return {}
+    return {k: md[k] for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "finalizers") if k in md}
 
 
 def _container(c: Any) -> dict[str, Any]:

@@ -1078,6 +1078,10 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
     flavors = [fit.flavor] if fit is not None else _flavors_of(failures)
     text = (topology.describe(fit, f) if fit is not None
             else f"Topology Aware Scheduling cannot place the Pods: {f.text}.")
+    held = topology.held(ctx, fit) if fit is not None else None
+    if held is not None:  # Pods outside Kueue's TAS hold the room: neither the nodes' size nor a Workload's doing
+        return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text + held.text, ctx, held.action,
+                       flavors=flavors, blocker=blocker, hints=held.hints)
     if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
         if fit is not None and fit.fits_without_exclusions:
             text += (" It would fit on the cordoned/tainted nodes: the platform admin must uncordon them or remove "

@@ -6,25 +6,105 @@ ever fit. Both come from the objects: the pod set's `topologyRequest` (from the
 `topologyName` and nodeLabels, the Topology's levels and the Nodes (only when Nodes are in the input).
 The capacity of a domain is counted as Kueue's TAS snapshot does for an empty cluster: the flavor's
 nodes, minus cordoned ones (Kueue leaves them out of "Total nodes") and those with a NoSchedule/NoExecute
-taint the pods do not tolerate; per node, how many pods its allocatable holds for each requested resource.
+taint the pods do not tolerate; per node, how many pods its allocatable holds for each requested resource,
+less what the Pods outside Kueue's TAS bound there request: Kueue counts those until their phase is terminal
+(pkg/controller/tas/non_tas_usage_controller.go) and its "as if empty" pass does not take them away. Only the
+Pods in the input are seen (the operator and a live `explain` list Kueue's own): no node is called free for
+want of Pods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from ...kube.objects import conditions, is_true, lst, m, s, spec
+from ...kube.kueue_names import TAS_POD_ANNOTATIONS
+from ...kube.objects import (
+    as_time,
+    conditions,
+    format_duration,
+    format_time,
+    is_true,
+    lst,
+    m,
+    name,
+    namespace,
+    owner_refs,
+    s,
+    spec,
+    status,
+)
 from ...kube.quantity import parse
 from ...kube.selectors import label_selector_matches
+from ...state import Derived
+from ...vocabulary import ActionBy
 from .. import quota
 from ..context import Context
 from ..messages import FlavorFailure
-from .stalled import _tolerated
+from .stalled import STALL_AFTER, _tolerated
 
 HOSTNAME = "kubernetes.io/hostname"
+_RESIDENT_OWNERS = ("DaemonSet", "Node")  # one per node, never leaving it (a Node owns a static Pod's mirror)
+
+
+@dataclass(frozen=True)
+class OutsidePod:
+    """A Pod bound to a node that Kueue's TAS does not place and whose phase is not terminal: Kueue subtracts its
+    requests from the node's capacity (non-TAS usage), and cannot preempt it."""
+
+    namespace: str
+    name: str
+    node: str
+    requests: Mapping[str, Decimal]
+    resident: bool  # a DaemonSet's or a static Pod: it never leaves the node
+    phase: str
+    deleted: datetime | None  # when its deletion was asked (deletionTimestamp less the grace period)
+    grace_ends: datetime | None  # its deletionTimestamp
+    finalizers: tuple[str, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class _Outside:
+    """The Pods outside Kueue's TAS per node, for one clock value (one pass: Pods change without an index rebuild)."""
+
+    now: Any = None
+    by_node: dict[str, list[OutsidePod]] = field(default_factory=dict)
+
+
+OUTSIDE: Derived[_Outside] = Derived("Pods outside Kueue's TAS per node", lambda _: _Outside())
+
+
+def _outside_pod(pod: Mapping[str, Any]) -> OutsidePod | None:
+    meta = m(pod.get("metadata"))
+    node, phase = s(spec(pod).get("nodeName")), s(status(pod).get("phase")) or ""
+    annotations = m(meta.get("annotations"))
+    if not node or phase in ("Succeeded", "Failed") or any(a in annotations for a in TAS_POD_ANNOTATIONS):
+        return None
+    grace_ends = as_time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    deleted = grace_ends - timedelta(seconds=grace) if grace_ends is not None and isinstance(grace, int) else grace_ends
+    return OutsidePod(namespace(pod) or "", name(pod) or "", node, quota.pod_requests(spec(pod)),
+                      any(s(r.get("kind")) in _RESIDENT_OWNERS for r in owner_refs(pod)), phase, deleted,
+                      grace_ends, tuple(str(f) for f in lst(meta.get("finalizers"))))
+
+
+def outside_pods(ctx: Context) -> dict[str, list[OutsidePod]]:
+    """The Pods in the input outside Kueue's TAS, by node; read once per pass."""
+    memo = ctx.state.derived(OUTSIDE)
+    if memo.now != ctx.now:
+        memo.now, memo.by_node = ctx.now, {}
+        for pod in ctx.state.pods.values():
+            found = _outside_pod(pod)
+            if found is not None:
+                memo.by_node.setdefault(found.node, []).append(found)
+    return memo.by_node
 
 
 @dataclass
@@ -42,6 +122,19 @@ class TopologyFit:
     largest_with_all: int = 0  # the same, counting the cordoned and tainted nodes too
     cordoned: list[str] = field(default_factory=list)
     tainted: dict[str, list[str]] = field(default_factory=dict)  # taint -> node names
+    # `largest` leaves out only the Pods outside Kueue's TAS that never leave their node (DaemonSets, static Pods);
+    # `largest_now` all of them, as Kueue counts (its "as if empty" pass keeps them)
+    largest_now: int = 0
+    largest_unless_terminating: int = 0  # the terminating ones (deleted, not yet terminal) gone too
+    outside: int = 0  # the Pods outside Kueue's TAS seen on the usable nodes
+    held: list[OutsidePod] = field(default_factory=list)  # those that may leave, on the largest domain's nodes
+    held_nodes: list[Mapping[str, Any]] = field(default_factory=list)  # that domain's nodes
+    per_pod: Mapping[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def held_back(self) -> bool:
+        """It would fit as if empty but for Pods outside Kueue's TAS that may leave: Kueue counts them."""
+        return self.largest_now < self.count <= self.largest and bool(self.held)
 
     @property
     def never_fits(self) -> bool:
@@ -60,8 +153,12 @@ def _request(ps: Mapping[str, Any]) -> tuple[str | None, bool]:
     return s(req.get("preferred")), False
 
 
-def _per_node(node: Mapping[str, Any], per_pod: Mapping[str, Decimal]) -> int:
-    alloc = m(m(node.get("status")).get("allocatable")) or m(m(node.get("status")).get("capacity"))
+def _allocatable(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    return m(m(node.get("status")).get("allocatable")) or m(m(node.get("status")).get("capacity"))
+
+
+def _per_node(node: Mapping[str, Any], per_pod: Mapping[str, Decimal], used: Mapping[str, Decimal]) -> int:
+    alloc = _allocatable(node)
     fits: list[int] = []
     for res, need in per_pod.items():
         if need <= 0:
@@ -69,21 +166,50 @@ def _per_node(node: Mapping[str, Any], per_pod: Mapping[str, Decimal]) -> int:
         have = parse(alloc.get(res))
         if have is None:
             return 0
-        fits.append(int(have // need))
+        fits.append(max(int((have - used.get(res, Decimal(0))) // need), 0))
     pods = parse(alloc.get("pods"))
     if pods is not None:
         fits.append(int(pods))
     return min(fits) if fits else 0
 
 
-def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod: Mapping[str, Decimal]
-                     ) -> tuple[int, int]:
-    per_domain: dict[str, int] = {}
+def _stays(p: OutsidePod) -> bool:
+    return p.resident
+
+
+def _counted(p: OutsidePod) -> bool:
+    return True
+
+
+def _not_leaving(p: OutsidePod) -> bool:
+    return p.resident or p.deleted is None
+
+
+def _used(pods: list[OutsidePod], which: Callable[[OutsidePod], bool]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for p in pods:
+        if which(p):
+            for r, v in p.requests.items():
+                total[r] = total.get(r, Decimal(0)) + v
+    return total
+
+
+def _domains(nodes: list[Mapping[str, Any]], level: str | None) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
     for n in nodes:
         key = s(m(m(n.get("metadata")).get("labels")).get(level)) if level else "*"
-        if key is None:
-            continue
-        per_domain[key] = per_domain.get(key, 0) + _per_node(n, per_pod)
+        if key is not None:
+            out.setdefault(key, []).append(n)
+    return out
+
+
+def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod: Mapping[str, Decimal],
+                     outside: Mapping[str, list[OutsidePod]], which: Callable[[OutsidePod], bool] = _stays
+                     ) -> tuple[int, int]:
+    """The pods the largest domain holds with the requests of the Pods outside Kueue's TAS `which` picks taken
+    away, and how many domains there are."""
+    per_domain = {key: sum(_per_node(n, per_pod, _used(outside.get(name(n) or "", []), which)) for n in members)
+                  for key, members in _domains(nodes, level).items()}
     return max(per_domain.values(), default=0), len(per_domain)
 
 
@@ -124,21 +250,32 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
         if not is_true(conditions(n).get("Ready")):
             continue
         everything.append(n)
-        name = s(meta.get("name")) or "?"
+        node_name = s(meta.get("name")) or "?"
         if spec(n).get("unschedulable"):
-            fit.cordoned.append(name)
+            fit.cordoned.append(node_name)
             continue
         blocking = [m(t) for t in lst(spec(n).get("taints"))
                     if m(t).get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(tolerations, m(t))]
         if blocking:
             for t in blocking:
                 text = f"{s(t.get('key'))}={s(t.get('value')) or ''}:{s(t.get('effect'))}"
-                fit.tainted.setdefault(text, []).append(name)
+                fit.tainted.setdefault(text, []).append(node_name)
             continue
         counted.append(n)
-    fit.nodes = len(counted)
-    fit.largest, fit.domains = _domain_capacity(counted, fit.level, per_pod)
-    fit.largest_with_all, _ = _domain_capacity(everything, fit.level, per_pod)
+    fit.nodes, fit.per_pod = len(counted), per_pod
+    outside = outside_pods(ctx) if ctx.state.pods else {}
+    fit.largest, fit.domains = _domain_capacity(counted, fit.level, per_pod, outside)
+    fit.largest_now, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
+    fit.largest_unless_terminating, _ = _domain_capacity(counted, fit.level, per_pod, outside, _not_leaving)
+    fit.largest_with_all, _ = _domain_capacity(everything, fit.level, per_pod, outside)
+    fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
+    if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
+        best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
+            _per_node(n, per_pod, _used(outside.get(name(n) or "", []), _stays)) for n in members))
+        fit.held_nodes = best
+        fit.held = sorted((p for n in best for p in outside.get(name(n) or "", ()) if not p.resident),
+                          key=lambda p: (-sum(p.requests.get(r, Decimal(0)) / v for r, v in per_pod.items() if v > 0),
+                                         p.ref))
     return fit
 
 
@@ -149,10 +286,17 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     asked = (f"requires {where}" if fit.required else f"prefers {where}")
     now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit is not None
            else f"Kueue cannot place the {f.requested_count or fit.count} {unit}(s)")
-    text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
-            f"{now}. Even with nothing running, the largest "
-            + (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
-            + f" holds {fit.largest} pod(s) ({fit.nodes} usable node(s) in the flavor)")
+    largest = (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
+    if fit.held_back:
+        text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
+                f"{now}. Even with no Workload running, the largest {largest} holds {fit.largest_now} pod(s), "
+                f"{fit.largest} without Pods outside Kueue's TAS ({fit.nodes} usable node(s) in the flavor)")
+    else:
+        text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
+                f"{now}. Even with nothing running, the largest {largest} holds {fit.largest_now} pod(s) "
+                f"({fit.nodes} usable node(s) in the flavor"
+                + (f", less what {fit.outside} Pod(s) outside Kueue's TAS request there" if fit.outside else "")
+                + ")")
     left_out = []
     if fit.cordoned:
         left_out.append(f"{len(fit.cordoned)} cordoned ({', '.join(sorted(fit.cordoned)[:3])})")
@@ -161,3 +305,73 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     if left_out:
         text += "; not counted: " + ", ".join(left_out)
     return text + "."
+
+
+@dataclass(frozen=True)
+class Held:
+    """The pod set fits the flavor's nodes but for Pods outside Kueue's TAS: named, and who acts."""
+
+    text: str
+    action: ActionBy
+    hints: list[str]
+
+
+def _pod_text(ctx: Context, p: OutsidePod, shown: str) -> str:
+    what = f"Pod {p.ref} ({shown})"
+    if p.deleted is None:
+        return what
+    finalizers = f"; finalizer {', '.join(p.finalizers[:2])}" if p.finalizers else ""
+    return (f"{what}, terminating since {format_time(p.deleted)} ({format_duration(ctx.now - p.deleted, True)}), "
+            f"still {p.phase or 'not terminal'}{finalizers}")
+
+
+def held(ctx: Context, fit: TopologyFit) -> Held | None:
+    """Pods outside Kueue's TAS (not Workloads Kueue could wait for or preempt) keep the pod set off the flavor's
+    nodes even as if empty. Kueue counts such a Pod until its phase is Succeeded or Failed or it is gone, and
+    requeues within ~10s of that (kueue#8653, fixed in v0.19.2): a terminating one is waited for, until it has
+    lasted `STALL_AFTER` past its grace period (then a kubelet or a finalizer holds it: the cluster admin's call)."""
+    if not fit.held_back:
+        return None
+    # the resource the held Pods take most of, in pods' worth
+    res = max((r for r, v in fit.per_pod.items() if v > 0 and r != "pods"),
+              key=lambda r: sum(p.requests.get(r, Decimal(0)) for p in fit.held) / fit.per_pod[r], default=None)
+    if res is None:
+        return None
+    alloc = sum((parse(_allocatable(n).get(res)) or Decimal(0) for n in fit.held_nodes), Decimal(0))
+    taken = sum((p.requests.get(res, Decimal(0)) for p in fit.held), Decimal(0))
+    first = fit.held_nodes[0]
+    if len(fit.held_nodes) == 1:
+        where = f"Node {name(first)} has"
+    elif fit.level:
+        where = (f"The {len(fit.held_nodes)} nodes of {fit.level}="
+                 f"{s(m(m(first.get('metadata')).get('labels')).get(fit.level)) or '?'} have")
+    else:
+        where = f"The {len(fit.held_nodes)} usable nodes have"
+    pods = "; ".join(_pod_text(ctx, p, f"{quota.fmt(res, p.requests.get(res, Decimal(0)))} {res}")
+                     for p in fit.held[:3]) + (f"; and {len(fit.held) - 3} more" if len(fit.held) > 3 else "")
+    text = f" {where} {quota.fmt(res, alloc)} {res} allocatable, {quota.fmt(res, taken)} requested by {pods}."
+    hints = [f"kubectl -n {p.namespace} describe pod {p.name}" for p in fit.held[:2]]
+    # the terminating ones alone keep it off: waited for, until they have lasted
+    terminating = [p for p in fit.held if p.deleted is not None] if fit.largest_unless_terminating >= fit.count else []
+    stuck = [p for p in terminating if ctx.after(p.grace_ends, STALL_AFTER)]
+    counts = " Kueue counts a Pod until its phase is Succeeded or Failed or it is gone"
+    if stuck:
+        p = stuck[0]
+        if p.finalizers:
+            hints.append(f"kubectl -n {p.namespace} patch pod {p.name} --type=merge -p "
+                         "'{\"metadata\":{\"finalizers\":null}}'")
+        hints.append(f"kubectl -n {p.namespace} delete pod {p.name} --grace-period=0 --force")
+        grace = ("" if p.grace_ends == p.deleted else
+                 f" (its grace period ended {format_duration(ctx.now - (p.grace_ends or ctx.now), True)} ago)")
+        text += (f"{counts}{grace}. Cluster admin: find why it does not end (the kubelet on {p.node}"
+                 + (f"; the owner of finalizer {p.finalizers[0]}" if p.finalizers else "")
+                 + ") or end it (" + ("remove the finalizer; " if p.finalizers else "")
+                 + "force-delete it if it stays); Kueue requeues within ~10s (kueue#8653).")
+        return Held(text, ActionBy.CLUSTER_ADMIN, hints)
+    if terminating:
+        text += f"{counts}, then requeues the Workload within ~10s (kueue#8653): nothing to do unless it lasts."
+        return Held(text, ActionBy.NOBODY, hints)
+    text += (" Kueue's TAS does not preempt them: it fits once they end (Kueue then requeues within ~10s, kueue#8653). "
+             "If they run on, the cluster admin keeps such Pods off the flavor's nodes (a taint; or a flavor of "
+             "Kueue's that shares them) or adds nodes; or the owner relaxes the topology request.")
+    return Held(text, ActionBy.CLUSTER_ADMIN, hints)

@@ -347,6 +347,7 @@ class Placement:
     late: list[str] = field(default_factory=list)  # untolerated taints put on after the Pods were placed
     tainted: list[str] = field(default_factory=list)  # the usable nodes carrying them (late taints)
     pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
+    checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -354,15 +355,72 @@ def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
     return dict(m(spec(rf).get("nodeLabels"))) if rf else {}
 
 
-def _injected(ctx: Context, pc: PodConstraints) -> dict[str, Any]:
+def _injected(ctx: Context, pc: PodConstraints, checks: Mapping[str, str]) -> dict[str, Any]:
     """Without the ResourceFlavor in the input: the Pods' selector keys their Workload's pod templates lack,
-    which Kueue added at admission (the flavor's nodeLabels, a check's podSetUpdates), not the owner."""
+    which Kueue added at admission (the flavor's nodeLabels; a check's podSetUpdates are `checks`), not the owner."""
     template: dict[str, Any] = {}
     for ps in lst(spec(ctx.wl).get("podSets")):
         template.update(m(m(m(m(ps).get("template")).get("spec")).get("nodeSelector")))
     if not lst(spec(ctx.wl).get("podSets")):
         return {}
-    return {k: v for k, v in pc.node_selector.items() if k not in template}
+    return {k: v for k, v in pc.node_selector.items() if k not in template and k not in checks}
+
+
+def _check_selectors(ctx: Context, pod: Mapping[str, Any] | None, pc: PodConstraints | None) -> dict[str, str]:
+    """The Pods' selector keys an AdmissionCheck set (status.admissionChecks[].podSetUpdates[].nodeSelector), by
+    key, with the check's name: Kueue merges them into the owner's Pod template at every start and takes them out
+    again at every stop, so neither the owner nor the flavor wrote them."""
+    if pc is None:
+        return {}
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    single = len(lst(spec(ctx.wl).get("podSets"))) <= 1
+    out: dict[str, str] = {}
+    for check in lst(ctx.status.get("admissionChecks")):
+        for update in lst(m(check).get("podSetUpdates")):
+            if (s(m(update).get("name")) != podset) if podset else not single:
+                continue
+            for k, v in m(m(update).get("nodeSelector")).items():
+                if k in pc.node_selector and str(pc.node_selector[k]) == str(v):
+                    out.setdefault(k, s(m(check).get("name")) or "?")
+    return out
+
+
+def _check_blocks(ctx: Context, pc: PodConstraints | None, checks: Mapping[str, str], known: bool
+                  ) -> tuple[dict[str, str], list[Node]]:
+    """The checks' selector keys that keep the Pods off every node the rest of their selector allows (those
+    nodes too); without Nodes in the input, all of them. Empty when the rest selects no node already."""
+    if not checks or pc is None:
+        return {}, []
+    if not known:
+        return dict(checks), []
+    rest = PodConstraints({k: v for k, v in pc.node_selector.items() if k not in checks}, pc.terms,
+                          pc.tolerations, pc.requests)
+    candidates = [n for n in ctx.state.nodes.values() if rest.selects(n)]
+    if not candidates or any(pc.selects(n) for n in candidates):
+        return {}, candidates
+    alone = {k: c for k, c in checks.items() if not any(
+        str(m(m(n.get("metadata")).get("labels")).get(k, "\0")) == str(pc.node_selector[k]) for n in candidates)}
+    return alone or dict(checks), candidates
+
+
+def _check_why(ctx: Context, checks: Mapping[str, str], selector: Mapping[str, Any], nodes: Sequence[Node]) -> str:
+    """"k=v comes from AdmissionCheck x's podSetUpdates (controller, state 'message'); the nodes carry k=w"."""
+    parts = []
+    for check in sorted(set(checks.values())):
+        keys = [k for k, c in checks.items() if c == check]
+        state = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if s(m(c).get("name")) == check), {})
+        controller = s(spec(ctx.state.admission_checks.get(check) or {}).get("controllerName"))
+        said = s(state.get("message"))
+        text = (", ".join(f"{k}={selector[k]}" for k in keys) + f" comes from AdmissionCheck {check}'s podSetUpdates ("
+                + (f"controller {controller}; " if controller else "")
+                + f"{s(state.get('state')) or '?'}" + (f" '{said[:80]}'" if said else "") + ")")
+        for k in keys:
+            carried = sorted({str(m(m(n.get("metadata")).get("labels"))[k]) for n in nodes
+                              if k in m(m(n.get("metadata")).get("labels"))})
+            text += (f" and the nodes carry {k}={','.join(carried[:3])}" if carried else
+                     f" and no node carries {k}" if nodes else "")
+        parts.append(text)
+    return "; ".join(parts)
 
 
 # where a toleration of the admitted pod set is known to go missing on its way to the Pods
@@ -408,7 +466,8 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         base["totalNodes"] = failure.total
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
-        extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned")}
+        extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
+                                                       "checks")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -435,11 +494,24 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     count = _count(failure, constraint, reasons, nodes)
     if constraint == Constraint.NODE_SELECTOR:
         selector = pc.selector_text() if pc is not None else ""
-        flavor_sel = _injected(ctx, pc) if flavor and flavor not in ctx.state.flavors and pc is not None else \
-            _flavor_labels(ctx, flavor)
-        # the Pods' own constraints beyond the flavor's nodeLabels (Kueue injects those into the selector)
-        own = pc is not None and (bool(pc.terms) or any(k not in flavor_sel or str(flavor_sel[k]) != str(v)
-                                                       for k, v in pc.node_selector.items()))
+        checks = _check_selectors(ctx, pod, pc)
+        flavor_sel = _injected(ctx, pc, checks) if flavor and flavor not in ctx.state.flavors and pc is not None \
+            else _flavor_labels(ctx, flavor)
+        # the Pods' own constraints beyond the flavor's nodeLabels and the checks' podSetUpdates (Kueue injects both)
+        own = pc is not None and (bool(pc.terms) or any(
+            k not in checks and (k not in flavor_sel or str(flavor_sel[k]) != str(v))
+            for k, v in pc.node_selector.items()))
+        blocking, candidates = _check_blocks(ctx, pc, checks, nodes is not None)
+        if blocking and not own and pc is not None:  # a check's podSetUpdates select no node: its controller's call
+            flavor_too = (f"; or ResourceFlavor {flavor}'s nodeLabels: the input has no Nodes to tell which"
+                          if nodes is None and flavor_sel else "")
+            return make(Cause.NODE_SELECTOR_MISMATCH, ActionBy.CLUSTER_ADMIN, "NodeSelector",
+                        f"no node matches {selector}: {_check_why(ctx, blocking, pc.node_selector, candidates)}"
+                        f"{flavor_too}. Kueue merges a check's podSetUpdates into the Pods at every start: not the "
+                        "owner's to fix"
+                        + (", the check's controller chose a value no node carries" if nodes is not None else ""),
+                        name=selector or None, nodes=count, source="Nodes" if nodes is not None else "Scheduler",
+                        checks=blocking)
         if nodes is None and flavor_sel and own:  # no Nodes in the input: either may select nothing
             action = ActionBy.WORKLOAD_OWNER
             whose = (f"ResourceFlavor {flavor}'s nodeLabels or the Pods' own node selector/affinity; the input has no "
@@ -453,7 +525,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                      else "the Pods' own node selector/affinity")
         return make(Cause.NODE_SELECTOR_MISMATCH, action, "NodeSelector",
                     f"no node matches {selector or 'the node selector'} ({whose})", name=selector or None,
-                    nodes=count, source="Nodes" if nodes is not None else "Scheduler")
+                    nodes=count, source="Nodes" if nodes is not None else "Scheduler", checks=checks)
     if constraint == Constraint.TAINT:
         taints = list(nodes.untolerated) if nodes is not None and nodes.untolerated else [
             t for t in (named_taint(r.text) for r in reasons) if t]
