@@ -31,7 +31,9 @@ def test_the_headlamp_case_has_exactly_the_two_ways_out() -> None:
         ("QueueAdmin", "ClusterQueue", "spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "2", "3", True),
         ("WorkloadOwner", "Job", "spec.parallelism", "3", "2", True)]
     quota_raises = _remedies("scenario-exceeds-nominal-quota", "blog")[:2]  # cpu and pods: both are needed
-    assert all("Needed together with the other 1 quota change(s) listed" in r["message"] for r in quota_raises)
+    assert "Needed together with raising pods in flavor" in quota_raises[0]["message"]
+    assert "Needed together with raising cpu in flavor" in quota_raises[1]["message"]
+    assert all("none is enough alone" in r["message"] for r in quota_raises)
 
 
 def test_a_borrowing_limit_is_raised_by_the_platform_and_only_estimated() -> None:
@@ -68,3 +70,24 @@ def test_a_taint_put_on_nodes_in_use_is_removed_not_tolerated() -> None:
     # a taint the nodes had before the Pods came: tolerating it stays the way out
     kinds = [r["kind"] for r in _catalog_remedies("flavor-nodes-carry-an-untolerated-taint")]
     assert kinds == ["ResourceFlavor", "Job"]
+
+
+def test_flavors_of_one_resource_group_are_alternatives_not_joint_raises() -> None:
+    # a pod set takes all of a resource group's resources from one flavor: each flavor's raise is enough alone
+    for name in ("resource-group-flavors-are-alternatives", "borrowing-limit-zero-flavor-is-an-alternative"):
+        raises = [r for r in _catalog_remedies(name) if r["field"].endswith("nominalQuota")]
+        assert len(raises) == 2, name
+        assert all("none is enough alone" not in r["message"] and "Or instead the raise for flavor" in r["message"]
+                   for r in raises), name
+    on_demand, spot = _catalog_remedies("borrowing-limit-zero-flavor-is-an-alternative")[:2]
+    assert "Or cohort all gets 5 more cpu in flavor on-demand to lend" in on_demand["message"]
+    assert "borrowingLimit 0 for cpu in flavor spot-tainted keeps it from borrowing" in spot["message"]
+
+
+def test_no_reclaim_remedy_where_its_own_borrowing_limit_caps_it() -> None:
+    # nothing of strict-fifo-cq is lent (the cohort's 2 free are its own): only its own lower-priority Workload helps
+    fields = [r["field"] for r in _catalog_remedies("own-borrowing-limit-zero-no-reclaim-helps")]
+    assert "spec.preemption.reclaimWithinCohort" not in fields
+    assert "spec.preemption.withinClusterQueue" in fields
+    freed = _catalog_remedies("own-borrowing-limit-zero-no-reclaim-helps")[0]["message"]
+    assert "or of cohort" not in freed  # the cohort finishing Workloads frees nothing it may use

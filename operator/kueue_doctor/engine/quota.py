@@ -419,19 +419,21 @@ def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
 class Lent:
     """A ClusterQueue's unused nominal quota that other members of its cohort hold now, borrowing."""
 
-    amount: Decimal  # of its unused (lendable) nominal quota, what the borrowers hold: at most what they borrow
+    amount: Decimal  # of its unused (lendable) nominal quota, the part its cohort has no room for: the borrowers
     borrowers: tuple[tuple[str, Decimal], ...]  # (ClusterQueue, what it borrows), the most first
     reclaim: str  # its spec.preemption.reclaimWithinCohort: Never (Kueue's default), LowerPriority or Any
 
 
 def lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Lent | None:
-    """Who in the ClusterQueue's (flat) cohort borrows the part of its nominal quota it does not use, and
-    whether Kueue would take it back for it; None when nobody does. The same for every Workload of the
-    queue: kept per pass."""
+    """Who in the ClusterQueue's cohort borrows the part of its nominal quota it does not use, and whether Kueue
+    would take it back for it; None when nobody does. The same for every Workload of the queue: kept per pass."""
     return _per_queue(state, LENT, _lent_quota, cq_name, flavor, resource)
 
 
 def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Lent | None:
+    """Its unused lendable quota sits in its cohort's pool (resource_node.go SubtreeQuota): others hold it only
+    where the pool has less free than that, other members' idle quota covering the rest of their borrowing. What
+    it may take back is its own nominal quota, so its borrowingLimit never caps it."""
     cq = state.cluster_queues.get(cq_name)
     cohort_name = s(spec(cq or {}).get("cohortName"))
     mine = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
@@ -440,10 +442,14 @@ def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -
     lendable, local = _split(mine)
     used = reserved_in(state, cq_name, flavor, resource) or Decimal(0)
     unused = max(Decimal(0), lendable - max(Decimal(0), used - local))  # what of its lendable part it leaves
-    if unused <= 0:
+    tree = cohort_tree(state, cq_name, flavor, resource) if unused > 0 else None
+    if tree is None:
+        return None
+    held = unused - max(Decimal(0), tree.available(1))  # what its cohort can give now: the pool's free part
+    if held <= 0:
         return None
     borrowers = []
-    for member in state.index.cqs_by_cohort.get(cohort_name, []):
+    for member in cohort_queues(state, cq_name):
         fq = flavor_quota(state, "ClusterQueue", member, flavor, resource) if member != cq_name else None
         if fq is None:
             continue
@@ -454,7 +460,7 @@ def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -
         return None
     borrowers.sort(key=lambda b: (-b[1], b[0]))
     reclaim = s(m(spec(cq).get("preemption")).get("reclaimWithinCohort")) or "Never"
-    return Lent(min(unused, sum((b for _, b in borrowers), Decimal(0))), tuple(borrowers), reclaim)
+    return Lent(min(held, sum((b for _, b in borrowers), Decimal(0))), tuple(borrowers), reclaim)
 
 
 LENT: Derived[dict[tuple[str, str, str], Lent | None]] = Derived("nominal quota lent per queue/flavor/resource",
@@ -511,6 +517,16 @@ class CohortTree:
             parent = min(stored - used + node.quota.borrowing_limit, parent)
         return max(Decimal(0), node.local - node.usage) + parent
 
+    def available_without(self, freed: Decimal) -> Decimal:
+        """`available` once the ClusterQueue's own Workloads holding `freed` are gone (Kueue's removeUsage: what
+        each node stored in its parent goes down with it). The memoized nodes are left as they are."""
+        nodes, drop = [], freed
+        for node in self.path:
+            after = max(Decimal(0), node.usage - drop)
+            nodes.append(TreeNode(node.kind, node.name, node.quota, node.subtree, after))
+            drop = max(Decimal(0), node.usage - node.local) - max(Decimal(0), after - node.local)
+        return CohortTree(nodes).available()
+
     def potential(self, start: int = 0, skip: int | None = None) -> Decimal:
         """Kueue's `potentialAvailable`: the most the node could get with nothing in use (its maximum
         capacity); `skip` ignores one node's borrowingLimit (to find the limit that binds)."""
@@ -521,6 +537,18 @@ class CohortTree:
         if node.quota.borrowing_limit is not None and start != skip:
             avail = min(node.subtree + node.quota.borrowing_limit, avail)
         return avail
+
+    def limit_raises(self, requested: Decimal) -> list[tuple[TreeNode, Decimal]] | None:
+        """The borrowingLimits on the way up to raise, and to what, for the ClusterQueue's maximum (`potential`) to
+        reach `requested`: each node must give what its child cannot keep locally (need - local); [] when none
+        holds it back; None when even without limits the tree has too little."""
+        need, out = requested, []
+        for node in self.path[:-1]:
+            limit = node.quota.borrowing_limit
+            if limit is not None and node.subtree + limit < need:
+                out.append((node, need - node.subtree))
+            need -= node.local
+        return out if self.path[-1].subtree >= need else None
 
     def limit_holding_back(self) -> TreeNode | None:
         """The node whose borrowingLimit keeps the ClusterQueue from using more now (the highest one that does)."""
@@ -553,6 +581,19 @@ class CohortTree:
                 text += f", lendingLimit {fmt(resource, node.quota.lending_limit)}"
             parts.append(text)
         return "; ".join(parts)
+
+
+def own_room_gain(state: ClusterState, cq_name: str, flavor: str, resource: str, freed: Decimal) -> Decimal | None:
+    """How much more of (flavor, resource) the ClusterQueue could use now if its own Workloads holding `freed` were
+    preempted (withinClusterQueue): all of it without a cohort; in a cohort what Kueue's `available` gains, its
+    borrowingLimit and the cohort's free quota counted. None with a cohort cycle."""
+    cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
+    if not cohort_name:
+        return freed
+    tree = cohort_tree(state, cq_name, flavor, resource)
+    if tree is None:
+        return None
+    return max(Decimal(0), tree.available_without(freed)) - max(Decimal(0), tree.available())
 
 
 _NO_QUOTA = FlavorQuota(Decimal(0), None, None)

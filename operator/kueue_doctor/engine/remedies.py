@@ -2,9 +2,11 @@
 
 For ExceedsMaxQuota, from the finding's quota lines (Kueue's own numbers when its message gave them):
 the ClusterQueue's quota that would be enough for each short resource, and the parallelism that would fit
-the maximum. For WaitingForQuota, Kueue's "N more needed": what must be freed, or added. A remedy is
-`exact` only when Kueue's numbers say the change is enough on its own (no cohort involved, one pod set);
-otherwise it is an estimate and says so.
+the maximum; the short flavors of one resource group are alternatives (a pod set takes all the group's resources
+from one flavor), the groups all needed. For WaitingForQuota, Kueue's "N more needed": what must be freed, or
+added, and the preemption policy that would make room when only one would. A remedy is `exact` only when
+Kueue's numbers say the change is enough on its own (no cohort involved, one pod set); otherwise it is an
+estimate and says so.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from ..kube.quantity import parse
 from ..state import Derived
 from ..vocabulary import ActionBy, Cause, Reason
 from . import quota
+from .admission.flavors import lower_priority_room
 from .context import Context
 from .messages import FailureKind
 from .rules import Finding
 from .scheduling.placement import HOSTNAME, Placement, taint_text, topology_assigned
 from .scheduling.workload_pods import unschedulable_placement
-
-_QUOTA_FIELD = {Cause.BORROWING_LIMIT_REACHED: "borrowingLimit"}
 
 
 def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
@@ -41,14 +42,50 @@ def remedies(ctx: Context, f: Finding) -> list[dict[str, Any]]:
     if not short:
         return []
     exact = ctx.cohort is None and len(ctx.requests) <= 1 and all(q.get("source") == "Kueue" for q in short)
-    # several resources or flavors short: each raise is needed and says so (`exact` is about its own number;
-    # the parallelism one is enough alone)
-    others = len({(q.get("flavor"), q.get("resource")) for q in short}) - 1
-    out = [r for q in short if (r := _quota_remedy(ctx, f, q, exact, others)) is not None]
-    parallel = _parallelism_remedy(ctx, short, exact)
+    out = [r for q in short for r in _quota_remedies(ctx, q, exact and not _waits_too(ctx, q), _joint(ctx, q, short))]
+    parallel = _parallelism_remedy(ctx, short, exact)  # enough alone: it fits every maximum
     if parallel is not None:
         out.append(parallel)
     return out
+
+
+def _choice(ctx: Context, line: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The flavor choice a quota line belongs to: Kueue gives a pod set all the resources of one resource group from
+    one flavor (flavorassigner findFlavorForPodSets), so the short flavors of one (pod set, resource group) are
+    alternatives, and the choices are all needed."""
+    resource = s(line.get("resource")) or ""
+    n = quota.resource_group_of(ctx.cq, resource)
+    return line.get("podSet"), n if n >= 0 else f"resource:{resource}"
+
+
+def _joint(ctx: Context, line: Mapping[str, Any], short: Sequence[Mapping[str, Any]]) -> str:
+    """How a quota raise combines with the others listed: needed together with the other short resources of its
+    flavor and with the other resource groups' choices; an alternative to the other flavors of its group."""
+    key, flavor, resource = _choice(ctx, line), line.get("flavor"), line.get("resource")
+    mine = [q for q in short if _choice(ctx, q) == key]
+    with_it = list(dict.fromkeys(str(q.get("resource")) for q in mine
+                                 if q.get("flavor") == flavor and q.get("resource") != resource))
+    instead = list(dict.fromkeys(str(q.get("flavor")) for q in mine if q.get("flavor") != flavor))
+    elsewhere = list(dict.fromkeys(str(q.get("resource")) for q in short if _choice(ctx, q) != key))
+    text = ""
+    if with_it:
+        text += f" Needed together with raising {', '.join(with_it)} in flavor {flavor}: none is enough alone."
+    if instead:
+        text += (f" Or instead the raise for flavor {', '.join(instead)}: Kueue gives a pod set all the resources of "
+                 "a resource group from one flavor, so either flavor with enough is enough"
+                 + (" for that group." if elsewhere else " alone."))
+    if elsewhere:
+        text += (f" Needed too: the raise for {', '.join(elsewhere)} (another resource group or pod set); no "
+                 "group is enough alone.")
+    return text
+
+
+def _waits_too(ctx: Context, line: Mapping[str, Any]) -> bool:
+    """Kueue's message also finds the line's flavor short of unused quota in another resource: raised, the flavor
+    is no longer over its maximum, yet the Workload still waits there."""
+    flavor, resource = line.get("flavor"), line.get("resource")
+    return any(x.flavor == flavor and x.resource != resource and x.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA
+               for x in ctx.qr_parsed.failures)
 
 
 def _dec(value: Any) -> Decimal | None:
@@ -59,67 +96,91 @@ def _over(requested: Decimal | None, maximum: Decimal | None) -> bool:
     return requested is not None and maximum is not None and requested > maximum
 
 
-def _quota_remedy(ctx: Context, f: Finding, line: Mapping[str, Any], exact: bool, others: int = 0
-                  ) -> dict[str, Any] | None:
+def _quota_remedies(ctx: Context, line: Mapping[str, Any], exact: bool, joint: str = "") -> list[dict[str, Any]]:
+    """The raise of one short line: in a cohort, the borrowingLimits that hold its maximum down (its own, a parent
+    Cohort's) when raising them is enough, the tree having the quota to lend; else its nominalQuota, which raises
+    its maximum as much as it is raised (resource_node.go potentialAvailable)."""
     flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
     requested, maximum = _dec(line.get("requested")), _dec(line.get("maximum"))
-    field_name = _QUOTA_FIELD.get(f.cause, "nominalQuota") if f.cause is not None else "nominalQuota"
-    current = _dec(line.get("borrowingLimit" if field_name == "borrowingLimit" else "nominal"))
-    path = _quota_path(ctx, flavor, resource, field_name)
     if requested is None or maximum is None or not ctx.cq_name:
-        return None
-    if field_name == "borrowingLimit" and ctx.cohort:
-        binding = _binding_cohort(ctx, flavor, resource)
-        if binding is not None:  # a parent Cohort's borrowingLimit caps it: raising the queue's changes nothing
-            return _cohort_limit_remedy(ctx, binding, flavor, resource, requested - maximum, others)
+        return []
+    tree = quota.cohort_tree(ctx.state, ctx.cq_name, flavor, resource) if ctx.cohort else None
+    raises = tree.limit_raises(requested) if tree is not None else None
+    if raises:
+        out = []
+        for node, enough in reversed(raises):  # the highest first: the one Kueue's maximum names
+            with_it = [f"{n.kind} {n.name}'s" for n, _ in raises if n is not node]
+            together = (f" Needed together with raising {' and '.join(with_it)} borrowingLimit: none is enough alone."
+                        if with_it else "")
+            found = _limit_remedy(ctx, node, flavor, resource, enough, together + joint)
+            if found is None:
+                return _nominal_remedy(ctx, line, tree, exact, joint)
+            out.append(found)
+        return out
+    return _nominal_remedy(ctx, line, tree, exact, joint)
+
+
+def _nominal_remedy(ctx: Context, line: Mapping[str, Any], tree: quota.CohortTree | None, exact: bool, joint: str
+                    ) -> list[dict[str, Any]]:
+    flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
+    requested, maximum = _dec(line.get("requested")) or Decimal(0), _dec(line.get("maximum")) or Decimal(0)
+    current, path = _dec(line.get("nominal")), _quota_path(ctx, flavor, resource, "nominalQuota")
     if current is None or path is None:
-        return None
+        return []
     enough = current + (requested - maximum)
     now_text, enough_text = quota.fmt(resource, current) or str(current), quota.fmt(resource, enough) or str(enough)
-    who = ActionBy.QUEUE_ADMIN if field_name == "nominalQuota" and ctx.cohort is None else ActionBy.CLUSTER_ADMIN
-    return {"actionBy": who.value, "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text,
-            "enough": enough_text, "exact": exact,
-            "message": (f"Raise {field_name} of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
-                        f"{now_text} to {enough_text}" + ("." if exact else _caveat(ctx)) + _together(others))}
+    who = ActionBy.QUEUE_ADMIN if ctx.cohort is None else ActionBy.CLUSTER_ADMIN
+    return [{"actionBy": who.value, "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text,
+             "enough": enough_text, "exact": exact,
+             "message": (f"Raise nominalQuota of {resource} in flavor {flavor} of ClusterQueue {ctx.cq_name} from "
+                         f"{now_text} to {enough_text}" + ("." if exact else _caveat(ctx, line))
+                         + _lending(ctx, tree, flavor, resource, requested - maximum) + joint)}]
 
 
-def _together(others: int) -> str:
-    return (f" Needed together with the other {others} quota change(s) listed: none is enough alone." if others
-            else "")
+def _lending(ctx: Context, tree: quota.CohortTree | None, flavor: str, resource: str, short: Decimal) -> str:
+    """A raise of nominalQuota in a cohort: more lent by the cohort does as well when no borrowingLimit on the way
+    up caps what the ClusterQueue borrows; with one, only its own quota counts."""
+    if tree is None:
+        return ""
+    capped = [n for n in tree.path if n.quota.borrowing_limit is not None]
+    if not capped:
+        return (f" Or cohort {ctx.cohort} gets {quota.fmt(resource, short)} more {resource} in flavor {flavor} to lend "
+                "(another ClusterQueue's nominalQuota, up to its lendingLimit, or a Cohort's own): with no "
+                "borrowingLimit in the way, it may borrow that.")
+    own = tree.path[0].quota.borrowing_limit
+    if capped[0] is tree.path[0] and own == 0:
+        return (f" Its borrowingLimit 0 for {resource} in flavor {flavor} keeps it from borrowing: quota lent by "
+                f"cohort {ctx.cohort} never helps there.")
+    return ""
 
 
-def _caveat(ctx: Context) -> str:
+def _caveat(ctx: Context, line: Mapping[str, Any] | None = None) -> str:
     """Why a quota remedy is an estimate, the first reason that applies."""
-    if ctx.cohort is not None:
-        return " (an estimate: the cohort's lending may change it)."
+    if line is not None and _waits_too(ctx, line):
+        return (f" (then within its maximum, though it still waits for unused quota of flavor {line.get('flavor')} "
+                "that Kueue's message finds short).")
+    if ctx.cohort is not None:  # its maximum rises as much; what it can use also depends on the others' usage
+        return " (an estimate: what the cohort's other queues use may still hold it back)."
     if len(ctx.requests) > 1:
         return " (an estimate: Kueue places pod sets one after another, so their sum may need more)."
     return " (an estimate: from the Workload's requests, not a maximum Kueue stated)."
 
 
-def _binding_cohort(ctx: Context, flavor: str, resource: str) -> quota.TreeNode | None:
-    """The Cohort whose borrowingLimit caps the ClusterQueue's maximum in a cohort tree, if it is a Cohort."""
-    tree = quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, resource)
-    if tree is None or len(tree.path) <= 2:
-        return None
-    binding = tree.binding_limit()
-    return binding if binding is not None and binding is not tree.path[0] and binding.kind == "Cohort" else None
-
-
-def _cohort_limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resource: str,
-                         short: Decimal, others: int = 0) -> dict[str, Any] | None:
-    cohort = ctx.state.cohorts.get(node.name)
-    found = _quota_paths(cohort).get((flavor, resource)) if cohort is not None else None
+def _limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resource: str, enough: Decimal, joint: str
+                  ) -> dict[str, Any] | None:
+    """Raise the borrowingLimit of the ClusterQueue or of a Cohort above it; an estimate (the tree's arithmetic is
+    ours, what its other members lend may change)."""
+    owner = ctx.state.cluster_queues.get(node.name) if node.kind == "ClusterQueue" else ctx.state.cohorts.get(node.name)
+    found = _quota_paths(owner).get((flavor, resource)) if owner is not None else None
     current = node.quota.borrowing_limit
     if found is None or current is None:
         return None
-    now_text = quota.fmt(resource, current) or str(current)
-    enough_text = quota.fmt(resource, current + short) or str(current + short)
-    return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "Cohort", "name": node.name,
+    now_text, enough_text = quota.fmt(resource, current) or str(current), quota.fmt(resource, enough) or str(enough)
+    return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": node.kind, "name": node.name,
             "field": f"{found}.borrowingLimit", "now": now_text, "enough": enough_text, "exact": False,
-            "message": f"Raise borrowingLimit of {resource} in flavor {flavor} of Cohort {node.name} from {now_text} "
-                       f"to {enough_text} (an estimate: what the rest of the tree can lend may change it)."
-                       + _together(others)}
+            "message": f"Raise borrowingLimit of {resource} in flavor {flavor} of {node.kind} {node.name} from "
+                       f"{now_text} to {enough_text} (an estimate: what the rest of the cohort can lend may change "
+                       "it)." + joint}
 
 
 def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -131,10 +192,9 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
     paths = _paths_of(ctx)
     memo = ctx.state.derived(FREED_TEXTS)
     who = ActionBy.QUEUE_ADMIN.value if cohort is None else ActionBy.CLUSTER_ADMIN.value
-    # in a cohort, other queues may be borrowing this queue's unused nominal quota: theirs frees it too
-    freed_too = f" or of cohort {cohort}" if cohort is not None else ""
     out: list[dict[str, Any]] = []
-    for line in _whole_shortfalls(lines):
+    whole = _whole_shortfalls(lines)
+    for line in whole:
         flavor, resource = s(line.get("flavor")) or "", s(line.get("resource")) or ""
         found = paths.get((flavor, resource))
         if found is None or not cq_name:  # no field to name: no remedy
@@ -155,35 +215,64 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         exact = cohort is None and line.get("source") == "Kueue" and not partial
         why = _FREED_EXACT if exact else _FREED_ESTIMATE if cohort is not None else _FREED_PARTIAL if partial \
             else _FREED_OURS
+        # in a cohort, other queues may be borrowing this queue's unused nominal quota: theirs frees it too, unless
+        # its own borrowingLimit caps it (then only its own Workloads' quota makes room)
+        freed_too = f" or of cohort {cohort}" if cohort is not None and not _own_limit_caps(line) else ""
         out.append({"actionBy": who, "kind": "ClusterQueue", "name": cq_name, "field": f"{found}.nominalQuota",
                     "now": now_text, "enough": enough, "exact": exact,
                     "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
                                f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_text} to {enough}"
                                f"{why}"})
-        reclaim = _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
-        if reclaim is not None:
-            out.append(reclaim)
+        extra = _within_queue_remedy(ctx, flavor, resource, line) if len(whole) == 1 else None
+        extra = extra or _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
+        if extra is not None:
+            out.append(extra)
     return out
+
+
+def _own_limit_caps(line: Mapping[str, Any]) -> bool:
+    """The queue's own borrowingLimit keeps it below its usage plus the request: Kueue's `available` is at most
+    nominal + borrowingLimit - usage (resource_node.go), whatever the cohort frees."""
+    limit, nominal, requested = _dec(line.get("borrowingLimit")), _dec(line.get("nominal")), _dec(line.get("requested"))
+    if limit is None or nominal is None or requested is None:
+        return False
+    return (_dec(line.get("used")) or Decimal(0)) + requested > nominal + limit
+
+
+def _within_queue_remedy(ctx: Context, flavor: str, resource: str, line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """withinClusterQueue Never while its own lower-priority Workloads hold what would let it in: allowing Kueue to
+    preempt them ends the wait (`flavors.lower_priority_room`); an estimate, Kueue picks the victims."""
+    policy = s(m(spec(ctx.cq or {}).get("preemption")).get("withinClusterQueue")) or "Never"
+    victims = lower_priority_room(ctx, resource, flavor, line) if policy == "Never" else []
+    if not victims:
+        return None
+    names = ", ".join(f"{h.key[0]}/{h.key[1]} (priority {h.priority})" for h in victims[:2])
+    more = f" and {len(victims) - 2} more" if len(victims) > 2 else ""
+    return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "ClusterQueue", "name": ctx.cq_name,
+            "field": "spec.preemption.withinClusterQueue", "now": "Never", "enough": "LowerPriority", "exact": False,
+            "message": f"Set preemption.withinClusterQueue of ClusterQueue {ctx.cq_name} to LowerPriority: Kueue may "
+                       f"then preempt {names}{more}, below this Workload's priority {ctx.priority}, to make room for "
+                       f"it in flavor {flavor}; the preempted Workloads stop and requeue. The policy holds for every "
+                       "Workload of the queue (an estimate: Kueue picks the fewest that make room)."}
 
 
 def _reclaim_remedy(ctx: Context, flavor: str, resource: str, missing_text: Any) -> dict[str, Any] | None:
     """The queue's own unused nominal quota is borrowed by others and Kueue never reclaims it (Never): letting
-    it reclaim frees up to what they borrow of it; enough only when that covers the shortfall and they may be
-    preempted, so never exact."""
+    it reclaim frees what they hold of it (its own nominal quota: its borrowingLimit never caps that); offered
+    only when that covers the shortfall (else it would still borrow after, where reclaiming alone does not let it
+    in), and never exact: their priorities decide."""
     lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, resource) if ctx.cohort else None
-    if lent is None or lent.reclaim != "Never":
-        return None
     missing = _dec(missing_text)
-    covers = missing is not None and lent.amount >= missing
+    if lent is None or lent.reclaim != "Never" or missing is None or lent.amount < missing:
+        return None  # taken back, less than what is missing: it would still borrow, where reclaim alone does not help
     amount = quota.fmt(resource, lent.amount)
     return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "ClusterQueue", "name": ctx.cq_name,
             "field": "spec.preemption.reclaimWithinCohort", "now": "Never", "enough": "Any", "exact": False,
             "message": f"{amount} {resource} of its nominal quota in flavor {flavor} is borrowed by "
                        f"{', '.join(cq for cq, _ in lent.borrowers[:3])}; with reclaimWithinCohort Any (or "
                        "LowerPriority, for their lower-priority Workloads) Kueue preempts them to take it back"
-                       + (f", which covers the {missing_text} {resource} missing" if covers else
-                          f", though that is less than the {missing_text} {resource} missing" if missing is not None
-                          else "") + " (an estimate: their priorities and the cohort's other usage decide)."}
+                       f", which covers the {missing_text} {resource} missing (an estimate: their priorities and the "
+                       "cohort's other usage decide)."}
 
 
 _FREED_EXACT, _FREED_ESTIMATE = ".", " (an estimate: the cohort's lending and reclaim may change it)."

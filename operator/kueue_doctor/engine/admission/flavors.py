@@ -8,6 +8,7 @@ the verdict it gives. Neighbours: `kueue_message.py` (the table that sends FLAVO
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -410,16 +411,54 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     earlier = f" on top of {f.previous} for earlier pod sets" if previous else ""
     text = (f"Needs {need} {res} in flavor {flavor}{earlier} but {ctx.cq_text} can never give more than "
             f"{f.maximum or '?'} ({limits}): {fix}.")
-    others = [x for x in failures if x is not f and x.resource]
+    one_flavor, told = _one_flavor(ctx, failures)
+    others = [x for x in failures if x is not f and x.resource and x not in told]
     if others:
         shown = "; ".join(f"{x.resource} in {x.flavor}: needs {x.requested or '?'}, max {x.maximum or '?'}"
-                          for x in others[:3])
+                          f"{_borrowing_limit_note(ctx, x)}" for x in others[:3])
         more = f" and {len(others) - 3} more in status.quota" if len(others) > 3 else ""
         text += f" Also short: {shown}{more}."
+    text += one_flavor
     action = ActionBy.QUEUE_ADMIN if cause == Cause.EXCEEDS_NOMINAL_QUOTA else ActionBy.CLUSTER_ADMIN
     return finding(Reason.EXCEEDS_MAX_QUOTA, cause, text, ctx, action, quota=lines,
                     flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=need, available=f.maximum, source="Kueue"))
+
+
+def _one_flavor(ctx: Context, failures: list[FlavorFailure]) -> tuple[str, list[FlavorFailure]]:
+    """(text, the failures it names) for the resource groups over their maximum in several flavors: Kueue gives a
+    pod set all the resources of a resource group from one flavor (flavorassigner findFlavorForPodSets), so those
+    flavors are alternatives: one with enough of each is enough, whatever the others lack."""
+    groups: dict[tuple[str, Any], dict[str, list[FlavorFailure]]] = {}
+    for x in failures if ctx.cq is not None else []:  # without the queue its resource groups are unknown
+        if x.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY and x.flavor and x.resource:
+            groups.setdefault((x.podset, _group_of(ctx, x)), {}).setdefault(x.flavor, []).append(x)
+    parts, told = [], []
+    for (podset, _), flavors in groups.items():
+        if len(flavors) < 2:
+            continue
+        resources = list(dict.fromkeys(x.resource or "" for xs in flavors.values() for x in xs))
+        lacks = "; ".join(f"{fl} lacks " + ", ".join(f"{x.resource} (max {x.maximum or '?'} < {x.requested or '?'}"
+                                                     f"{_borrowing_limit_note(ctx, x)})" for x in xs)
+                          for fl, xs in flavors.items())
+        told += [x for xs in flavors.values() for x in xs]
+        of = f" pod set {podset}'s" if len(ctx.requests) > 1 else " its"
+        parts.append(f" Kueue takes all{of} {' and '.join(resources)} from one flavor of the resource group, and no "
+                     f"flavor can give it: {lacks}. They are alternatives: raising one flavor's quota enough is enough"
+                     + (" for that group." if len(groups) > 1 else ", not all of them."))
+    return "".join(parts), told
+
+
+def _borrowing_limit_note(ctx: Context, x: FlavorFailure) -> str:
+    """"; nominal 5 + borrowingLimit 0: it never borrows" when the flavor's own borrowingLimit makes its maximum."""
+    fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, x.flavor or "", x.resource or "")
+    if not ctx.cohort or fq is None or fq.borrowing_limit is None or parse(x.maximum) != (
+            fq.nominal or 0) + fq.borrowing_limit:
+        return ""
+    res = x.resource or ""
+    return (f"; nominal {quota.fmt(res, fq.nominal)} + borrowingLimit {quota.fmt(res, fq.borrowing_limit)}"
+            + (f": it never borrows from cohort {ctx.cohort}, only its own nominalQuota counts"
+               if fq.borrowing_limit == 0 else ""))
 
 
 def _waits_for_partial_admission(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure,
@@ -506,8 +545,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + _not_ready_text(ctx)
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
-               "; the borrowingLimit stops it from borrowing more" if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + "." + (_lent_text(ctx, flavor, res) if ctx.cohort and f.flavor and f.resource else ""))
+               _own_limit_text(ctx, res, flavor, line, fq) if cause == Cause.BORROWING_LIMIT_REACHED else "")
+            + "." + (_lent_text(ctx, flavor, res, parse(f.missing)) if ctx.cohort and f.flavor and f.resource else ""))
     requested, missing = parse(line.get("requested")), parse(f.missing)
     # together: the request alone is not what was short
     room = requested - missing if requested is not None and missing is not None and requested >= missing and \
@@ -531,6 +570,19 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
                                            source="Kueue" if f.missing else "Objects"))
+
+
+def _own_limit_text(ctx: Context, res: str, flavor: str, line: dict[str, Any], fq: quota.FlavorQuota | None) -> str:
+    """Its own borrowingLimit caps it below what it asks: Kueue's `available` is at most nominal + borrowingLimit
+    less its own usage (resource_node.go), so nothing the cohort frees or reclaims makes room, only its own
+    Workloads' quota."""
+    if fq is None or fq.borrowing_limit is None:
+        return "; the borrowingLimit stops it from borrowing more"
+    cap = (fq.nominal or Decimal(0)) + fq.borrowing_limit
+    return (f"; its borrowingLimit {quota.fmt(res, fq.borrowing_limit)} caps what it may hold in flavor {flavor} at "
+            f"{quota.fmt(res, cap)} {res} (nominal {quota.fmt(res, fq.nominal)} + borrowingLimit), "
+            f"{line.get('used') or '0'} of it held by its own Workloads: only they can make room, no quota elsewhere "
+            f"in cohort {ctx.cohort} can")
 
 
 def _short(failures: list[FlavorFailure]) -> frozenset[tuple[str, str]]:
@@ -646,9 +698,12 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
     preemption = m(spec(ctx.cq or {}).get("preemption"))
     policy = s(preemption.get("withinClusterQueue")) or "Never"
     reclaim = (s(preemption.get("reclaimWithinCohort")) or "Never") if ctx.cohort else "Never"
-    if not ctx.cq_name or (policy not in _PREEMPTING and reclaim == "Never"):
+    if not ctx.cq_name:
         return _NOTHING
     short = short or frozenset({(flavor, res)})
+    within = _within_never(ctx, res, line, flavor, missing, short) if policy == "Never" else ""
+    if policy not in _PREEMPTING and reclaim == "Never":
+        return WhyNot(within, advice=True) if within else _NOTHING
     if not quota.tries_preemption(ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
         return _must_borrow(ctx, res, line, flavor, missing, short, policy, reclaim)
     holders = _holders(ctx, ctx.cq_name).priorities if policy in _PREEMPTING else []
@@ -662,7 +717,57 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
                 f"{_PREEMPTING[policy]} priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have "
                 f"priority {span}, against its {ctx.priority}.")
     cohort = _cohort_out_of_reach(ctx, res, line, flavor, short, reclaim, fits_now)
-    return WhyNot(text + cohort.text, advice=cohort.advice)
+    return WhyNot(within + text + cohort.text, advice=cohort.advice or bool(within))
+
+
+def _within_never(ctx: Context, res: str, line: dict[str, Any], flavor: str, missing: Decimal | None,
+                  short: frozenset[tuple[str, str]]) -> str:
+    """withinClusterQueue Never, while Workloads of its own queue of lower priority hold enough that Kueue, allowed
+    to preempt them, would let it in (`lower_priority_room`)."""
+    lower = lower_priority_room(ctx, res, flavor, line) if len(short) <= 1 else []
+    if not lower:
+        return ""
+    return (f" withinClusterQueue Never keeps Kueue from preempting {_named(lower)} in {ctx.cq_name}, below its "
+            f"priority {ctx.priority}, which would make room for it: the cluster admin can set "
+            "preemption.withinClusterQueue to LowerPriority.")
+
+
+def lower_priority_room(ctx: Context, res: str, flavor: str, line: Mapping[str, Any]) -> list[Holder]:
+    """The Workloads of its own ClusterQueue of lower priority than it holding `res` in `flavor`, when preempting
+    them (withinClusterQueue LowerPriority) would cover Kueue's "N more needed": its `available` with their usage
+    gone, its borrowingLimit and the cohort's free quota counted; and Kueue looks for victims at all
+    (fitsResourceQuota: within nominal quota, or allowed to preempt while borrowing). [] otherwise."""
+    missing = parse(line.get("missing"))
+    if missing is None or not ctx.cq_name or not quota.tries_preemption(
+            ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
+        return []
+    priorities, held = _held_by_priority(ctx, ctx.cq_name, flavor, res)
+    freed = held[bisect_left(priorities, ctx.priority)]  # what those of lower priority hold
+    gain = quota.own_room_gain(ctx.state, ctx.cq_name, flavor, res, freed) if freed > 0 else None
+    if gain is None or gain < missing:
+        return []
+    return [h for h in _holders(ctx, ctx.cq_name).holders
+            if h.priority < ctx.priority and h.usage.get((flavor, res), 0) > 0]
+
+
+def _held_by_priority(ctx: Context, cq: str, flavor: str, res: str) -> tuple[list[int], list[Decimal]]:
+    """(the priorities of the ClusterQueue's holders of `res` in `flavor`, sorted; what those before each index
+    hold together): every waiting Workload of the queue asks what its lower-priority holders hold, kept per pass."""
+    memo = ctx.state.derived(HELD_BY_PRIORITY)
+    key = (cq, flavor, res)
+    found = memo.get(key)
+    if found is None:
+        pairs_ = sorted((h.priority, h.usage[flavor, res]) for h in _holders(ctx, cq).holders
+                        if h.usage.get((flavor, res), 0) > 0)
+        held = [Decimal(0)]
+        for _, amount in pairs_:
+            held.append(held[-1] + amount)
+        found = memo[key] = ([p for p, _ in pairs_], held)
+    return found
+
+
+HELD_BY_PRIORITY: Derived[dict[tuple[str, str, str], tuple[list[int], list[Decimal]]]] = Derived(
+    "quota held per priority per queue/flavor/resource", lambda _: {})
 
 
 def _cohort_holders(ctx: Context, short: frozenset[tuple[str, str]]) -> list[CohortHolder]:
@@ -746,7 +851,9 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
     priorities (kueue#2681); of a priority reclaimWithinCohort allows; and, while this Workload would still borrow,
     of a priority strictly below its own (kueue#4028). Exact in a flat cohort without fair sharing; in a tree or
     with fair sharing only the first rule is the same, so only it is claimed there."""
-    if reclaim == "Never" or quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res) is not None:
+    lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res)
+    missing = parse(line.get("missing"))
+    if reclaim == "Never" or (lent is not None and (missing is None or lent.amount >= missing)):
         return _NOTHING  # Kueue never looks in other queues, or the lent-quota text says whom it reclaims from
     found = _cohort_holders(ctx, short)
     if not found:
@@ -776,10 +883,25 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
                      + f", not {_by_queue(ctx, why['borrow'], res, flavor, False)} (kueue#4028)")
     fits = (f", or fits now if it asks at most {quota.fmt(res, fits_now)} {res}" if fits_now is not None
             and fits_now > 0 else "")
+    fixes = [f"moves nominalQuota to {ctx.cq_name}", *_while_borrowing_fix(ctx, why.get("borrow", []))]
     text = (f" Kueue preempts nothing in cohort {ctx.cohort} for it: {'; '.join(parts)}. It waits for them to "
-            f"finish{fits}; else the cluster admin moves nominalQuota to {ctx.cq_name}"
+            f"finish{fits}; else the cluster admin {', '.join(fixes)}"
             + (" or they get a lower priority" if "nominal" not in why else "") + ".")
     return WhyNot(text, advice=True)
+
+
+def _while_borrowing_fix(ctx: Context, borrow: list[CohortHolder]) -> list[str]:
+    """Holders out of reach only because this Workload would borrow while their priority, below its own, is above
+    borrowWithinCohort's maxPriorityThreshold (or the policy is Never): the setting that brings them in reach."""
+    below = [c.holder.priority for c in borrow]
+    if not below or max(below) >= ctx.priority:
+        return []
+    bwc = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort"))
+    threshold = bwc.get("maxPriorityThreshold")
+    if (s(bwc.get("policy")) or "Never") == "Never":
+        return ["sets its preemption.borrowWithinCohort.policy to LowerPriority" + (
+            f" with maxPriorityThreshold at least {max(below)}" if isinstance(threshold, int) else "")]
+    return [f"raises its preemption.borrowWithinCohort.maxPriorityThreshold to at least {max(below)}"]
 
 
 def _must_borrow(ctx: Context, res: str, line: dict[str, Any], flavor: str, missing: Decimal | None,
@@ -949,24 +1071,30 @@ def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> 
     return found
 
 
-def _lent_text(ctx: Context, flavor: str, res: str) -> str:
+def _lent_text(ctx: Context, flavor: str, res: str, missing: Decimal | None) -> str:
     """" 2 cpu of its nominal quota is lent now: team-b-cq borrows 2 ... ": who holds the queue's own unused
-    quota, and whether Kueue takes it back (reclaimWithinCohort). The same for every Workload of the queue."""
+    quota, and whether Kueue takes it back (reclaimWithinCohort). Taken back, it covers the shortfall or not: when
+    not, this Workload would still borrow, and whom Kueue may preempt then is `_cohort_out_of_reach`'s (the
+    borrowWithinCohort rules). The same for every Workload of the queue that it covers, or does not."""
+    lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res)
+    if lent is None:
+        return ""
+    covers = missing is None or lent.amount >= missing  # no figure from Kueue: the policy's text alone
     texts = ctx.state.derived(LENT_TEXTS)
-    key = (ctx.cq_name or "", flavor, res)
+    key = (ctx.cq_name or "", flavor, res, covers)
     found = texts.get(key)
     if found is not None:
         return found
-    lent = quota.lent_quota(ctx.state, ctx.cq_name or "", flavor, res)
-    if lent is None:
-        texts[key] = ""
-        return ""
     who = ", ".join(f"{cq} borrows {quota.fmt(res, amount)}" for cq, amount in lent.borrowers[:3])
     if len(lent.borrowers) > 3:
         who += f" and {len(lent.borrowers) - 3} more ClusterQueues"
     text = (f" {quota.fmt(res, lent.amount)} {res} of {ctx.cq_name}'s nominal quota in flavor {flavor} is unused by "
             f"it and lent now ({who}, cohort {ctx.cohort}); ")
-    if lent.reclaim == "Never":
+    if not covers:
+        text += ("reclaimWithinCohort Never keeps it there, and taken back it would not cover what is missing anyway."
+                 if lent.reclaim == "Never" else
+                 "taken back it would not cover what is missing.")
+    elif lent.reclaim == "Never":
         text += ("with preemption.reclaimWithinCohort Never (the default) Kueue does not take it back, so this "
                  "Workload also waits for their Workloads to finish: the cluster admin can set reclaimWithinCohort "
                  f"to Any (or LowerPriority) on {ctx.cq_name} to have Kueue preempt them for it.")
@@ -979,8 +1107,8 @@ def _lent_text(ctx: Context, flavor: str, res: str) -> str:
     return text
 
 
-LENT_TEXTS: Derived[dict[tuple[str, str, str], str]] = Derived("lent quota text per queue/flavor/resource",
-                                                               lambda _: {})
+LENT_TEXTS: Derived[dict[tuple[str, str, str, bool], str]] = Derived(
+    "lent quota text per queue/flavor/resource, covering or not", lambda _: {})
 
 
 USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usage detail per flavor/resource",
