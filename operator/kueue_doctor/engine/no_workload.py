@@ -48,7 +48,7 @@ from ..kube.objects import (
 )
 from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
-from ..vocabulary import Cause, Reason
+from ..vocabulary import ActionBy, Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
 from .owner_status import RAY_CLUSTER_SELECTOR_KEY, existing_cluster_selector, owner_rejected
 from .pods.events import event_message
@@ -218,6 +218,31 @@ def _prebuilt_missing(state: ClusterState, key: tuple[str, str], pods: list[Mapp
             and any(_gated(p) for p in _runnable(pods)) and state.owner_for_workload_name(key) is None)
 
 
+def _not_composed(state: ClusterState, key: tuple[str, str], pods: list[Mapping[str, Any]]) -> bool:
+    """A complete group, gated, naming no prebuilt Workload, without a Workload: Kueue could not compose one (its
+    Pods disagree on what it copies), or its controller is not running."""
+    return (_prebuilt(pods) is None and any(_gated(p) for p in _runnable(pods))
+            and state.owner_for_workload_name(key) is None)
+
+
+def _disagreement(state: ClusterState, pods: list[Mapping[str, Any]]) -> tuple[str, list[tuple[str, str]]] | None:
+    """(what, [(pod, value), ...]) of the first metadata the group's Pods disagree on that makes Kueue refuse to
+    compose their Workload (pod_controller.go validatePodGroupMetadata: the queue name, the total count; getByKey:
+    a label of integrations.labelKeysToCopy). Kueue only logs these: no Event says it."""
+    live = sorted((p for p in pods if s(status(p).get("phase")) != "Failed"), key=lambda p: name(p) or "")
+    copied = [s(k) or "" for k in lst(m(state.kueue_config.raw.get("integrations")).get("labelKeysToCopy"))]
+    checks = [("label", QUEUE_LABEL, f"label {QUEUE_LABEL}"),
+              ("annotation", POD_GROUP_TOTAL_ANNOTATION, f"annotation {POD_GROUP_TOTAL_ANNOTATION}")]
+    checks += [("label", k, f"label {k} (copied to the Workload: integrations.labelKeysToCopy)") for k in copied if k]
+    for where, key, what in checks:
+        seen = [(name(p) or "", s(m(meta(p).get(f"{where}s")).get(key)) or "") for p in live]
+        # a label Kueue copies may be missing on some Pods (getByKey compares only the values present)
+        values = {v for _, v in seen if v or key in (QUEUE_LABEL, POD_GROUP_TOTAL_ANNOTATION)}
+        if len(values) > 1:
+            return what, seen
+    return None
+
+
 def pod_group_grace_ends(state: ClusterState, key: tuple[str, str], pods: list[Mapping[str, Any]],
                          grace: timedelta = GRACE) -> datetime | None:
     """When the Pod group `key` gets its stand-in: `grace` after its newest Pod was created (the minimum time
@@ -226,7 +251,8 @@ def pod_group_grace_ends(state: ClusterState, key: tuple[str, str], pods: list[M
     total = _group_total(pods)
     if key in state.workloads or total is None:
         return None
-    if len(_runnable(pods)) >= total and not _prebuilt_missing(state, key, pods):
+    if len(_runnable(pods)) >= total and not _prebuilt_missing(state, key, pods) \
+            and not _not_composed(state, key, pods):
         return None
     created = [t for t in (parse_time(meta(p).get("creationTimestamp")) for p in pods) if t is not None]
     return max(created) + grace if created else datetime.min.replace(tzinfo=UTC)
@@ -415,6 +441,37 @@ def _lws_text(ctx: Context, pods: list[Mapping[str, Any]], waiting: str, gate: s
             f"the LeaderWorkerSet's owner) sets maxSurge to an integer, {surge} (the surge groups made): kubectl -n "
             f"{ctx.ns} patch leaderworkerset {lws_name} --type merge -p '{patch}', or 0; Kueue then creates the "
             "surge groups' Workloads."), ev
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED)])
+def pod_group_not_composed(ctx: Context) -> Finding | None:
+    """After `pod_group_incomplete`: a complete, gated Pod group that names no prebuilt Workload and has none
+    (`_not_composed`). Its Pods disagreeing on what Kueue compares is theirs to fix; else Kueue's logs tell."""
+    group = s(labels(ctx.wl).get(POD_GROUP_LABEL))
+    pods = sorted(ctx.pods, key=lambda p: name(p) or "")
+    if not group or not pods or _prebuilt(pods) is not None:
+        return None
+    waiting = f" after {format_duration(ctx.now - ctx.created, precise=True)}" if ctx.created else ""
+    gate = f"all {len(_runnable(pods))} of its Pods exist, {sum(1 for p in pods if _gated(p))} behind the " \
+        f"{ADMISSION_GATE} scheduling gate"
+    hints = [f"kubectl -n {ctx.ns} get pods -l {POD_GROUP_LABEL}={group} --show-labels"]
+    found = _disagreement(ctx.state, pods)
+    if found is not None:
+        what, seen = found
+        values = ", ".join(f"{v or '(none)'} on {pod}" for pod, v in seen[:4])
+        text = (f"Pod group {ctx.ns}/{group} has no Workload{waiting}: {gate}, but they disagree on {what} "
+                f"({values}), so Kueue cannot build the group's Workload; it only logs it (no Event), and the Pods "
+                "stay gated. The owner of the Pods gives every Pod of the group the same value (or recreates them "
+                "so).")
+        return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, ActionBy.WORKLOAD_OWNER,
+                       since=ctx.created, hints=hints,
+                       evidence=[ctx.object_evidence("Pod", pod, what.split(" (")[0], reason=v or "(none)", ns=ctx.ns)
+                                 for pod, v in seen[:4]])
+    logs = f"kubectl -n {ctx.state.kueue_config.namespace} logs deploy/{KUEUE_DEPLOYMENT} | grep {group}"
+    text = (f"Pod group {ctx.ns}/{group} has no Workload{waiting}: {gate}, and Kueue has not made its Workload, "
+            "which takes it a second; the input does not show why (the Pods agree on their queue, total count and "
+            f"the labels Kueue copies). A cluster admin reads Kueue's logs ({logs}).")
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, since=ctx.created, hints=[*hints, logs])
 
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED),

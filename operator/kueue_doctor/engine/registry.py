@@ -21,6 +21,7 @@ def _order() -> tuple[Rule, ...]:
         # Configuration (it explains everything else), then what the owner names, Kueue's words
         no_workload.workload_not_in_input,
         no_workload.pod_group_incomplete,
+        no_workload.pod_group_not_composed,
         no_workload.pod_group_prebuilt_missing,
         no_workload.rayjob_on_existing_cluster,
         no_workload.integration_not_enabled,
