@@ -4,7 +4,8 @@ Run by `python bench/operator_scale.py --shards N` (its cluster, load, CRD and t
 ServiceAccount), or alone against a cluster that has them (`--kubeconfig`): this starts `kueue-doctor run` once
 unsharded, measures it, stops it, then starts `--total-shards N` processes at once (shard 0 .. N-1), and measures
 each, then the same N split by the ranges `kueue-doctor shard-plan` prints (`--shard-boundaries`: where the
-apiserver serves KEP-5866, as the bench's does, it sends each shard only its own Events, owners and diagnoses).
+apiserver serves KEP-5866, as the bench's does, it sends each shard only its own Events, Pods, owners and
+diagnoses).
 A process is measured once its first pass is done, every diagnosis is written (kueue_doctor_writes_pending 0)
 and the Workloads it exports have not changed for `--settle` seconds, and again `--hold` seconds later (what it
 keeps once Kopf's own re-listing after start-up is done and the operator has handed freed memory back:
