@@ -18,8 +18,9 @@ from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import i, labels, lst, m, meta, name, s, spec, status
+from ...kube.objects import i, labels, lst, m, meta, name, priority, s, spec, status
 from ...kube.quantity import parse
+from ...kube.selectors import label_selector_matches
 from ...state import WORKLOAD_ANNOTATION
 from .. import quota
 from ..context import Context
@@ -91,7 +92,7 @@ def above_capacity(ctx: Context, flavor: str, resource: str) -> str:
         return ""
     labels = m(spec(fl).get("nodeLabels"))
     nodes = [n for n in ctx.state.nodes.values()
-             if all(m(m(n.get("metadata")).get("labels")).get(k) == v for k, v in labels.items())]
+             if label_selector_matches({"matchLabels": labels}, m(m(n.get("metadata")).get("labels")))]
     capacity = sum((_allocatable(n, resource) for n in nodes), Decimal(0))
     if not nodes:
         return ""
@@ -121,8 +122,7 @@ def _holders_on(ctx: Context, flavor: str, resource: str) -> str:
         wl = ctx.state.workloads.get(key)
         held = quota.admitted_usage(wl).get((flavor, resource)) if wl is not None else None
         if wl is not None and held:
-            prio = spec(wl).get("priority")
-            out.append((prio if isinstance(prio, int) else 0, f"{key[0]}/{name(wl)}", held))
+            out.append((priority(wl), f"{key[0]}/{name(wl)}", held))
     if not out:
         return ""
     out.sort()
