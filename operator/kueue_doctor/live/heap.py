@@ -5,7 +5,7 @@ official client's buffers, the tables of big dicts) comes from glibc malloc, whi
 allocates its own arena (up to 8 per core: the LIST, write and watch threads each get one) and returns freed
 memory to the kernel only from the top of a heap, so what a start-up LIST or a resync freed stays resident.
 Two arenas and a malloc_trim every TRIM_EVERY seconds took the operator's steady RSS at 10,000 Workloads /
-50,000 Pods from 232 to 211 MiB after a resync, side by side in one run (docs/scale.md, session 18). Where
+50,000 Pods from 232 to 211 MiB after a resync, side by side in one run (docs/scale-history.md, session 18). Where
 the C library is not glibc (musl, macOS) both are no-ops; MALLOC_ARENA_MAX in the environment wins over ARENAS.
 """
 

@@ -254,7 +254,7 @@ class DiagnosisLoop:
 
         The first look comes after FIRST_LOOK, long enough for the events of one watch chunk to reach the inbox
         (Kopf hands them to per-object workers within a few loop turns); a 20 ms first look was a fifth of the
-        change -> diagnosis latency measured beside kube-state-metrics (docs/scale.md, session 20)."""
+        change -> diagnosis latency measured beside kube-state-metrics (docs/scale-history.md, session 20)."""
         deadline = time.monotonic() + self.debounce
         seen = len(self.inbox)
         pause = FIRST_LOOK

@@ -46,7 +46,7 @@ log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
 Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
 # writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms; 16 writers peaked the churn
-# backlog at 3,014-4,020 against 5,463 with 8 (docs/scale.md, session 20); 429s still pace them
+# backlog at 3,014-4,020 against 5,463 with 8 (docs/scale-history.md, session 20); 429s still pace them
 WRITERS = 16
 OWN_VERSIONS = 8  # our writes' versions remembered per diagnosis until their echo (more only after a watch gap)
 OWN_LABELS = (LABEL_STAGE, LABEL_REASON, LABEL_CLUSTER_QUEUE, LABEL_OWNER_KIND, LABEL_OWNER_NAME)
@@ -196,8 +196,9 @@ class Publisher:
         self._codec = Codec()
         self.deferred: dict[Key, tuple[float, Body]] = {}
         self._concurrency = concurrency
-        # threads of their own: asyncio.to_thread's default pool has min(32, cores + 4) threads, 6 on 2 cores, so
-        # it held 8 writers to 6 requests in flight and shared them with the resync's LISTs (docs/scale.md, session 20)
+        # threads of their own: asyncio.to_thread's default pool has min(32, cores + 4) threads, 6 on 2 cores, so it
+        # held 8 writers to 6 requests in flight and shared them with the resync's LISTs (docs/scale-history.md,
+        # session 20)
         self._pool = self._new_pool()
         # due writes in the order they became due (a key keeps its first place): verdict changes before
         # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
