@@ -1118,12 +1118,30 @@ USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usa
 NO_DOMAINS = "no topology domains at level"  # tas_flavor_snapshot.go findLevelWithFitDomains
 
 
+def _also_uncovered(ctx: Context, f: FlavorFailure, covered: list[str]) -> list[str]:
+    """The pod set's other requested resources the queue does not cover: Kueue's flavor assigner stops at the
+    first one it meets, in map order, so its message names one per attempt (xpk#603)."""
+    if ctx.cq is None:
+        return []
+    requests, _ = quota.workload_requests(ctx.wl)
+    asked = requests.get(f.podset) or {}
+    return sorted(res for res, amount in asked.items()
+                  if amount and res != "pods" and res != f.resource and res not in covered)
+
+
 def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = failures[0]
     if f.kind == FailureKind.RESOURCE_NOT_COVERED:
         covered = sorted(quota.covered_resources(ctx.cq)) if ctx.cq is not None else []
-        text = (f"Requests {f.resource}, which {ctx.cq_text} does not cover"
-                + (f" (it covers {', '.join(covered)})" if covered else ""))
+        others = _also_uncovered(ctx, f, covered)
+        it_covers = f"it covers {', '.join(covered)}" if covered else ""
+        if others:
+            text = (f"Requests {', '.join([f.resource or '', *others[:-1]])} and {others[-1]}, none of which "
+                    f"{ctx.cq_text} covers ({it_covers + '; ' if it_covers else ''}Kueue's message names one per "
+                    f"attempt, this time {f.resource}, so fixing only that one brings up the next; "
+                    "AI-Hypercomputer/xpk#603)")
+        else:
+            text = f"Requests {f.resource}, which {ctx.cq_text} does not cover" + (f" ({it_covers})" if covered else "")
         made = [(src, how, per) for src, how, per in ctx.state.kueue_config.transformed_into(f.resource or "")
                 if quota.in_pod_templates(ctx.wl, src)]
         if f.resource and made and not quota.in_pod_templates(ctx.wl, f.resource):
@@ -1143,7 +1161,9 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
                      f"(kubectl -n {ctx.ns} get limitranges -o yaml).")
             return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.CLUSTER_ADMIN,
                            hints=[cq_hint(ctx.cq_name)])
-        text += ": remove the request from the Job, or add the resource to the queue's resourceGroups."
+        what = "those requests" if others else "the request"
+        kind = (s(ctx.owner_ref.get("kind")) if ctx.owner_ref else None) or "Job"
+        text += f": remove {what} from the {kind}, or add them to the queue's resourceGroups."
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
                         hints=[cq_hint(ctx.cq_name)])
     if f.kind == FailureKind.FLAVOR_NOT_FOUND:
