@@ -768,6 +768,32 @@ def priority_class_missing(ctx: Context) -> Finding | None:
                    evidence=_evidence(ctx, *ev))
 
 
+# A Workload holds at most this many PodSets (jobframework.MaxPodSets, the CRD's spec.podSets maxItems, Kueue v0.19).
+MAX_POD_SETS = 18
+# Owners whose every entry of this list becomes one PodSet, and that Kueue's webhook does not limit (RayCluster's does).
+_POD_SET_LISTS = {("jobset.x-k8s.io", "JobSet"): "replicatedJobs"}
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED)])
+def too_many_pod_sets(ctx: Context) -> Finding | None:
+    """The owner would make a Workload of more PodSets than the CRD allows: the apiserver refuses it, and Kueue
+    only logs the error (no Event), retrying for ever (kubernetes-sigs/jobset#597)."""
+    owner = _owner(ctx)
+    field = _POD_SET_LISTS.get(_kind_key(owner))
+    count = len(lst(spec(owner).get(field))) if field else 0
+    if count <= MAX_POD_SETS:
+        return None
+    kind = s(owner.get("kind")) or ""
+    text = (f"{_waiting(ctx)}. It has {count} {field} and Kueue makes one PodSet of each, but a Workload holds at "
+            f"most {MAX_POD_SETS}: the apiserver refuses the Workload (\"spec.podSets: Too many: {count}: must have at "
+            f"most {MAX_POD_SETS} items\" in Kueue's logs, no Event), so Kueue can never admit it. The owner of the "
+            f"{kind} must bring it to {MAX_POD_SETS} {field} or fewer (merge those with the same Pod template into one "
+            f"with more replicas, or split the {kind}) and create it again (kubernetes-sigs/jobset#597).")
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, ActionBy.WORKLOAD_OWNER, since=ctx.created,
+                   evidence=_evidence(ctx, ctx.object_evidence(kind, name(owner), f"spec.{field}", reason=str(count),
+                                                               ns=ctx.ns)))
+
+
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_REJECTED)])
 def workload_rejected(ctx: Context) -> Finding | None:
     warnings = _kueue_warnings(ctx)

@@ -30,6 +30,7 @@ def _order() -> tuple[Rule, ...]:
         no_workload.kueue_not_running,
         no_workload.prebuilt_workload_missing,
         no_workload.priority_class_missing,
+        no_workload.too_many_pod_sets,
         no_workload.workload_rejected,
         no_workload.workload_not_created,
         # terminal: Finished, or deactivated
