@@ -8,8 +8,9 @@ when that estimate differs from the maximum Kueue wrote, and Kueue's number is t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -188,14 +189,19 @@ BORROWABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohor
 def flavor_quota(state: ClusterState, kind: str, owner_name: str | None, flavor: str, resource: str
                  ) -> FlavorQuota | None:
     """The quota a ClusterQueue or Cohort declares for (flavor, resource); None if not covered."""
+    found: FlavorQuota | None = quota_table(state, kind, owner_name).get((flavor, resource))
+    return found
+
+
+def quota_table(state: ClusterState, kind: str, owner_name: str | None) -> QuotaTable:
+    """Every (flavor, resource) a ClusterQueue or Cohort declares, with its quota; kept per index."""
     memo = state.derived(QUOTA_TABLES)
     table = memo.get((kind, owner_name))
     if table is None:
         coll = state.cluster_queues if kind == "ClusterQueue" else state.cohorts
         owner = coll.get(owner_name or "")
         table = memo[kind, owner_name] = _quota_table(owner) if owner is not None else {}
-    found: FlavorQuota | None = table.get((flavor, resource))
-    return found
+    return table
 
 
 def covered_resources(cq: Mapping[str, Any]) -> set[str]:
@@ -502,6 +508,7 @@ class CohortTree:
     """The path from a ClusterQueue up to the root Cohort, each node computed over its whole subtree."""
 
     path: list[TreeNode]  # [ClusterQueue, its Cohort, ..., root]
+    nodes: dict[str, TreeNode] = field(default_factory=dict)  # "Kind/name" -> every node of the tree
 
     def available(self, start: int = 0, skip: int | None = None) -> Decimal:
         """Kueue's `available`: what the node at `start` can use now (local unused + what the parents give,
@@ -610,7 +617,9 @@ def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -
     return memo[key]
 
 
-def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
+def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str,
+                 overrides: Mapping[tuple[str, str], FlavorQuota] | None = None) -> CohortTree | None:
+    """`overrides`: (kind, name) -> the quota to use instead of the object's (a what-if, never memoized)."""
     cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     if not cohort_name:
         return None
@@ -627,8 +636,12 @@ def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) 
         if parent:
             children.setdefault(parent, []).append(cname)
 
+    def quota_of(kind: str, name: str) -> FlavorQuota:
+        found = overrides.get((kind, name)) if overrides else None
+        return found or flavor_quota(state, kind, name, flavor, resource) or _NO_QUOTA
+
     def cq_node(name: str) -> TreeNode:
-        fq = flavor_quota(state, "ClusterQueue", name, flavor, resource) or _NO_QUOTA
+        fq = quota_of("ClusterQueue", name)
         node = TreeNode("ClusterQueue", name, fq, fq.nominal or Decimal(0))
         node.usage = reserved_in(state, name, flavor, resource) or Decimal(0)
         return node
@@ -636,7 +649,7 @@ def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) 
     nodes: dict[str, TreeNode] = {}
 
     def cohort_node(name: str, depth: int = 0) -> TreeNode:
-        fq = flavor_quota(state, "Cohort", name, flavor, resource) or _NO_QUOTA
+        fq = quota_of("Cohort", name)
         node = TreeNode("Cohort", name, fq, fq.nominal or Decimal(0))
         kids = [cq_node(q) for q in state.index.cqs_by_cohort.get(name, [])]
         if depth < 32:
@@ -652,7 +665,143 @@ def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) 
     path = [nodes.get(f"ClusterQueue/{cq_name}")] + [nodes.get(f"Cohort/{c}") for c in chain]
     if any(p is None for p in path):
         return None
-    return CohortTree([p for p in path if p is not None])
+    return CohortTree([p for p in path if p is not None], nodes)
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """Idle quota another node of the tree keeps for its own subtree (its lendingLimit), and the lendingLimit
+    that would let the ClusterQueue have what it misses (None: raising it alone is not enough)."""
+
+    kind: str
+    name: str
+    limit: Decimal
+    idle: Decimal  # its local quota its subtree does not use
+    enough: Decimal | None
+
+
+def withheld_by_lending_limits(state: ClusterState, cq_name: str, flavor: str, resource: str,
+                               missing: Decimal) -> list[Withheld]:
+    """The nodes of the ClusterQueue's cohort tree (not itself, not its ancestors: their local quota is its own
+    subtree's) whose lendingLimit keeps idle quota out of the pool it borrows from (resource_node.go: localQuota =
+    SubtreeQuota - LendingLimit, usage first consumes it). `enough`: their lendingLimit raised by `missing`, when
+    Kueue's `available` then grows by that much (a raise gives at most what it adds, so it is the least one);
+    a ClusterQueue's lendingLimit may not exceed its nominalQuota (webhook). Kept per queue, flavor, resource,
+    amount: every Workload of the queue short of the same asks the same."""
+    memo = state.derived(WITHHELD)
+    key = (cq_name, flavor, resource, missing)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _withheld(state, cq_name, flavor, resource, missing)
+    return found
+
+
+def _withheld(state: ClusterState, cq_name: str, flavor: str, resource: str, missing: Decimal) -> list[Withheld]:
+    tree = cohort_tree(state, cq_name, flavor, resource)
+    if tree is None or missing <= 0:
+        return []
+    mine = {f"{n.kind}/{n.name}" for n in tree.path}
+    base = tree.available()
+    out = []
+    for ref, node in sorted(tree.nodes.items()):
+        limit = node.quota.lending_limit
+        idle = max(Decimal(0), node.local - node.usage)
+        if ref in mine or limit is None or idle <= 0:
+            continue
+        raised = limit + missing
+        enough: Decimal | None = None
+        if raised <= node.subtree:
+            what_if = _cohort_tree(state, cq_name, flavor, resource, {(node.kind, node.name): FlavorQuota(
+                node.quota.nominal, node.quota.borrowing_limit, raised)})
+            if what_if is not None and what_if.available() - base >= missing:
+                enough = raised
+        out.append(Withheld(node.kind, node.name, limit, idle, enough))
+    return out
+
+
+WITHHELD: Derived[dict[tuple[str, str, str, Decimal], list[Withheld]]] = Derived(
+    "idle quota kept by lendingLimits per queue/flavor/resource/amount", lambda _: {})
+
+
+@dataclass(frozen=True, order=True)
+class Share:
+    """Kueue's DominantResourceShare of a ClusterQueue (pkg/cache/scheduler/fair_sharing.go), ordered as CompareDRS
+    orders them: a queue of weight 0 that borrows above all others (they compare unweighted among themselves)."""
+
+    zero_weight_borrows: bool
+    value: float  # the weighted share, 1000 = all its cohort can lend; the unweighted one when zero_weight_borrows
+
+    def shown(self) -> str:
+        """As Kueue writes status.fairSharing.weightedShare: rounded up, infinite for a zero weight."""
+        return "infinite" if self.zero_weight_borrows else str(math.ceil(self.value))
+
+
+def fair_weight(state: ClusterState, cq_name: str) -> Decimal:
+    """spec.fairSharing.weight, 1 when unset (Kueue's defaultWeight)."""
+    found = parse(m(spec(state.cluster_queues.get(cq_name) or {}).get("fairSharing")).get("weight"))
+    return Decimal(1) if found is None else found
+
+
+def dominant_share(state: ClusterState, cq_name: str, delta: Mapping[tuple[str, str], Decimal]) -> Share | None:
+    """The ClusterQueue's share with `delta` added to its usage (a Workload admitted: +, preempted: -): per
+    resource, what it uses beyond its nominal quota summed over flavors, x1000 over what its cohort could lend of
+    that resource (calculateLendable: potentialAvailable of its Cohort, every flavor of the tree), the largest, over
+    its fairSharing.weight. None without a cohort or with a cycle."""
+    borrowed: dict[str, Decimal] = {}
+    for (flavor, resource), fq in quota_table(state, "ClusterQueue", cq_name).items():
+        used = (reserved_in(state, cq_name, flavor, resource) or Decimal(0)) + delta.get((flavor, resource), 0)
+        over = used - (fq.nominal or Decimal(0))
+        if over > 0:
+            borrowed[resource] = borrowed.get(resource, Decimal(0)) + over
+    if not borrowed:
+        return Share(False, 0.0)
+    ratio = 0.0
+    for resource, amount in sorted(borrowed.items()):
+        lendable = cohort_lendable(state, cq_name, resource)
+        if lendable is None:
+            return None
+        if lendable > 0:
+            ratio = max(ratio, float(amount) * 1000.0 / float(lendable))
+    weight = fair_weight(state, cq_name)
+    if weight == 0:
+        return Share(ratio > 0, ratio)
+    return Share(False, ratio / float(weight))
+
+
+def cohort_lendable(state: ClusterState, cq_name: str, resource: str) -> Decimal | None:
+    """What the ClusterQueue's Cohort could lend of `resource` over all flavors (calculateLendable: its
+    potentialAvailable per flavor of the tree), the denominator of its share; None with a cycle."""
+    total = Decimal(0)
+    for flavor in _tree_flavors(state, cq_name, resource):
+        tree = cohort_tree(state, cq_name, flavor, resource)
+        if tree is None:
+            return None
+        total += tree.potential(1)
+    return total
+
+
+def _tree_flavors(state: ClusterState, cq_name: str, resource: str) -> list[str]:
+    """The flavors of `resource` anywhere in the ClusterQueue's cohort tree (the root's SubtreeQuota keys)."""
+    found: set[str] = set()
+    for member in cohort_queues(state, cq_name):
+        found.update(fl for fl, r in quota_table(state, "ClusterQueue", member) if r == resource)
+    root = _root_of(state, s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName")) or "")
+    for cohort in state.cohorts:
+        if _root_of(state, cohort) == root:
+            found.update(fl for fl, r in quota_table(state, "Cohort", cohort) if r == resource)
+    return sorted(found)
+
+
+def _root_of(state: ClusterState, cohort: str) -> str | None:
+    """The root of a Cohort's tree (the last one before a cycle repeats)."""
+    name: str | None = cohort
+    seen: set[str] = set()
+    root = None
+    while name and name not in seen:
+        seen.add(name)
+        root = name
+        name = s(spec(state.cohorts.get(name) or {}).get("parentName"))
+    return root
 
 
 COHORT_TREES: Derived[dict[tuple[str, str, str], CohortTree | None]] = Derived("cohort tree per queue/flavor/resource",

@@ -227,6 +227,31 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         extra = extra or _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
         if extra is not None:
             out.append(extra)
+        if cohort is not None and len(whole) == 1 and not _own_limit_caps(line):
+            out += _lending_limit_remedies(ctx, flavor, resource, line.get("missing"))
+    return out
+
+
+def _lending_limit_remedies(ctx: Context, flavor: str, resource: str, missing_text: Any) -> list[dict[str, Any]]:
+    """Another node of the cohort tree keeps idle quota for itself (lendingLimit): the raise that lends the
+    shortfall now (`quota.withheld_by_lending_limits`); an estimate, the cohort's usage changes."""
+    missing = _dec(missing_text)
+    if missing is None or not ctx.cq_name:
+        return []
+    out = []
+    for w in quota.withheld_by_lending_limits(ctx.state, ctx.cq_name, flavor, resource, missing):
+        owner = ctx.state.cluster_queues.get(w.name) if w.kind == "ClusterQueue" else ctx.state.cohorts.get(w.name)
+        found = _quota_paths(owner).get((flavor, resource)) if owner is not None else None
+        if w.enough is None or found is None:
+            continue
+        now_text, enough = quota.fmt(resource, w.limit), quota.fmt(resource, w.enough)
+        out.append({"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": w.kind, "name": w.name,
+                    "field": f"{found}.lendingLimit", "now": now_text, "enough": enough, "exact": False,
+                    "message": f"Raise lendingLimit of {resource} in flavor {flavor} of {w.kind} {w.name} from "
+                               f"{now_text} to {enough}: it keeps {quota.fmt(resource, w.idle)} {resource} idle, and "
+                               f"ClusterQueue {ctx.cq_name} may then borrow the {quota.fmt(resource, missing)} "
+                               "missing (an estimate: what the cohort uses may change it; the lendingLimit "
+                               f"reserves that quota for {w.name}'s own Workloads)."})
     return out
 
 

@@ -43,6 +43,7 @@ from ..pods.events import event_count
 from ..rules import Finding, pairs
 from . import topology
 from .eviction import victims_of
+from .fair_sharing import shares_stop_preemption
 from .handlers import finding, handles
 from .queues import cq_hint
 from .stalled import STALL_AFTER, _tolerated
@@ -546,7 +547,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                _own_limit_text(ctx, res, flavor, line, fq) if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + "." + (_lent_text(ctx, flavor, res, parse(f.missing)) if ctx.cohort and f.flavor and f.resource else ""))
+            + "." + (_lent_text(ctx, flavor, res, parse(f.missing)) + _withheld_text(ctx, flavor, res, parse(f.missing))
+                     if ctx.cohort and f.flavor and f.resource and held_by is None else ""))
     requested, missing = parse(line.get("requested")), parse(f.missing)
     # together: the request alone is not what was short
     room = requested - missing if requested is not None and missing is not None and requested >= missing and \
@@ -706,8 +708,12 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
         return WhyNot(within, advice=True) if within else _NOTHING
     if not quota.tries_preemption(ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
         return _must_borrow(ctx, res, line, flavor, missing, short, policy, reclaim)
+    shares = shares_stop_preemption(ctx, res, flavor, line, missing, short, policy, reclaim,
+                                    lambda cq: _holders(ctx, cq).holders)
     holders = _holders(ctx, ctx.cq_name).priorities if policy in _PREEMPTING else []
     if holders and holders[0] < ctx.priority:
+        if shares:
+            return WhyNot(within + shares, advice=True)
         victims = _unused_victims(ctx, policy, res, flavor, missing)
         return WhyNot(victims, advice=True, admin=True) if victims else _NOTHING
     text = ""
@@ -716,6 +722,8 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
         text = (f" Kueue does not preempt for it: withinClusterQueue {policy} takes quota only from "
                 f"{_PREEMPTING[policy]} priority Workloads, and the {len(holders)} holding quota in {ctx.cq_name} have "
                 f"priority {span}, against its {ctx.priority}.")
+    if shares:  # the shares are what stop it across queues; the message has no room for both texts
+        return WhyNot(within + shares, advice=True)
     cohort = _cohort_out_of_reach(ctx, res, line, flavor, short, reclaim, fits_now)
     return WhyNot(within + text + cohort.text, advice=cohort.advice or bool(within))
 
@@ -808,15 +816,19 @@ def _out_of_reach(ctx: Context, c: CohortHolder, reclaim: str, must_borrow: bool
     (its queue is within its nominal quota), "reclaim" (reclaimWithinCohort does not allow its priority), "borrow"
     (this Workload would still borrow, and classifyPreemptionVariant makes `c` ReclaimWithoutBorrowing: priority
     not strictly below its own, above maxPriorityThreshold, or borrowWithinCohort Never); None when Kueue may take
-    it, or when the rest is not `exact` (a tree's hierarchical advantage, fair sharing's shares decide it)."""
+    it, or when the rest is not `exact` (a tree's hierarchical advantage, fair sharing's shares decide it; with
+    fair sharing the reclaimWithinCohort rule holds in trees too, preemption.go findCandidates)."""
     if not c.borrowing:
         return "nominal"
-    if not exact:
+    fair = quota.fair_sharing_on(ctx.cq)  # findCandidates applies reclaimWithinCohort in the whole tree
+    if not exact and not fair:
         return None
     p, mine = c.holder.priority, ctx.priority
     if reclaim == "Never" or (reclaim == "LowerPriority" and p >= mine) or (
             reclaim == "LowerOrNewerEqualPriority" and p > mine):
         return "reclaim"
+    if fair:
+        return None  # the shares decide (fair_sharing.shares_stop_preemption); borrowWithinCohort is not used
     if must_borrow:
         bwc = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort"))
         threshold = bwc.get("maxPriorityThreshold")
@@ -1105,6 +1117,24 @@ def _lent_text(ctx: Context, flavor: str, res: str, missing: Decimal | None) -> 
         text += f"with preemption.reclaimWithinCohort {lent.reclaim} Kueue preempts their Workloads to take it back."
     texts[key] = text
     return text
+
+
+def _withheld_text(ctx: Context, flavor: str, res: str, missing: Decimal | None) -> str:
+    """" ClusterQueue dev-cq keeps 5 cpu idle (lendingLimit 0) ...": idle quota elsewhere in the cohort tree that a
+    lendingLimit keeps out of its reach, when raising that limit alone would let this Workload in now (its own
+    borrowingLimit and the tree's counted: `quota.withheld_by_lending_limits`). Kueue says only "N more needed"."""
+    if missing is None or not ctx.cq_name:
+        return ""
+    found = [w for w in quota.withheld_by_lending_limits(ctx.state, ctx.cq_name, flavor, res, missing)
+             if w.enough is not None]
+    if not found:
+        return ""
+    kept = "; ".join(f"{w.kind} {w.name} keeps {quota.fmt(res, w.idle)} {res} of flavor {flavor} idle for its own "
+                     f"{'Workloads' if w.kind == 'ClusterQueue' else 'subtree'} (lendingLimit "
+                     f"{quota.fmt(res, w.limit)}), and a lendingLimit of {quota.fmt(res, w.enough)} would lend this "
+                     f"Workload the {quota.fmt(res, missing)} missing" for w in found[:2])
+    return (f" Quota sits idle elsewhere in the cohort, but a lendingLimit keeps it from being borrowed: {kept}. The "
+            f"lendingLimit is a deliberate reservation: the cluster admin raises it if that quota may be shared.")
 
 
 LENT_TEXTS: Derived[dict[tuple[str, str, str, bool], str]] = Derived(

@@ -1,0 +1,112 @@
+"""Why fair sharing lets Kueue preempt nothing in the other ClusterQueues of the cohort for a waiting Workload.
+
+With fair sharing on, Kueue preempts a Workload of another (borrowing) ClusterQueue only when a preemption
+strategy passes (pkg/scheduler/preemption/preemption.go runFirstFsStrategy/runSecondFsStrategy,
+fairsharing/strategy.go): the preemptor queue's share after admitting the Workload is at most the target queue's
+share after the preemption (LessThanOrEqualToFinalShare), or below its share before (LessThanInitialShare). A
+queue within its nominal quota preempts whatever the shares (FairSharingPreemptWithinNominal, on by default
+since v0.17). The shares are Kueue's DominantResourceShare (`quota.dominant_share`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any, Protocol
+
+from ...kube.objects import s, spec
+from ...kube.quantity import parse
+from .. import quota
+from ..context import Context
+
+
+class Holding(Protocol):
+    """A Workload holding quota (flavors.Holder)."""
+
+    @property
+    def key(self) -> tuple[str, str]: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def usage(self) -> dict[tuple[str, str], Decimal]: ...
+
+
+def _allowed(policy: str, theirs: int, mine: int) -> bool:
+    """The policy lets Kueue consider a Workload of priority `theirs` (findCandidatesForPolicy); for
+    LowerOrNewerEqualPriority equal priorities count too (newer ones only: a superset, never fewer)."""
+    return policy == "Any" or (policy == "LowerPriority" and theirs < mine) or (
+        policy == "LowerOrNewerEqualPriority" and theirs <= mine)
+
+
+def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, Any], missing: Decimal | None,
+                           short: frozenset[tuple[str, str]], policy: str, reclaim: str,
+                           holders_of: Callable[[str], Sequence[Holding]]) -> str:
+    """" Fair sharing stops Kueue from preempting ...": said only when it is certain in Kueue's arithmetic: one
+    short (flavor, resource); the queue would be above its nominal quota; its own lower-priority Workloads (taken
+    first, whatever the shares) cannot make room alone; every borrowing queue holding Workloads reclaimWithinCohort
+    lets Kueue take is a sibling (same Cohort: their own shares compare) and fails both strategies even in the
+    preemptor's best case (all its own candidates gone, the target's smallest preemption). "" otherwise."""
+    cq, cohort = ctx.cq_name, ctx.cohort
+    requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
+    if not cq or not cohort or reclaim == "Never" or missing is None or len(short) != 1 or (flavor, res) not in short \
+            or requested is None or nominal is None or not quota.fair_sharing_on(ctx.cq):
+        return ""
+    used = parse(line.get("used")) or Decimal(0)
+    if used + requested <= nominal:
+        return ""  # within nominal: Kueue reclaims from borrowing queues whatever the shares
+    mine = ctx.priority
+    own = [h for h in holders_of(cq) if policy != "Never" and _allowed(policy, h.priority, mine)
+           and h.key != (ctx.ns, ctx.name) and h.usage.get((flavor, res), 0) > 0]
+    freed = sum((h.usage[flavor, res] for h in own), Decimal(0))
+    gain = quota.own_room_gain(ctx.state, cq, flavor, res, freed) if freed > 0 else Decimal(0)
+    if gain is None or gain >= missing:
+        return ""
+    preemptor = quota.dominant_share(ctx.state, cq, {(flavor, res): requested - freed})
+    if preemptor is None:
+        return ""
+    targets = []
+    for other in quota.cohort_queues(ctx.state, cq):
+        if other == cq or not quota.borrowing(ctx.state, other, flavor, res):
+            continue
+        candidates = [h for h in holders_of(other) if _allowed(reclaim, h.priority, mine)
+                      and h.usage.get((flavor, res), 0) > 0]
+        if not candidates:
+            continue
+        if s(spec(ctx.state.cluster_queues.get(other) or {}).get("cohortName")) != cohort:
+            return ""  # in another subtree Kueue compares the Cohorts' shares below the common ancestor
+        before = quota.dominant_share(ctx.state, other, {})
+        after = [quota.dominant_share(ctx.state, other, {k: -v for k, v in h.usage.items()}) for h in candidates]
+        best = max((a for a in after if a is not None), default=None)
+        if before is None or best is None or len(after) != len([a for a in after if a is not None]):
+            return ""
+        if preemptor <= best or preemptor < before:
+            return ""  # a strategy may pass: whom Kueue takes then is its choice, not claimed here
+        targets.append((other, before, best))
+    if not targets:
+        return ""
+    return _text(ctx, res, missing, own, freed, preemptor, targets, used + requested - freed - nominal)
+
+
+def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], freed: Decimal,
+          preemptor: quota.Share, targets: list[tuple[str, quota.Share, quota.Share]], borrowed: Decimal) -> str:
+    """Short: the verdict's message is clipped at 1024 characters."""
+    cq = ctx.cq_name or ""
+    lendable = quota.cohort_lendable(ctx.state, cq, res)
+    weight = quota.fair_weight(ctx.state, cq)
+    mine = (f"even after preempting its own lower-priority {own[0].key[1]}" + (f" and {len(own) - 1} more"
+                                                                                 if len(own) > 1 else "")
+            + f", which frees only {quota.fmt(res, freed)} of the {quota.fmt(res, missing)} {res} missing; "
+            if own else "")
+    theirs = ", ".join(f"{other} {before.shown()} -> {after.shown()}" for other, before, after in targets[:3])
+    text = (f" Fair sharing stops preemption: admitted, {cq} would borrow {quota.fmt(res, borrowed)}"
+            + (f" of the {quota.fmt(res, lendable)}" if lendable else "") + f" {res} its cohort lends (share "
+            f"{preemptor.shown()}, weight {weight.normalize():f}; {mine}Kueue preempts in a borrowing queue only if "
+            "that stays <= the queue's share after (LessThanOrEqualToFinalShare) or < before (LessThanInitialShare): "
+            f"{theirs}). It waits for Workloads of cohort {ctx.cohort} to finish")
+    highest = max(before for _, before, _ in targets)
+    if not highest.zero_weight_borrows and highest.value > 0:
+        unweighted = preemptor.value if preemptor.zero_weight_borrows else preemptor.value * float(weight)
+        needed = f"{unweighted / highest.value:.2f}".rstrip("0").rstrip(".")
+        return text + (f"; or the cluster admin raises {cq}'s fairSharing.weight above {needed}, or its nominalQuota "
+                       "(within nominal, shares do not count).")
+    return text + "."
