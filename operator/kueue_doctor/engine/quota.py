@@ -770,7 +770,11 @@ def dominant_share(state: ClusterState, cq_name: str, delta: Mapping[tuple[str, 
 
 def cohort_lendable(state: ClusterState, cq_name: str, resource: str) -> Decimal | None:
     """What the ClusterQueue's Cohort could lend of `resource` over all flavors (calculateLendable: its
-    potentialAvailable per flavor of the tree), the denominator of its share; None with a cycle."""
+    potentialAvailable per flavor of the tree), the denominator of its share; None with a cycle. Kept per pass."""
+    return _per_queue(state, LENDABLE, _cohort_lendable, cq_name, "", resource)
+
+
+def _cohort_lendable(state: ClusterState, cq_name: str, _: str, resource: str) -> Decimal | None:
     total = Decimal(0)
     for flavor in _tree_flavors(state, cq_name, resource):
         tree = cohort_tree(state, cq_name, flavor, resource)
@@ -778,6 +782,10 @@ def cohort_lendable(state: ClusterState, cq_name: str, resource: str) -> Decimal
             return None
         total += tree.potential(1)
     return total
+
+
+LENDABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohort lendable per queue/resource",
+                                                                        lambda _: {})
 
 
 def _tree_flavors(state: ClusterState, cq_name: str, resource: str) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ...kube.objects import s, spec
 from ...kube.quantity import parse
+from ...state import Derived
 from .. import quota
 from ..context import Context
 
@@ -74,10 +75,8 @@ def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, 
             continue
         if s(spec(ctx.state.cluster_queues.get(other) or {}).get("cohortName")) != cohort:
             return ""  # in another subtree Kueue compares the Cohorts' shares below the common ancestor
-        before = quota.dominant_share(ctx.state, other, {})
-        after = [quota.dominant_share(ctx.state, other, {k: -v for k, v in h.usage.items()}) for h in candidates]
-        best = max((a for a in after if a is not None), default=None)
-        if before is None or best is None or len(after) != len([a for a in after if a is not None]):
+        before, best = _target_shares(ctx, other, candidates, (flavor, res, reclaim, mine))
+        if before is None or best is None:
             return ""
         if preemptor <= best or preemptor < before:
             return ""  # a strategy may pass: whom Kueue takes then is its choice, not claimed here
@@ -85,6 +84,24 @@ def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, 
     if not targets:
         return ""
     return _text(ctx, res, missing, own, freed, preemptor, targets, used + requested - freed - nominal)
+
+
+def _target_shares(ctx: Context, cq: str, candidates: Sequence[Holding], key: tuple[str, str, str, int]
+                   ) -> tuple[quota.Share | None, quota.Share | None]:
+    """(its share now, the highest it has after preempting one candidate): the same for every Workload of a queue
+    short of the same with the same priority, so kept per pass."""
+    memo = ctx.state.derived(TARGET_SHARES)
+    found = memo.get((cq, *key))
+    if found is None:
+        before = quota.dominant_share(ctx.state, cq, {})
+        after = [quota.dominant_share(ctx.state, cq, {k: -v for k, v in h.usage.items()}) for h in candidates]
+        best = None if any(a is None for a in after) else max((a for a in after if a is not None), default=None)
+        found = memo[cq, *key] = (before, best)
+    return found
+
+
+TARGET_SHARES: Derived[dict[tuple[str, str, str, str, int], tuple[quota.Share | None, quota.Share | None]]] = Derived(
+    "a borrowing queue's fair-sharing shares before and after one preemption", lambda _: {})
 
 
 def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], freed: Decimal,
