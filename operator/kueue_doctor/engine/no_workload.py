@@ -50,7 +50,7 @@ from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import ActionBy, Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
-from .owner_status import RAY_CLUSTER_SELECTOR_KEY, existing_cluster_selector, owner_rejected
+from .owner_status import RAY_CLUSTER_SELECTOR_KEY, existing_cluster_selector, owner_rejected, rayjob_finished
 from .pods.events import event_message
 from .rules import Finding, Phase, rule
 from .scheduling.owners import owner_suspended, suspend_path
@@ -89,10 +89,9 @@ def _kind_key(owner: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _finished(owner: Mapping[str, Any]) -> bool:
-    st = status(owner)
-    if s(st.get("jobDeploymentStatus")) in ("Complete", "Failed"):  # RayJob
+    if rayjob_finished(owner) is not None:
         return True
-    return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(st.get("conditions")))
+    return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(status(owner).get("conditions")))
 
 
 def _child_of_owner(owner: Mapping[str, Any]) -> bool:

@@ -5,9 +5,10 @@ admission/ and scheduling/, which import neither the other."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from ..kube.objects import group_of, m, s
+from ..kube.objects import group_of, m, parse_time, s
 
 
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
@@ -20,6 +21,22 @@ def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
     if s(st.get("jobDeploymentStatus")) != "ValidationFailed":
         return None
     return s(st.get("message")) or "no message"
+
+
+RAYJOB_DONE = ("Complete", "Failed")  # KubeRay's terminal jobDeploymentStatus values
+
+
+def rayjob_finished(owner: Mapping[str, Any] | None) -> tuple[str, str, datetime | None] | None:
+    """A RayJob KubeRay is done with: (jobDeploymentStatus, jobStatus, status.endTime), else None. A RayJob has no
+    conditions; Kueue's RayJob.Finished reads only jobDeploymentStatus Complete or Failed, and KubeRay sets endTime
+    on that transition (rayjob_controller updateRayJobStatus)."""
+    if owner is None or s(owner.get("kind")) != "RayJob":
+        return None
+    st = m(owner.get("status"))
+    deployment = s(st.get("jobDeploymentStatus"))
+    if deployment not in RAYJOB_DONE:
+        return None
+    return deployment or "", s(st.get("jobStatus")) or "", parse_time(st.get("endTime"))
 
 
 RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"  # KubeRay's utils.RayJobClusterSelectorKey: the RayCluster's name

@@ -34,6 +34,7 @@ from ...state import JOB_UID_LABEL
 from ...vocabulary import Cause, Reason
 from .. import quota
 from ..context import Context
+from ..owner_status import rayjob_finished
 from ..rules import Finding, Phase, rule
 from .owners import assigned_flavors, owner_suspended
 
@@ -134,11 +135,21 @@ def _unowned_scaled_down(ctx: Context) -> Ghost | None:
 
 
 def owner_finished(ctx: Context) -> Ghost | None:
-    """The owner says it is done (Complete/Failed condition older than GRACE), yet Kueue has not finished the
-    Workload, which is what releases the quota."""
+    """The owner says it is done (Complete/Failed condition, or a RayJob's terminal jobDeploymentStatus, older than
+    GRACE), yet Kueue has not finished the Workload, which is what releases the quota."""
     owner = ctx.owner
     if owner is None:
         return None
+    ray = rayjob_finished(owner)
+    if ray is not None:
+        deployment, job_status, when = ray
+        if not ctx.after(when, GRACE):
+            return None
+        said = f"jobDeploymentStatus {deployment}" + (f", jobStatus {job_status}" if job_status else "")
+        return Ghost(f"its RayJob {ctx.ns}/{name(owner)} finished ({said}) at {format_time(when)} and Kueue never "
+                     "marked the Workload Finished (Kueue's RayJob integration finishes it on that status)", when,
+                     ctx.object_evidence("RayJob", name(owner), "status.jobDeploymentStatus", deployment,
+                                         s(m(owner.get("status")).get("message")), when, ctx.ns))
     for cond in lst(m(owner.get("status")).get("conditions")):
         cond = m(cond)
         when = parse_time(cond.get("lastTransitionTime"))
