@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..kube.objects import group_of, m, parse_time, s
+from ..kube.objects import group_of, i, lst, m, meta, name, parse_time, s
+from ..state import ClusterState
 
 
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
@@ -39,6 +40,7 @@ def rayjob_finished(owner: Mapping[str, Any] | None) -> tuple[str, str, datetime
     return deployment or "", s(st.get("jobStatus")) or "", parse_time(st.get("endTime"))
 
 
+RAY_REDIS_CLEANUP_FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"  # KubeRay's GCS fault tolerance
 RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"  # KubeRay's utils.RayJobClusterSelectorKey: the RayCluster's name
 
 
@@ -50,6 +52,46 @@ def existing_cluster_selector(owner: Mapping[str, Any] | None) -> dict[str, str]
         return None
     selector = m(m(owner.get("spec")).get("clusterSelector"))
     return {str(k): str(v) for k, v in selector.items()} or None
+
+
+_KUBEFLOW_KINDS = frozenset({"MPIJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"})
+
+
+def owner_active(owner: Mapping[str, Any]) -> str | None:
+    """What the owner's status still counts active, as Kueue's integration reads it (GenericJob.IsActive), else None
+    (also for kinds Kueue reads otherwise). Kueue releases an evicted Workload's quota, and makes a missing Workload,
+    only once the owner is inactive (jobframework reconciler): a controller slow to stop its owner holds both up."""
+    kind, st = s(owner.get("kind")) or "", m(owner.get("status"))
+    if kind == "RayJob":  # active unless New ("") or Suspended (rayjob_controller.go IsActive)
+        deployment = s(st.get("jobDeploymentStatus")) or ""
+        return f"status.jobDeploymentStatus {deployment}" if deployment not in ("", "Suspended") else None
+    if kind == "RayCluster":
+        return "status.state ready" if s(st.get("state")) == "ready" else None
+    if kind == "Job" and group_of(owner.get("apiVersion")) == "batch":
+        return f"status.active {i(st.get('active'))}" if i(st.get("active")) else None
+    if kind in ("JobSet", "TrainJob"):
+        field_ = "replicatedJobsStatus" if kind == "JobSet" else "jobsStatus"
+        active = {s(m(r).get("name")) or "?": i(m(r).get("active")) for r in lst(st.get(field_))}
+    elif kind in _KUBEFLOW_KINDS:
+        field_ = "replicaStatuses"
+        active = {str(k): i(m(v).get("active")) for k, v in m(st.get(field_)).items()}
+    else:
+        return None
+    busy = [f"{k} {n}" for k, n in active.items() if n > 0]
+    return f"status.{field_} active: {', '.join(busy)}" if busy else None
+
+
+def deleting_children(state: ClusterState, owner: Mapping[str, Any]
+                      ) -> list[tuple[Mapping[str, Any], datetime | None, list[str]]]:
+    """The owners `owner` made (a RayJob's RayCluster, a JobSet's Jobs) that are being deleted and held by finalizers:
+    (child, deletionTimestamp, finalizers). A RayJob stays Suspending until its RayCluster is gone (KubeRay)."""
+    out = []
+    for child in state.descendants(owner, depth=1):
+        md = meta(child)
+        finalizers = [s(f) or "" for f in lst(md.get("finalizers"))]
+        if md.get("deletionTimestamp") and finalizers:
+            out.append((child, parse_time(md.get("deletionTimestamp")), finalizers))
+    return sorted(out, key=lambda c: name(c[0]) or "")
 
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
