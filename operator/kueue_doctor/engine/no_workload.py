@@ -30,6 +30,7 @@ from ..kube.objects import (
     conditions,
     controller_ref,
     format_duration,
+    format_time,
     group_of,
     i,
     is_true,
@@ -50,11 +51,18 @@ from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import ActionBy, Cause, Reason
 from .context import STAND_IN_ANNOTATION, Context
-from .owner_status import RAY_CLUSTER_SELECTOR_KEY, existing_cluster_selector, owner_rejected, rayjob_finished
-from .pods.events import event_message
+from .owner_status import (
+    RAY_CLUSTER_SELECTOR_KEY,
+    existing_cluster_selector,
+    owner_rejected,
+    rayjob_finished,
+    still_stopping,
+)
+from .pods.events import event_message, event_time
 from .rules import Finding, Phase, rule
 from .scheduling.owners import owner_suspended, suspend_path
 
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"  # workload slices: Kueue does not wait for such an owner
 GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
@@ -560,6 +568,33 @@ def prebuilt_workload_missing(ctx: Context) -> Finding | None:
             f"must create Workload {ctx.ns}/{prebuilt} or remove that key.")
     return Finding(Reason.NO_WORKLOAD, Cause.PREBUILT_WORKLOAD_NOT_FOUND, text, since=ctx.created,
                    evidence=_evidence(ctx))
+
+
+@rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED)])
+def owner_still_active(ctx: Context) -> Finding | None:
+    """After Kueue's Configuration and a missing prebuilt Workload: a suspended owner whose status still counts it
+    active. Kueue creates a Workload only once the owner is inactive (handleJobWithNoWorkload: "Job is suspended but
+    still has active pods, waiting"), as after its Workload was deleted while it ran (Kueue suspends it then, Event
+    Stopped "Missing Workload; unable to restore pod templates"). Elastic owners (workload slices) do not wait."""
+    owner = _owner(ctx)
+    if m(meta(owner).get("annotations")).get(ELASTIC_JOB_ANNOTATION) == "true":
+        return None
+    stopping = still_stopping(ctx, "creates its Workload")
+    if stopping is None:
+        return None
+    stopped = next((e for e in ctx.state.events_about(s(owner.get("kind")) or "", ctx.ns, name(owner))
+                    if s(e.get("reason")) == "Stopped" and "Workload" in (s(e.get("message")) or "")), None)
+    said = ""
+    if stopped is not None:
+        msg = s(stopped.get("message")) or ""
+        said = (f" Kueue stopped it at {format_time(event_time(stopped))} (\"{msg}\"): "
+                + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
+                   if msg.startswith("Missing") else "its Workload no longer matched it, and Kueue deleted that one."))
+    text = f"{_waiting(ctx)}.{said} {stopping[0]}"
+    ev = [ctx.object_evidence("Event", name(stopped), "reason", reason="Stopped", message=s(stopped.get("message")),
+                              ns=ctx.ns)] if stopped is not None else []
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, ActionBy.CLUSTER_ADMIN, since=ctx.created,
+                   evidence=_evidence(ctx, *stopping[1], *ev))
 
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE)])

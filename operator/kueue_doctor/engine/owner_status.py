@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..kube.objects import group_of, i, lst, m, meta, name, parse_time, s
+from ..kube.objects import format_time, group_of, i, lst, m, meta, name, parse_time, s
 from ..state import ClusterState
+from .context import Context
 
 
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
@@ -92,6 +93,40 @@ def deleting_children(state: ClusterState, owner: Mapping[str, Any]
         if md.get("deletionTimestamp") and finalizers:
             out.append((child, parse_time(md.get("deletionTimestamp")), finalizers))
     return sorted(out, key=lambda c: name(c[0]) or "")
+
+
+def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """Kueue did suspend the owner, yet its status still counts it active (`owner_active`): Kueue `waits` (releases
+    an evicted Workload's quota, creates a missing Workload) until it does not, so the owner's own controller has
+    not finished stopping it. Says what holds it: a child being deleted, held by a finalizer (a RayJob stays
+    Suspending until its RayCluster is gone). None when the owner is not suspended or counts nothing active."""
+    owner = ctx.owner
+    if owner is None or owner_suspended(owner) is not True:
+        return None
+    active = owner_active(owner)
+    if active is None:
+        return None
+    kind, nm = s(owner.get("kind")) or "owner", name(owner) or ""
+    text = (f"Kueue suspended {kind} {ctx.ns}/{nm}, but its controller still reports it active ({active}), and Kueue "
+            f"{waits} only once the {kind} is inactive.")
+    evidence = [ctx.object_evidence(kind, nm, active.split(" ")[0], "Active", active, ns=ctx.ns)]
+    held = deleting_children(ctx.state, owner)
+    for child, since, finalizers in held[:1]:
+        ckind, cname = s(child.get("kind")) or "", name(child) or ""
+        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {format_time(since)} and "
+                 f"held by finalizer {', '.join(finalizers)}")
+        if RAY_REDIS_CLEANUP_FINALIZER in finalizers:
+            text += (" (KubeRay removes it once its Redis cleanup Job finishes: kubectl -n "
+                     f"{ctx.ns} get jobs -l ray.io/cluster={cname},ray.io/node-type=redis-cleanup; if that Job cannot "
+                     "run, clean the Redis storage namespace by hand and remove the finalizer, as KubeRay's GCS fault "
+                     "tolerance guide says)")
+        text += f". Whoever runs the {kind}s (its owner or the cluster admin) must get that deletion done."
+        evidence.append(ctx.object_evidence(ckind, cname, "metadata.finalizers", "Deleting", ", ".join(finalizers),
+                                            since, ctx.ns))
+    if not held:
+        text += (f" Its controller has not finished stopping it: see kubectl -n {ctx.ns} describe "
+                 f"{kind.lower()} {nm} and the controller's logs.")
+    return text, evidence
 
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.

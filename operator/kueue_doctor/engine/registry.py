@@ -29,6 +29,7 @@ def _order() -> tuple[Rule, ...]:
         no_workload.queue_name_in_annotation,
         no_workload.kueue_not_running,
         no_workload.prebuilt_workload_missing,
+        no_workload.owner_still_active,
         no_workload.priority_class_missing,
         no_workload.too_many_pod_sets,
         no_workload.workload_rejected,

@@ -33,13 +33,7 @@ from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
 from ..context import Context
 from ..messages import Template
-from ..owner_status import (
-    RAY_REDIS_CLEANUP_FINALIZER,
-    deleting_children,
-    owner_active,
-    owner_suspended,
-    suspend_path,
-)
+from ..owner_status import owner_suspended, still_stopping, suspend_path
 from ..rules import Finding, Phase, pairs, rule
 from .check_states import failed_checks
 from .stalled import STALL_AFTER
@@ -203,11 +197,11 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
         evicted_at = ctx.cond_time("Evicted")
         late = ctx.after(evicted_at, STALL_AFTER)
         stuck = _not_stopped(ctx) if late else None
-        stopping = _owner_still_stopping(ctx) if late and stuck is None else None
+        stopping = still_stopping(ctx, "releases the quota") if late and stuck is None else None
         if stopping is not None and evicted_at is not None:
             text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), and "
                     f"{format_duration(ctx.now - evicted_at)} later quota in {ctx.cq_text} is still held: "
-                    f"{stopping[0]}")
+                    f"{stopping[0]} Then {after}.")
             return Finding(reason, cause, text, ActionBy.CLUSTER_ADMIN, since=evicted_at,
                            evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved"),
                                      *stopping[1]], blocked_by=_preemptor_ref(ctx))
@@ -250,42 +244,6 @@ def _not_stopped(ctx: Context) -> tuple[str, list[dict[str, Any]]] | None:
         return (f"{pods} although {s(owner.get('kind')) if owner else 'the owner'} is suspended (its controller must "
                 "delete them)"), []
     return pods, []
-
-
-def _owner_still_stopping(ctx: Context) -> tuple[str, list[dict[str, Any]]] | None:
-    """Kueue did suspend the owner and no Pod runs, yet the owner's status still counts it active
-    (`owner_active`): Kueue clears the reservation only once it does not (jobframework reconciler, the evicted
-    branch: `!job.IsActive()`), so the owner's own controller has not finished stopping it. Says what holds it
-    (a child being deleted, held by a finalizer: a RayJob stays Suspending until its RayCluster is gone)."""
-    owner = ctx.owner
-    if owner is None or owner_suspended(owner) is not True:
-        return None
-    active = owner_active(owner)
-    if active is None:
-        return None
-    kind, nm = s(owner.get("kind")) or "owner", name(owner) or ""
-    text = (f"Kueue suspended {kind} {ctx.ns}/{nm}, but its controller still reports it active ({active}), and Kueue "
-            f"releases the quota only once the {kind} is inactive, then queues it again.")
-    evidence = [ctx.object_evidence(kind, nm, active.split(" ")[0], "Active", active, ns=ctx.ns)]
-    held = deleting_children(ctx.state, owner)
-    for child, since, finalizers in held[:1]:
-        ckind, cname = s(child.get("kind")) or "", name(child) or ""
-        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {format_time(since)} and "
-                 f"held by finalizer {', '.join(finalizers)}")
-        if any(f == RAY_REDIS_CLEANUP_FINALIZER for f in finalizers):
-            text += (" (KubeRay removes it once its Redis cleanup Job finishes: kubectl -n "
-                     f"{ctx.ns} get jobs -l ray.io/cluster={cname},ray.io/node-type=redis-cleanup; if that Job cannot "
-                     "run, clean the Redis storage namespace by hand and remove the finalizer, as KubeRay's GCS fault "
-                     "tolerance guide says)")
-        text += "."
-        evidence.append(ctx.object_evidence(ckind, cname, "metadata.finalizers", "Deleting", ", ".join(finalizers),
-                                            since, ctx.ns))
-    if not held:
-        text += (f" Its controller has not finished stopping it: see kubectl -n {ctx.ns} describe "
-                 f"{kind.lower()} {nm} and the controller's logs.")
-    else:
-        text += f" Whoever runs the {kind}s (its owner or the cluster admin) must get that deletion done."
-    return text, evidence
 
 
 def ignored_rejection(ctx: Context) -> Mapping[str, Any] | None:
