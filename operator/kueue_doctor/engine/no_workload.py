@@ -324,6 +324,8 @@ def workload_not_in_input(ctx: Context) -> Finding | None:
     NoWorkload claim. Only for a dump: a listed cluster holds every Workload (a missing one is being recreated)."""
     if not ctx.state.dump or ctx.ns in ctx.state.derived(WORKLOAD_NAMESPACES):
         return None  # a namespace with Workloads in the dump: a missing one was deleted, not left out
+    if ctx.owner is not None and _workload_gone_events(ctx):
+        return None  # Kueue's own Event on the owner says its Workload was deleted
     owner = (f"{s(ctx.owner_ref.get('kind'))} {ctx.ns}/{s(ctx.owner_ref.get('name'))}" if ctx.owner_ref
              else f"{ctx.ns}/{ctx.name}")
     mine = next(((pod, mark) for pod in ctx.pods if (mark := _admitted_mark(pod)) is not None), None)
@@ -570,6 +572,15 @@ def prebuilt_workload_missing(ctx: Context) -> Finding | None:
                    evidence=_evidence(ctx))
 
 
+def _workload_gone_events(ctx: Context) -> list[Mapping[str, Any]]:
+    """Kueue's Events on the owner that say its Workload went away: Stopped "Missing Workload; ..." or "No matching
+    Workload; ..." and DeletedWorkload "Deleted not matching Workload: ns/name" (jobframework ensureOneWorkload)."""
+    owner = _owner(ctx)
+    return [e for e in ctx.state.events_about(s(owner.get("kind")) or "", ctx.ns, name(owner))
+            if (s(e.get("reason")) == "Stopped" and "Workload" in (s(e.get("message")) or ""))
+            or s(e.get("reason")) == "DeletedWorkload"]
+
+
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED)])
 def owner_still_active(ctx: Context) -> Finding | None:
     """After Kueue's Configuration and a missing prebuilt Workload: a suspended owner whose status still counts it
@@ -582,15 +593,19 @@ def owner_still_active(ctx: Context) -> Finding | None:
     stopping = still_stopping(ctx, "creates its Workload")
     if stopping is None:
         return None
-    stopped = next((e for e in ctx.state.events_about(s(owner.get("kind")) or "", ctx.ns, name(owner))
-                    if s(e.get("reason")) == "Stopped" and "Workload" in (s(e.get("message")) or "")), None)
-    said = ""
+    stopped = next((e for e in _workload_gone_events(ctx) if s(e.get("reason")) == "Stopped"), None)
+    lead = f"{_waiting(ctx)}."
     if stopped is not None:
-        msg = s(stopped.get("message")) or ""
-        said = (f" Kueue stopped it at {format_time(event_time(stopped))} (\"{msg}\"): "
+        msg, at = s(stopped.get("message")) or "", event_time(stopped)
+        lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {format_time(at)}"
+                + (f" ({format_duration(ctx.now - at)} ago)" if at is not None else "") + f" (\"{msg}\"): "
                 + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
-                   if msg.startswith("Missing") else "its Workload no longer matched it, and Kueue deleted that one."))
-    text = f"{_waiting(ctx)}.{said} {stopping[0]}"
+                   if msg.startswith("Missing") else
+                   "its Workload no longer matched it (its pod sets changed while it ran: a count such as worker "
+                   "replicas, or a template), so Kueue deleted it; only an elastic job (annotation "
+                   f"{ELASTIC_JOB_ANNOTATION}: \"true\", feature gate ElasticJobsViaWorkloadSlices) may be resized "
+                   "while it runs."))
+    text = f"{lead} {stopping[0]}"
     ev = [ctx.object_evidence("Event", name(stopped), "reason", reason="Stopped", message=s(stopped.get("message")),
                               ns=ctx.ns)] if stopped is not None else []
     return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, ActionBy.CLUSTER_ADMIN, since=ctx.created,

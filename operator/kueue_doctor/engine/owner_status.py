@@ -123,10 +123,32 @@ def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]]
         text += f". Whoever runs the {kind}s (its owner or the cluster admin) must get that deletion done."
         evidence.append(ctx.object_evidence(ckind, cname, "metadata.finalizers", "Deleting", ", ".join(finalizers),
                                             since, ctx.ns))
-    if not held:
+    left = [p for p in ctx.pods if meta(p).get("deletionTimestamp")]
+    if not held and left:
+        pod = left[0]
+        node = s(m(pod.get("spec")).get("nodeName")) or ""
+        text += (f" {len(left)} of its Pods are still being deleted: {name(pod)} since "
+                 f"{format_time(parse_time(meta(pod).get('deletionTimestamp')))}"
+                 + (f" on node {node}{_node_down(ctx.state, node)}" if node else "")
+                 + f" (the {kind} counts it until it is gone).")
+        evidence.append(ctx.object_evidence("Pod", name(pod), "metadata.deletionTimestamp", "Terminating",
+                                            node or None, parse_time(meta(pod).get("deletionTimestamp")), ctx.ns))
+    elif not held:
         text += (f" Its controller has not finished stopping it: see kubectl -n {ctx.ns} describe "
                  f"{kind.lower()} {nm} and the controller's logs.")
     return text, evidence
+
+
+def _node_down(state: ClusterState, node: str) -> str:
+    """", which is not Ready (Unknown: Kubelet stopped posting node status.)" when the input's Node says so: no
+    kubelet confirms the deletion there, and the cluster admin must recover the node or force the Pods out."""
+    ready = next((m(c) for c in lst(m(m(state.nodes.get(node)).get("status")).get("conditions"))
+                  if m(c).get("type") == "Ready"), None)
+    if ready is None or s(ready.get("status")) == "True":
+        return ""
+    return (f", which is not Ready ({s(ready.get('status'))}: {s(ready.get('message')) or s(ready.get('reason'))}): "
+            "no kubelet confirms the deletion, so the cluster admin must recover the node or taint it "
+            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute so the Pods are force-deleted")
 
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
