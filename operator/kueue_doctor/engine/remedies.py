@@ -464,6 +464,8 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                                f"{_template_origin(ctx)}{funnel}{not_sure}"))
     elif p.cause == Cause.VOLUME_NODE_CONFLICT and p.pinned:
         out.extend(_tas_volume_remedies(ctx, p, kind, obj, pod_path, ns))
+    elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.pinned:
+        out.append(_gone_node_remedy(ctx, p))
     elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.constraints is not None:
         out.extend(_selector_remedies(ctx, p, kind, obj, pod_path, ns, funnel, not_sure))
     elif p.cause in (Cause.POD_TOO_LARGE, Cause.INSUFFICIENT_RESOURCES) and p.resource and p.constraints is not None:
@@ -524,6 +526,17 @@ def _late_taint_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
                            f"afresh, leaving out {p.pinned} while the taint stays; its running Pods restart. The "
                            "waitForPodsReady timeout, if enabled, evicts it the same way."))
     return out
+
+
+def _gone_node_remedy(ctx: Context, p: Placement) -> dict[str, Any]:
+    """A Pod Kueue's TAS pinned to a node that is gone: its nodeSelector is immutable once ungated, so the Pod goes;
+    its owner makes a new one, gated, which Kueue places in the current topologyAssignment."""
+    pod = name(p.pod or {}) or "?"
+    return _remedy(ActionBy.CLUSTER_ADMIN, "Pod", pod, ctx.ns, f"spec.nodeSelector[{HOSTNAME}]",
+                   f"{HOSTNAME}={p.pinned}", "the Pod deleted",
+                   f"Delete Pod {ctx.ns}/{pod} (kubectl -n {ctx.ns} delete pod {pod}): Kueue's TAS pinned it to node "
+                   f"{p.pinned}, which is gone, and its nodeSelector cannot change; its owner recreates it with "
+                   "Kueue's topology gate and Kueue places it in the Workload's current topologyAssignment.")
 
 
 def _tas_volume_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path: str, ns: str | None

@@ -1,4 +1,5 @@
-"""Label selectors, evaluated as the apiserver does (matchLabels AND matchExpressions)."""
+"""Label selectors, evaluated as the apiserver does (matchLabels AND matchExpressions), and node selector terms
+(required node affinity) as kube-scheduler does."""
 
 from __future__ import annotations
 
@@ -23,5 +24,39 @@ def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any
         if op == "Exists" and not present:
             return False
         if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    key, op, values = s(expr.get("key")) or "", s(expr.get("operator")), [str(v) for v in lst(expr.get("values"))]
+    present = key in labels
+    value = str(labels.get(key)) if present else ""
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values and value.lstrip("-").isdigit() and values[0].lstrip("-").isdigit():
+        return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+    return False
+
+
+def node_term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """One nodeSelectorTerm of a required node affinity against a Node (its labels; matchFields metadata.name)."""
+    meta = m(node.get("metadata"))
+    labels = m(meta.get("labels"))
+    exprs, fields = lst(term.get("matchExpressions")), lst(term.get("matchFields"))
+    if not exprs and not fields:
+        return False  # an empty term matches nothing (nodeaffinity semantics)
+    if not all(_expression_matches(m(e), labels) for e in exprs):
+        return False
+    for f in fields:
+        f = m(f)
+        if s(f.get("key")) == "metadata.name" and not _expression_matches(
+                {**f, "key": "n"}, {"n": s(meta.get("name")) or ""}):
             return False
     return True

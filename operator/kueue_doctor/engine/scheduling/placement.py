@@ -22,8 +22,9 @@ from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import as_time, conditions, format_time, is_true, lst, m, name, s, spec, status
+from ...kube.objects import as_time, conditions, format_time, is_true, lst, m, name, owner_refs, s, spec, status
 from ...kube.quantity import parse
+from ...kube.selectors import node_term_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause
 from .. import pods as podlib
@@ -76,38 +77,6 @@ def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]
     return False
 
 
-def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
-    key, op, values = s(expr.get("key")) or "", s(expr.get("operator")), [str(v) for v in lst(expr.get("values"))]
-    present = key in labels
-    value = str(labels.get(key)) if present else ""
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt") and present and values and value.lstrip("-").isdigit() and values[0].lstrip("-").isdigit():
-        return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-    return False
-
-
-def _term_matches(term: Mapping[str, Any], node: Node) -> bool:
-    labels = m(m(node.get("metadata")).get("labels"))
-    exprs, fields = lst(term.get("matchExpressions")), lst(term.get("matchFields"))
-    if not exprs and not fields:
-        return False  # an empty term matches nothing (nodeaffinity semantics)
-    if not all(_expression_matches(m(e), labels) for e in exprs):
-        return False
-    for f in fields:
-        f = m(f)
-        if s(f.get("key")) == "metadata.name" and not _expression_matches(
-                {**f, "key": "n"}, {"n": name(node) or ""}):
-            return False
-    return True
-
-
 @dataclass(frozen=True)
 class PodConstraints:
     """What one Pod asks of a node."""
@@ -145,7 +114,7 @@ class PodConstraints:
         labels = m(m(node.get("metadata")).get("labels"))
         if any(str(labels.get(k)) != str(v) if k in labels else True for k, v in self.node_selector.items()):
             return False
-        return not self.terms or any(_term_matches(t, node) for t in self.terms)
+        return not self.terms or any(node_term_matches(t, node) for t in self.terms)
 
     def untolerated(self, node: Node) -> list[str]:
         return [taint_text(m(t)) for t in lst(spec(node).get("taints"))
@@ -493,6 +462,10 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
             reasons = tuple(r for r in failure.reasons if constraint_of(r.text) == constraint)
     count = _count(failure, constraint, reasons, nodes)
     if constraint == Constraint.NODE_SELECTOR:
+        gone = gone_pinned_node(ctx, pod)
+        if gone is not None:  # Kueue's TAS chose the node, which is gone: not the owner's selector
+            return make(Cause.NODE_SELECTOR_MISMATCH, ActionBy.CLUSTER_ADMIN, "NodeSelector", _gone_why(ctx, gone, pod),
+                        name=f"{HOSTNAME}={gone}", nodes=count, source="Nodes", pinned=gone)
         selector = pc.selector_text() if pc is not None else ""
         checks = _check_selectors(ctx, pod, pc)
         flavor_sel = _injected(ctx, pc, checks) if flavor and flavor not in ctx.state.flavors and pc is not None \
@@ -645,6 +618,56 @@ def tas_pinned_node(ctx: Context, pod: Mapping[str, Any] | None) -> str | None:
                 m(m(psa).get("topologyAssignment"))):
             return host
     return None
+
+
+def gone_pinned_node(ctx: Context, pod: Mapping[str, Any] | None) -> str | None:
+    """The node Kueue's TAS pinned the Pod to (a hostname in its nodeSelector that its Workload's pod templates lack:
+    the topology ungater copied it from the topologyAssignment) when no Node of that name is left. Only with the
+    Nodes in the input: without them a missing node is not a fact."""
+    host = s(m(spec(pod or {}).get("nodeSelector")).get(HOSTNAME))
+    if not host or not ctx.state.knows("Node") or not topology_assigned(ctx):
+        return None
+    if any(s(m(m(m(m(ps).get("template")).get("spec")).get("nodeSelector")).get(HOSTNAME)) == host
+           for ps in lst(ctx.spec.get("podSets"))):
+        return None  # the owner's own selector
+    if host in ctx.state.nodes or any(s(m(m(n.get("metadata")).get("labels")).get(HOSTNAME)) == host
+                                      for n in ctx.state.nodes.values()):
+        return None
+    return host
+
+
+def _gone_why(ctx: Context, node: str, pod: Mapping[str, Any] | None) -> str:
+    """Pods Kueue's TAS pinned to a node that is gone. Kueue v0.19's TAS node controller records a deleted node in
+    status.unhealthyNodes and its scheduler swaps in a replacement (or evicts, NodeFailures); but it fails Pods
+    pinned to a node, unbound and ungated (TerminatedByKueue), only while the Node object exists: its reconcile stops
+    at "Node not found" (pkg/controller/tas/node_controller.go). A Pod already ungated onto the node keeps its
+    nodeSelector, immutable once ungated, and stays Pending until someone deletes it."""
+    stuck = sorted(name(p) or "" for p in ctx.pods
+                   if s(m(spec(p).get("nodeSelector")).get(HOSTNAME)) == node and not s(spec(p).get("nodeName"))
+                   and s(status(p).get("phase")) not in ("Succeeded", "Failed"))
+    pods = f"{len(stuck)} Pod(s) ({', '.join(stuck[:3])})" if stuck else "the Pods"
+    assigned = set().union(*(assigned_nodes(m(m(psa).get("topologyAssignment")))
+                             for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments"))))
+    if node not in assigned:
+        state = (f"Kueue already replaced it in the topologyAssignment (now {', '.join(sorted(assigned)[:4])})"
+                 if assigned else "it is no longer in the topologyAssignment")
+    elif any(s(m(u).get("name")) == node for u in lst(ctx.status.get("unhealthyNodes"))):
+        state = ("Kueue recorded it in status.unhealthyNodes and swaps in a replacement node (or evicts the "
+                 "Workload, NodeFailures, when none fits)")
+    else:
+        state = ("it is still in the topologyAssignment and not in status.unhealthyNodes: Kueue's TAS node controller "
+                 "marks a deleted node at once (feature gate TASFailedNodeReplacement, on by default); the cluster "
+                 "admin checks that gate and the Kueue controller logs")
+    one = len(stuck) == 1
+    them, they, their = ("it", "it stays", "its") if one else ("them", "they stay", "their")
+    controlled = any(r.get("controller") for r in owner_refs(pod or {}))
+    fix = (f"Delete {them} (kubectl -n {ctx.ns} delete pod {' '.join(stuck[:3]) or '<pod>'}): the owner recreates "
+           f"{them} with Kueue's topology gate and Kueue ungates {them} into the current assignment" if controlled
+           else f"Delete and re-create {them}: a bare Pod's nodeSelector cannot change")
+    return (f"Kueue's TAS pinned {pods} to node {node} ({HOSTNAME}={node} from the topologyAssignment, not the "
+            f"owner's template), and Node {node} no longer exists; {state}. Kueue fails a Pod pinned to a lost node "
+            f"only while the Node object exists, so {they} Pending ({their} nodeSelector is immutable once "
+            f"ungated). {fix}; the owner or the cluster admin can")
 
 
 @dataclass(frozen=True)

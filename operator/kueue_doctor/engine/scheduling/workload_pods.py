@@ -16,6 +16,7 @@ from ...api import MAX_TEXT
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
     closed,
+    conditions,
     format_duration,
     format_time,
     i,
@@ -512,7 +513,7 @@ def pods_scheduling_gated(ctx: Context) -> Finding | None:
     if found is None:
         return None
     view, blocker, evidence = found
-    short = _short_topology(ctx, blocker, evidence)
+    short = _short_topology(ctx, blocker, evidence) or _awaiting_replacement(ctx, blocker, evidence)
     if short is not None:
         return short
     kueue_gate = blocker.kueue_gated
@@ -587,6 +588,56 @@ def _short_topology(ctx: Context, blocker: podlib.PodBlocker, evidence: list[dic
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text, ActionBy.WORKLOAD_OWNER,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=ctx.lazy(pod_view).status,
                    flavors=assigned_flavors(ctx))
+
+
+REPLACEMENT_STUCK_AFTER = timedelta(minutes=10)  # a replacement node is found (or the Workload evicted) in seconds
+
+
+def _node_state(ctx: Context, node: str) -> str:
+    found = ctx.state.nodes.get(node)
+    if found is None:
+        return "deleted" if ctx.state.knows("Node") else "not in the input"
+    ready = conditions(found).get("Ready")
+    if not is_true(ready):
+        return f"Ready={s(m(ready).get('status')) or 'missing'}"
+    return "tainted" if lst(spec(found).get("taints")) else "unhealthy"
+
+
+def _awaiting_replacement(ctx: Context, blocker: podlib.PodBlocker, evidence: list[dict[str, Any]]) -> Finding | None:
+    """Pods held by Kueue's topology gate while nodes of the assignment are in status.unhealthyNodes: Kueue's TAS
+    ungater leaves them gated on purpose until its scheduler swaps in a replacement node (or, with
+    TASFailedNodeReplacementFailFast, on by default, evicts the Workload, NodeFailures): not a failed update of the
+    Pods (pkg/controller/tas/topology_ungater.go). Lasting, the second pass neither places nor evicts it."""
+    unhealthy = [s(m(u).get("name")) or "?" for u in lst(ctx.status.get("unhealthyNodes"))]
+    if TOPOLOGY_GATE not in blocker.reason.split(", ") or not unhealthy:
+        return None
+    nodes = ", ".join(f"{n} ({_node_state(ctx, n)})" for n in unhealthy[:3])
+    text = (f"{blocker.count}/{ctx.lazy(pod_view).expected} Pods are held by scheduling gate {TOPOLOGY_GATE} on "
+            f"purpose: node(s) {nodes} of the topologyAssignment are in status.unhealthyNodes, and Kueue's TAS "
+            "ungater keeps Pods off an unhealthy node until its scheduler swaps in a replacement node; when none "
+            "fits it evicts the Workload (NodeFailures) and requeues it.")
+    since = blocker.since or admitted_since(ctx)
+    action = ActionBy.NOBODY
+    failed = [ev for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name)
+              if s(ev.get("reason")) == "SecondPassFailed"]
+    if since is not None and ctx.after(since, REPLACEMENT_STUCK_AFTER):
+        action = ActionBy.CLUSTER_ADMIN
+        said = (f" Kueue's second pass failed {sum(podlib.event_count(e) for e in failed)} time(s), last: "
+                f"\"{podlib.event_message(failed[-1])[:300]}\"." if failed else
+                " No SecondPassFailed event on the Workload either.")
+        text += (f" {format_duration(ctx.now - since)} later it has done neither: with "
+                 f"TASFailedNodeReplacementFailFast off it retries, with backoff, while no node fits.{said} The "
+                 "cluster admin frees or adds a node in the Workload's topology domain, or evicts the Workload "
+                 "(spec.active false, then true) to place it afresh; Kueue's scheduler logs tell more.")
+    else:
+        text += " Nothing to do unless it lasts."
+    return Finding(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED, text + timeout_note(ctx), action,
+                   since=since, evidence=[*evidence, ctx.object_evidence(
+                       "Workload", ctx.name, "status.unhealthyNodes", "UnhealthyNodes", ", ".join(unhealthy),
+                       None, ctx.ns)],
+                   pods=ctx.lazy(pod_view).status, flavors=assigned_flavors(ctx),
+                   hints=[f"kubectl get node {unhealthy[0]}", f"kubectl -n {ctx.ns} get events "
+                          f"--field-selector involvedObject.name={ctx.name}"])
 
 
 def _slice_fix(ctx: Context, pod_set: str, count: int, size: int) -> str:
