@@ -1261,7 +1261,13 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
         return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text + held.text, ctx, held.action,
                        flavors=flavors, blocker=blocker, hints=held.hints)
     if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
-        if fit is not None and fit.fits_without_exclusions:
+        if fit is not None and fit.own_selector_blocks:
+            text += (f" Counting the {len(fit.by_pods)} node(s) the Pods' own nodeSelector/required node affinity "
+                     f"leaves out, the largest holds {fit.largest_without_own}: the owner relaxes that selector or "
+                     "affinity (or the topology request, or the pod count), or the cluster admin labels more nodes "
+                     "to match it.")
+            action = ActionBy.WORKLOAD_OWNER
+        elif fit is not None and fit.fits_without_exclusions:
             text += (" It would fit on the cordoned/tainted nodes: the platform admin must uncordon them or remove "
                      "the taints (or the owner adds tolerations); else lower the pod count or relax the topology.")
             action = ActionBy.CLUSTER_ADMIN

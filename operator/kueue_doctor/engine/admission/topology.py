@@ -38,7 +38,7 @@ from ...kube.objects import (
     status,
 )
 from ...kube.quantity import parse
-from ...kube.selectors import label_selector_matches
+from ...kube.selectors import label_selector_matches, node_term_matches
 from ...state import Derived
 from ...vocabulary import ActionBy
 from .. import quota
@@ -120,6 +120,8 @@ class TopologyFit:
     domains: int  # domains at `level` (1 for the whole topology)
     nodes: int  # nodes Kueue counts (flavor's, schedulable, tolerated)
     largest_with_all: int = 0  # the same, counting the cordoned and tainted nodes too
+    largest_without_own: int = 0  # the same, counting the nodes the Pods' own selector/affinity leaves out too
+    by_pods: list[str] = field(default_factory=list)  # nodes the Pods' own nodeSelector/required affinity leaves out
     cordoned: list[str] = field(default_factory=list)
     tainted: dict[str, list[str]] = field(default_factory=dict)  # taint -> node names
     # `largest` leaves out only the Pods outside Kueue's TAS that never leave their node (DaemonSets, static Pods);
@@ -144,6 +146,11 @@ class TopologyFit:
     def fits_without_exclusions(self) -> bool:
         """Would fit if the cordoned and tainted nodes counted: who must act is then the cluster admin."""
         return self.largest_with_all >= self.count
+
+    @property
+    def own_selector_blocks(self) -> bool:
+        """Would fit but for the Pods' own nodeSelector or required node affinity: the owner's to relax."""
+        return bool(self.by_pods) and self.largest_without_own >= self.count
 
 
 def _request(ps: Mapping[str, Any]) -> tuple[str | None, bool]:
@@ -240,26 +247,40 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     per_pod = quota.pod_requests(pod_spec)
     tolerations = [*lst(pod_spec.get("tolerations")), *lst(spec(rf).get("tolerations"))]
     labels = dict(m(spec(rf).get("nodeLabels")))
+    # Kueue's TAS also leaves out the nodes the pod set's own nodeSelector and required node affinity reject
+    # ("excluded: nodeSelector: N, affinity: N")
+    own = {"matchLabels": dict(m(pod_spec.get("nodeSelector")))}
+    terms = [m(x) for x in lst(m(m(m(m(pod_spec.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))).get("nodeSelectorTerms"))]
     fit = TopologyFit(flavor, f.topology, level if required else None, required, int(ps.get("count") or 1), 0, 0, 0)
     counted: list[Mapping[str, Any]] = []
     everything: list[Mapping[str, Any]] = []
+    unselected: list[Mapping[str, Any]] = []
     for n in ctx.state.nodes.values():
         meta = m(n.get("metadata"))
         if not label_selector_matches({"matchLabels": labels}, m(meta.get("labels"))):
             continue
         if not is_true(conditions(n).get("Ready")):
             continue
-        everything.append(n)
         node_name = s(meta.get("name")) or "?"
+        selected = label_selector_matches(own, m(meta.get("labels"))) and (
+            not terms or any(node_term_matches(term, n) for term in terms))
+        if selected:
+            everything.append(n)
         if spec(n).get("unschedulable"):
-            fit.cordoned.append(node_name)
+            if selected:
+                fit.cordoned.append(node_name)
             continue
         blocking = [m(t) for t in lst(spec(n).get("taints"))
                     if m(t).get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(tolerations, m(t))]
         if blocking:
-            for t in blocking:
+            for t in blocking if selected else ():
                 text = f"{s(t.get('key'))}={s(t.get('value')) or ''}:{s(t.get('effect'))}"
                 fit.tainted.setdefault(text, []).append(node_name)
+            continue
+        if not selected:
+            fit.by_pods.append(node_name)
+            unselected.append(n)
             continue
         counted.append(n)
     fit.nodes, fit.per_pod = len(counted), per_pod
@@ -268,6 +289,8 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     fit.largest_now, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
     fit.largest_unless_terminating, _ = _domain_capacity(counted, fit.level, per_pod, outside, _not_leaving)
     fit.largest_with_all, _ = _domain_capacity(everything, fit.level, per_pod, outside)
+    if unselected:
+        fit.largest_without_own, _ = _domain_capacity(counted + unselected, fit.level, per_pod, outside)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
         best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
@@ -298,6 +321,9 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
                 + (f", less what {fit.outside} Pod(s) outside Kueue's TAS request there" if fit.outside else "")
                 + ")")
     left_out = []
+    if fit.by_pods:
+        left_out.append(f"{len(fit.by_pods)} outside the Pods' own nodeSelector/required node affinity "
+                        f"({', '.join(sorted(fit.by_pods)[:3])})")
     if fit.cordoned:
         left_out.append(f"{len(fit.cordoned)} cordoned ({', '.join(sorted(fit.cordoned)[:3])})")
     for taint, nodes in sorted(fit.tainted.items()):
