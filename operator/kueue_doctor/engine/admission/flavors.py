@@ -201,7 +201,11 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
     order = list(ctx.requests)
     stopped = max((order.index(f.podset) for f in failures if f.podset in order and f not in placed
                    and SEVERITY.get(f.kind, Severity.NONE) >= Severity.MAXIMUM), default=len(order))
-    parts += [f"{ps}: fits (placed tentatively)" if n < stopped else
+    groups = {s(m(p).get("name")) or "main": s(m(m(p).get("topologyRequest")).get("podSetGroupName"))
+              for p in lst(ctx.spec.get("podSets"))}
+    grouped = {groups.get(ps): ps for ps in by if groups.get(ps)}  # a TAS group's pod sets fail together
+    parts += [f"{ps}: placed by TAS with {grouped[groups[ps]]} as one group (podSetGroupName {groups[ps]})"
+              if groups.get(ps) in grouped else f"{ps}: fits (placed tentatively)" if n < stopped else
               f"{ps}: not evaluated (Kueue stops at the first pod set no flavor can take)"
               for n, ps in enumerate(order) if ps not in by]
     text = "Per pod set: " + ". ".join(parts) + "."

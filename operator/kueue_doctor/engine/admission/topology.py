@@ -132,6 +132,10 @@ class TopologyFit:
     held: list[OutsidePod] = field(default_factory=list)  # those that may leave, on the largest domain's nodes
     held_nodes: list[Mapping[str, Any]] = field(default_factory=list)  # that domain's nodes
     per_pod: Mapping[str, Decimal] = field(default_factory=dict)
+    podset: str = ""  # the pod set counted (a group's workers, whichever pod set Kueue named)
+    leader: str | None = None  # the pod set group's leader, placed in the same domain
+    group: str | None = None  # their podSetGroupName
+    largest_alone: int = 0  # what the largest domain holds of the workers without the leader
 
     @property
     def held_back(self) -> bool:
@@ -210,14 +214,49 @@ def _domains(nodes: list[Mapping[str, Any]], level: str | None) -> dict[str, lis
     return out
 
 
+def _with_leader(members: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal], leader: Mapping[str, Decimal],
+                 used: Callable[[Mapping[str, Any]], Mapping[str, Decimal]]) -> int:
+    """The workers a domain holds beside its pod set group's leader, as Kueue's TAS counts a domain's
+    podCountWithLeader: all its nodes' workers less the fewest the leader displaces on a node it fits on; none
+    when the leader fits on no node."""
+    total, displaced = 0, None
+    for n in members:
+        here = used(n)
+        workers = _per_node(n, per_pod, here)
+        total += workers
+        if _per_node(n, leader, here) >= 1:
+            beside = {r: here.get(r, Decimal(0)) + leader.get(r, Decimal(0)) for r in {*here, *leader}}
+            lost = workers - _per_node(n, per_pod, beside)
+            displaced = lost if displaced is None else min(displaced, lost)
+    return 0 if displaced is None else total - displaced
+
+
 def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod: Mapping[str, Decimal],
-                     outside: Mapping[str, list[OutsidePod]], which: Callable[[OutsidePod], bool] = _stays
-                     ) -> tuple[int, int]:
+                     outside: Mapping[str, list[OutsidePod]], which: Callable[[OutsidePod], bool] = _stays,
+                     leader: Mapping[str, Decimal] | None = None) -> tuple[int, int]:
     """The pods the largest domain holds with the requests of the Pods outside Kueue's TAS `which` picks taken
-    away, and how many domains there are."""
-    per_domain = {key: sum(_per_node(n, per_pod, _used(outside.get(name(n) or "", []), which)) for n in members)
+    away (beside the pod set group's `leader`, when there is one), and how many domains there are."""
+    def used(n: Mapping[str, Any]) -> Mapping[str, Decimal]:
+        return _used(outside.get(name(n) or "", []), which)
+
+    per_domain = {key: (_with_leader(members, per_pod, leader, used) if leader is not None else
+                        sum(_per_node(n, per_pod, used(n)) for n in members))
                   for key, members in _domains(nodes, level).items()}
     return max(per_domain.values(), default=0), len(per_domain)
+
+
+def _group(ctx: Context, podset: str) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+    """The pod set Kueue's TAS fits for a failure about `podset`, and its group's leader: pod sets sharing a
+    topologyRequest.podSetGroupName are placed together in one domain, the one with fewer pods as the leader
+    (findLeaderAndWorkers); Kueue names either pod set in its message."""
+    sets = [m(p) for p in lst(ctx.spec.get("podSets"))]
+    mine = next((p for p in sets if (s(p.get("name")) or "main") == podset), {})
+    group = s(m(mine.get("topologyRequest")).get("podSetGroupName"))
+    mates = [p for p in sets if group and s(m(p.get("topologyRequest")).get("podSetGroupName")) == group]
+    if len(mates) != 2:
+        return mine, None
+    leader, workers = sorted(mates, key=lambda p: int(p.get("count") or 1))
+    return workers, leader
 
 
 def _flavor_nodes(ctx: Context, flavor: str) -> int:
@@ -239,8 +278,8 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
             return None  # which flavor Kueue tried is not told: no node arithmetic rather than a wrong one
     flavor = candidates[0] if candidates else None
     rf = ctx.state.flavors.get(flavor or "")
-    ps = next((m(p) for p in lst(ctx.spec.get("podSets")) if (s(m(p).get("name")) or "main") == f.podset), None)
-    if rf is None or ps is None or flavor is None:
+    ps, leader_ps = _group(ctx, f.podset)
+    if rf is None or not ps or flavor is None:
         return None
     level, required = _request(ps)
     pod_spec = m(m(ps.get("template")).get("spec"))
@@ -253,6 +292,12 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     terms = [m(x) for x in lst(m(m(m(m(pod_spec.get("affinity")).get("nodeAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"))).get("nodeSelectorTerms"))]
     fit = TopologyFit(flavor, f.topology, level if required else None, required, int(ps.get("count") or 1), 0, 0, 0)
+    fit.podset = s(ps.get("name")) or "main"
+    leader = None
+    if leader_ps is not None:
+        leader = quota.pod_requests(m(m(leader_ps.get("template")).get("spec")))
+        fit.leader = s(leader_ps.get("name")) or "leader"
+        fit.group = s(m(ps.get("topologyRequest")).get("podSetGroupName"))
     counted: list[Mapping[str, Any]] = []
     everything: list[Mapping[str, Any]] = []
     unselected: list[Mapping[str, Any]] = []
@@ -285,12 +330,15 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
         counted.append(n)
     fit.nodes, fit.per_pod = len(counted), per_pod
     outside = outside_pods(ctx) if ctx.state.pods else {}
-    fit.largest, fit.domains = _domain_capacity(counted, fit.level, per_pod, outside)
-    fit.largest_now, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
-    fit.largest_unless_terminating, _ = _domain_capacity(counted, fit.level, per_pod, outside, _not_leaving)
-    fit.largest_with_all, _ = _domain_capacity(everything, fit.level, per_pod, outside)
+    fit.largest, fit.domains = _domain_capacity(counted, fit.level, per_pod, outside, leader=leader)
+    fit.largest_now, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted, leader)
+    fit.largest_unless_terminating, _ = _domain_capacity(counted, fit.level, per_pod, outside, _not_leaving, leader)
+    fit.largest_with_all, _ = _domain_capacity(everything, fit.level, per_pod, outside, leader=leader)
     if unselected:
-        fit.largest_without_own, _ = _domain_capacity(counted + unselected, fit.level, per_pod, outside)
+        fit.largest_without_own, _ = _domain_capacity(counted + unselected, fit.level, per_pod, outside,
+                                                      leader=leader)
+    if leader is not None:
+        fit.largest_alone, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
         best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
@@ -310,13 +358,21 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit is not None
            else f"Kueue cannot place the {f.requested_count or fit.count} {unit}(s)")
     largest = (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
+    holds, grp = f"holds {fit.largest_now} pod(s)", ""
+    if fit.leader is not None:
+        grp = (f", together with its leader, pod set {fit.leader} (podSetGroupName {fit.group}: Kueue places the "
+               "group in one domain)")
+        holds = f"holds {fit.largest_now} of them beside the leader ({fit.largest_alone} without it)"
+        if f.fit is not None and f.requested_count is not None and f.fit >= f.requested_count:
+            now += " (Kueue's count leaves the leader out: the group does not fit)"
+    who = f.podset if fit.leader is None else fit.podset
     if fit.held_back:
-        text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
+        text = (f"Pod set {who} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}{grp}: "
                 f"{now}. Even with no Workload running, the largest {largest} holds {fit.largest_now} pod(s), "
                 f"{fit.largest} without Pods outside Kueue's TAS ({fit.nodes} usable node(s) in the flavor)")
     else:
-        text = (f"Pod set {f.podset} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}: "
-                f"{now}. Even with nothing running, the largest {largest} holds {fit.largest_now} pod(s) "
+        text = (f"Pod set {who} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}{grp}: "
+                f"{now}. Even with nothing running, the largest {largest} {holds} "
                 f"({fit.nodes} usable node(s) in the flavor"
                 + (f", less what {fit.outside} Pod(s) outside Kueue's TAS request there" if fit.outside else "")
                 + ")")
