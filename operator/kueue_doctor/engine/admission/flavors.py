@@ -1265,7 +1265,14 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
         return finding(Reason.WAITING_FOR_QUOTA, Cause.TOPOLOGY_PLACEMENT_FAILED, text + held.text, ctx, held.action,
                        flavors=flavors, blocker=blocker, hints=held.hints)
     if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
-        if fit is not None and fit.own_selector_blocks:
+        if fit is not None and fit.too_large is not None:
+            res, need, most, node = fit.too_large
+            text += (f" One Pod requests {quota.fmt(res, need)} {res}, more than any of the flavor's nodes can "
+                     f"allocate (at most {quota.fmt(res, most)}, on {node}): no domain ever holds one, whatever the "
+                     "topology request or the pod count. The owner lowers the per-Pod request, or the cluster admin "
+                     "adds larger nodes to the flavor.")
+            action = ActionBy.WORKLOAD_OWNER
+        elif fit is not None and fit.own_selector_blocks:
             text += (f" Counting the {len(fit.by_pods)} node(s) the Pods' own nodeSelector/required node affinity "
                      f"leaves out, the largest holds {fit.largest_without_own}: the owner relaxes that selector or "
                      "affinity (or the topology request, or the pod count), or the cluster admin labels more nodes "

@@ -136,6 +136,8 @@ class TopologyFit:
     leader: str | None = None  # the pod set group's leader, placed in the same domain
     group: str | None = None  # their podSetGroupName
     largest_alone: int = 0  # what the largest domain holds of the workers without the leader
+    implied: bool = False  # no topologyRequest: a TAS-only ClusterQueue places it unconstrained
+    too_large: tuple[str, Decimal, Decimal, str] | None = None  # (resource, per Pod, most any node has, that node)
 
     @property
     def held_back(self) -> bool:
@@ -245,6 +247,20 @@ def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod:
     return max(per_domain.values(), default=0), len(per_domain)
 
 
+def _too_large(nodes: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal]
+               ) -> tuple[str, Decimal, Decimal, str] | None:
+    """A resource one Pod requests more of than any of the nodes allocates (Kueue: `excluded: resource "cpu": N`
+    on every node): no domain ever holds a Pod, whatever the topology request or the pod count."""
+    for res, need in sorted(per_pod.items()):
+        if res == "pods" or need <= 0 or not nodes:
+            continue
+        most, where = max(((parse(_allocatable(n).get(res)) or Decimal(0), name(n) or "?") for n in nodes),
+                          key=lambda x: x[0])
+        if most < need:
+            return res, need, most, where
+    return None
+
+
 def _group(ctx: Context, podset: str) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
     """The pod set Kueue's TAS fits for a failure about `podset`, and its group's leader: pod sets sharing a
     topologyRequest.podSetGroupName are placed together in one domain, the one with fewer pods as the leader
@@ -293,6 +309,7 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
         "requiredDuringSchedulingIgnoredDuringExecution"))).get("nodeSelectorTerms"))]
     fit = TopologyFit(flavor, f.topology, level if required else None, required, int(ps.get("count") or 1), 0, 0, 0)
     fit.podset = s(ps.get("name")) or "main"
+    fit.implied = not m(ps.get("topologyRequest"))
     leader = None
     if leader_ps is not None:
         leader = quota.pod_requests(m(m(leader_ps.get("template")).get("spec")))
@@ -339,6 +356,7 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
                                                       leader=leader)
     if leader is not None:
         fit.largest_alone, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
+    fit.too_large = _too_large(everything or counted, per_pod)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
         best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
@@ -355,7 +373,7 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     unit = f.unit or "pod"
     where = (f"one {fit.level} domain" if fit.level else "the whole topology (preferred or unconstrained)")
     asked = (f"requires {where}" if fit.required else f"prefers {where}")
-    now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit is not None
+    now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit  # "any of": none
            else f"Kueue cannot place the {f.requested_count or fit.count} {unit}(s)")
     largest = (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
     holds, grp = f"holds {fit.largest_now} pod(s)", ""
@@ -366,12 +384,15 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
         if f.fit is not None and f.requested_count is not None and f.fit >= f.requested_count:
             now += " (Kueue's count leaves the leader out: the group does not fit)"
     who = f.podset if fit.leader is None else fit.podset
+    subject = (f"Pod set {who} ({fit.count} pods) makes no topology request; its ClusterQueue's flavors are all TAS, "
+               f"so Kueue places it unconstrained in topology {fit.topology}, flavor {fit.flavor}" if fit.implied else
+               f"Pod set {who} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}{grp}")
     if fit.held_back:
-        text = (f"Pod set {who} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}{grp}: "
+        text = (f"{subject}: "
                 f"{now}. Even with no Workload running, the largest {largest} holds {fit.largest_now} pod(s), "
                 f"{fit.largest} without Pods outside Kueue's TAS ({fit.nodes} usable node(s) in the flavor)")
     else:
-        text = (f"Pod set {who} ({fit.count} pods) {asked} of topology {fit.topology} in flavor {fit.flavor}{grp}: "
+        text = (f"{subject}: "
                 f"{now}. Even with nothing running, the largest {largest} {holds} "
                 f"({fit.nodes} usable node(s) in the flavor"
                 + (f", less what {fit.outside} Pod(s) outside Kueue's TAS request there" if fit.outside else "")
