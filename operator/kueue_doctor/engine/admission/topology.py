@@ -373,7 +373,7 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
     unit = f.unit or "pod"
     where = (f"one {fit.level} domain" if fit.level else "the whole topology (preferred or unconstrained)")
     asked = (f"requires {where}" if fit.required else f"prefers {where}")
-    now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit  # "any of": none
+    now = (f"Kueue can place only {f.fit} of {f.requested_count} {unit}(s) now" if f.fit is not None
            else f"Kueue cannot place the {f.requested_count or fit.count} {unit}(s)")
     largest = (f"of the {fit.domains} {fit.level} domains" if fit.level else "topology")
     holds, grp = f"holds {fit.largest_now} pod(s)", ""
