@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .engine.queue_summary import Group
     from .kube.shards import Shard
     from .live.leader import ElectionConfig
+    from .state import ClusterState
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 EXAMPLE = "examples/headlamp-exceeds-max-quota.yaml"
@@ -417,6 +418,14 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
               if target is not None and nm == target.name and (namespace is None or ns == namespace)
               and target.kind in (None, kind)] if target is not None and not diagnoses else []
     linked = [k for o in owners for k in state.workloads_of_owner(o) if k in state.workloads]
+    if owners and not linked and not diagnoses:  # a child (an AppWrapper's or JobSet's Job): its ancestor's Workload
+        for owner in owners:
+            above, keys = _ancestor_workloads(state, owner)
+            if above is not None and keys:
+                linked += keys
+                err.write(f"kueue-doctor: {owner.get('kind')} {kobj.namespace(owner)}/{kobj.name(owner)} has no "
+                          f"Workload of its own: it belongs to {above.get('kind')} {kobj.name(above)}, which Kueue "
+                          "manages through the Workload diagnosed here.\n")
     if linked:  # its Workload names it only by its job-uid label (its ownerReference gone): still its Workload
         diagnoses = with_positions(state, diagnose(state, now, linked, grace))
     if target is not None and not diagnoses:
@@ -447,6 +456,24 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     return EXIT_OK
 
 
+def _ancestor_workloads(state: ClusterState, owner: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, list[Any]]:
+    """The nearest owner above `owner` (by controller references, three levels at most) that has Workloads."""
+    node = owner
+    for _ in range(3):
+        ref = kobj.controller_ref(node)
+        if ref is None:
+            break
+        parent = state.owners_by_uid.get(str(ref.get("uid") or "")) or state.owners.get(
+            (kobj.namespace(node) or "", str(ref.get("kind") or ""), str(ref.get("name") or "")))
+        if parent is None:
+            break
+        keys = [k for k in state.workloads_of_owner(parent) if k in state.workloads]
+        if keys:
+            return parent, keys
+        node = parent
+    return None, []
+
+
 def _namespace(args: argparse.Namespace, plugin: bool) -> tuple[str | None, bool]:
     """The namespace to read (None: all) and whether it is the kubeconfig context's.
 
@@ -472,7 +499,7 @@ _KIND_NAMES = {alias: kind for kind, aliases in {
     "PyTorchJob": ("pytorchjob", "pytorchjobs"), "TFJob": ("tfjob", "tfjobs"),
     "XGBoostJob": ("xgboostjob", "xgboostjobs"), "PaddleJob": ("paddlejob", "paddlejobs"),
     "JAXJob": ("jaxjob", "jaxjobs"), "TrainJob": ("trainjob", "trainjobs"),
-    "ReplicaSet": ("replicaset", "replicasets", "rs"),
+    "ReplicaSet": ("replicaset", "replicasets", "rs"), "AppWrapper": ("appwrapper", "appwrappers", "aw"),
 }.items() for alias in aliases}
 
 

@@ -47,6 +47,9 @@ GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"  # Workloads made
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+# Pod labels naming the owner at the top of the chain, for owners whose children the operator may not list (an
+# AppWrapper's wrapped Job has no queue-name label, so no watch sees it): label -> the owner's kind
+POD_OWNER_LABELS = {"workload.codeflare.dev/appwrapper": "AppWrapper"}
 
 # (group, kind) -> the state collection it goes to. Other kinds are ignored.
 KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Cohort", "AdmissionCheck",
@@ -56,12 +59,14 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("kubeflow.org", "TFJob"),
                ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "JAXJob"),
                ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
-               ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment")}
+               ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment"),
+               ("workload.codeflare.dev", "AppWrapper")}
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 # every kind Kueue v0.19 integrates (pkg/controller/jobs), those kueue-doctor does not diagnose itself too: a child
 # of one (a RayService's RayCluster, an AppWrapper's Job) is managed through that ancestor's Workload
-KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("ray.io", "RayService"), ("workload.codeflare.dev", "AppWrapper"),
-                                         ("sparkoperator.k8s.io", "SparkApplication")}
+KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("ray.io", "RayService"), ("sparkoperator.k8s.io", "SparkApplication")}
+
+_TOP_OWNER_KINDS = frozenset(POD_OWNER_LABELS.values())
 
 Key = tuple[str, str]  # (namespace, name)
 # Warning Events kept per object (Pod, Job, Workload), newest first: a flood about one object (a crash-looping
@@ -379,6 +384,10 @@ class ClusterState:
         for wl_name in (annotated, group):
             if wl_name:
                 refs.append(("wl", ns, wl_name))
+        for label, kind in POD_OWNER_LABELS.items():
+            top = s(pod_labels.get(label))
+            if top:
+                refs.append(("top", ns, kind, top))
         for r in owner_refs(pod):
             u = s(r.get("uid"))
             if u:
@@ -585,6 +594,9 @@ class ClusterState:
             return []
         ns, nm = ns_name(workload)
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
+        for r in owner_refs(workload):  # labelled with their top owner (an AppWrapper's, its Job not in the input)
+            if r.get("kind") in _TOP_OWNER_KINDS:
+                keys.update(self._pods_by_ref.get(("top", ns, s(r.get("kind")) or "", s(r.get("name")) or ""), ()))
         # plain Pods the Workload is owned by (Kueue's Pod integration): by name, the same UID checked below
         owning = {(ns, s(r.get("name")) or ""): s(r.get("uid")) for r in owner_refs(workload) if r.get("kind") == "Pod"}
         by_name = {k for k in owning if k in self.pods} - keys
@@ -940,6 +952,12 @@ class _Index:
             if not nxt:
                 break
             frontier = nxt
+        pod_labels = labels(pod)
+        for label, kind in POD_OWNER_LABELS.items():  # labelled with its top owner (the chain not in the input)
+            top = s(pod_labels.get(label))
+            found = self.workloads_by_owner.get((ns, kind, top)) if top else None
+            if found:
+                return next(iter(found))
         return None
 
     def workloads_by_uid(self, state: ClusterState) -> dict[str, list[Key]]:

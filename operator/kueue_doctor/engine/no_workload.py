@@ -80,6 +80,7 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
     ("kubeflow.org", "PaddleJob"): "kubeflow.org/paddlejob",
     ("kubeflow.org", "JAXJob"): "kubeflow.org/jaxjob",
     ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob",
+    ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper",
     ("apps", "StatefulSet"): "statefulset",  # one Workload per StatefulSet (v0.19), while replicas > 0
 }
 # Conditions (type) by which an owner says it is done: a finished owner needs no Workload any more.
@@ -99,7 +100,10 @@ def _kind_key(owner: Mapping[str, Any]) -> tuple[str, str]:
 def _finished(owner: Mapping[str, Any]) -> bool:
     if rayjob_finished(owner) is not None:
         return True
-    return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(status(owner).get("conditions")))
+    st = status(owner)
+    if s(st.get("phase")) in ("Succeeded", "Failed"):  # AppWrapper (its conditions name no end)
+        return True
+    return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(st.get("conditions")))
 
 
 def _child_of_owner(owner: Mapping[str, Any]) -> bool:

@@ -8,7 +8,20 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..kube.objects import format_time, group_of, i, lst, m, meta, name, parse_time, s
+from ..kube.objects import (
+    format_time,
+    group_of,
+    i,
+    is_true,
+    lst,
+    m,
+    meta,
+    name,
+    namespace,
+    parse_duration,
+    parse_time,
+    s,
+)
 from ..state import ClusterState
 from .context import Context
 
@@ -164,6 +177,7 @@ SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("kubeflow.org", "PaddleJob"): ("spec", "runPolicy", "suspend"),
     ("kubeflow.org", "JAXJob"): ("spec", "runPolicy", "suspend"),
     ("trainer.kubeflow.org", "TrainJob"): ("spec", "suspend"),
+    ("workload.codeflare.dev", "AppWrapper"): ("spec", "suspend"),
 }
 
 
@@ -179,3 +193,106 @@ def owner_suspended(owner: Mapping[str, Any]) -> bool | None:
     for part in path:
         node = m(node).get(part)
     return node is True
+
+
+# ----- AppWrapper (project-codeflare/appwrapper v1.2, internal/controller/appwrapper/appwrapper_controller.go) -----
+# Kueue's AppWrapper integration finishes the Workload with the fixed text "AppWrapper failed" (Finished()); why, and
+# how far the AppWrapper controller's own fault tolerance got, is only in the AppWrapper's status and annotations.
+AW_GROUP = "workload.codeflare.dev"
+AW_ANNOTATION = "workload.codeflare.dev.appwrapper/"
+# the controller's defaults (pkg/config/config.go NewAppWrapperConfig; its config's faultTolerance may change them)
+AW_DEFAULT_RETRY_LIMIT = 3
+AW_DEFAULT_GRACE: dict[str, int] = {"admissionGracePeriodDuration": 60, "warmupGracePeriodDuration": 300,
+                                    "failureGracePeriodDuration": 60, "retryPausePeriodDuration": 90}
+# Unhealthy reasons after which the controller resets the AppWrapper (resetOrFail) until its retry limit, and what each
+# means; MissingComponent and a fatal CreateFailed fail it at once
+_AW_UNHEALTHY: dict[str, str] = {
+    "MissingComponent": ("a wrapped component was deleted, or was not yet visible to the AppWrapper controller right "
+                         "after it made it; the controller fails this at once, with no grace period and no retry"),
+    "FailedComponent": "a wrapped component's own controller marked it failed (a Job's Failed condition)",
+    "FoundFailedPods": "its Pods failed and were not replaced within the failure grace period",
+    "InsufficientPodsReady": "its Pods were not all running when the controller's grace period ended",
+    "CreateFailed": "the AppWrapper controller could not create a component",
+    "AutopilotNoExecute": "its Pods ran on nodes Autopilot marked NoExecute (such a reset is not counted)",
+}
+_AW_RETRIED = frozenset({"FailedComponent", "FoundFailedPods", "InsufficientPodsReady", "CreateFailed"})
+
+
+def aw_unhealthy_text(reason: str) -> str:
+    """What an Unhealthy reason of the AppWrapper controller means, in words."""
+    return _AW_UNHEALTHY.get(reason, f"Unhealthy {reason or '(no reason)'}")
+
+
+def aw_duration(seconds: int) -> str:
+    """"90s", "5m", "1h30m": a grace period as exactly as its annotation would spell it."""
+    if seconds < 120 or seconds % 60:
+        return f"{seconds}s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
+
+
+def is_appwrapper(owner: Mapping[str, Any] | None) -> bool:
+    return owner is not None and s(owner.get("kind")) == "AppWrapper" and group_of(owner.get("apiVersion")) == AW_GROUP
+
+
+def aw_condition(owner: Mapping[str, Any], ctype: str) -> Mapping[str, Any]:
+    return next((m(c) for c in lst(m(owner.get("status")).get("conditions")) if m(c).get("type") == ctype), {})
+
+
+def aw_grace(owner: Mapping[str, Any], key: str) -> tuple[int, str]:
+    """(seconds, where from) of one of the controller's grace periods: the AppWrapper's annotation, else the default
+    (a malformed annotation falls back to the default, as the controller does)."""
+    text = s(m(meta(owner).get("annotations")).get(AW_ANNOTATION + key))
+    seconds = parse_duration(text) if text else None
+    if seconds is not None:
+        return seconds, f"annotation {AW_ANNOTATION}{key}"
+    return AW_DEFAULT_GRACE[key], "the AppWrapper controller's default"
+
+
+def aw_retries(owner: Mapping[str, Any]) -> tuple[int, int, str]:
+    """(resets so far, retry limit, where the limit is from)."""
+    done = i(m(owner.get("status")).get("resettingCount"))
+    text = s(m(meta(owner).get("annotations")).get(AW_ANNOTATION + "retryLimit"))
+    if text is not None and text.strip().lstrip("-").isdigit():
+        return done, int(text), f"annotation {AW_ANNOTATION}retryLimit"
+    return done, AW_DEFAULT_RETRY_LIMIT, "the AppWrapper controller's default"
+
+
+def aw_components(owner: Mapping[str, Any]) -> str:
+    """"Job sample-job, RayCluster rc": the components the controller made (status.componentStatus)."""
+    parts = [f"{s(m(c).get('kind')) or '?'} {s(m(c).get('name')) or '?'}"
+             for c in lst(m(owner.get("status")).get("componentStatus"))]
+    return ", ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
+
+
+def aw_failure(owner: Mapping[str, Any] | None) -> str:
+    """Why a failed AppWrapper failed, from its Unhealthy condition and resettingCount, with who acts; "" when the
+    owner is not a failed AppWrapper."""
+    if not is_appwrapper(owner) or owner is None or s(m(owner.get("status")).get("phase")) != "Failed":
+        return ""
+    where = f"AppWrapper {namespace(owner)}/{name(owner)}"
+    cond = aw_condition(owner, "Unhealthy")
+    reason, msg = s(cond.get("reason")) or "", s(cond.get("message")) or ""
+    if not is_true(cond) or not reason:
+        return (f" {where} failed with no Unhealthy reason in its status: read its events (kubectl -n "
+                f"{namespace(owner)} describe appwrapper {name(owner)}).")
+    when = s(cond.get("lastTransitionTime"))
+    text = (f" {where} failed{f' at {when}' if when else ''}, Unhealthy {reason}" + (f" ({msg})" if msg else "")
+            + f": {_AW_UNHEALTHY.get(reason, 'see its events')}")
+    if reason in _AW_RETRIED:
+        done, limit, source = aw_retries(owner)
+        if done >= limit:
+            text += f", after {done} reset{'s' if done != 1 else ''}, its retry limit ({limit}, {source})"
+        elif reason != "CreateFailed":
+            text += (f", with {done} of {limit} resets used: an exit code the AppWrapper makes terminal (annotations "
+                     f"{AW_ANNOTATION}terminalExitCodes / retryableExitCodes) failed it at once")
+        else:
+            text += f", with {done} of {limit} resets used: the error was fatal (an invalid or unknown component)"
+    ns, nm = namespace(owner), name(owner)
+    text += (f". Its components ({aw_components(owner) or 'none recorded'}) and their Pods are deleted; what is "
+             f"left is in kubectl -n {ns} get events --field-selector involvedObject.name={nm}. The AppWrapper's owner "
+             "fixes the cause and resubmits it (delete and recreate the AppWrapper)")
+    if reason == "MissingComponent":
+        text += ("; if nobody deleted the component, the AppWrapper controller's admin checks its logs for a stale "
+                 "cache (appwrapper#416)")
+    return text + "."

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import no_workload
 from .admission import checks, eviction, kueue_message, order, queues, stalled, terminal
 from .rules import Phase, Rule
-from .scheduling import dispatch, ghost, workload_pods
+from .scheduling import appwrapper, dispatch, ghost, workload_pods
 
 
 def _order() -> tuple[Rule, ...]:
@@ -65,6 +65,7 @@ def _order() -> tuple[Rule, ...]:
         dispatch.multikueue,
         ghost.admitted_ghost,
         dispatch.suspended_owner,
+        appwrapper.appwrapper_recovering,
         workload_pods.pods_ready,
         workload_pods.pods_failed_create,
         workload_pods.pods_not_visible,

@@ -45,6 +45,7 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("kubeflow.org", "v1", "paddlejobs", "PaddleJob"),
     ("kubeflow.org", "v1", "jaxjobs", "JAXJob"),
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
+    ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
 )
 
 

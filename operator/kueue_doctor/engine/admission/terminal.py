@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 
-from ...kube.objects import format_duration, format_time, i, lst, m, name, s, spec
+from ...kube.objects import format_duration, format_time, i, m, name, parse_time, s, spec
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
+from ..owner_status import aw_condition, aw_failure, is_appwrapper
+from ..pods.kubelet import failed_pod_ends
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
 from .eviction import DEACTIVATION_CAUSES, evictions_total
@@ -35,8 +37,17 @@ def finished(ctx: Context) -> Finding | None:
         text += (f" Not a success: only {group[1]} of {group[2]} Pods succeeded. Kueue writes Succeeded for every "
                  "Pod group it finishes (one marked kueue.x-k8s.io/retriable-in-group=false ends at its first "
                  f"failure){_failed_pods(ctx)}.")
+    if reason == "Failed":  # Kueue's text for a failed AppWrapper is fixed: its own status says why
+        failure = aw_failure(ctx.owner)
+        text += ("." if failure and not text.endswith(".") else "") + failure
+    evidence = [ctx.condition_evidence("Finished")]
+    if reason == "Failed" and ctx.owner is not None and is_appwrapper(ctx.owner):
+        unhealthy = aw_condition(ctx.owner, "Unhealthy")
+        evidence.append(ctx.object_evidence("AppWrapper", name(ctx.owner), "condition/Unhealthy",
+                                            s(unhealthy.get("reason")), s(unhealthy.get("message")),
+                                            parse_time(unhealthy.get("lastTransitionTime")), ns=ctx.ns))
     return Finding(Reason.FINISHED, cause if cause in FINISHED_CAUSES else None, text, ActionBy.NOBODY,
-                   since=ctx.cond_time("Finished"), evidence=[ctx.condition_evidence("Finished")])
+                   since=ctx.cond_time("Finished"), evidence=evidence)
 
 
 _POD_GROUP_DONE = re.compile(r"^Pods succeeded: (\d+)/(\d+)\.")  # pod_controller.go Finished(), success always true
@@ -57,15 +68,7 @@ def _queues_stopped(ctx: Context) -> str:
 
 def _failed_pods(ctx: Context) -> str:
     """"; failed: p-1 (OOMKilled, exit code 137)": the group's Failed Pods with their containers' ends."""
-    failed = []
-    for pod in ctx.pods:
-        st = m(pod.get("status"))
-        if st.get("phase") != "Failed":
-            continue
-        ends = [m(m(c).get("state")).get("terminated") for c in lst(st.get("containerStatuses"))]
-        why = next((f"{s(m(e).get('reason')) or 'Error'}, exit code {m(e).get('exitCode')}" for e in ends
-                    if m(e).get("exitCode")), s(st.get("reason")) or "Failed")
-        failed.append(f"{name(pod)} ({why})")
+    failed = failed_pod_ends(ctx.pods)
     return f"; failed: {', '.join(failed[:3])}" if failed else ""
 
 

@@ -11,7 +11,7 @@ Neighbours: `summary.py` turns these into PodBlocker categories (Failing, Contai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...kube.objects import int_or_none, lst, m, s
@@ -84,3 +84,17 @@ def failed_pod(status: Mapping[str, Any]) -> tuple[str, str, str]:
                 return (s(terminated.get("reason")) or "Error", s(terminated.get("message")) or message,
                         detail)
     return reason or "Failed", message, ""
+
+
+def failed_pod_ends(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """"p-1 (OOMKilled, exit code 137)" for each Failed Pod: how its containers ended, else the Pod's reason."""
+    failed = []
+    for pod in pods:
+        st = m(pod.get("status"))
+        if st.get("phase") != "Failed":
+            continue
+        ends = [m(m(c).get("state")).get("terminated") for c in lst(st.get("containerStatuses"))]
+        why = next((f"{s(m(e).get('reason')) or 'Error'}, exit code {m(e).get('exitCode')}" for e in ends
+                    if m(e).get("exitCode")), s(st.get("reason")) or "Failed")
+        failed.append(f"{s(m(pod.get('metadata')).get('name'))} ({why})")
+    return failed

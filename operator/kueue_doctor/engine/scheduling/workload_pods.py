@@ -37,7 +37,7 @@ from .. import pods as podlib
 from ..context import Context
 from ..owner_status import owner_rejected
 from ..rules import Finding, Phase, pairs, rule
-from . import accounting, early_start, followers
+from . import accounting, appwrapper, early_start, followers
 from .nodes import flavor_node_hint, flavor_selector
 from .owners import (
     admitted_since,
@@ -69,6 +69,11 @@ NODE_SIDE_REASONS = {"ImageInspectError"}  # the node's runtime cannot read an i
 
 
 def timeout_note(ctx: Context) -> str:
+    """When the Pods' wait ends by itself: the owner's own reset (an AppWrapper's), Kueue's waitForPodsReady."""
+    return appwrapper.reset_note(ctx) + _kueue_timeout_note(ctx)
+
+
+def _kueue_timeout_note(ctx: Context) -> str:
     if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
         return ""
     recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"

@@ -1,0 +1,122 @@
+"""An admitted AppWrapper's own fault tolerance (project-codeflare/appwrapper, appwrapper_controller.go): on failed
+Pods it waits a grace period, then resets (deletes every component, pauses, redeploys) until its retry limit; Pods
+not all running within a grace period after deployment reset it too. Kueue's Workload stays admitted throughout and
+its conditions say none of it, so these verdicts read the AppWrapper. Neighbours: `owner_status.py` (its facts),
+`workload_pods.py` (asked after; its messages end with `reset_note`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from ...kube.objects import format_duration, format_time, is_true, m, name, parse_time, s
+from ...vocabulary import ActionBy, Cause, Reason
+from ..context import Context
+from ..owner_status import (
+    aw_components,
+    aw_condition,
+    aw_duration,
+    aw_grace,
+    aw_retries,
+    aw_unhealthy_text,
+    is_appwrapper,
+)
+from ..pods.kubelet import failed_pod_ends
+from ..rules import Finding, Phase, rule
+from .owners import assigned_flavors, base_evidence, expected_pods
+
+# past its redeploy time by this much, a Resetting AppWrapper is stuck (its controller redeploys within seconds)
+RESET_OVERDUE = timedelta(minutes=2)
+
+
+def _phase(owner: Mapping[str, Any]) -> str:
+    return s(m(owner.get("status")).get("phase")) or ""
+
+
+def _resets(owner: Mapping[str, Any], next_one: bool = True) -> str:
+    """"reset 2 of 3 (the AppWrapper controller's default)", or that none is left and it fails instead."""
+    done, limit, source = aw_retries(owner)
+    if next_one and done >= limit:
+        return f"no reset left ({done} of {limit} used, {source}): it fails the AppWrapper instead"
+    return f"reset {done + 1 if next_one else done} of {limit} ({source})"
+
+
+def _failed_pods(ctx: Context) -> str:
+    failed = failed_pod_ends(ctx.pods)
+    return f" Failed: {', '.join(failed[:3])}{' and more' if len(failed) > 3 else ''}." if failed else ""
+
+
+@rule(Phase.ADMITTED, [(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING),
+                       (Reason.CONTAINERS_NOT_STARTING, Cause.PODS_FAILED)])
+def appwrapper_recovering(ctx: Context) -> Finding | None:
+    """An AppWrapper resetting, or waiting its failure grace period after failed Pods: its controller's recovery
+    under way, nobody's to act on until the retry limit is reached (the Pod rules would blame the owner's Pods)."""
+    owner = ctx.owner
+    if owner is None or not is_appwrapper(owner):
+        return None
+    unhealthy = aw_condition(owner, "Unhealthy")
+    detected = parse_time(unhealthy.get("lastTransitionTime"))
+    where = f"AppWrapper {ctx.ns}/{name(owner)}"
+    evidence = [*base_evidence(ctx), ctx.object_evidence(
+        "AppWrapper", name(owner), "status.phase", _phase(owner), s(unhealthy.get("reason")), ns=ctx.ns)]
+    if _phase(owner) == "Resetting" and detected is not None:
+        pause, source = aw_grace(owner, "retryPausePeriodDuration")
+        redeploy = detected + timedelta(seconds=pause)
+        reason = s(unhealthy.get("reason")) or ""
+        head = (f"Admitted by {ctx.cq_text}; {where} is resetting, {_resets(owner, next_one=False)}: "
+                f"{aw_unhealthy_text(reason)} (Unhealthy {reason} at {format_time(detected)}), so its controller "
+                f"deleted its components ({aw_components(owner) or 'none recorded'}) and their Pods and redeploys them "
+                f"{aw_duration(pause)} after the failure (retryPausePeriodDuration, {source})")
+        if ctx.after(detected, timedelta(seconds=pause) + RESET_OVERDUE):
+            text = (f"{head}, at {format_time(redeploy)}; {format_duration(ctx.now - redeploy, precise=True)} later it "
+                    "has not. The AppWrapper controller's admin checks that it runs and reads its logs "
+                    f"(kubectl -n {ctx.ns} describe appwrapper {name(owner)}).")
+            return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, ActionBy.CLUSTER_ADMIN,
+                           since=detected, evidence=evidence, flavors=assigned_flavors(ctx))
+        text = (f"{head}, at about {format_time(redeploy)}. The Workload keeps its quota meanwhile; nothing to do "
+                "unless it fails again. Read the failed Pods' logs now if they are left: each reset deletes them.")
+        return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, ActionBy.NOBODY, since=detected,
+                       evidence=evidence, flavors=assigned_flavors(ctx))
+    if _phase(owner) != "Running" or not is_true(unhealthy) or s(unhealthy.get("reason")) != "FoundFailedPods" \
+            or detected is None:
+        return None
+    grace, source = aw_grace(owner, "failureGracePeriodDuration")
+    if ctx.after(detected, timedelta(seconds=grace)):
+        return None  # the controller should have reset it by now: the Pod rules say what the Pods show
+    done, limit, _ = aw_retries(owner)
+    last = done >= limit
+    text = (f"Admitted by {ctx.cq_text}; {where} found failed Pods at {format_time(detected)} (Unhealthy "
+            f"FoundFailedPods).{_failed_pods(ctx)} Its controller gives their controllers its failure grace period "
+            f"({aw_duration(grace)}, {source}) to replace them, then at about "
+            f"{format_time(detected + timedelta(seconds=grace))} resets it unless they recover: {_resets(owner)}"
+            + ("; the AppWrapper's owner reads the failed Pods' logs and fixes the cause before then." if last else
+               ", deleting and redeploying every component. Nothing to do yet; read the failed Pods' logs before the "
+               "reset deletes them."))
+    return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_FAILED, text,
+                   ActionBy.WORKLOAD_OWNER if last else ActionBy.NOBODY, since=detected, evidence=evidence,
+                   flavors=assigned_flavors(ctx))
+
+
+def reset_note(ctx: Context) -> str:
+    """" AppWrapper x's controller resets it at about T ...": a deployed AppWrapper whose Pods are not all running
+    is reset once its admission grace period (Pods missing) or warmup grace period (Pods created, not running)
+    has passed since ResourcesDeployed; usually long before Kueue's waitForPodsReady timeout."""
+    owner = ctx.owner
+    if owner is None or not is_appwrapper(owner) or _phase(owner) != "Running" \
+            or is_true(aw_condition(owner, "PodsReady")):
+        return ""
+    deployed = parse_time(aw_condition(owner, "ResourcesDeployed").get("lastTransitionTime"))
+    if deployed is None:
+        return ""
+    live = sum(1 for p in ctx.pods if m(p.get("status")).get("phase") in ("Pending", "Running", "Succeeded")
+               and not m(p.get("metadata")).get("deletionTimestamp"))
+    key = "warmupGracePeriodDuration" if live >= expected_pods(ctx) else "admissionGracePeriodDuration"
+    grace, source = aw_grace(owner, key)
+    due = deployed + timedelta(seconds=grace)
+    when = (f"was due to reset itself at {format_time(due)}" if ctx.after(deployed, timedelta(seconds=grace))
+            else f"resets itself at about {format_time(due)}")
+    return (f" AppWrapper {ctx.ns}/{name(owner)} {when} ({key} {aw_duration(grace)}, "
+            f"{source}, from its deployment at {format_time(deployed)}) unless all its Pods run: {_resets(owner)}"
+            + (", deleting and redeploying every component." if aw_retries(owner)[0] < aw_retries(owner)[1] else "."))
