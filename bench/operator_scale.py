@@ -99,6 +99,7 @@ from tests.builders import (  # noqa: E402
 
 import ksm as peer  # noqa: E402  (bench/ksm.py: kube-state-metrics beside the operator)
 from churn import rows as churn_rows  # noqa: E402  (bench/churn.py: the Kueue-paced phase)
+from kueue_perf import rows as kueue_perf_rows  # noqa: E402  (bench/kueue_perf.py: Kueue's perf scenarios)
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -919,8 +920,9 @@ class Bench:
         initial_sync = self.log_time(r"Initial sync:")
         self.r["startup"] = {
             "to_initial_sync_done_s": round(initial_sync - t_spawn, 1) if initial_sync else None,
-            "to_first_diagnosis_s": round(firsts[0] - t_spawn, 1),
-            "to_half_diagnosed_s": round(firsts[len(firsts) // 2] - t_spawn, 1),
+            # none with --kueue-perf: the operator starts on the queues before the first Workload
+            "to_first_diagnosis_s": round(firsts[0] - t_spawn, 1) if firsts else None,
+            "to_half_diagnosed_s": round(firsts[len(firsts) // 2] - t_spawn, 1) if firsts else None,
             "to_all_diagnosed_s": round(t_all - t_spawn, 1),
             "to_all_on_metrics_s": round(t_metrics - t_spawn, 1) if t_metrics is not None else None,
             "rss_at_all_diagnosed_mib": round(st.get("VmRSS", 0) / 1024),
@@ -1248,6 +1250,7 @@ def table(r: dict[str, Any]) -> str:
                                           f"changes; CPU {lat.get('operator_cpu_share')} cores"),
         *ksm_rows(r),
         *churn_rows(r),
+        *kueue_perf_rows(r),
         ("run time", f"{r.get('run_seconds')} s"),
     ]
     w = max(len(k) for k, _ in rows)
@@ -1287,6 +1290,10 @@ def machine() -> dict[str, Any]:
                   if ln.startswith("model name")), "?")
     return {"cpus": os.cpu_count(), "cpu_model": model, "mem_gib": round(int(mem) / 1024 / 1024, 1),
             "python": sys.version.split()[0], "load_avg_at_start": os.getloadavg()}
+
+
+class _Done(Exception):
+    """A mode that replaces the phases after start-up has run to its end."""
 
 
 def main() -> int:
@@ -1339,6 +1346,12 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--compiled", action="store_true",
                     help="run the operator compiled by mypyc, as the image ships it (hack/compiled.sh builds it)")
+    ap.add_argument("--kueue-perf", choices=("baseline", "large-scale"),
+                    help="instead of the load and the phases after start-up: Kueue's own scheduler perf scenario "
+                    "(test/performance/scheduler/configs/NAME of the Kueue module), Kueue admitting and a runner "
+                    "finishing the Workloads while the operator runs (bench/kueue_perf.py)")
+    ap.add_argument("--kueue-perf-timeout", type=float, default=3600.0,
+                    help="seconds to wait for Kueue to finish every Workload of --kueue-perf")
     ap.add_argument("--shards", type=int, default=1,
                     help="above 1: one process before the load (the baseline), then after it one replica and N "
                     "namespace shards side by side (bench/shards.py) instead of the start-up, idle and latency phases")
@@ -1360,6 +1373,18 @@ def main() -> int:
     code = 0
     try:
         bench.start_cluster()
+        if args.kueue_perf:
+            import kueue_perf
+
+            scenario = kueue_perf.Scenario.load(args.kueue_perf, kueue_perf.config_path(args.kueue_perf))
+            kueue_perf.setup(bench, scenario)
+            bench.plan = Plan(0, 0, len(scenario.queues), 1, 0, 0, 0)  # no Workload before the operator starts
+            bench.r["load"] = {"workloads": len(scenario.workloads), "cluster_queues": len(scenario.queues),
+                               "kinds": {"kueue-perf": args.kueue_perf}, "pods": 0}
+            bench.run_operator()
+            bench.r["kueue_perf"] = kueue_perf.run(bench, scenario, args.kueue_perf_timeout)
+            bench.finish()
+            raise _Done
         empty = None
         if args.shards > 1:  # what one process costs before the load exists: no shard can divide it
             from shards import baseline
@@ -1382,6 +1407,8 @@ def main() -> int:
 
                 bench.r["churn"] = churn(bench, args.churn_seconds, args.churn_rate)
             bench.finish()
+    except _Done:
+        pass
     except BaseException as exc:
         code = 1
         bench.r["error"] = f"{type(exc).__name__}: {exc}"
