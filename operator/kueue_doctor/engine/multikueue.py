@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from ..kube.objects import closed, conditions, is_true, lst, m, parse_time, s, spec
+from ..kube.objects import closed, conditions, format_duration, is_true, lst, m, parse_time, s, spec
 from ..state import MULTIKUEUE_CONTROLLER
 from .context import Context
 
 # workload.go: a Rejected check's message gets ', Previously: "<state>"' appended
 _PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
 _LISTED_CLUSTERS = re.compile(r"(?:Missing|Inactive) clusters: \[([^\]]*)\]")
+# what MultiKueue puts on the objects it creates on a worker; it deletes or syncs no object without it
+_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 
 
 def is_multikueue(ctx: Context, check_name: str) -> bool:
@@ -92,17 +95,33 @@ def inactive_check_detail(ctx: Context, check_name: str) -> str:
             f"(`kubectl get multikueuecluster {down[0][0]} -o yaml`).")
 
 
-def pending_check_detail(ctx: Context, check_name: str) -> str:
-    """A MultiKueue check still Pending with quota reserved here: where the copies went, what is not visible."""
+def unanswered_since(ctx: Context, check: Mapping[str, Any]) -> datetime | None:
+    """Since when a Pending MultiKueue check has had its copies out on workers with none reported admitted
+    (status.nominatedClusterNames set, status.clusterName not): the check's own transition time, or the
+    quota reservation, whichever is later. None when that is not the shape."""
+    if check.get("state") != "Pending" or s(ctx.status.get("clusterName")) \
+            or not [x for x in lst(ctx.status.get("nominatedClusterNames")) if s(x)]:
+        return None
+    times = [t for t in (parse_time(check.get("lastTransitionTime")), ctx.cond_time("QuotaReserved")) if t]
+    return max(times) if times else None
+
+
+def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime | None = None) -> str:
+    """A MultiKueue check still Pending with quota reserved here: where the copies went, what is not visible.
+    `stalled_since`: the copies have been out long (`unanswered_since`). The manager cannot tell a worker without
+    room from one that admitted its copy while MultiKueue cannot create or sync the owner there, which Kueue
+    v0.19.2 only logs ("validating remote controller object", workload.go reconcileGroup): both are named."""
     nominated = [c for c in (s(x) for x in lst(ctx.status.get("nominatedClusterNames"))) if c]
     down = inactive_workers(ctx, check_name)
     not_connected = (" Not connected: " + "; ".join(t for _, t, _ in down) + ".") if down else ""
+    if nominated and stalled_since is not None:
+        return _unanswered_detail(ctx, nominated, stalled_since) + not_connected
     if nominated:
         where = ", ".join(nominated)
         return (f" MultiKueue sent a copy to worker cluster(s) {where} (status.nominatedClusterNames) and waits for "
                 "one of them to admit it; this (manager) cluster does not show why none has: the worker's own Kueue "
                 f"keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run kueue-doctor there; "
-                "usually its ClusterQueue lacks quota for it). The quota reserved here stays held meanwhile."
+                "its ClusterQueue may lack quota for it). The quota reserved here stays held meanwhile."
                 + not_connected)
     assigned = s(ctx.status.get("clusterName"))
     if assigned:  # dispatched: a worker reserved quota; the check turns Ready once that worker admits it
@@ -113,6 +132,31 @@ def pending_check_detail(ctx: Context, check_name: str) -> str:
                 "kueue#5891): the platform admin reads the MultiKueue controller's logs on this manager cluster."
                 + not_connected)
     return " MultiKueue has not sent it to a worker cluster yet." + not_connected
+
+
+def _owner(ctx: Context) -> tuple[str, str]:
+    ref = ctx.owner_ref
+    return (s(ref.get("kind")) or "owner", s(ref.get("name")) or "?") if ref else ("owner", "?")
+
+
+def _unanswered_detail(ctx: Context, nominated: list[str], since: datetime) -> str:
+    kind, owner = _owner(ctx)
+    return (f" MultiKueue sent copies to {', '.join(nominated)} (status.nominatedClusterNames) "
+            f"{format_duration(ctx.now - since, precise=True)} ago and none is reported admitted (no "
+            "status.clusterName). From this manager two causes look alike: no worker has room (run kueue-doctor "
+            f"there on Workload {ctx.ns}/{ctx.name}), or a worker admitted it but MultiKueue cannot create or sync "
+            f"{kind} {ctx.ns}/{owner} there and only logs it, e.g. a {kind} of that name it did not create (no "
+            f"{_ORIGIN_LABEL} label) exists on that worker, which then holds quota for nothing (kueue#12404). "
+            f"Platform admin: look for that {kind} on each worker, and for 'validating remote controller object' in "
+            "this cluster's Kueue logs; rename one of the two.")
+
+
+def unanswered_hints(ctx: Context) -> list[str]:
+    """Where to look when copies went out long ago and no worker is reported admitting one."""
+    kind, owner = _owner(ctx)
+    return [f"kubectl get {kind.lower()} {owner} -n {ctx.ns} -L {_ORIGIN_LABEL}   # on each worker cluster",
+            "kubectl -n kueue-system logs deploy/kueue-controller-manager | grep 'validating remote controller "
+            f"object' | grep {owner}"]
 
 
 def rejected_detail(ctx: Context) -> str:

@@ -175,6 +175,7 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         return None
     since = ctx.cond_time("QuotaReserved")
     evidence = _evidence(ctx)
+    stalled: datetime | None = None
     first = pending[0]
     if len(pending) > 1 and _controller(ctx, first) == MULTIKUEUE_CONTROLLER and first.get("state") == "Pending":
         # MultiKueue dispatches nothing until every other check is Ready (allNonMKAdmissionChecksReady)
@@ -193,7 +194,9 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     if controller == PROVISIONING_CONTROLLER:
         text += " " + provisioning_detail(ctx, first)
     elif controller == MULTIKUEUE_CONTROLLER:
-        text += multikueue.pending_check_detail(ctx, cname)
+        unanswered = multikueue.unanswered_since(ctx, first)
+        stalled = unanswered if ctx.after(unanswered, STALL_AFTER) else None
+        text += multikueue.pending_check_detail(ctx, cname, stalled)
         evidence += multikueue.evidence(ctx, cname)
     if waiting_mk and controller != MULTIKUEUE_CONTROLLER:
         text += (f" MultiKueue check {waiting_mk[0]} sends it to no worker cluster until every other check is "
@@ -202,6 +205,8 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     action = ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY
     if controller == PROVISIONING_CONTROLLER and creation_failed(first):
         action = ActionBy.CLUSTER_ADMIN
+    if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
+        action = ActionBy.CLUSTER_ADMIN  # no worker admitted its copy for long, or MultiKueue cannot sync: logs only
     if ac is not None and not is_true(conditions(ac).get("Active")):
         action = ActionBy.CLUSTER_ADMIN
         text += (" " + multikueue.inactive_check_detail(ctx, cname) if controller == MULTIKUEUE_CONTROLLER
@@ -215,9 +220,11 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     flavor = next((v for v in m(psa.get("flavors")).values() if isinstance(v, str)), None)
     blocker = {k: v for k, v in {"kind": "AdmissionCheck", "name": cname, "flavor": flavor,
                                  "podSet": s(psa.get("name")), "source": "Kueue"}.items() if v}
+    hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"]
+    if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
+        hints += multikueue.unanswered_hints(ctx)
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, action, since=since, evidence=evidence,
-                   blocker=blocker,
-                   hints=[f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"])
+                   blocker=blocker, hints=hints)
 
 
 def _controller(ctx: Context, check: Mapping[str, Any]) -> str | None:
