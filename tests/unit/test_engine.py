@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
@@ -230,6 +231,43 @@ def test_requeue_backoff_after_pods_ready_timeout_is_evicted() -> None:
     st = verdict([*queue_setup(), wl], "job-slow-00005")
     assert (st["reason"], st["cause"]) == ("Evicted", "RequeueBackoff")
     assert "2026-11-30T10:02:00Z" in st["message"]
+
+
+def _kueue_config(requeuing: dict[str, Any]) -> dict[str, Any]:
+    doc = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
+           "waitForPodsReady": {"timeout": "10m", "requeuingStrategy": requeuing}}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(doc)}}
+
+
+def _timed_out(count: int, requeue_at: str) -> dict[str, Any]:
+    said = "Exceeded the PodsReady timeout team-a/job-slow-00005"
+    return workload("job-slow-00005").conditions(
+        condition("Evicted", "True", "PodsReadyTimeout", said, "2026-11-30T09:50:00Z"),
+        condition("Requeued", "False", "PodsReadyTimeout", said, "2026-11-30T09:50:00Z"),
+        condition("QuotaReserved", "False", "Pending", said, "2026-11-30T09:50:01Z"),
+    ).requeue_state(count, requeue_at).eviction_stats("PodsReadyTimeout", "WaitForStart", count).obj()
+
+
+@pytest.mark.parametrize(("requeuing", "count", "requeue_at", "said"), [
+    ({"backoffLimitCount": 2}, 1, "2026-11-30T10:01:00Z",
+     "requeued 1 of 2 times, next try at 2026-11-30T10:01:00Z (back-off 60s); the 2nd PodsReady timeout from now "
+     "deactivates it (backoffLimitCount 2, base 60s, max 3600s: waitForPodsReady.requeuingStrategy in ConfigMap "
+     "kueue-system/kueue-manager-config)"),
+    ({"backoffLimitCount": 2, "backoffBaseSeconds": 30}, 2, "2026-11-30T10:01:00Z",
+     "requeued 2 of 2 times, next try at 2026-11-30T10:01:00Z (back-off 60s); the next PodsReady timeout "
+     "deactivates it"),
+    ({"backoffBaseSeconds": 600, "backoffMaxSeconds": 900}, 2, "2026-11-30T10:05:00Z",
+     "requeued 2 time(s), next try at 2026-11-30T10:05:00Z (back-off 900s); backoffLimitCount unset (base 600s, "
+     "max 900s"),
+])
+def test_requeue_backoff_counts_against_backoff_limit_count_from_kueues_configuration(
+        requeuing: dict[str, Any], count: int, requeue_at: str, said: str) -> None:
+    """kueue#15255: the limit, the back-off and the next try come from the Configuration Kueue runs with."""
+    st = verdict([*queue_setup(), _kueue_config(requeuing), _timed_out(count, requeue_at)], "job-slow-00005")
+    assert (st["reason"], st["cause"]) == ("Evicted", "RequeueBackoff")
+    assert said in st["message"], st["message"]
 
 
 def test_deactivated_workload_says_how_to_reactivate() -> None:

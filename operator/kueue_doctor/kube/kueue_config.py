@@ -21,6 +21,8 @@ CONFIG_KEY = "controller_manager_config.yaml"
 DEFAULT_NAMESPACE = "kueue-system"
 DEFAULT_FRAMEWORKS = ("batch/job",)
 PODS_READY_TIMEOUT = 1800  # seconds: waitForPodsReady.timeout's default (waitForPodsReady is on by default, v0.19)
+BACKOFF_BASE_SECONDS = 60  # waitForPodsReady.requeuingStrategy defaults (apis/config/v1beta2/defaults.go)
+BACKOFF_MAX_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,11 @@ class KueueConfig:
     # after losing readiness), None when turned off (v1beta1 `enable: false`)
     pods_ready_timeout: int | None = PODS_READY_TIMEOUT
     pods_ready_recovery_timeout: int | None = PODS_READY_TIMEOUT
+    # waitForPodsReady.requeuingStrategy: requeues after a PodsReady timeout before Kueue deactivates the Workload
+    # (None: unlimited, the default), and the back-off before each requeue
+    requeue_limit: int | None = None
+    backoff_base_seconds: int = BACKOFF_BASE_SECONDS
+    backoff_max_seconds: int = BACKOFF_MAX_SECONDS
     problem: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
@@ -55,6 +62,15 @@ class KueueConfig:
             if amount is not None and s(tr.get("input")):
                 out.append((s(tr.get("input")) or "", s(tr.get("strategy")) or "Retain", str(amount)))
         return out
+
+
+    def requeue_backoff_seconds(self, count: int) -> int:
+        """The back-off Kueue waits before the `count`-th requeue after a PodsReady timeout: base * 2^(count-1),
+        capped at backoffMaxSeconds (pkg/workload UpdateRequeueState; its jitter adds at most 0.01%)."""
+        if count < 1:
+            return 0
+        doubled: int = self.backoff_base_seconds << min(count - 1, 62)
+        return min(doubled, self.backoff_max_seconds)
 
 
 UNREAD = KueueConfig(known=False, source="not in the input")
@@ -77,14 +93,23 @@ def from_configuration(doc: Mapping[str, Any], source: str,
     timeout = None if ready.get("enable") is False else parse_duration(s(ready.get("timeout")) or "") or \
         PODS_READY_TIMEOUT
     recovery = parse_duration(s(ready.get("recoveryTimeout")) or "") or timeout if timeout is not None else None
+    strategy = m(ready.get("requeuingStrategy"))
     return KueueConfig(
         known=True, source=source, pods_ready_timeout=timeout, pods_ready_recovery_timeout=recovery,
+        requeue_limit=_count(strategy.get("backoffLimitCount")),
+        backoff_base_seconds=_count(strategy.get("backoffBaseSeconds")) or BACKOFF_BASE_SECONDS,
+        backoff_max_seconds=_count(strategy.get("backoffMaxSeconds")) or BACKOFF_MAX_SECONDS,
         frameworks=frozenset(frameworks or DEFAULT_FRAMEWORKS),
         external_frameworks=frozenset(external),
         manage_jobs_without_queue_name=doc.get("manageJobsWithoutQueueName") is True,
         namespace=ns,
         managed_jobs_namespace_selector=m(selector) if isinstance(selector, Mapping) else default_selector(ns),
         raw=doc, ref=ref)
+
+
+def _count(value: object) -> int | None:
+    """A non-negative int32 field; None when unset or not a number (Kueue's webhook rejects a negative one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def from_config_map(cm: Mapping[str, Any]) -> KueueConfig:

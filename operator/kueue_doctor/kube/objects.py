@@ -187,6 +187,12 @@ def parse_duration(text: str) -> int | None:
     return int(seconds) if seconds >= 1 else None
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def format_duration(value: timedelta | int, precise: bool = False) -> str:
     """A compact duration from a timedelta or whole seconds; negative durations are "0s".
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ...kube.kueue_config import CONFIG_MAP
 from ...kube.objects import (
     conditions,
     format_duration,
@@ -20,6 +21,7 @@ from ...kube.objects import (
     lst,
     m,
     name,
+    ordinal,
     parse_time,
     pod_owner_refs,
     s,
@@ -341,12 +343,16 @@ class Requeue:
     held: bool
 
 
+def _requeue_at(ctx: Context) -> datetime | None:
+    return parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
+
+
 def _still_latest(ctx: Context) -> Requeue | None:
     """The eviction is still the latest event (back-off, held, or not retried yet), or None when Kueue has
     tried to admit the Workload again since (its QuotaReserved message then says why it waits)."""
     if not ctx.true("Evicted"):
         return None
-    requeue_at = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
+    requeue_at = _requeue_at(ctx)
     in_backoff = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
     held = ctx.cond("Requeued") is not None and not ctx.true("Requeued")
     qr_msg = ctx.cond_message("QuotaReserved")
@@ -377,7 +383,9 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # requeueState.count counts PodsReadyTimeout requeues only (an admission check's retry sets the time
         # without counting it): the evictions of this reason are read from schedulingStats
         count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
-        text += f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this reason)"
+        text += (f"; {requeue_budget(ctx, requeue_at)}" if evicted_reason == "PodsReadyTimeout" else
+                 f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this "
+                 "reason)")
     elif ctx.true("WaitingForReplacementPods"):  # a Pod group: not admissible until all its Pods exist again
         text += (f"; Kueue does not requeue it until every Pod of the group exists again (WaitingForReplacementPods "
                  f"since {format_time(ctx.cond_time('WaitingForReplacementPods'))}): whoever created the Pods must "
@@ -480,6 +488,39 @@ def evictions_total(ctx: Context, reason: str) -> int:
                if m(e).get("reason") == reason)
 
 
+def requeue_budget(ctx: Context, requeue_at: datetime | None) -> str:
+    """Where a Workload evicted for PodsReadyTimeout stands against waitForPodsReady.requeuingStrategy, read from
+    Kueue's Configuration in the input: "requeued 3 of 5 times, next try at T (back-off 240s); ...". Kueue
+    compares requeueState.count + 1 with backoffLimitCount at each timeout (workload_controller.go
+    triggerDeactivation): at count == limit the next timeout deactivates it (kueue#15255)."""
+    cfg = ctx.state.kueue_config
+    count = i(m(ctx.status.get("requeueState")).get("count")) or evictions_for(ctx, "PodsReadyTimeout")[0]
+    ahead = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
+    at = f", next try at {format_time(requeue_at)}" if ahead else ""
+    if not cfg.known:
+        lacks = cfg.problem or f"not in the input: ConfigMap {cfg.namespace}/{CONFIG_MAP} holds it"
+        return (f"requeued {count} time(s){at}; Kueue deactivates it at the timeout after requeueState.count reaches "
+                "waitForPodsReady.requeuingStrategy.backoffLimitCount (unset: never), in Kueue's Configuration "
+                f"({lacks})")
+    backoff = f" (back-off {cfg.requeue_backoff_seconds(count)}s)" if ahead else ""
+    knobs = (f"base {cfg.backoff_base_seconds}s, max {cfg.backoff_max_seconds}s: waitForPodsReady.requeuingStrategy "
+             f"in {cfg.source}")
+    limit = cfg.requeue_limit
+    if limit is None:
+        return f"requeued {count} time(s){at}{backoff}; backoffLimitCount unset ({knobs}): it requeues forever"
+    nth = limit - count + 1
+    then = "the next PodsReady timeout" if nth <= 1 else f"the {ordinal(nth)} PodsReady timeout from now"
+    return f"requeued {count} of {limit} times{at}{backoff}; {then} deactivates it (backoffLimitCount {limit}, {knobs})"
+
+
+def pods_ready_timeout_text(ctx: Context) -> str:
+    """waitForPodsReady.timeout as Kueue's Configuration in the input sets it, else Kueue's default."""
+    cfg = ctx.state.kueue_config
+    if cfg.known and cfg.pods_ready_timeout:
+        return f"waitForPodsReady.timeout ({format_duration(cfg.pods_ready_timeout, precise=True)})"
+    return "waitForPodsReady.timeout (Kueue's default 30m)"
+
+
 @rule(Phase.PENDING, [(Reason.EVICTED, Cause.REQUEUE_LOOP), (Reason.PREEMPTED, Cause.REQUEUE_LOOP)])
 def requeue_loop(ctx: Context) -> Finding | None:
     """Evicted again and again for the same reason, the eviction still the latest event (asked before
@@ -508,6 +549,8 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
     what, fix = _LOOPS.get(evicted, (f"Kueue's eviction reason each time was {evicted}",
                                      "read the eviction message and fix what it names"))
     fix = fix.replace("{ns}", ctx.ns)
+    if evicted == "PodsReadyTimeout":
+        what = what.replace("waitForPodsReady.timeout (Kueue's default 30m)", pods_ready_timeout_text(ctx))
     if evicted == "PodsReadyTimeout" and underlying == "WaitForRecovery":
         what = "a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
     elif evicted == "PodsReadyTimeout" and underlying and "WaitForRecovery" in underlying:
@@ -517,6 +560,8 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
             f"Last eviction at {format_time(ctx.cond_time('Evicted'))}" + (f" ({last})" if last else "") + ". ")
     if requeue is None:
         text += "Kueue is stopping its Pods to requeue it"
+    elif requeue.in_backoff and evicted == "PodsReadyTimeout":
+        text += "It is in back-off"
     elif requeue.in_backoff:
         text += f"Kueue requeues it at {format_time(requeue.at)} (requeueState.requeueAt)"
     elif requeue.held:
@@ -524,11 +569,9 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
     else:
         text += "It is queued again"
     text += ", and it will most likely be evicted the same way again: requeuing alone does not help."
-    requeues = i(m(ctx.status.get("requeueState")).get("count"))
     if evicted == "PodsReadyTimeout":
-        text += (f" Kueue deactivates it at the next such timeout once requeueState.count ({requeues}) has "
-                 "reached Kueue's waitForPodsReady.requeuingStrategy.backoffLimitCount (its configuration, not "
-                 "visible in the Workload; unset means it requeues forever).")
+        budget = requeue_budget(ctx, requeue.at if requeue is not None else _requeue_at(ctx))
+        text += f" {budget[0].upper()}{budget[1:]}."
     text += f" To fix: {fix}."
     action = ActionBy.CLUSTER_ADMIN if evicted == "NodeFailures" else None
     evidence = [ctx.condition_evidence("Evicted"),

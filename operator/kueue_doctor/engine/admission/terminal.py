@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ...kube.objects import format_duration, format_time, i, m, name, parse_time, s, spec
+from ...kube.objects import format_duration, format_time, i, m, name, ordinal, parse_time, s, spec
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
@@ -84,8 +84,7 @@ def deactivated(ctx: Context) -> Finding | None:
     since = ctx.cond_time("Evicted") if ctx.true("Evicted") else ctx.cond_time("QuotaReserved")
     why = {
         Cause.DEACTIVATED_BY_USER: "spec.active is false",
-        Cause.REQUEUING_LIMIT_EXCEEDED: "Kueue deactivated it after too many requeues (waitForPodsReady "
-        f"backoffLimitCount{_timeouts(ctx)})",
+        Cause.REQUEUING_LIMIT_EXCEEDED: _requeue_limit(ctx),
         Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: it ran longer than "
         f"spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
         Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
@@ -96,6 +95,8 @@ def deactivated(ctx: Context) -> Finding | None:
             "or the Job is recreated.")
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
+    if cause == Cause.REQUEUING_LIMIT_EXCEEDED:
+        text += _after_reactivation(ctx)
     text += _queues_stopped(ctx)
     action = ActionBy.WORKLOAD_OWNER
     evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
@@ -114,6 +115,29 @@ def deactivated(ctx: Context) -> Finding | None:
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev)
 
+
+
+def _requeue_limit(ctx: Context) -> str:
+    """Why Kueue gave up, with backoffLimitCount read from Kueue's Configuration when the input has it."""
+    cfg = ctx.state.kueue_config
+    if not cfg.known or cfg.requeue_limit is None:  # unset in a Configuration read: another Kueue config ran
+        return ("Kueue deactivated it after too many requeues (waitForPodsReady.requeuingStrategy."
+                f"backoffLimitCount{_timeouts(ctx)})")
+    limit = cfg.requeue_limit
+    return (f"Kueue deactivated it at its {ordinal(limit + 1)} PodsReady timeout, after requeuing it {limit} of "
+            f"{limit} times (waitForPodsReady.requeuingStrategy.backoffLimitCount {limit}, {cfg.source}"
+            f"{_timeouts(ctx)})")
+
+
+def _after_reactivation(ctx: Context) -> str:
+    """What reactivating brings: Kueue cleared requeueState when it deactivated it, so the count starts over."""
+    cfg = ctx.state.kueue_config
+    if not cfg.known or cfg.requeue_limit is None:
+        return ""
+    timeout = format_duration(cfg.pods_ready_timeout, precise=True) if cfg.pods_ready_timeout else "its timeout"
+    return (f" Reactivated, it gets {cfg.requeue_limit} requeue(s) again (Kueue cleared requeueState), each "
+            f"admission allowing {timeout} for its Pods to become ready; if they wait for capacity that comes and "
+            "goes (spot), the cluster admin can raise backoffLimitCount or unset it (kueue#15255).")
 
 
 def _timeouts(ctx: Context) -> str:
