@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
 from .kube import objects as kobj
+from .kube.kueue_names import POD_GROUP_KEY, expected_workload_name, identifier
 from .kube.load import InputError, load_files, newest_timestamp
 from .kube.objects import format_duration, owner_refs, parse_time, s
 from .live.team_labels import DEFAULT_LABEL_VALUES, OTHER_VALUE
@@ -413,6 +414,8 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
     candidates = {**stand_ins(state, now, grace), **state.workloads}  # owners Kueue made no Workload for, too
     keys = [k for k, wl in candidates.items()
             if (namespace is None or k[0] == namespace) and (target is None or target.matches(k[1], wl))]
+    pods_named = _pods_named(state, target, namespace)
+    keys += [k for k in (state.workload_of_pod(p) for p in pods_named) if k in candidates and k not in keys]
     diagnoses = with_positions(state, diagnose(state, now, keys, grace))
     owners = [o for (ns, kind, nm), o in state.owners.items()
               if target is not None and nm == target.name and (namespace is None or ns == namespace)
@@ -433,6 +436,11 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         elsewhere = sorted({ns for (ns, kind, nm) in state.owners if nm == target.name and target.kind in (None, kind)
                             and ns != namespace})
         listed = sum(1 for (_, kind, _) in state.owners if kind == target.kind)
+        if target.kind == "Pod":  # Pods are no owners: a Pod's Workload is found through it (_pods_named)
+            elsewhere = sorted({ns for ns, nm in state.pods if nm == target.name and ns != namespace})
+            listed = len(state.pods)
+        if pods_named:
+            why.append(_unmanaged_pod(pods_named[0]))
         text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads), elsewhere, listed,
                                                                  live=not args.filename)
         if from_context:
@@ -488,6 +496,36 @@ def _namespace(args: argparse.Namespace, plugin: bool) -> tuple[str | None, bool
 
         return context_namespace(args.kubeconfig, args.context), True
     return None, False
+
+
+def _pods_named(state: ClusterState, target: Target | None, namespace: str | None) -> list[Mapping[str, Any]]:
+    """The Pods the user named (pod/NAME, or a bare name): a Pod's Workload is not found by its name (a Pod group's
+    Workload is the group's; a Job's Pod leads to the Job's), so `explain pod/NAME` goes through the Pod."""
+    if target is None or target.kind not in (None, "Pod") or not state.pods:
+        return []
+    if namespace is not None:
+        pod = state.pods.get((namespace, target.name))
+        return [pod] if pod is not None else []
+    return [state.pods[k] for k in sorted(k for k in state.pods if k[1] == target.name)]
+
+
+def _unmanaged_pod(pod: Mapping[str, Any]) -> str:
+    """A Pod in the input that leads to no Workload (nor to a Pod group's verdict): what it lacks, by its labels."""
+    where = f"Pod {kobj.namespace(pod)}/{kobj.name(pod)} is in the input"
+    queue = s(kobj.labels(pod).get("kueue.x-k8s.io/queue-name"))
+    group = identifier(pod, POD_GROUP_KEY)
+    if group:
+        return (f"kueue-doctor: {where}, in Pod group {group}, but the input has no Workload {group} and nothing "
+                "says why" + ("" if queue else " (its Pods have no kueue.x-k8s.io/queue-name label: Kueue ignores "
+                              "the group)") + f": kubectl get workload {group} -n {kobj.namespace(pod)}.")
+    if queue:
+        wl = expected_workload_name(pod)
+        return (f"kueue-doctor: {where} with queue {queue}, but the input has no Workload {wl} (the name Kueue gives "
+                f"a single Pod's): Kueue has not made it, or the dump lacks it (kubectl get workload {wl} -n "
+                f"{kobj.namespace(pod)}).")
+    return (f"kueue-doctor: {where} but belongs to no Workload: it has no kueue.x-k8s.io/queue-name label (Kueue "
+            "manages a plain Pod only if it had one when it was created) and no owner with a Workload in the input "
+            "(a Job's Pod: name the Job, job/NAME).")
 
 
 # kubectl's names for the owner kinds Kueue manages (singular, plural, short) -> the kind

@@ -539,7 +539,7 @@ class ClusterState:
         yet)."""
         return key in self.workloads or key in self._owner_by_workload_name or key in self._groups
 
-    def _workload_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
+    def workload_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
         """The Workload a Pod belongs to; for a Pod group's Pod without one (yet), the name Kueue will give it."""
         found = self.index.workload_of_pod(self, pod)
         if found is None:
@@ -720,7 +720,7 @@ class ClusterState:
         if kind == "Namespace":
             return {wl for wl in self.workloads if wl[0] == nm}
         if kind == "Pod":
-            wl = self._workload_of_pod(obj)
+            wl = self.workload_of_pod(obj)
             return {wl} if wl else set()
         if kind == "Event":
             ref = m(obj.get("involvedObject") or obj.get("regarding"))
@@ -729,7 +729,7 @@ class ClusterState:
                 return {(rns, rname)}
             if rkind == "Pod":
                 pod = self.pods.get((rns, rname))
-                wl = self._workload_of_pod(pod) if pod else None
+                wl = self.workload_of_pod(pod) if pod else None
                 return {wl} if wl else set()
             return self._workloads_above(rns, rkind, rname)
         if (key[0], kind) in OWNER_KINDS:

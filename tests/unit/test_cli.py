@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from kueue_doctor.cli import main
-from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload, condition
+from tests.builders import ClusterQueue, Job, LocalQueue, Pod, ResourceFlavor, Workload, condition
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "headlamp-exceeds-max-quota.yaml"
@@ -345,3 +345,65 @@ def test_describe_keeps_a_message_with_line_breaks_on_its_line() -> None:
                      ("Cause", None)])
     assert lines == ["Message: Pending (Error creating ProvisioningRequest: ⏎ Violations details: {...})",
                      "Cause:   <none>"]
+
+
+def _group_pod(name: str) -> Pod:
+    """A Pod of plain Pod group infer (3 Pods) as Kueue v0.19.2's pod webhook leaves it: queue and group labels,
+    the managed label and finalizer, the total count, the role hash, both gates; no ownerReference."""
+    return (Pod(name, "team-a").request("cpu", "2")
+            .labels({"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/pod-group-name": "infer",
+                     "kueue.x-k8s.io/managed": "true"})
+            .annotation("kueue.x-k8s.io/pod-group-total-count", "3").annotation("kueue.x-k8s.io/role-hash", "9b2c4d1e")
+            .finalizers("kueue.x-k8s.io/managed").gate("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"))
+
+
+def test_a_pod_named_finds_the_workload_of_its_pod_group() -> None:
+    """`explain pod/NAME` on a member of a plain Pod group: the group's Workload (named after the group), also
+    for a member that is no owner of the Workload yet (a replacement Kueue has not added), and the group's own
+    verdict while it has no Workload; never "no Pods" when the Pods are in the input."""
+    pods = [_group_pod(f"infer-{n}") for n in range(3)]
+    wl = Workload("infer", "team-a").queue("user-queue").count(3).request("cpu", "2").annotation(
+        "kueue.x-k8s.io/is-group-workload", "true").condition(condition(
+            "QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: insufficient unused quota "
+            "for cpu in flavor default-flavor, 1 more needed", "2026-11-30T09:00:02Z"))
+    for pod in pods[:2]:  # infer-2 replaced a failed Pod: Kueue has not made it an owner of the Workload yet
+        wl.owner(pod, controller=False)
+    queues = [ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "5"}}).obj(),
+              LocalQueue("user-queue", "team-a", "cq").obj()]
+    dump = json.dumps({"apiVersion": "v1", "kind": "List", "items": [*queues, wl.obj(), *(p.obj() for p in pods)]})
+    for target in ("pod/infer-0", "pods/infer-2", "po/infer-1", "infer-1"):
+        code, out, err = run("explain", "-f", "-", "-n", "team-a", target, "-o", "json",
+                             "--now", "2026-11-30T09:30:00Z", stdin=dump)
+        assert code == 0, (target, err)
+        assert [(d["metadata"]["name"], d["status"]["reason"]) for d in json.loads(out)] == [
+            ("infer", "WaitingForQuota")], target
+    code, out, err = run("explain", "-f", "-", "-A", "pod/infer-2", "-o", "json", "--now", "2026-11-30T09:30:00Z",
+                         stdin=dump)
+    assert code == 0 and [d["metadata"]["name"] for d in json.loads(out)] == ["infer"], err
+    no_workload = json.dumps({"apiVersion": "v1", "kind": "List", "items": [*queues, *(p.obj() for p in pods[:2])]})
+    code, out, err = run("explain", "-f", "-", "-n", "team-a", "pod/infer-1", "-o", "json",
+                         "--now", "2026-11-30T09:30:00Z", stdin=no_workload)
+    assert code == 0, err
+    assert [(d["metadata"]["name"], d["status"]["cause"]) for d in json.loads(out)] == [
+        ("infer", "PodGroupIncomplete")]
+    code, _, err = run("explain", "-f", "-", "-n", "team-a", "pod/infer-9", stdin=dump)
+    assert code == 1 and "no Pod named infer-9 in namespace team-a in the input (3 Pods read)" in err, err
+    assert "no Pods" not in err, err
+    code, _, err = run("explain", "-f", "-", "-n", "team-b", "pod/infer-1", stdin=dump)
+    assert code == 1 and "the input has Pod infer-1 in namespace team-a: add -n team-a" in err, err
+
+
+def test_a_pod_kueue_does_not_manage_is_said_to_be_in_the_input() -> None:
+    queues = [ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "5"}}).obj(),
+              LocalQueue("user-queue", "team-a", "cq").obj(),
+              Workload("job-other-1a2b3", "team-a").queue("user-queue").request("cpu", "1").obj()]
+    dump = json.dumps({"apiVersion": "v1", "kind": "List",
+                       "items": [*queues, Pod("debug", "team-a").request("cpu", "1").obj()]})
+    code, out, err = run("explain", "-f", "-", "-n", "team-a", "pod/debug", stdin=dump)
+    assert code == 1 and out == "", out
+    assert "Pod team-a/debug is in the input but belongs to no Workload" in err, err
+    queued = Pod("solo", "team-a").request("cpu", "1").label("kueue.x-k8s.io/queue-name", "user-queue").obj()
+    dump = json.dumps({"apiVersion": "v1", "kind": "List", "items": [*queues, queued]})
+    code, _, err = run("explain", "-f", "-", "-n", "team-a", "pod/solo", stdin=dump)
+    assert code == 1 and "Pod team-a/solo is in the input with queue user-queue, but the input has no Workload pod-solo-" \
+        in err, err
