@@ -24,6 +24,9 @@ _PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
 _LISTED_CLUSTERS = re.compile(r"(?:Missing|Inactive) clusters: \[([^\]]*)\]")
 # what MultiKueue puts on the objects it creates on a worker; it deletes or syncs no object without it
 _ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+# workload.go reconcileGroup 6a: why MultiKueue set its check Retry although a worker had admitted the Workload
+_LOST = "Admitting remote lost"
+_GONE = "Admitting remote no longer exists"
 
 
 def is_multikueue(ctx: Context, check_name: str) -> bool:
@@ -55,8 +58,11 @@ def cluster_text(ctx: Context, cluster: str) -> tuple[str, Mapping[str, Any] | N
     if active is None:
         return f"MultiKueueCluster {cluster} has no Active condition yet (Kueue has not connected to it)", None
     kubeconfig = m(m(spec(obj).get("clusterSource")).get("kubeConfig"))
+    profile = _profile(obj)
     source = ""
-    if s(kubeconfig.get("locationType")) in (None, "Secret") and s(kubeconfig.get("location")):
+    if profile:
+        source = f"; it connects through ClusterProfile {profile} in Kueue's namespace (spec.clusterSource)"
+    elif s(kubeconfig.get("locationType")) in (None, "Secret") and s(kubeconfig.get("location")):
         source = f"; its kubeconfig is Secret {kubeconfig.get('location')} (key kubeconfig) in Kueue's namespace"
     elif s(kubeconfig.get("location")):
         source = f"; its kubeconfig is the file {kubeconfig.get('location')} on Kueue's Pod"
@@ -90,9 +96,29 @@ def inactive_check_detail(ctx: Context, check_name: str) -> str:
     if not down:
         return head + "."
     names = ", ".join(c for c, _, _ in down)
-    return (f"{head}: {'; '.join(t for _, t, _ in down)}. Platform admin: make worker cluster(s) {names} reachable "
-            "from Kueue's manager, or fix the kubeconfig it is given "
+    fixes = [_PROFILE_FIXES[reason].format(cluster=c, profile=_profile(ctx.state.multikueue_clusters.get(c) or {}))
+             for c, _, active in down if (reason := s(m(active).get("reason")) or "") in _PROFILE_FIXES]
+    fix = ("; ".join(dict.fromkeys(fixes)) if len(fixes) == len(down) else
+           f"make worker cluster(s) {names} reachable from Kueue's manager, or fix the kubeconfig it is given")
+    return (f"{head}: {'; '.join(t for _, t, _ in down)}. Platform admin: {fix} "
             f"(`kubectl get multikueuecluster {down[0][0]} -o yaml`).")
+
+
+# a worker reached through a ClusterProfile (spec.clusterSource.clusterProfileRef): what to fix, by the Active=False
+# reason multikueuecluster.go loadClientConfig writes (kubeconfig and connection reasons: the sentence above)
+_PROFILE_FIXES = {
+    "MultiKueueClusterProfileFeatureDisabled": (
+        "turn on Kueue's MultiKueueClusterProfile feature gate, alpha and off by default in v0.19 "
+        "(featureGates: {{MultiKueueClusterProfile: true}} in its Configuration, or --feature-gates on "
+        "kueue-controller-manager), or give MultiKueueCluster "
+        "{cluster} a kubeConfig source instead"),
+    "BadClusterProfile": "fix ClusterProfile {profile} (does it exist in Kueue's namespace? its access provider?)",
+    "BadRestConfig": "fix the credentials ClusterProfile {profile}'s access provider gives Kueue",
+}
+
+
+def _profile(cluster: Mapping[str, Any]) -> str:
+    return s(m(m(spec(cluster).get("clusterSource")).get("clusterProfileRef")).get("name")) or ""
 
 
 def unanswered_since(ctx: Context, check: Mapping[str, Any]) -> datetime | None:
@@ -113,16 +139,19 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
     v0.19.2 only logs ("validating remote controller object", workload.go reconcileGroup): both are named."""
     nominated = [c for c in (s(x) for x in lst(ctx.status.get("nominatedClusterNames"))) if c]
     down = inactive_workers(ctx, check_name)
-    not_connected = (" Not connected: " + "; ".join(t for _, t, _ in down) + ".") if down else ""
-    if nominated and stalled_since is not None:
+    again, named = _redispatched(ctx, check_name, down)
+    rest = [t for c, t, _ in down if c not in named]
+    not_connected = (" Not connected: " + "; ".join(rest) + ".") if rest else ""
+    if nominated and stalled_since is not None and not again:
         return _unanswered_detail(ctx, nominated, stalled_since) + not_connected
     if nominated:
         where = ", ".join(nominated)
-        return (f" MultiKueue sent a copy to worker cluster(s) {where} (status.nominatedClusterNames) and waits for "
-                "one of them to admit it; this (manager) cluster does not show why none has: the worker's own Kueue "
-                f"keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run kueue-doctor there; "
-                "its ClusterQueue may lack quota for it). The quota reserved here stays held meanwhile."
-                + not_connected)
+        took = f" {format_duration(ctx.now - stalled_since, precise=True)} ago" if stalled_since is not None else ""
+        return (again + f" MultiKueue sent a copy to worker cluster(s) {where} (status.nominatedClusterNames){took} "
+                "and waits for one of them to admit it; this (manager) cluster does not show why none has: the "
+                f"worker's own Kueue keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run "
+                "kueue-doctor there; its ClusterQueue may lack quota for it). The quota reserved here stays held "
+                "meanwhile." + not_connected)
     assigned = s(ctx.status.get("clusterName"))
     if assigned:  # dispatched: a worker reserved quota; the check turns Ready once that worker admits it
         return (f" MultiKueue dispatched it to worker cluster {assigned}, which reserved quota for it "
@@ -132,6 +161,25 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
                 "kueue#5891): the platform admin reads the MultiKueue controller's logs on this manager cluster."
                 + not_connected)
     return " MultiKueue has not sent it to a worker cluster yet." + not_connected
+
+
+def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapping[str, Any] | None]]
+                  ) -> tuple[str, set[str]]:
+    """Kueue evicted it to dispatch it again because the worker that had admitted it was lost, or lost its copy
+    (workload.go reconcileGroup 6a sets the check Retry; the eviction clears status.clusterName). Read from the
+    Evicted condition, which keeps MultiKueue's words (True, or False "Previously: ..." once quota is reserved
+    again). (text, the workers it names)"""
+    said = ctx.cond_message("Evicted")
+    if f'"{check_name}" ({_LOST}' in said:
+        lost = [c for c, _, _ in down]
+        who = f" (likely {' or '.join(lost)}, not connected now)" if lost else ""
+        return (f" Kueue evicted it to dispatch it again: MultiKueue lost the worker that had admitted it{who} for "
+                f"longer than workerLostTimeout (\"{_LOST}\"). Its copy there may still run; MultiKueue settles that "
+                "only once the worker reconnects.", set(lost))
+    if f'"{check_name}" ({_GONE}' in said:
+        return (" Kueue evicted it to dispatch it again: the worker that had admitted it no longer had its copy "
+                f"(\"{_GONE}\": deleted there, or out of sync).", set())
+    return "", set()
 
 
 def _owner(ctx: Context) -> tuple[str, str]:
