@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from ..kube.objects import closed, conditions, format_duration, is_true, lst, m, parse_time, s, spec
 from ..state import MULTIKUEUE_CONTROLLER
 from .context import Context
@@ -123,10 +124,12 @@ def _profile(cluster: Mapping[str, Any]) -> str:
 
 def unanswered_since(ctx: Context, check: Mapping[str, Any]) -> datetime | None:
     """Since when a Pending MultiKueue check has had its copies out on workers with none reported admitted
-    (status.nominatedClusterNames set, status.clusterName not): the check's own transition time, or the
-    quota reservation, whichever is later. None when that is not the shape."""
-    if check.get("state") != "Pending" or s(ctx.status.get("clusterName")) \
-            or not [x for x in lst(ctx.status.get("nominatedClusterNames")) if s(x)]:
+    (status.nominatedClusterNames set, status.clusterName not), or has waited for an external dispatcher to
+    nominate workers: the check's own transition time, or the quota reservation, whichever is later. None when
+    that is not the shape."""
+    if check.get("state") != "Pending" or s(ctx.status.get("clusterName")):
+        return None
+    if not [x for x in lst(ctx.status.get("nominatedClusterNames")) if s(x)] and not external_dispatcher(ctx):
         return None
     times = [t for t in (parse_time(check.get("lastTransitionTime")), ctx.cond_time("QuotaReserved")) if t]
     return max(times) if times else None
@@ -160,7 +163,24 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
                 "shows it admitted and the check stays Pending here, MultiKueue is stuck (seen with pod groups, "
                 "kueue#5891): the platform admin reads the MultiKueue controller's logs on this manager cluster."
                 + not_connected)
+    external = external_dispatcher(ctx)
+    if external:  # workload.go nominateAndSynchronizeWorkers: only the workers the dispatcher nominated
+        took = f" in {format_duration(ctx.now - stalled_since, precise=True)}" if stalled_since is not None else " yet"
+        text = (f" MultiKueue sends it only to the worker clusters dispatcher {external} writes into "
+                f"status.nominatedClusterNames (multiKueue.dispatcherName, {ctx.state.kueue_config.source}), and it "
+                f"has written none{took}.")
+        if stalled_since is not None:
+            text += (" Platform admin: check that dispatcher's controller is running and sees this Workload "
+                     "(its logs).")
+        return text + not_connected
     return " MultiKueue has not sent it to a worker cluster yet." + not_connected
+
+
+def external_dispatcher(ctx: Context) -> str:
+    """The dispatcher Kueue's Configuration names when it is not one of Kueue's own (kueue_config), else ""."""
+    cfg = ctx.state.kueue_config
+    name = cfg.multikueue_dispatcher() if cfg.known else DISPATCHER_ALL_AT_ONCE
+    return "" if name in (DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL) else name
 
 
 def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapping[str, Any] | None]]
@@ -201,6 +221,8 @@ def _unanswered_detail(ctx: Context, nominated: list[str], since: datetime) -> s
 
 def unanswered_hints(ctx: Context) -> list[str]:
     """Where to look when copies went out long ago and no worker is reported admitting one."""
+    if not lst(ctx.status.get("nominatedClusterNames")):
+        return []
     kind, owner = _owner(ctx)
     return [f"kubectl get {kind.lower()} {owner} -n {ctx.ns} -L {_ORIGIN_LABEL}   # on each worker cluster",
             "kubectl -n kueue-system logs deploy/kueue-controller-manager | grep 'validating remote controller "

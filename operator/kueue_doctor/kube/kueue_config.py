@@ -23,6 +23,9 @@ DEFAULT_FRAMEWORKS = ("batch/job",)
 PODS_READY_TIMEOUT = 1800  # seconds: waitForPodsReady.timeout's default (waitForPodsReady is on by default, v0.19)
 BACKOFF_BASE_SECONDS = 60  # waitForPodsReady.requeuingStrategy defaults (apis/config/v1beta2/defaults.go)
 BACKOFF_MAX_SECONDS = 3600
+# multiKueue.dispatcherName values Kueue implements (apis/config/v1beta2); any other name is an external dispatcher
+DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class KueueConfig:
                 out.append((s(tr.get("input")) or "", s(tr.get("strategy")) or "Retain", str(amount)))
         return out
 
+
+    def multikueue_dispatcher(self) -> str:
+        """multiKueue.dispatcherName: which dispatcher fills a Workload's status.nominatedClusterNames."""
+        return s(m(self.raw.get("multiKueue")).get("dispatcherName")) or DISPATCHER_ALL_AT_ONCE
 
     def requeue_backoff_seconds(self, count: int) -> int:
         """The back-off Kueue waits before the `count`-th requeue after a PodsReady timeout: base * 2^(count-1),
