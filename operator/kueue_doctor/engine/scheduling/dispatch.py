@@ -98,6 +98,8 @@ def suspended_owner(ctx: Context) -> Finding | None:
     if writer is not None and not writer.is_kueue and writer.time is not None and since is not None \
             and writer.time >= since and (created is None or writer.time > created):
         return _suspended_by_other(ctx, owner, kind, since, writer)
+    if kind == "TrainJob" and not _has_kueue_runtime_patch(owner):
+        return _trainjob_without_runtime_patch(ctx, owner, since)
     late = ctx.after(since, SUSPENDED_AFTER)
     waited = format_duration(ctx.now - since, precise=True) if late and since is not None else ""
     text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
@@ -109,6 +111,40 @@ def suspended_owner(ctx: Context) -> Finding | None:
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text,
                    ActionBy.CLUSTER_ADMIN if late else ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+# pkg/controller/jobs/trainjob: the webhook appends this patch at creation; RunWithPodSetsInfo writes the
+# admission into it and fails with "kueue runtime patch not found" when it is missing
+_KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+
+
+def _has_kueue_runtime_patch(owner: Mapping[str, Any]) -> bool:
+    return any(s(m(p).get("manager")) == _KUEUE_RUNTIME_PATCH_MANAGER for p in lst(spec(owner).get("runtimePatches")))
+
+
+def _trainjob_without_runtime_patch(ctx: Context, owner: Mapping[str, Any], since: datetime | None) -> Finding:
+    """Kueue v0.17+ unsuspends a TrainJob only through its own spec.runtimePatches entry; without it every start
+    fails ("kueue runtime patch not found", in Kueue's logs only) and the admitted Workload holds its quota for
+    nothing. The entry is missing when the TrainJob CRD predates runtimePatches (Trainer before v2.2, whose
+    apiserver prunes the field Kueue's webhook set) or when Kueue's webhook did not see the TrainJob's creation
+    (kueue#11931)."""
+    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but TrainJob {ctx.ns}/{name(owner)} stays "
+            "suspended and never will: it has no spec.runtimePatches entry of manager "
+            f"{_KUEUE_RUNTIME_PATCH_MANAGER!r}, which Kueue's TrainJob webhook adds at creation and Kueue v0.17+ "
+            "writes the admission into before unsuspending; without it every start fails with "
+            "\"kueue runtime patch not found\" (Kueue's logs only) while the Workload holds its quota "
+            "(kueue#11931). The usual cause is a Kubeflow Trainer older than v2.2, whose TrainJob CRD has no "
+            "spec.runtimePatches, so the apiserver drops what the webhook set. Cluster admin: upgrade Kubeflow "
+            "Trainer to v2.2 or later, its CRDs included (a Helm upgrade leaves them as they were: "
+            "`kubectl get crd trainjobs.trainer.kubeflow.org -o yaml | grep runtimePatches`), or run a Kueue "
+            "older than v0.17 with it; then delete and recreate the TrainJob, because the webhook adds the entry "
+            "only at creation.")
+    evidence = [*base_evidence(ctx),
+                ctx.object_evidence("TrainJob", name(owner), "spec.runtimePatches", "NoKueuePatch",
+                                    f"no entry of manager {_KUEUE_RUNTIME_PATCH_MANAGER}", ns=ctx.ns)]
+    return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.CLUSTER_ADMIN, since=since,
+                   evidence=evidence, flavors=assigned_flavors(ctx),
+                   hints=["kubectl get crd trainjobs.trainer.kubeflow.org -o yaml | grep runtimePatches"])
 
 
 def _suspended_by_other(ctx: Context, owner: Mapping[str, Any], kind: str, since: datetime,
