@@ -1015,10 +1015,12 @@ def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: D
 SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"  # Kueue's elastic Jobs (workload slices)
 
 
-def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal] | None:
-    """(name, what it holds of `res` in `flavor`) of the admitted Workload slice this one replaces (an elastic
-    Job scaled up: Kueue asks only for the difference, and the old slice keeps its quota until this one is
-    admitted); None when this is no replacement slice or the old one is not in the input."""
+def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal, Decimal | None] | None:
+    """(name, what it holds of `res` in `flavor`, what this slice asks of it in the same pod sets) of the admitted
+    Workload slice this one replaces (an elastic Job scaled up: Kueue asks only for the difference, pod set by
+    pod set, and the old slice keeps its quota until this one is admitted); None when this is no replacement
+    slice or the old one is not in the input. Whole-slice sums: a RayCluster's head and worker groups are pod
+    sets of their own, and comparing one worker group with the whole old slice gets the difference wrong."""
     ref = s(m(m(ctx.wl.get("metadata")).get("annotations")).get(SLICE_REPLACEMENT_FOR))
     if not ref:
         return None
@@ -1026,36 +1028,58 @@ def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal] |
     old = ctx.state.workloads.get((ns or ctx.ns, old_name))
     if old is None or is_true(conditions(old).get("Finished")):
         return None  # a finished slice (WorkloadSliceReplaced) holds nothing: Kueue asks for the whole size
-    return old_name, quota.admitted_usage(old).get((flavor, res), Decimal(0))
+    held, asked = Decimal(0), None
+    for psa in lst(m(status(old).get("admission")).get("podSetAssignments")):
+        psa = m(psa)
+        if s(m(psa.get("flavors")).get(res)) != flavor:
+            continue  # Kueue keeps each pod set's flavor across slices (flavorassigner: "the original workload")
+        held += parse(m(psa.get("resourceUsage")).get(res)) or Decimal(0)
+        now = ctx.requests.get(s(psa.get("name")) or "main", {}).get(res)
+        if now is not None:
+            asked = (asked or Decimal(0)) + now
+    return old_name, held, asked
+
+
+# KubeRay creates the Ray autoscaler's new workers at once, gated until the slice is admitted; the autoscaler
+# sees no refusal and gives up on them only after its allocation timeout (ray-project/kuberay#4846)
+_RAY_SCALE_UP: dict[str, str] = dict.fromkeys(("RayCluster", "RayJob", "RayService"), (
+    " The worker Pods KubeRay added for the Ray autoscaler stay gated by kueue.x-k8s.io/elastic-job until then, "
+    "and nothing on the Ray side says why: the autoscaler tries another worker group only after "
+    "RAY_AUTOSCALER_RECONCILE_ALLOCATE_STATUS_TIMEOUT_S (1h by default) (kuberay#4846). Lower the worker group's "
+    "maxReplicas to what the queue can give, or raise the quota."))
 
 
 def _scale_up(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure, line: dict[str, Any],
-              fq: quota.FlavorQuota | None, replaced: tuple[str, Decimal]) -> Finding:
+              fq: quota.FlavorQuota | None, replaced: tuple[str, Decimal, Decimal | None]) -> Finding:
     """A replacement slice waits: Kueue compared only the added part with the unused quota. Without a cohort the
     whole scaled-up size must fit the nominal quota; beyond it, it is never admitted while the Job runs (the old
     slice, its only way to free quota, ends with it)."""
     res, flavor = f.resource or "?", f.flavor or "?"
-    old_name, held = replaced
-    total = parse(line.get("requested"))
+    old_name, held, asked = replaced
+    total = asked if asked is not None else parse(line.get("requested"))
     missing = parse(f.missing) or Decimal(0)
     nominal = fq.nominal if fq is not None else None
     lines = _lines(ctx, failures)
     added = total - held if total is not None else None
     unused = added - missing if added is not None and added >= missing else None
-    head = (f"An elastic Job scaled up: this Workload slice replaces {old_name}, which holds {quota.fmt(res, held)} "
+    kind = s(ctx.owner.get("kind")) if ctx.owner is not None else None
+    kind = kind or "Job"
+    head = (f"An elastic {kind} scaled up: this Workload slice replaces {old_name}, which holds {quota.fmt(res, held)} "
             f"{res} in flavor {flavor} and keeps it until this one is admitted; Kueue asks only for the "
             f"{quota.fmt(res, added) if added is not None else '?'} added")
     if total is not None and nominal is not None and not ctx.cohort and total > nominal:
         text = (f"{head}, but the whole {quota.fmt(res, total)} {res} can never fit {ctx.cq_text}'s nominal "
-                f"{quota.fmt(res, nominal)} (no cohort): it is never admitted while the Job runs. Scale the Job back "
-                f"to at most {quota.fmt(res, nominal)} {res}, or raise the ClusterQueue's nominalQuota.")
+                f"{quota.fmt(res, nominal)} (no cohort): it is never admitted while the {kind} runs. Scale the {kind} "
+                f"back to at most {quota.fmt(res, nominal)} {res}, or raise the ClusterQueue's nominalQuota."
+                + _RAY_SCALE_UP.get(kind, ""))
         return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.EXCEEDS_NOMINAL_QUOTA, text, ctx, ActionBy.WORKLOAD_OWNER,
                        quota=lines, flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
                        blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"),
                                               available=quota.fmt(res, nominal), source="Objects"))
     text = (f"{head}: {f.missing or '?'} more {res} than {ctx.cq_text} has unused now"
             + (f" ({quota.fmt(res, unused)} unused)" if unused is not None else "")
-            + ". It is admitted when other Workloads release quota; the old slice's Pods keep running meanwhile.")
+            + ". It is admitted when other Workloads release quota; the old slice's Pods keep running meanwhile."
+            + _RAY_SCALE_UP.get(kind, ""))
     return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.NOBODY,
                    quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                    blocker=flavor_blocker("Quota", f, res, requested=quota.fmt(res, added) if added is not None
