@@ -28,7 +28,7 @@ Import from the package (``from kueue_doctor.engine import pods``); the modules 
 from __future__ import annotations
 
 from ...kube.objects import as_time as parse_time  # kept for importers: RFC 3339 text or a datetime
-from .events import event_count, event_first_time, event_message, event_time, job_failed_create
+from .events import JOB_CREATION_FAILED, event_count, event_first_time, event_message, event_time, job_failed_create
 from .kubelet import BENIGN_WAITING_REASONS
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
@@ -50,6 +50,7 @@ __all__ = [
     "CATEGORIES",
     "CLAIM_NOT_CREATED",
     "DEFAULT_SCHEDULING_GATED_MESSAGE",
+    "JOB_CREATION_FAILED",
     "KUEUE_GATES",
     "MESSAGE_LIMIT",
     "NO_NODES_MESSAGE",

@@ -69,11 +69,14 @@ def _event_object(ev: Mapping[str, Any]) -> Mapping[str, Any]:
     return m(ev.get("involvedObject")) or m(ev.get("regarding"))
 
 
+# the JobSet controller cannot create a child Job (the apiserver refuses its template), so no Pods either:
+# "job \"<name>\" creation failed with error: <API error>" on the JobSet (jobset_controller.go)
+JOB_CREATION_FAILED = "JobCreationFailed"
 # the controllers' events for Pods they could not create: the Job controller ("FailedCreate", also on each
 # child Job of a JobSet or TrainJob), Kubeflow's training-operator ("FailedCreatePod", on the PyTorchJob etc.),
 # KubeRay ("FailedToCreateWorkerPod" / "FailedToCreateHeadPod", on the RayCluster)
 FAILED_CREATE_REASONS = frozenset({"FailedCreate", "FailedCreatePod", "FailedToCreateWorkerPod",
-                                   "FailedToCreateHeadPod"})
+                                   "FailedToCreateHeadPod", JOB_CREATION_FAILED})
 
 
 def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, datetime | None] | None:

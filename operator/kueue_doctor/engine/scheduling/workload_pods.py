@@ -148,7 +148,15 @@ UNSCHEDULABLE_CAUSES = (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES, C
 
 # who posts each reason (FailedCreate: the controller of the object it is about, Job or StatefulSet)
 _CREATOR = {"FailedCreatePod": "the training operator", "FailedToCreateWorkerPod": "KubeRay",
-            "FailedToCreateHeadPod": "KubeRay"}
+            "FailedToCreateHeadPod": "KubeRay", podlib.JOB_CREATION_FAILED: "the JobSet controller"}
+
+
+# the apiserver's validation of a container asking for an extended resource (nvidia.com/gpu ...) without a limit
+_NO_LIMIT = "Limit must be set for non overcommitable resources"
+_EXTENDED_NO_LIMIT = ("The apiserver refuses a container that requests an extended resource (nvidia.com/gpu, "
+                      "google.com/tpu ...) without a limit: the owner sets limits equal to the requests for it (a "
+                      "TrainJob: spec.trainer.resourcesPerNode, or its runtime's template) and recreates it "
+                      "(kubeflow/trainer#2363).")
 
 
 def _failed_create(ctx: Context) -> tuple[str, str, datetime | None, Mapping[str, Any]] | None:
@@ -341,11 +349,13 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
         creator = _CREATOR.get(reason) or f"the {s(about.get('kind')) or 'owner'}'s controller"
         if reason == "FailedCreate" and s(about.get("kind")) in ("Job", "StatefulSet", "ReplicaSet"):
             creator = f"the {s(about.get('kind'))} controller"
-        text = (f"Admitted, but {creator} cannot create the Pods{where} "
+        what = "the Jobs, hence no Pods," if reason == podlib.JOB_CREATION_FAILED else "the Pods"
+        text = (f"Admitted, but {creator} cannot create {what}{where} "
                 f"({_existing(summary)}): "
                 f"{closed(message[:400])} "
-                + ("A namespace ResourceQuota denies them: raise it or lower the request."
-                   if quota_denied else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
+                + ("A namespace ResourceQuota denies them: raise it or lower the request." if quota_denied
+                   else _EXTENDED_NO_LIMIT if _NO_LIMIT in message
+                   else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
         return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
