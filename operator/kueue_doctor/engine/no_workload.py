@@ -699,13 +699,23 @@ def namespace_not_managed(ctx: Context) -> Finding | None:
     text = (f"{_waiting(ctx)}. Namespace {ctx.ns} does not match managedJobsNamespaceSelector of Kueue's "
             f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
             + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "") + ". "
-            + (_defaulted_queue(ctx) or "A cluster admin must label the namespace to match the selector (or widen "
-               "the selector), or run the Job in a managed namespace."))
+            + (_defaulted_queue(ctx) or "A cluster admin must label the namespace to match the selector"
+               + (f" (`{command}`)" if (command := _label_command(ctx.ns, selector)) else "")
+               + " (or widen the selector), or run the Job in a managed namespace."))
     ns_labels = ", ".join(f"{k}={v}" for k, v in sorted(labels(ns_obj).items())) or "(none)"
     return Finding(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED, text, since=ctx.created,
                    evidence=_evidence(ctx, _config_evidence(ctx, "managedJobsNamespaceSelector", str(dict(selector))),
                                       ctx.object_evidence("Namespace", ctx.ns, "metadata.labels", reason=ns_labels)),
                    hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
+
+
+def _label_command(ns: str, selector: Mapping[str, Any]) -> str | None:
+    """The one command that opts the namespace in, when the selector is plain matchLabels (the Red Hat build of
+    Kueue's kueue.openshift.io/managed=true is one): the label to add, not a selector to decode at 3 a.m."""
+    match = m(selector.get("matchLabels"))
+    if not match or lst(selector.get("matchExpressions")):
+        return None
+    return f"kubectl label namespace {ns} " + " ".join(f"{k}={s(v) or ''}" for k, v in sorted(match.items()))
 
 
 DEFAULT_LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName
