@@ -16,10 +16,12 @@ import pytest
 
 from kueue_doctor.cli import build_parser, election_config, main, shard_of
 from kueue_doctor.engine.diagnose import diagnose
+from kueue_doctor.kube.kueue_config import CONFIG_MAP
 from kueue_doctor.kube.load import load_files, newest_timestamp
 from kueue_doctor.kube.shards import SPACE, Shard, fnv1a64, plan
 from kueue_doctor.kube.slim import foreign_workload, slim
 from kueue_doctor.live.inbox import Inbox
+from kueue_doctor.live.kueue_install import DEPLOYMENT
 from kueue_doctor.live.metrics import Stats
 from kueue_doctor.live.orphans import diagnosis_keys
 from kueue_doctor.live.publisher import Publisher
@@ -282,6 +284,10 @@ def _shard_owning_only(mine: str, others: set[str]) -> Shard:
     raise AssertionError(f"no partition separates {mine} from {others}")
 
 
+# Kueue's ConfigMap and Deployment, in whatever namespace Kueue runs (kueue-system, openshift-kueue-operator ...)
+_KUEUE_INSTALL = {("ConfigMap", CONFIG_MAP), ("Deployment", DEPLOYMENT)}
+
+
 def _as_a_shard_keeps(objects: list[dict[str, Any]], key: Key, complete: set[str], dump: bool = False
                       ) -> ClusterState:
     """The state of the shard owning `key`'s namespace, built as the operator builds it (Shard.keeps, Shard.slim;
@@ -300,8 +306,8 @@ def _as_a_shard_keeps(objects: list[dict[str, Any]], key: Key, complete: set[str
                 whole.add((ns, replaced_name))
     for obj in objects:
         md, kind = obj["metadata"], obj.get("kind")
-        if md.get("namespace") == "kueue-system" and kind in ("ConfigMap", "Deployment"):
-            state.upsert(slim(obj))  # live/kueue_install.py reads them for every shard
+        if (kind, md.get("name")) in _KUEUE_INSTALL:
+            state.upsert(slim(obj))  # live/kueue_install.py reads them (in --kueue-namespace) for every shard
         elif kind == "Workload" and (md.get("namespace"), md.get("name")) not in whole:
             state.upsert(foreign_workload(obj))
         elif shard.keeps(obj):
