@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...api import MAX_TEXT
@@ -472,6 +472,39 @@ def unschedulable_placement(ctx: Context) -> Placement | None:
     return placement(ctx, blocker)
 
 
+# the cluster autoscaler's word on a Pod it was asked to make room for: GKE's (and NAP's) FailedScaleUp ("Node
+# scale up in zones ... associated with this pod failed: <why>. Pod is at risk of not being scheduled."), the
+# upstream autoscaler's NotTriggerScaleUp ("pod didn't trigger scale-up: <why>"); the value says whether a
+# cluster admin must act on it (a failed scale-up: cloud quota, reservation, node pool limit)
+_AUTOSCALER_EVENTS = {"FailedScaleUp": True, "NotTriggerScaleUp": False}
+
+
+def _autoscaler_said(ctx: Context, pod: str | None) -> tuple[str, dict[str, Any], bool] | None:
+    """The newest cluster-autoscaler event about the blocked Pod: kube-scheduler says no node fits now, the
+    autoscaler says whether one is coming, and a failed scale-up is the cluster admin's (google/tunix#2342: a TPU
+    slice NAP cannot create without a reservation leaves every Pod Pending, and the scheduler's words alone point
+    at the node selector)."""
+    if not pod:
+        return None
+    newest: Mapping[str, Any] | None = None
+    for ev in ctx.state.events_about("Pod", ctx.ns, pod):
+        if s(ev.get("reason")) in _AUTOSCALER_EVENTS and (
+                newest is None or (podlib.event_time(ev) or datetime.min.replace(tzinfo=UTC))
+                > (podlib.event_time(newest) or datetime.min.replace(tzinfo=UTC))):
+            newest = ev
+    if newest is None:
+        return None
+    reason, when = s(newest.get("reason")) or "", podlib.event_time(newest)
+    said = closed(podlib.event_message(newest)[:300])
+    failed = _AUTOSCALER_EVENTS[reason]
+    text = (f" The cluster autoscaler tried to add a node for Pod {pod} and failed ({reason}, "
+            f"{format_time(when)}): {said} No node comes until a cluster admin fixes what it names (cloud quota, "
+            "reservation, node pool limits)." if failed else
+            f" The cluster autoscaler will not add a node for Pod {pod} ({reason}, {format_time(when)}): {said}")
+    evidence = ctx.object_evidence("Event", pod, "event", reason, podlib.event_message(newest), when, ctx.ns)
+    return text, evidence, failed
+
+
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES))
 def pods_unschedulable(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Unschedulable")
@@ -503,6 +536,12 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             hints.append(f"kubectl get nodes -l {selector}" if selector else "kubectl get nodes")
             break
     action = place.action
+    scaler = _autoscaler_said(ctx, blocker.pod)
+    if scaler is not None:
+        text += scaler[0]
+        evidence = [*evidence, scaler[1]]
+        if scaler[2]:
+            action = ActionBy.CLUSTER_ADMIN
     if books:
         text, action = text + books, ActionBy.CLUSTER_ADMIN
     if not books and not hints and place.funnel is None and \
