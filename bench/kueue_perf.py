@@ -255,7 +255,17 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
         osb.log(f"kueue-perf: could not give back the quota of {key} (conflicts)")
 
     stop = threading.Event()
-    pool = ThreadPoolExecutor(16)
+    # creates on their own pool: 15,000 of them queue behind a loaded apiserver, and a finish or a quota given
+    # back waiting behind them would hold Kueue's quota (Kueue's runner and generator are separate controllers)
+    creators, runner = ThreadPoolExecutor(16), ThreadPoolExecutor(8)
+    failures: Counter[str] = Counter()
+
+    def submit(pool: ThreadPoolExecutor, fn: Callable[..., None], *args: Any) -> None:
+        def done(fut: Any) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                with lock:
+                    failures[f"{fn.__name__}: {type(fut.exception()).__name__}"] += 1
+        pool.submit(fn, *args).add_done_callback(done)
 
     def dispatcher() -> None:
         while not stop.is_set():
@@ -271,11 +281,11 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
                     continue
                 heapq.heappop(timeline)
             if first.action == "create":
-                pool.submit(create, first.payload)
+                submit(creators, create, first.payload)
             elif first.action == "finish":
-                pool.submit(finish, *first.payload)
+                submit(runner, finish, *first.payload)
             else:
-                pool.submit(give_back, first.payload)
+                submit(runner, give_back, first.payload)
 
     def catch_up(now: float) -> int:
         with bench.lock, lock:
@@ -315,13 +325,14 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
     last_log = 0.0
     while time.time() - t0 < timeout:
         with lock:
-            n_fin, n_adm = len(finished), len(admitted_once)
+            n_fin, n_adm, n_created = len(finished), len(admitted_once), bare_events["ADDED"]
         if n_fin >= total:
             break
         if time.time() - last_log > 15:
             last_log = time.time()
-            osb.log(f"  kueue-perf {time.time() - t0:.0f}s: {n_adm} admitted, {n_fin}/{total} finished, "
-                    f"{evictions} evictions, backlog {backlog[-1][1] if backlog else 0}")
+            osb.log(f"  kueue-perf {time.time() - t0:.0f}s: {n_created} created, {n_adm} admitted, {n_fin}/{total} "
+                    f"finished, {evictions} evictions, backlog {backlog[-1][1] if backlog else 0}"
+                    + (f", runner failures {dict(failures)}" if failures else ""))
         time.sleep(1.0)
     t_kueue_done = time.time()
     deadline = t_kueue_done + drain_timeout
@@ -333,7 +344,8 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
         wake.notify_all()
     for th in threads:
         th.join(timeout=5)
-    pool.shutdown(wait=False, cancel_futures=True)
+    for pool in (creators, runner):
+        pool.shutdown(wait=False, cancel_futures=True)
     bare.stop_flag = True
     left = catch_up(time.time())
     writes = [e for e in bench.audit_tail.read_new() if e["user"]["username"] == osb.SA_USER]
@@ -371,6 +383,7 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
         "operator_rss_end_mib": round(osb.proc_status(bench.op.pid).get("VmRSS", 0) / 1024),  # type: ignore[union-attr]
         "operator_rss_peak_mib": round(max((r for _, r in samples), default=0) / 1024),
         "bare_watch_events": dict(bare_events),
+        "runner_failures": dict(failures),
     }
     osb.log(f"kueue-perf: { {k: v for k, v in result.items() if k != 'backlog_series'} }")
     return result

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
@@ -25,6 +25,10 @@ _PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
 _LISTED_CLUSTERS = re.compile(r"(?:Missing|Inactive) clusters: \[([^\]]*)\]")
 # what MultiKueue puts on the objects it creates on a worker; it deletes or syncs no object without it
 _ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+# Copies out on workers with none admitted: on a busy fleet that is a plain wait for a worker's quota, which the
+# manager cannot see, so the platform admin is called only after an hour, not after kueue-doctor's usual ten
+# minutes; before that the verdict says the Workload waits for a worker (kueue#12404 is the case it must not miss).
+UNANSWERED_AFTER = timedelta(hours=1)
 # workload.go reconcileGroup 6a: why MultiKueue set its check Retry although a worker had admitted the Workload
 _LOST = "Admitting remote lost"
 _GONE = "Admitting remote no longer exists"

@@ -195,7 +195,10 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         text += " " + provisioning_detail(ctx, first)
     elif controller == MULTIKUEUE_CONTROLLER:
         unanswered = multikueue.unanswered_since(ctx, first)
-        stalled = unanswered if ctx.after(unanswered, STALL_AFTER) else None
+        # copies out on workers: a wait for their quota for an hour; no worker nominated: ten minutes
+        nominated = any(s(x) for x in lst(ctx.status.get("nominatedClusterNames")))
+        stalled = unanswered if ctx.after(unanswered, multikueue.UNANSWERED_AFTER if nominated else STALL_AFTER) \
+            else None
         text += multikueue.pending_check_detail(ctx, cname, stalled)
         evidence += multikueue.evidence(ctx, cname)
     if waiting_mk and controller != MULTIKUEUE_CONTROLLER:
