@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import closed, conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
@@ -29,6 +29,12 @@ PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 _RETRY_PREFIXES = (("Retrying after failure: ", "Failed"), ("Retrying after booking expired: ", "BookingExpired"))
 _NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
 _INACTIVE_MESSAGE = "the check is not active"
+# the cluster autoscaler's Provisioned=False CapacityIsNotFound texts (best-effort-atomic-scale-up, check-capacity):
+# it found no scale-up and tries again each loop, with no end until it fails the request at EXPIRES_AFTER
+_CAPACITY_NOT_FOUND = "Capacity is not found"
+EXPIRES_AFTER = timedelta(days=7)  # cluster-autoscaler provreq defaultExpirationTime: then Failed=True, Expired
+# a scale-up is asked for within a minute; an hour of "not found" while holding quota is no longer a blip
+CAPACITY_WAIT = timedelta(hours=1)
 
 
 def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
@@ -91,6 +97,46 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {closed(msg)}{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
             f"running with ProvisioningRequest support?).{earlier}")
+
+
+def capacity_not_found_for_long(ctx: Context, check: Mapping[str, Any], since: datetime | None) -> str | None:
+    """The autoscaler has found no capacity for an hour while the Workload holds its quota. Kueue sets no deadline
+    on a ProvisioningRequest (kueue#3245) and the autoscaler fails it only after 7 days, so nothing moves on its
+    own before then: the cluster admin decides (fix the capacity, or noRetry so Kueue's retryStrategy applies)."""
+    if s(check.get("state")) != "Pending" or not (s(check.get("message")) or "").startswith(_CAPACITY_NOT_FOUND):
+        return None
+    if since is None or not ctx.after(since, CAPACITY_WAIT):
+        return None
+    return (f" No capacity for {format_duration(ctx.now - since)}, with quota held in {ctx.cq_text}: Kueue sets no "
+            "deadline on a ProvisioningRequest (kueue#3245) and the autoscaler fails it only 7 days after its "
+            f"creation (about {format_time(since + EXPIRES_AFTER)}), when Kueue's retryStrategy applies. Cluster "
+            "admin: find why no node group fits it (at max size, cloud quota, stock-out: the autoscaler's events "
+            "say), or set parameters.noRetry: \"true\" in the ProvisioningRequestConfig so a request it cannot serve "
+            "fails at once and Kueue backs off with the quota released.")
+
+
+def inactive_provisioning_detail(ctx: Context, check_name: str) -> str:
+    """Why a ProvisioningRequest AdmissionCheck is not Active and who fixes it. Kueue's provisioning controller sets
+    Active on it (admissioncheck_reconciler.go); no condition at all means that controller never ran: Kueue sets it
+    up only when the ProvisioningRequest API (autoscaling.x-k8s.io/v1) is served at its start (kueue#3195)."""
+    ac = ctx.state.admission_checks.get(check_name) or {}
+    active = conditions(ac).get("Active")
+    if active is None:
+        return (f"AdmissionCheck {check_name} has no Active condition: Kueue's ProvisioningRequest controller never "
+                "took it up. Kueue sets that controller up only if the ProvisioningRequest API "
+                "(provisioningrequests.autoscaling.x-k8s.io/v1) is served when Kueue starts (its log says \"Skipping "
+                "provisioning controller setup: Provisioning Requests not supported\", kueue#3195). Cluster admin: "
+                "install a cluster autoscaler with ProvisioningRequest support (and its CRD), then restart the Kueue "
+                "controller manager.")
+    reason, said = s(m(active).get("reason")) or "?", s(m(active).get("message")) or "no message"
+    params = m(spec(ac).get("parameters"))
+    ref = f"{s(params.get('kind')) or '?'} {s(params.get('name')) or '?'}" if params else "none"
+    text = f"AdmissionCheck {check_name} is not Active ({reason}: {said.rstrip('.')})."
+    if reason == "BadParametersRef":
+        return (text + f" Its spec.parameters names {ref} (apiGroup {s(params.get('apiGroup')) or '?'}): the "
+                "cluster admin creates that ProvisioningRequestConfig (kubectl get provisioningrequestconfigs), or "
+                "points spec.parameters at one that exists (apiGroup kueue.x-k8s.io, kind ProvisioningRequestConfig).")
+    return text + " The cluster admin reads the Kueue controller logs about it."
 
 
 def _single_pod_set(ctx: Context, msg: str) -> str:
@@ -191,7 +237,8 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
             + (f" ({detail})" if detail else "")
             + (f"; its controller is {controller}" if controller else "") + ".")
-    if controller == PROVISIONING_CONTROLLER:
+    active = ac is None or is_true(conditions(ac).get("Active"))
+    if controller == PROVISIONING_CONTROLLER and active:
         text += " " + provisioning_detail(ctx, first)
     elif controller == MULTIKUEUE_CONTROLLER:
         unanswered = multikueue.unanswered_since(ctx, first)
@@ -210,10 +257,19 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         action = ActionBy.CLUSTER_ADMIN
     if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
         action = ActionBy.CLUSTER_ADMIN  # no worker admitted its copy for long, or MultiKueue cannot sync: logs only
-    if ac is not None and not is_true(conditions(ac).get("Active")):
+    long_wait = capacity_not_found_for_long(ctx, first, since) if controller == PROVISIONING_CONTROLLER and active \
+        else None
+    if long_wait:
+        action, text = ActionBy.CLUSTER_ADMIN, text + long_wait
+    if not active:
         action = ActionBy.CLUSTER_ADMIN
-        text += (" " + multikueue.inactive_check_detail(ctx, cname) if controller == MULTIKUEUE_CONTROLLER
-                 else f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller.")
+        if controller == MULTIKUEUE_CONTROLLER:
+            text += " " + multikueue.inactive_check_detail(ctx, cname)
+        elif controller == PROVISIONING_CONTROLLER:
+            text += (" Kueue creates no ProvisioningRequest for it while the check is not Active, and the Workload "
+                     "holds its quota meanwhile. " + inactive_provisioning_detail(ctx, cname))
+        else:
+            text += f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller."
     for c in pending[:4]:
         evidence.append(ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{c.get('name')}]",
                                             s(c.get("state")), s(c.get("message")),

@@ -17,12 +17,13 @@ from typing import Any
 
 from ...kube.objects import conditions, format_time, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
-from ...state import Derived
+from ...state import MULTIKUEUE_CONTROLLER, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import messages, multikueue
 from ..context import Context
 from ..messages import Template
 from ..rules import Finding, Phase, pairs, rule
+from . import checks
 
 
 def cq_hint(cq: str | None) -> str:
@@ -196,9 +197,12 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
                                     parse_time(active.get("lastTransitionTime")))]
     hints = [cq_hint(cq_name)]
     if cause == Cause.ADMISSION_CHECK_INACTIVE:
-        for check in _inactive_multikueue_checks(ctx):
+        for check in _inactive_checks(ctx, MULTIKUEUE_CONTROLLER):
             text += " " + multikueue.inactive_check_detail(ctx, check)
             evidence += multikueue.evidence(ctx, check)
+            hints.append(f"kubectl get admissioncheck {check} -o yaml")
+        for check in _inactive_checks(ctx, checks.PROVISIONING_CONTROLLER):
+            text += " " + checks.inactive_provisioning_detail(ctx, check)
             hints.append(f"kubectl get admissioncheck {check} -o yaml")
     verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
     return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since, evidence=evidence, hints=hints)
@@ -219,11 +223,12 @@ def _also_inactive(ctx: Context, told: str) -> str:
     return f" It stays inactive after that too: {'; '.join(others)}." if others else ""
 
 
-def _inactive_multikueue_checks(ctx: Context) -> list[str]:
-    """The ClusterQueue's MultiKueue AdmissionChecks that are in the input and not Active."""
+def _inactive_checks(ctx: Context, controller: str) -> list[str]:
+    """The ClusterQueue's AdmissionChecks of that controller that are in the input and not Active."""
     names = [s(m(c).get("name")) for c in lst(m(spec(ctx.cq or {}).get("admissionChecksStrategy"))
                                               .get("admissionChecks"))]
-    return [n for n in names if n and multikueue.is_multikueue(ctx, n)
+    return [n for n in names if n and n in ctx.state.admission_checks
+            and s(spec(ctx.state.admission_checks[n]).get("controllerName")) == controller
             and not is_true(conditions(ctx.state.admission_checks[n]).get("Active"))]
 
 
