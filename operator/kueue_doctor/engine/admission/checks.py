@@ -73,7 +73,7 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         condition, text = next(((c, msg[len(p):]) for p, c in _RETRY_PREFIXES if msg.startswith(p)),
                                ("Failed", msg))
         what = ("the cluster autoscaler could not provision the capacity" if condition == "Failed"
-                else "the capacity it booked expired before the Workload was admitted (other checks not Ready)")
+                else "the capacity it booked expired before the Workload was admitted" + _not_admitted_why(ctx, name))
         return (f"{pr} (attempt {attempt}) is {condition}: {what} ({text or 'no message'}). Kueue releases the "
                 f"quota and retries with attempt {attempt + 1}{_retry_schedule(ctx, check)}; once the "
                 "ProvisioningRequestConfig's retryStrategy.backoffLimitCount is used up it deactivates the Workload.")
@@ -97,6 +97,21 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         return f"The cluster autoscaler is working on {pr} (attempt {attempt}): {closed(msg)}{earlier}"
     return (f"{pr} (attempt {attempt}) has no condition yet: the cluster autoscaler has not accepted it (is it "
             f"running with ProvisioningRequest support?).{earlier}")
+
+
+def _not_admitted_why(ctx: Context, name: str) -> str:
+    """Why a Workload whose provisioning check was Ready stayed unadmitted until the booking expired (10 minutes):
+    another check not Ready, or, with TAS, the delayed topology assignment not made (SyncAdmittedCondition)."""
+    others = [s(m(c).get("name")) or "?" for c in lst(ctx.status.get("admissionChecks"))
+              if m(c).get("name") != name and m(c).get("state") != "Ready"]
+    if others:
+        return f", while check(s) {', '.join(others)} were not Ready"
+    delayed = [s(m(p).get("name")) or "?" for p in lst(m(ctx.status.get("admission")).get("podSetAssignments"))
+               if m(p).get("delayedTopologyRequest") == "Pending"]
+    if delayed:
+        return (f", while the delayed topology assignment of pod set {delayed[0]} was still Pending (Kueue's "
+                "second TAS pass had not placed it)")
+    return ""
 
 
 def capacity_not_found_for_long(ctx: Context, check: Mapping[str, Any], since: datetime | None) -> str | None:
