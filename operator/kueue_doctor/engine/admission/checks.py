@@ -147,10 +147,13 @@ def inactive_provisioning_detail(ctx: Context, check_name: str) -> str:
     params = m(spec(ac).get("parameters"))
     ref = f"{s(params.get('kind')) or '?'} {s(params.get('name')) or '?'}" if params else "none"
     text = f"AdmissionCheck {check_name} is not Active ({reason}: {said.rstrip('.')})."
-    if reason == "BadParametersRef":
-        return (text + f" Its spec.parameters names {ref} (apiGroup {s(params.get('apiGroup')) or '?'}): the "
-                "cluster admin creates that ProvisioningRequestConfig (kubectl get provisioningrequestconfigs), or "
-                "points spec.parameters at one that exists (apiGroup kueue.x-k8s.io, kind ProvisioningRequestConfig).")
+    if reason == "BadParametersRef" and said.endswith("not found"):
+        return (text + f" Its spec.parameters names {ref}: the cluster admin creates that ProvisioningRequestConfig "
+                "(kubectl get provisioningrequestconfigs), or points spec.parameters at one that exists.")
+    if reason == "BadParametersRef":  # refValidForGK: no reference, an empty name, a wrong group or kind
+        return (text + f" Its spec.parameters is {ref} (apiGroup {s(params.get('apiGroup')) or 'none'}): the "
+                "cluster admin sets it to apiGroup kueue.x-k8s.io, kind ProvisioningRequestConfig and the name of "
+                "an existing one.")
     return text + " The cluster admin reads the Kueue controller logs about it."
 
 
