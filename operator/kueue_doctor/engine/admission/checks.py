@@ -99,6 +99,26 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
             f"running with ProvisioningRequest support?).{earlier}")
 
 
+def no_condition_for_long(ctx: Context, check: Mapping[str, Any], since: datetime | None) -> str | None:
+    """Ten minutes on, the ProvisioningRequest still has no condition (Kueue writes an empty message then): no
+    autoscaler processes it. The cluster autoscaler reads them only with --enable-provisioning-requests and skips,
+    silently, one of a provisioningClassName it does not serve; the Workload holds its quota all the while."""
+    if s(check.get("state")) != "Pending" or s(check.get("message")):
+        return None
+    if since is None or not ctx.after(since, STALL_AFTER):
+        return None
+    ac = ctx.state.admission_checks.get(s(check.get("name")) or "") or {}
+    config = s(m(spec(ac).get("parameters")).get("name"))
+    return (f" After {format_duration(ctx.now - since)} it still has none, and the Workload holds its quota in "
+            f"{ctx.cq_text} meanwhile: no autoscaler is processing it. The cluster autoscaler reads "
+            "ProvisioningRequests only when started with --enable-provisioning-requests=true, and silently skips one "
+            "whose provisioningClassName it does not serve (check-capacity.autoscaling.x-k8s.io, "
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io; on GKE also queued-provisioning.gke.io). Cluster "
+            "admin: compare "
+            + (f"ProvisioningRequestConfig {config}'s" if config else "the ProvisioningRequestConfig's")
+            + " provisioningClassName with what the autoscaler serves, and its flags.")
+
+
 def _not_admitted_why(ctx: Context, name: str) -> str:
     """Why a Workload whose provisioning check was Ready stayed unadmitted until the booking expired (10 minutes):
     another check not Ready, or, with TAS, the delayed topology assignment not made (SyncAdmittedCondition)."""
@@ -275,8 +295,10 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         action = ActionBy.CLUSTER_ADMIN
     if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
         action = ActionBy.CLUSTER_ADMIN  # no worker admitted its copy for long, or MultiKueue cannot sync: logs only
-    long_wait = capacity_not_found_for_long(ctx, first, since) if controller == PROVISIONING_CONTROLLER and active \
-        else None
+    # this attempt began at the later of the reservation and the check's last state change (a retry resets it)
+    began = max((t for t in (since, parse_time(first.get("lastTransitionTime"))) if t is not None), default=None)
+    long_wait = (capacity_not_found_for_long(ctx, first, began) or no_condition_for_long(ctx, first, began)) \
+        if controller == PROVISIONING_CONTROLLER and active and not creation_failed(first) else None
     if long_wait:
         action, text = ActionBy.CLUSTER_ADMIN, text + long_wait
     if not active:
