@@ -50,10 +50,12 @@ MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 # Pod labels naming the owner at the top of the chain, for owners whose children the operator may not list (an
 # AppWrapper's wrapped Job has no queue-name label, so no watch sees it): label -> the owner's kind
 POD_OWNER_LABELS = {"workload.codeflare.dev/appwrapper": "AppWrapper"}
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 
 # (group, kind) -> the state collection it goes to. Other kinds are ignored.
 KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Cohort", "AdmissionCheck",
-               "Topology", "WorkloadPriorityClass", "MultiKueueCluster", "MultiKueueConfig"}
+               "Topology", "WorkloadPriorityClass", "MultiKueueCluster", "MultiKueueConfig",
+               "ProvisioningRequestConfig"}
 # Owners whose suspension and Pods we read (group, kind); Kueue can manage more, they still get verdicts.
 OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"),
                ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("kubeflow.org", "TFJob"),
@@ -169,6 +171,8 @@ class ClusterState:
     # MultiKueue (on a manager cluster): the workers and the AdmissionChecks' parameters naming them
     multikueue_clusters: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     multikueue_configs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the ProvisioningRequest checks' parameters: retryStrategy, provisioningClassName, managedResources
+    provisioning_configs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     namespaces: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     owners: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)  # (ns, kind, name)
@@ -241,6 +245,7 @@ class ClusterState:
                 "ResourceFlavor": self.flavors, "Cohort": self.cohorts, "AdmissionCheck": self.admission_checks,
                 "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
                 "MultiKueueCluster": self.multikueue_clusters, "MultiKueueConfig": self.multikueue_configs,
+                "ProvisioningRequestConfig": self.provisioning_configs,
                 "Pod": self.pods, "Event": self.events, "Job": self.owners,
                 "WorkloadPriorityClass": self.priority_classes, "ConfigMap": self.config_maps}
 
@@ -322,6 +327,8 @@ class ClusterState:
                 self.multikueue_clusters[nm] = obj
             elif kind == "MultiKueueConfig":
                 self.multikueue_configs[nm] = obj
+            elif kind == "ProvisioningRequestConfig":
+                self.provisioning_configs[nm] = obj
             return True
         if group == "" and kind == "Pod" and nm and ns:
             pod_key = (ns, nm)  # one tuple for the store and every link (56 bytes a Pod, 50,000 Pods)
@@ -488,7 +495,8 @@ class ClusterState:
                        "WorkloadPriorityClass": self.priority_classes,
                        "Topology": self.topologies, "Namespace": self.namespaces, "Node": self.nodes,
                        "MultiKueueCluster": self.multikueue_clusters,
-                       "MultiKueueConfig": self.multikueue_configs}.get(kind)
+                       "MultiKueueConfig": self.multikueue_configs,
+                       "ProvisioningRequestConfig": self.provisioning_configs}.get(kind)
             if cluster is not None:
                 cluster.pop(nm, None)
                 if kind == "Node":
@@ -712,9 +720,11 @@ class ClusterState:
             return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
         if kind in ("ResourceFlavor", "AdmissionCheck", "Topology"):
             return {wl for cq in idx.cqs_referencing.get((kind, nm), ()) for wl in idx.workloads_by_cq.get(cq, ())}
-        if kind in ("MultiKueueCluster", "MultiKueueConfig"):  # the Workloads of every queue with a MultiKueue check
+        if kind in ("MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig"):
+            # the Workloads of every queue with a check of that controller (MultiKueue's, or ProvisioningRequest's)
+            controller = PROVISIONING_CONTROLLER if kind == "ProvisioningRequestConfig" else MULTIKUEUE_CONTROLLER
             checks = [ac for ac, ac_obj in self.admission_checks.items()
-                      if s(spec(ac_obj).get("controllerName")) == MULTIKUEUE_CONTROLLER]
+                      if s(spec(ac_obj).get("controllerName")) == controller]
             return {wl for ac in checks for cq in idx.cqs_referencing.get(("AdmissionCheck", ac), ())
                     for wl in idx.workloads_by_cq.get(cq, ())}
         if kind == "Namespace":

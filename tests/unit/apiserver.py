@@ -194,6 +194,7 @@ COLLECTIONS = {
     "WorkloadPriorityClass": ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"),
     "MultiKueueCluster": ("kueue.x-k8s.io", "v1beta2", "multikueueclusters"),
     "MultiKueueConfig": ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs"),
+    "ProvisioningRequestConfig": ("kueue.x-k8s.io", "v1beta2", "provisioningrequestconfigs"),
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "ConfigMap": ("", "v1", "configmaps"),
     "Deployment": ("apps", "v1", "deployments"),

@@ -99,7 +99,7 @@ def assert_operator_can_read_what_it_watches(rules: list[dict[str, Any]]) -> Non
     needed = [("kueue.x-k8s.io", r) for r in ("workloads", "localqueues", "clusterqueues", "resourceflavors",
                                               "cohorts", "admissionchecks", "topologies",
                                               "workloadpriorityclasses", "multikueueclusters",
-                                              "multikueueconfigs")]
+                                              "multikueueconfigs", "provisioningrequestconfigs")]
     needed += [("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"),
                ("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs")]  # owners without Workload
     needed += [("batch", "jobs"), ("", "pods"), ("", "events"), ("", "namespaces"),

@@ -135,3 +135,26 @@ def test_a_group_workload_counts_only_its_own_groups_pods() -> None:
     for group in (0, 1):
         pods = state.pods_of(state.workloads[("team-a", f"leaderworkerset-srv-{group}")])
         assert [p["metadata"]["name"] for p in pods] == [f"srv-{group}"]
+
+
+def test_a_provisioning_request_config_re_diagnoses_the_workloads_of_queues_with_a_provisioning_check() -> None:
+    """Its retryStrategy and class are in the provisioning check's verdict: a change must reach those Workloads;
+    without it in the input the verdict says nothing of its settings."""
+    from datetime import datetime
+
+    from kueue_doctor import diagnose_objects
+
+    from .test_catalog import SCENARIOS
+
+    scenario = next(s for s in SCENARIOS if s["name"] == "provisioning-retry-is-the-last")
+    objects = scenario["objects"]
+    state = ClusterState.from_objects(objects)
+    config = next(o for o in objects if o["kind"] == "ProvisioningRequestConfig")
+    assert state.provisioning_configs == {"dws-config": config}
+    assert state.affected_workloads(config) == {("team-a", "job-sample-1a2b3")}
+    state.remove(config)
+    assert state.provisioning_configs == {}
+    now = datetime.fromisoformat(scenario["now"].replace("Z", "+00:00"))
+    without = [o for o in objects if o["kind"] != "ProvisioningRequestConfig"]
+    message = next(d for d in diagnose_objects(without, now) if d["metadata"]["name"] == "job-sample-1a2b3")
+    assert "retryStrategy.backoffLimitCount is used up" in message["status"]["message"]

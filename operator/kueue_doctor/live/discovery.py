@@ -28,6 +28,7 @@ from .snapshot import KUEUE, OWNER_RESOURCES, Listing, listings, narrowed
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 # diagnosis works without them, with less detail (owners of a kind whose CRD is not installed are skipped)
 OPTIONAL_KINDS = ("Job", "Pod", "Event", "Namespace", "WorkloadPriorityClass", "MultiKueueCluster", "MultiKueueConfig",
+                  "ProvisioningRequestConfig",
                   *(kind for _g, _v, _p, kind in OWNER_RESOURCES))
 CRD_NAME = f"{PLURAL}.{GROUP}"
 # A kind found forbidden is taken away only when a second check this many seconds later still says so: an

@@ -58,7 +58,8 @@ OPTIONAL_WATCHES = [("batch", "v1", "jobs", "Job"), ("", "v1", "pods", "Pod"), (
                     ("", "v1", "namespaces", "Namespace"), (KUEUE, "v1beta2", "workloadpriorityclasses",
                                                             "WorkloadPriorityClass"),
                     (KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster"),
-                    (KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig"), *OWNER_RESOURCES]
+                    (KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig"),
+                    (KUEUE, "v1beta2", "provisioningrequestconfigs", "ProvisioningRequestConfig"), *OWNER_RESOURCES]
 
 
 def connection_info() -> kopf.ConnectionInfo:

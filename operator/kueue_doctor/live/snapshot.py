@@ -76,6 +76,7 @@ def listings(kueue_version: str) -> list[Listing]:
         Listing("WorkloadPriorityClass", kv + "/workloadpriorityclasses", False, av),
         Listing("MultiKueueCluster", kv + "/multikueueclusters", False, av),
         Listing("MultiKueueConfig", kv + "/multikueueconfigs", False, av),
+        Listing("ProvisioningRequestConfig", kv + "/provisioningrequestconfigs", False, av),
         # the same selectors as the operator's watches, so a LIST and a WATCH always agree on membership
         Listing("Job", "/apis/batch/v1/{ns}jobs", True, "batch/v1", ({"labelSelector": JOB_SELECTOR},)),
         *(Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}",

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import closed, conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
-from ...state import MULTIKUEUE_CONTROLLER
+from ...state import MULTIKUEUE_CONTROLLER, PROVISIONING_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue, quota
 from ..context import Context
@@ -24,7 +24,6 @@ from .stalled import STALL_AFTER
 _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSION_CHECK_REJECTED}
 
 # ---- ProvisioningRequest checks (pkg/controller/admissionchecks/provisioning in Kueue v0.19.2) ----------------
-PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 # the check message Kueue writes on Retry, by the ProvisioningRequest condition behind it (controller.go)
 _RETRY_PREFIXES = (("Retrying after failure: ", "Failed"), ("Retrying after booking expired: ", "BookingExpired"))
 _NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
@@ -60,6 +59,40 @@ def _retry_schedule(ctx: Context, check: Mapping[str, Any]) -> str:
     return f" at {at}" if at else ""
 
 
+def provisioning_config(ctx: Context, check_name: str) -> tuple[str, Mapping[str, Any] | None]:
+    """The name of the ProvisioningRequestConfig a check's spec.parameters names, and that object when it is in
+    the input (None: not read, so nothing is said about its settings)."""
+    params = m(spec(ctx.state.admission_checks.get(check_name) or {}).get("parameters"))
+    config = s(params.get("name")) or ""
+    if s(params.get("kind")) != "ProvisioningRequestConfig":
+        return config, None
+    return config, ctx.state.provisioning_configs.get(config)
+
+
+def backoff_limit(ctx: Context, check_name: str) -> tuple[str, int] | None:
+    """(config name, retryStrategy.backoffLimitCount) when the check's ProvisioningRequestConfig is in the input;
+    3 when it sets none (the API default). Attempt n fails into Retry while n <= the limit, else Rejected."""
+    config, obj = provisioning_config(ctx, check_name)
+    if obj is None:
+        return None
+    limit = m(spec(obj).get("retryStrategy")).get("backoffLimitCount")
+    return config, limit if isinstance(limit, int) and not isinstance(limit, bool) else 3
+
+
+def _retry_budget(ctx: Context, check_name: str, attempt: int) -> str:
+    """After attempt `attempt` went to Retry: which retry the next attempt is, of how many, and what follows."""
+    known = backoff_limit(ctx, check_name)
+    if known is None:
+        return ("; once the ProvisioningRequestConfig's retryStrategy.backoffLimitCount is used up it deactivates "
+                "the Workload.")
+    config, limit = known
+    head = (f"; that is retry {attempt} of {limit} (ProvisioningRequestConfig {config} "
+            "retryStrategy.backoffLimitCount)")
+    if attempt >= limit:
+        return head + ", the last: if it fails too, Kueue deactivates the Workload."
+    return head + f": {limit - attempt} more after it, then a failure deactivates the Workload."
+
+
 def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
     """What the ProvisioningRequest of a not-Ready provisioning check says and what Kueue does next, with
     the request's name, the attempt and the retry state Kueue wrote (retryCount, requeueAfterSeconds)."""
@@ -75,8 +108,8 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         what = ("the cluster autoscaler could not provision the capacity" if condition == "Failed"
                 else "the capacity it booked expired before the Workload was admitted" + _not_admitted_why(ctx, name))
         return (f"{pr} (attempt {attempt}) is {condition}: {what} ({text or 'no message'}). Kueue releases the "
-                f"quota and retries with attempt {attempt + 1}{_retry_schedule(ctx, check)}; once the "
-                "ProvisioningRequestConfig's retryStrategy.backoffLimitCount is used up it deactivates the Workload.")
+                f"quota and retries with attempt {attempt + 1}{_retry_schedule(ctx, check)}"
+                + _retry_budget(ctx, name, attempt))
     if state == "Rejected":
         said = msg.rstrip(".") or "no message"  # mid-sentence: no full stop of its own
         return f"{pr} (attempt {attempt}) was rejected: {said}; Kueue deactivates the Workload."
@@ -84,7 +117,10 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
     if retries:
         previous = ctx.evicted_parsed.inner or ctx.evicted_parsed
         why = next((text for cname, text in previous.checks if cname == name), "")
-        earlier = f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "") + "."
+        known = backoff_limit(ctx, name)
+        of = f"; this is retry {retries} of {known[1]}" if known is not None else ""
+        earlier = (f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "")
+                   + of + ".")
     if msg == _INACTIVE_MESSAGE:
         return f"{pr}: Kueue says the check is not active (its ProvisioningRequestConfig is missing or invalid)."
     if creation_failed(check):  # the caller quotes the check's message (the error) just before
@@ -107,8 +143,8 @@ def no_condition_for_long(ctx: Context, check: Mapping[str, Any], since: datetim
         return None
     if since is None or not ctx.after(since, STALL_AFTER):
         return None
-    ac = ctx.state.admission_checks.get(s(check.get("name")) or "") or {}
-    config = s(m(spec(ac).get("parameters")).get("name"))
+    config, obj = provisioning_config(ctx, s(check.get("name")) or "")
+    klass = s(spec(obj).get("provisioningClassName")) if obj is not None else None
     return (f" After {format_duration(ctx.now - since)} it still has none, and the Workload holds its quota in "
             f"{ctx.cq_text} meanwhile: no autoscaler is processing it. The cluster autoscaler reads "
             "ProvisioningRequests only when started with --enable-provisioning-requests=true, and silently skips one "
@@ -116,7 +152,8 @@ def no_condition_for_long(ctx: Context, check: Mapping[str, Any], since: datetim
             "best-effort-atomic-scale-up.autoscaling.x-k8s.io; on GKE also queued-provisioning.gke.io). Cluster "
             "admin: compare "
             + (f"ProvisioningRequestConfig {config}'s" if config else "the ProvisioningRequestConfig's")
-            + " provisioningClassName with what the autoscaler serves, and its flags.")
+            + " provisioningClassName" + (f" ({klass})" if klass else "") + " with what the autoscaler serves, "
+            "and its flags.")
 
 
 def _not_admitted_why(ctx: Context, name: str) -> str:
@@ -142,12 +179,17 @@ def capacity_not_found_for_long(ctx: Context, check: Mapping[str, Any], since: d
         return None
     if since is None or not ctx.after(since, CAPACITY_WAIT):
         return None
+    config, obj = provisioning_config(ctx, s(check.get("name")) or "")
+    no_retry = obj is not None and s(m(spec(obj).get("parameters")).get("noRetry")) == "true"
+    fix = (f"; ProvisioningRequestConfig {config} already sets parameters.noRetry: \"true\", which this "
+           "autoscaler ignores for its class" if no_retry else
+           ", or set parameters.noRetry: \"true\" in the ProvisioningRequestConfig so a request it cannot serve "
+           "fails at once and Kueue backs off with the quota released")
     return (f" No capacity for {format_duration(ctx.now - since)}, with quota held in {ctx.cq_text}: Kueue sets no "
             "deadline on a ProvisioningRequest (kueue#3245) and the autoscaler fails it only 7 days after its "
             f"creation (about {format_time(since + EXPIRES_AFTER)}), when Kueue's retryStrategy applies. Cluster "
             "admin: find why no node group fits it (at max size, cloud quota, stock-out: the autoscaler's events "
-            "say), or set parameters.noRetry: \"true\" in the ProvisioningRequestConfig so a request it cannot serve "
-            "fails at once and Kueue backs off with the quota released.")
+            f"say){fix}.")
 
 
 def inactive_provisioning_detail(ctx: Context, check_name: str) -> str:
@@ -216,8 +258,11 @@ def rejected_provisioning_detail(ctx: Context) -> str:
             what = ("the capacity was provisioned and then withdrawn (CapacityRevoked, or BookingExpired with no "
                     "retries left)")
         elif came_from in ("Pending", "Retry"):
-            what = ("Failed with no retries left: the cluster autoscaler could not provision the capacity "
-                    "(ProvisioningRequestConfig retryStrategy.backoffLimitCount)")
+            known = backoff_limit(ctx, cname)
+            limit = (f"ProvisioningRequestConfig {known[0]} retryStrategy.backoffLimitCount {known[1]}: "
+                     f"{known[1] + 1} attempts" if known is not None
+                     else "ProvisioningRequestConfig retryStrategy.backoffLimitCount")
+            what = f"Failed with no retries left: the cluster autoscaler could not provision the capacity ({limit})"
         else:
             what = ("Failed with no retries left, or the capacity was withdrawn (the Workload's events, "
                     "AdmissionCheckUpdated, tell which)")

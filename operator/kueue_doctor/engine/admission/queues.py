@@ -17,7 +17,7 @@ from typing import Any
 
 from ...kube.objects import conditions, format_time, is_true, lst, m, parse_time, s, spec
 from ...kube.selectors import label_selector_matches
-from ...state import MULTIKUEUE_CONTROLLER, Derived
+from ...state import MULTIKUEUE_CONTROLLER, PROVISIONING_CONTROLLER, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import messages, multikueue
 from ..context import Context
@@ -201,7 +201,7 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
             text += " " + multikueue.inactive_check_detail(ctx, check)
             evidence += multikueue.evidence(ctx, check)
             hints.append(f"kubectl get admissioncheck {check} -o yaml")
-        for check in _inactive_checks(ctx, checks.PROVISIONING_CONTROLLER):
+        for check in _inactive_checks(ctx, PROVISIONING_CONTROLLER):
             text += " " + checks.inactive_provisioning_detail(ctx, check)
             hints.append(f"kubectl get admissioncheck {check} -o yaml")
     verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
