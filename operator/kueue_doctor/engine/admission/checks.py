@@ -320,6 +320,10 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
             + (f" ({detail})" if detail else "")
             + (f"; its controller is {controller}" if controller else "") + ".")
+    # status.blocker names the check this message is about, and the pod set and flavor it applies through
+    pod_set, flavor, per_flavor = check_pod_set(ctx, cname)
+    if per_flavor:
+        text += f" It applies through flavor {flavor} of pod set {pod_set} (admissionChecksStrategy onFlavors)."
     active = ac is None or is_true(conditions(ac).get("Active"))
     if controller == PROVISIONING_CONTROLLER and active:
         text += " " + provisioning_detail(ctx, first)
@@ -359,16 +363,29 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
         evidence.append(ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{c.get('name')}]",
                                             s(c.get("state")), s(c.get("message")),
                                             parse_time(c.get("lastTransitionTime")), ctx.ns))
-    # status.blocker names the check this message is about (the first pod set's flavor, as Kueue reserved it)
-    psa = m(next(iter(lst(m(ctx.status.get("admission")).get("podSetAssignments"))), None))
-    flavor = next((v for v in m(psa.get("flavors")).values() if isinstance(v, str)), None)
     blocker = {k: v for k, v in {"kind": "AdmissionCheck", "name": cname, "flavor": flavor,
-                                 "podSet": s(psa.get("name")), "source": "Kueue"}.items() if v}
+                                 "podSet": pod_set, "source": "Kueue"}.items() if v}
     hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"]
     if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
         hints += multikueue.unanswered_hints(ctx)
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, action, since=since, evidence=evidence,
                    blocker=blocker, hints=hints)
+
+
+def check_pod_set(ctx: Context, check_name: str) -> tuple[str | None, str | None, bool]:
+    """(pod set, flavor, per flavor) a check applies through. Kueue adds a check whose onFlavors lists any flavor the
+    Workload was assigned (AdmissionChecksForWorkload): the first pod set holding one; without onFlavors, the first
+    pod set's first flavor."""
+    rules = lst(m(spec(ctx.cq or {}).get("admissionChecksStrategy")).get("admissionChecks"))
+    wanted = {s(f) for r in rules if m(r).get("name") == check_name for f in lst(m(r).get("onFlavors"))}
+    first: tuple[str | None, str | None] | None = None
+    for psa in (m(p) for p in lst(m(ctx.status.get("admission")).get("podSetAssignments"))):
+        flavors = [v for v in m(psa.get("flavors")).values() if isinstance(v, str)]
+        first = first or (s(psa.get("name")), next(iter(flavors), None))
+        hit = next((f for f in flavors if f in wanted), None)
+        if hit is not None:
+            return s(psa.get("name")), hit, True
+    return (*(first or (None, None)), False)
 
 
 def _controller(ctx: Context, check: Mapping[str, Any]) -> str | None:
