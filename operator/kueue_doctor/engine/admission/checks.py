@@ -385,7 +385,8 @@ def check_pod_set(ctx: Context, check_name: str) -> tuple[str | None, str | None
         hit = next((f for f in flavors if f in wanted), None)
         if hit is not None:
             return s(psa.get("name")), hit, True
-    return (*(first or (None, None)), False)
+    pod_set, flavor = first or (None, None)
+    return pod_set, flavor, False
 
 
 def _controller(ctx: Context, check: Mapping[str, Any]) -> str | None:
