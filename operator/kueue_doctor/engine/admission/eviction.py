@@ -159,6 +159,32 @@ def _reason_and_cause(ctx: Context, ev: Mapping[str, Any]) -> tuple[Reason, Caus
     return Reason.EVICTED, cause if cause in EVICTION_CAUSES else None
 
 
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+def max_exec_reactivation(ctx: Context) -> tuple[str, bool] | None:
+    """What reactivating a Workload deactivated for its maximum execution time gets it: Kueue keeps
+    status.accumulatedPastExecutionTimeSeconds across the reactivation and deactivates it again once that plus the
+    new admission reaches spec.maximumExecutionTimeSeconds (workload_controller.go reconcileMaxExecutionTime), so
+    with the whole budget used it is deactivated right after its next admission. (text, futile); None while it is
+    still admitted (its last run is added when Admitted turns False) or without a limit."""
+    limit = i(ctx.spec.get("maximumExecutionTimeSeconds"))
+    if limit <= 0 or ctx.true("Admitted"):
+        return None
+    used = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
+    owner = _owner_text(ctx)
+    if used < limit:
+        return (f"once admitted it runs at most {format_duration(limit - used, precise=True)} more before Kueue "
+                f"deactivates it again (spec.maximumExecutionTimeSeconds {limit} less the {used}s already counted in "
+                "status.accumulatedPastExecutionTimeSeconds)", False)
+    return (f"it would not run: status.accumulatedPastExecutionTimeSeconds ({used}) already reaches "
+            f"spec.maximumExecutionTimeSeconds ({limit}), which Kueue keeps across a reactivation, so it deactivates "
+            f"the Workload again right after admitting it. To run it again, the owner raises or removes the label "
+            f"{MAX_EXEC_LABEL} on {owner} (allowed while it is suspended; Kueue then updates the Workload) to more "
+            f"than {used} plus the time the run needs and makes sure spec.active is true; or recreates {owner} "
+            "(a new Workload starts from 0)", True)
+
+
 # what follows an eviction once the quota is released (jobframework sets Requeued=True only after a preemption or
 # node failures; the workload controller requeues the timeouts after a back-off; a stopped queue holds it)
 _AFTER_EVICTION: dict[str, tuple[str, ActionBy]] = {
@@ -354,7 +380,7 @@ def _still_latest(ctx: Context) -> Requeue | None:
         return None
     requeue_at = _requeue_at(ctx)
     in_backoff = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
-    held = ctx.cond("Requeued") is not None and not ctx.true("Requeued")
+    held = ctx.cond("Requeued") is not None and not ctx.true("Requeued") and not _reactivated(ctx)
     qr_msg = ctx.cond_message("QuotaReserved")
     not_retried = (not ctx.cond("QuotaReserved") or qr_msg == ctx.cond_message("Evicted")
                    or ctx.qr_parsed.template in _EVICTION_REASON
@@ -362,6 +388,13 @@ def _still_latest(ctx: Context) -> Requeue | None:
     if not (in_backoff or held or not_retried):
         return None
     return Requeue(requeue_at, in_backoff, held)
+
+
+def _reactivated(ctx: Context) -> bool:
+    """Requeued=False from a deactivation while spec.active is true again: no hold. Kueue queues a reactivated
+    Workload at once, but its workload controller turns Requeued back to True (Reactivated) only for reason
+    Deactivated, so a DeactivatedDueTo<cause> stays False for good (workload_controller.go, Kueue 0.19.2)."""
+    return ctx.cond_reason("Requeued").startswith("Deactivated") and ctx.spec.get("active", True) is not False
 
 
 @rule(Phase.PENDING, [*pairs(Reason.PREEMPTED, *PREEMPTION_CAUSES, Cause.REQUEUE_BACKOFF, None),
@@ -404,6 +437,12 @@ def recent_eviction(ctx: Context) -> Finding | None:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
             action = ActionBy.CLUSTER_ADMIN if evicted_reason == "ClusterQueueStopped" else ActionBy.QUEUE_ADMIN
+    elif cause == Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED and (budget := max_exec_reactivation(ctx)) is not None:
+        when = (f" at {format_time(ctx.cond_time('Requeued'))}" if ctx.cond_reason("Requeued") == "Reactivated"
+                else " (spec.active is true again)")
+        text += (f"; reactivated{when}, but {budget[0]}" if budget[1] else
+                 f"; reactivated, Kueue has not tried to admit it again yet, and {budget[0]}")
+        action = ActionBy.WORKLOAD_OWNER if budget[1] else action
     else:
         text += "; requeued, Kueue has not tried to admit it again yet"
     if evicted_reason == "PodsReadyTimeout":

@@ -271,11 +271,9 @@ NAMESPACE_SELECTED: Derived[dict[tuple[str, str], tuple[Mapping[str, Any] | None
 
 def _namespace_selected(ctx: Context) -> bool:
     sp = spec(ctx.cq) if ctx.cq is not None else {}
-    if "namespaceSelector" not in sp:
-        return True  # the API defaults it; an absent field in a dump is most likely {} stripped
     selector = sp.get("namespaceSelector")
     if selector is None:
-        return False  # null selects no namespace
+        return False  # null or left out (Kueue's webhook does not default it): a nil selector selects no namespace
     ns_obj = ctx.state.namespaces.get(ctx.ns)
     if ns_obj is None:
         return True
@@ -285,15 +283,35 @@ def _namespace_selected(ctx: Context) -> bool:
 
 
 def namespace_rejected(ctx: Context, since: datetime | None) -> Finding:
-    selector = spec(ctx.cq).get("namespaceSelector") if ctx.cq else None
-    shown = "null (selects no namespace)" if selector is None else json.dumps(
-        selector, separators=(",", ":"), sort_keys=True)[:200]
-    text = (f"{ctx.cq_text} does not accept Workloads from namespace {ctx.ns}: its namespaceSelector "
-            f"is {shown}. Label the namespace to match, or widen the selector.")
+    """Kueue's "namespace doesn't match" with what the selector is; a null one (or one left out of the manifest,
+    which Kueue reads as null: the CRD has no default and the webhook sets none) selects no namespace at all, so
+    no label on the namespace can help, only {} or a real selector on the ClusterQueue."""
+    cq_name = ctx.cq_name or "<ClusterQueue>"
+    selector = spec(ctx.cq).get("namespaceSelector") if ctx.cq is not None else None
+    patch = (f"kubectl patch clusterqueue {cq_name} --type merge -p '{{\"spec\":{{\"namespaceSelector\":{{}}}}}}'")
+    if ctx.cq is None:
+        shown = "not in the input"
+        text = (f"{ctx.cq_text} does not accept Workloads from namespace {ctx.ns} (Kueue's namespaceSelector check; "
+                f"the ClusterQueue is not in the input to say how it selects). The cluster admin reads it "
+                f"(kubectl get clusterqueue {cq_name} -o jsonpath='{{.spec.namespaceSelector}}'): empty output is a "
+                "null selector, which selects no namespace (Kueue does not default it): set {} to accept every "
+                f"namespace ({patch}); otherwise label namespace {ctx.ns} to match it or widen it.")
+    elif selector is None:
+        how = "null" if "namespaceSelector" in spec(ctx.cq) else "not set (Kueue reads it as null: no default)"
+        shown = "null (selects no namespace)"
+        text = (f"{ctx.cq_text} does not accept Workloads from any namespace: its spec.namespaceSelector is {how}, "
+                "and a null selector selects no namespace, so no label on the namespace helps. The cluster admin "
+                f"sets it to {{}} to accept every namespace ({patch}) or to a selector that matches namespace "
+                f"{ctx.ns}.")
+    else:
+        shown = json.dumps(selector, separators=(",", ":"), sort_keys=True)[:200]
+        text = (f"{ctx.cq_text} does not accept Workloads from namespace {ctx.ns}: its namespaceSelector "
+                f"is {shown}. Label the namespace to match, or widen the selector.")
     return Finding(Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED, text, since=since,
                    evidence=[ctx.object_evidence("ClusterQueue", ctx.cq_name, "spec.namespaceSelector", None,
                                                  shown)],
-                   hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
+                   hints=[cq_hint(ctx.cq_name)] if ctx.cq is not None and selector is None
+                   else [f"kubectl get namespace {ctx.ns} --show-labels"])
 
 
 def cohort_cycle(ctx: Context, cq: Mapping[str, Any] | None) -> list[str]:

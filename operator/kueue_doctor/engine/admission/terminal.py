@@ -15,7 +15,7 @@ from ..owner_status import aw_condition, aw_failure, is_appwrapper
 from ..pods.kubelet import failed_pod_ends
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
-from .eviction import DEACTIVATION_CAUSES, evictions_total
+from .eviction import DEACTIVATION_CAUSES, evictions_total, max_exec_reactivation
 from .stalled import STALL_AFTER
 
 FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.OUT_OF_SYNC, Cause.FAILED_TO_START,
@@ -85,14 +85,16 @@ def deactivated(ctx: Context) -> Finding | None:
     why = {
         Cause.DEACTIVATED_BY_USER: "spec.active is false",
         Cause.REQUEUING_LIMIT_EXCEEDED: _requeue_limit(ctx),
-        Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: it ran longer than "
-        f"spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
+        Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: its admitted time, summed over its "
+        f"admissions, reached spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
         Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
         Cause.EVICTED_ON_MANAGER_CLUSTER: "it was evicted on the MultiKueue manager cluster",
     }[cause]
+    budget = max_exec_reactivation(ctx) if cause == Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED else None
     text = (f"Deactivated: {why}; Kueue will not admit it until spec.active is set back to true "
             f"(kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') "
-            "or the Job is recreated.")
+            "or the Job is recreated" + (f", and reactivated as it is, {budget[0]}." if budget and budget[1] else
+                                         f"; {budget[0]}." if budget else "."))
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
     if cause == Cause.REQUEUING_LIMIT_EXCEEDED:
