@@ -69,8 +69,28 @@ NODE_SIDE_REASONS = {"ImageInspectError"}  # the node's runtime cannot read an i
 
 
 def timeout_note(ctx: Context) -> str:
-    """When the Pods' wait ends by itself: the owner's own reset (an AppWrapper's), Kueue's waitForPodsReady."""
-    return appwrapper.reset_note(ctx) + _kueue_timeout_note(ctx)
+    """When the Pods' wait ends by itself: the owner's own reset (an AppWrapper's), Kueue's waitForPodsReady, its
+    maximum execution time."""
+    return appwrapper.reset_note(ctx) + _kueue_timeout_note(ctx) + max_exec_note(ctx)
+
+
+def max_exec_note(ctx: Context) -> str:
+    """When Kueue stops an admitted Workload for its maximum execution time: its admitted time, earlier admissions'
+    included (status.accumulatedPastExecutionTimeSeconds), reaching spec.maximumExecutionTimeSeconds deactivates it
+    (workload_controller.go reconcileMaxExecutionTime, from Admitted's lastTransitionTime)."""
+    limit = i(ctx.spec.get("maximumExecutionTimeSeconds"))
+    admitted = ctx.cond_time("Admitted") if ctx.true("Admitted") else None
+    if limit <= 0 or admitted is None:
+        return ""
+    used = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
+    left = timedelta(seconds=limit - used)
+    deadline = admitted + left
+    what = (f"spec.maximumExecutionTimeSeconds {limit}, from the Job's label kueue.x-k8s.io/max-exec-time-seconds"
+            + (f"; {used}s of it used by earlier admissions" if used else ""))
+    if ctx.after(admitted, left):
+        return (f" Its maximum execution time ran out at {format_time(deadline)} ({what}): expect Kueue to deactivate "
+                "it and stop its Pods (Evicted DeactivatedDueToMaximumExecutionTimeExceeded).")
+    return f" Kueue deactivates it and stops its Pods at about {format_time(deadline)} ({what})."
 
 
 def _kueue_timeout_note(ctx: Context) -> str:
@@ -184,7 +204,7 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
     if summary is None and ctx.pods:
         summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
-    text = f"Admitted by {ctx.cq_text} and running" + counts + "."
+    text = f"Admitted by {ctx.cq_text} and running" + counts + "." + max_exec_note(ctx)
     if unverified:
         text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
