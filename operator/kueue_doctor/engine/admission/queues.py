@@ -192,7 +192,7 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
                 "logs deploy/kueue-controller-manager) for errors about this ClusterQueue.")
     else:
         text = (f"ClusterQueue {cq_name} is inactive ({reason}): {message.rstrip('.') or 'no message'}. "
-                "It admits nothing until fixed.")
+                "It admits nothing until fixed" + _INACTIVE_FIX.get(reason, "") + ".")
     evidence = [ctx.object_evidence("ClusterQueue", cq_name, "condition/Active", reason, message,
                                     parse_time(active.get("lastTransitionTime")))]
     hints = [cq_hint(cq_name)]
@@ -207,6 +207,18 @@ def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) ->
     verdict = Reason.QUEUE_STOPPED if cause == Cause.CLUSTER_QUEUE_STOPPED else Reason.QUEUE_MISCONFIGURED
     return Finding(verdict, cause, text, ActionBy.CLUSTER_ADMIN, since=since, evidence=evidence, hints=hints)
 
+
+# what the cluster admin changes for an Active=False reason Kueue names without a finer cause (clusterqueue.go
+# updateQueueStatus: one MultiKueue check, for the whole queue, and no ProvisioningRequest check on a manager)
+_INACTIVE_FIX = {
+    "MultiKueueWithProvisioningRequest": ": on a MultiKueue manager the Pods run on the worker clusters, so the "
+    "ProvisioningRequest check belongs on the workers' ClusterQueues; remove it from this one's "
+    "spec.admissionChecksStrategy",
+    "MultipleMultiKueueAdmissionChecks": ": keep one MultiKueue AdmissionCheck in spec.admissionChecksStrategy (its "
+    "MultiKueueConfig lists every worker cluster)",
+    "MultiKueueAdmissionCheckAppliedPerFlavor": ": a MultiKueue AdmissionCheck applies to the whole ClusterQueue; "
+    "remove its onFlavors in spec.admissionChecksStrategy",
+}
 
 _PART_TEXT = {"Stopped": "it is stopped (stopPolicy)", "FlavorNotFound": "missing ResourceFlavor(s): {}",
               "AdmissionCheckNotFound": "missing AdmissionCheck(s): {}", "AdmissionCheckInactive":
