@@ -221,7 +221,7 @@ def test_a_deleted_or_edited_diagnosis_marks_its_workload_for_restoring_our_echo
     assert box.take() == {WAITING}
     box.observe("DELETED", copy.deepcopy(ours))
     box.drain()
-    assert box.take() == {WAITING} and box.publisher.absent(WAITING)  # to restore, with its since and history
+    assert box.take() == {WAITING} and box.publisher.restoring(WAITING)  # to restore, with its since and history
 
 
 def test_our_own_diagnoses_wait_in_the_queue_packed_and_without_the_apiservers_bookkeeping() -> None:

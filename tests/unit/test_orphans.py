@@ -6,6 +6,10 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
+from kueue_doctor.live import orphans
+
 from .apiserver import METADATA_ONLY, cluster, collection_path, not_found, object_path
 from .scenario import DIAGNOSES, objects, started
 
@@ -87,6 +91,38 @@ def test_a_diagnosis_deleted_with_its_workload_in_foreground_deletion_is_not_res
     assert WAITING not in rt.state.workloads and WAITING not in rt.verdicts  # being deleted: dropped
     paths = [r.path for r in api.requests if r.method == "GET" and r.path.startswith(WORKLOADS)]
     assert sorted(paths) == [f"{WORKLOADS}/job-run-00001", f"{WORKLOADS}/job-wait-00002"]
+
+
+def test_a_workload_diagnosed_again_before_its_first_diagnosis_is_written_is_not_fetched() -> None:
+    """Under a write backlog (Kueue's perf scenario: 15,000 new Workloads) a pass sees thousands of Workloads whose
+    first diagnosis is still queued; each was fetched with a GET, one after another, while the pass held the state,
+    and passes came minutes apart. Only a diagnosis deleted after we wrote it needs that GET before its restore."""
+    objs = objects()
+    api = cluster(objs)
+    api.answer("PATCH", f"{DIAGNOSES}/job-wait-00002", {"kind": "Status", "code": 500}, 500)  # not written yet
+    rt, api = started(objs, api)
+    asyncio.run(rt.loop.run_once())
+    assert WAITING in rt.verdicts and not rt.publisher.restoring(WAITING)
+    rt.inbox.mark([WAITING])
+    asyncio.run(rt.loop.run_once())
+    assert ("GET", f"{WORKLOADS}/job-wait-00002") not in [(r.method, r.path) for r in api.requests]
+
+
+def test_many_deleted_diagnoses_are_checked_with_one_list_not_a_get_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kubectl delete admissiondiagnoses --all` at 50,000 Workloads: a GET each, one after another while the pass
+    holds the state, would stall the operator for an hour; past RELIST_CHECKS one metadata LIST answers for all."""
+    monkeypatch.setattr(orphans, "RELIST_CHECKS", 1)
+    objs = objects()
+    rt, api = started(objs)
+    asyncio.run(rt.loop.run_once())
+    ours = [copy.deepcopy(r.body) for r in api.applies()]
+    for d in ours:
+        rt.inbox.observe("DELETED", d)
+    before = len(api.requests)
+    asyncio.run(rt.loop.run_once())
+    asked = [(r.method, r.path) for r in api.requests[before:] if "/workloads" in r.path]
+    assert asked == [("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads")]  # the LIST, no GET by name
+    assert sorted(r.path for r in api.applies()[len(ours):]) == sorted(r.path for r in api.applies()[:len(ours)])
 
 
 def test_a_workload_seen_being_deleted_is_not_diagnosed() -> None:

@@ -32,11 +32,11 @@ from .discovery import Discovery
 from .inbox import Inbox, Relisted
 from .metrics import Stats, Verdict
 from .publisher import Publisher, diagnosis_path
-from .snapshot import GATED_GROUP_SELECTOR, Listing, LiveError, list_all, pages
+from .snapshot import GATED_GROUP_SELECTOR, Listing, LiveError, list_all, list_pages, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
-RELIST_CHECKS = 50  # objects of one kind a re-list did not bring, asked about one by one; more: the kind is listed
+RELIST_CHECKS = 50  # objects of one kind asked about one by one (a re-list missed them, or restores); more: one LIST
 # Pods of the groups Kueue's LeaderWorkerSet and StatefulSet integrations make, not admitted yet: since v0.18
 # (WorkloadIdentifierAnnotations) Kueue writes their group's name as an annotation, which GATED_GROUP_SELECTOR
 # cannot select. Every StatefulSet Pod (a LeaderWorkerSet's too) has the pod-name label, and Kueue labels the Pods
@@ -332,13 +332,27 @@ class Orphans:
         GET shows its Workload exists and is not being deleted; the others are dropped and returned.
         """
         dropped: set[Key] = set()
-        for key in [k for k in keys if k in self.state.workloads and self.publisher.absent(k)]:
-            if key in self.verdicts:  # seen alive by us; only a restore after deletion needs the check
+        # seen alive by us; only a restore after deletion needs the check
+        restores = [k for k in keys if k in self.state.workloads and self.publisher.restoring(k) and k in self.verdicts]
+        live: dict[Key, bool] | None = None  # key -> being deleted, from one LIST when many are to be restored
+        if len(restores) > RELIST_CHECKS:  # `kubectl delete admissiondiagnoses --all`: one LIST, not a GET each
+            live = await asyncio.to_thread(self._workloads_deleting)
+        for key in restores:
+            if live is not None:
+                gone = live.get(key, True)
+            else:
                 wl = await self._get_workload(key)
-                if wl is None or deleting(wl):
-                    self._drop_workload(key)
-                    dropped.add(key)
+                gone = wl is None or deleting(wl)
+            if gone:
+                self._drop_workload(key)
+                dropped.add(key)
         return dropped
+
+    def _workloads_deleting(self) -> dict[Key, bool]:
+        """Every Workload this replica watches, from a metadata-only LIST: whether it is being deleted."""
+        listing = next(lst for lst in self.discovery.listings() if lst.kind == "Workload")
+        return {ns_name(o): deleting(o) for page in list_pages(self.api, listing, self.discovery.namespaces, True)
+                for o in page}
 
     async def _get_workload(self, key: Key) -> dict[str, Any] | None:
         path = f"/apis/{KUEUE}/{self.discovery.version}/namespaces/{key[0]}/workloads/{key[1]}"

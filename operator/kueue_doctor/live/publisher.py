@@ -450,10 +450,12 @@ class Publisher:
             self.records[key] = replace(unsure(prev), absent=True)
         self.deferred.pop(key, None)
 
-    def absent(self, key: Key) -> bool:
-        """Not in the cluster as far as we know: never written, or deleted by someone else."""
+    def restoring(self, key: Key) -> bool:
+        """Written by us, then deleted by someone else (`lost`): its restore waits for a GET of the Workload. Not
+        a diagnosis never written or whose first write is still queued: under a write backlog those are most of
+        the Workloads a pass sees, and one GET each, one after another, held every pass for minutes."""
         prev = self.records.get(key)
-        return prev is None or prev.absent
+        return prev is not None and prev.absent
 
     def unwritten(self) -> None:
         """Every diagnosis is gone from the cluster (its CRD was deleted and re-applied): each is written again on
