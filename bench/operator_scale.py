@@ -1253,6 +1253,9 @@ def table(r: dict[str, Any]) -> str:
         *kueue_perf_rows(r),
         ("run time", f"{r.get('run_seconds')} s"),
     ]
+    if r.get("kueue_perf"):  # no load of ours, no idle or latency phase: the scenario's rows alone
+        rows = [rows[0], *[row for row in rows if row[0].startswith(("operator RSS end", "kueue-perf"))],
+                ("run time", f"{r.get('run_seconds')} s")]
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
