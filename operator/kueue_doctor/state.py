@@ -21,6 +21,7 @@ from .kube.kueue_names import POD_GROUP_KEY, expected_workload_name, identifier
 from .kube.objects import (
     KUEUE_GROUP,
     controller_ref,
+    effective_priority,
     group_of,
     labels,
     lst,
@@ -359,17 +360,19 @@ class ClusterState:
             return True
         if group == "" and kind == "ConfigMap" and kueue_config.is_config_map(obj):
             self.config_maps[ns or ""] = obj
-            self._kueue_config = None
+            self._forget_config()
             return True
         if group == VISIBILITY_GROUP and kind == PENDING_SUMMARY:
             self.pending_summaries.append(obj)
             return True
         if kueue_config.is_configuration(obj):
             self.configurations.append(obj)
-            self._kueue_config = None
+            self._forget_config()
             return True
         if (group, kind) in OWNER_KINDS and nm and ns:
             self.owners[ns, kind, nm] = obj
+            if kind == "Deployment" and nm == kueue_config.DEPLOYMENT:  # its --feature-gates flag
+                self._forget_config()
             u = uid(obj)
             if u:
                 self.owners_by_uid[u] = obj
@@ -479,9 +482,11 @@ class ClusterState:
             self._unlink_event(ev_key)
         elif kind == "ConfigMap":
             if self.config_maps.pop(ns, None) is not None:
-                self._kueue_config = None
+                self._forget_config()
         elif (group, kind) in OWNER_KINDS:
             gone = self.owners.pop((ns, kind, nm), None)
+            if kind == "Deployment" and nm == kueue_config.DEPLOYMENT:
+                self._forget_config()
             if gone is not None and uid(gone):
                 self.owners_by_uid.pop(uid(gone) or "", None)
                 self._owner_by_workload_name.pop((ns, expected_workload_name(gone)), None)
@@ -526,6 +531,18 @@ class ClusterState:
         as with a plain dict) until the block ends (kube/packed.PackedObjects.remembering)."""
         workloads = self.workloads
         return workloads.remembering() if isinstance(workloads, PackedObjects) else contextlib.nullcontext()
+
+    def _forget_config(self) -> None:
+        """Kueue's Configuration (or its manager's flags) changed: read it again, and drop the engine's facts built
+        with it (queue orders and holders use its feature gates)."""
+        self._kueue_config = None
+        if self._index is not None:
+            self._index.derived.clear()
+
+    def priority_of(self, workload: Mapping[str, Any]) -> int:
+        """The priority Kueue orders and preempts by: spec.priority, plus the priority-boost annotation when the
+        PriorityBoost feature gate is on (off by default in v0.19)."""
+        return effective_priority(workload, self.kueue_config.gate("PriorityBoost"))
 
     def knows(self, kind: str) -> bool:
         return kind in self.complete_kinds
@@ -751,6 +768,12 @@ class ClusterState:
 
 
 def _read_kueue_config(state: ClusterState) -> kueue_config.KueueConfig:
+    cfg = _read_configuration(state)
+    return kueue_config.with_deployment_flags(cfg, state.owners.get((cfg.namespace, "Deployment",
+                                                                     kueue_config.DEPLOYMENT)))
+
+
+def _read_configuration(state: ClusterState) -> kueue_config.KueueConfig:
     for doc in state.configurations:
         return kueue_config.from_configuration(doc, f"Configuration document {name(doc) or '(unnamed)'}")
     cms = sorted(state.config_maps.items(), key=lambda kv: (kv[0] != kueue_config.DEFAULT_NAMESPACE, kv[0]))

@@ -246,7 +246,7 @@ def _sources() -> list[tuple[str, list[dict[str, Any]], datetime]]:
 def _strict_fifo_heap() -> list[dict[str, Any]]:
     """A StrictFIFO ClusterQueue whose oldest Workloads Kueue does not hold in its heap (in back-off, gated,
     parked for a namespace mismatch; all three of a higher priority), and a younger one boosted above the oldest
-    held: it heads the queue."""
+    held: it heads the queue, as Kueue's PriorityBoost feature gate (alpha, off by default) is on."""
     from tests.builders import condition
 
     from .test_engine import queue_setup, team_a_cq, workload
@@ -265,6 +265,10 @@ def _strict_fifo_heap() -> list[dict[str, Any]]:
         workload("job-boosted-00005").created("2026-11-30T09:00:00Z").condition(short).annotation(
             "kueue.x-k8s.io/priority-boost", "10").obj(),
         workload("job-behind-00006").created("2026-11-30T09:30:00Z").condition(short).obj(),
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+         "data": {"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+                  "kind: Configuration\nfeatureGates:\n  PriorityBoost: true\n"}},
     ]
 
 
@@ -273,6 +277,15 @@ def test_the_strict_fifo_head_is_the_first_workload_kueue_holds_in_its_heap() ->
 
     st = verdict(_strict_fifo_heap(), "job-behind-00006")
     assert (st["cause"], [b["name"] for b in st["blockedBy"]]) == ("BlockedByQueueHead", ["job-boosted-00005"])
+
+
+def test_the_priority_boost_counts_only_with_its_feature_gate_on() -> None:
+    """Without the PriorityBoost gate (alpha in Kueue v0.19, off) Kueue ignores the annotation: the oldest heads."""
+    from tests.unit.test_engine import verdict
+
+    objects = [o for o in _strict_fifo_heap() if o.get("kind") != "ConfigMap"]
+    st = verdict(objects, "job-behind-00006")
+    assert (st["cause"], [b["name"] for b in st["blockedBy"]]) == ("BlockedByQueueHead", ["job-oldest-00004"])
 
 
 def _shard_owning_only(mine: str, others: set[str]) -> Shard:

@@ -19,7 +19,6 @@ from ..kube.objects import (
     is_true,
     m,
     parse_time,
-    priority,
     s,
     spec,
     status,
@@ -164,7 +163,7 @@ class Context:
     @property
     def priority(self) -> int:
         if self._priority is None:
-            self._priority = priority(self.wl)
+            self._priority = self.state.priority_of(self.wl)
         return self._priority
 
     # ----- evidence helpers -----

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
+from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, INCREMENTAL_ROUND
 from ..kube.objects import closed, conditions, format_duration, is_true, lst, m, parse_time, s, spec
 from ..state import MULTIKUEUE_CONTROLLER
 from .context import Context
@@ -158,7 +158,7 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
                 "and waits for one of them to admit it; this (manager) cluster does not show why none has: the "
                 f"worker's own Kueue keeps its reason. Look at Workload {ctx.ns}/{ctx.name} on {nominated[0]} (run "
                 "kueue-doctor there; its ClusterQueue may lack quota for it). The quota reserved here stays held "
-                "meanwhile." + not_connected)
+                "meanwhile." + _incremental_round(ctx, check_name, nominated) + not_connected)
     assigned = s(ctx.status.get("clusterName"))
     if assigned:  # dispatched: a worker reserved quota; the check turns Ready once that worker admits it
         return (f" MultiKueue dispatched it to worker cluster {assigned}, which reserved quota for it "
@@ -183,7 +183,7 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
 def external_dispatcher(ctx: Context) -> str:
     """The dispatcher Kueue's Configuration names when it is not one of Kueue's own (kueue_config), else ""."""
     cfg = ctx.state.kueue_config
-    name = cfg.multikueue_dispatcher() if cfg.known else DISPATCHER_ALL_AT_ONCE
+    name = cfg.dispatcher if cfg.known else DISPATCHER_ALL_AT_ONCE
     return "" if name in (DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL) else name
 
 
@@ -231,6 +231,25 @@ def unanswered_hints(ctx: Context) -> list[str]:
     return [f"kubectl get {kind.lower()} {owner} -n {ctx.ns} -L {_ORIGIN_LABEL}   # on each worker cluster",
             "kubectl -n kueue-system logs deploy/kueue-controller-manager | grep 'validating remote controller "
             f"object' | grep {owner}"]
+
+
+def _incremental_round(ctx: Context, check_name: str, nominated: list[str]) -> str:
+    """The incremental dispatcher tries a few workers at a time: the others get no copy until a round of 5 minutes
+    passes without an admission (workloaddispatcher.nominateWorkers), so a worker with room may not be tried yet."""
+    cfg = ctx.state.kueue_config
+    if cfg.dispatcher != DISPATCHER_INCREMENTAL:
+        return ""
+    every = workers(ctx, check_name)
+    left = [w for w in every if w not in nominated]
+    if not cfg.gate("MultiKueueIncrementalDispatcherRespectConfigOrder"):
+        left.sort()
+    if not left:
+        return (f" Kueue's incremental dispatcher has nominated every worker cluster of the check ({len(every)}): "
+                "none is left to try, one of them must admit it.") if every else ""
+    step = cfg.incremental_step
+    return (f" Kueue's incremental dispatcher (multiKueue.dispatcherName) has nominated {len(nominated)} of the "
+            f"{len(every)} worker clusters so far: each {INCREMENTAL_ROUND // 60} minutes that none admits it, it "
+            f"adds up to {step} more (next: {', '.join(left[:step])}); the others get no copy until then.")
 
 
 def rejected_detail(ctx: Context) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..kube import kueue_config
 from ..kube.kueue_names import (
     POD_GROUP_KEY,
     PODSET_LABEL,
@@ -65,7 +66,7 @@ from .scheduling.owners import owner_suspended, suspend_path
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"  # workload slices: Kueue does not wait for such an owner
 GRACE = timedelta(seconds=30)  # Kueue creates a Workload in well under a second; a cold start takes longer
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-KUEUE_DEPLOYMENT = "kueue-controller-manager"
+KUEUE_DEPLOYMENT = kueue_config.DEPLOYMENT
 
 # Owners that get one Workload of their own, and the name of their integration in Kueue's Configuration.
 FRAMEWORKS: dict[tuple[str, str], str] = {
@@ -949,7 +950,10 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
                 f"that owner's Workload: kueue-doctor explain -n {namespace(owner)} "
                 f"{(s(ref.get('kind')) or '').lower()}/{s(ref.get('name'))}")
     if _finished(owner):
-        return f"kueue-doctor: {what} has finished, and Kueue keeps no Workload for it in the input."
+        keep = state.kueue_config.retention("afterFinished")
+        deleted = (f" (Kueue deletes finished Workloads {format_duration(keep, precise=True)} after they finish: "
+                   "objectRetentionPolicies.workloads.afterFinished of its Configuration)" if keep is not None else "")
+        return f"kueue-doctor: {what} has finished, and Kueue keeps no Workload for it in the input{deleted}."
     selector = existing_cluster_selector(owner)
     if selector is not None:
         cluster = selector.get(RAY_CLUSTER_SELECTOR_KEY, "")

@@ -34,13 +34,13 @@ VISIBILITY_LIMIT = 1000
 LQ_POSITION_FIXED_IN = "v0.19.2"
 
 
-def _order(wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
-    md, spec = m(wl.get("metadata")), m(wl.get("spec"))
+def _order(state: ClusterState, wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
+    md = m(wl.get("metadata"))
     stamp = parse_time(md.get("creationTimestamp")) or _EPOCH
     evicted = conditions(wl).get("Evicted")
     if is_true(evicted) and m(evicted).get("reason") in _REQUEUED_AT_BACK:
         stamp = parse_time(m(evicted).get("lastTransitionTime")) or stamp
-    return -i(spec.get("priority")), stamp, s(md.get("uid")) or ""
+    return -state.priority_of(wl), stamp, s(md.get("uid")) or ""
 
 
 def _pending(wl: Mapping[str, Any]) -> bool:
@@ -59,7 +59,7 @@ def _queue(state: ClusterState, cluster_queue: str) -> list[tuple[tuple[int, dat
     queues = state.derived(QUEUES)
     if cluster_queue not in queues:
         workloads = state.workloads
-        queues[cluster_queue] = sorted((_order(workloads[k]), k) for k in state.index.workloads_by_cq.get(
+        queues[cluster_queue] = sorted((_order(state, workloads[k]), k) for k in state.index.workloads_by_cq.get(
             cluster_queue, ()) if k in workloads and _pending(workloads[k]))
     return queues[cluster_queue]
 

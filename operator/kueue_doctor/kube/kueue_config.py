@@ -7,8 +7,9 @@ absent field means what it means to Kueue. What cannot be read is said (`problem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -23,9 +24,18 @@ DEFAULT_FRAMEWORKS = ("batch/job",)
 PODS_READY_TIMEOUT = 1800  # seconds: waitForPodsReady.timeout's default (waitForPodsReady is on by default, v0.19)
 BACKOFF_BASE_SECONDS = 60  # waitForPodsReady.requeuingStrategy defaults (apis/config/v1beta2/defaults.go)
 BACKOFF_MAX_SECONDS = 3600
-# multiKueue.dispatcherName values Kueue implements (apis/config/v1beta2); any other name is an external dispatcher
-DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+DEPLOYMENT = "kueue-controller-manager"  # Kueue's manager; its --feature-gates flag overrides featureGates
+# The feature gates the engine reads, with their defaults in Kueue v0.19.2 (pkg/features/kube_features.go).
+GATE_DEFAULTS: Mapping[str, bool] = {
+    "PriorityBoost": False,  # alpha: the kueue.x-k8s.io/priority-boost annotation counts only when on
+    "QuotaCheckStrategy": True,  # beta in v0.19: resources.quotaCheckStrategy is read
+    "MultiKueueIncrementalDispatcherConfig": True,  # multiKueue.incrementalDispatcherConfig.stepSize is read
+    "MultiKueueIncrementalDispatcherRespectConfigOrder": True,  # workers nominated in MultiKueueConfig order
+}
+DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"  # multiKueue.dispatcherName's default
 DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+INCREMENTAL_STEP = 3  # workloaddispatcher.DefaultStepSize
+INCREMENTAL_ROUND = 300  # seconds: workloaddispatcher.incrementalDispatcherRoundTimeout
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,48 @@ class KueueConfig:
     backoff_max_seconds: int = BACKOFF_MAX_SECONDS
     problem: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # featureGates of the Configuration, or the manager's --feature-gates flag (which then wins, as in Kueue)
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    gates_source: str = "Kueue v0.19 defaults"
+
+    def retention(self, after: str) -> int | None:
+        """Seconds of objectRetentionPolicies.workloads.<after> (afterFinished, afterDeactivatedByKueue); None when
+        unset (Kueue deletes nothing), 0 for an immediate deletion."""
+        value = m(m(self.raw.get("objectRetentionPolicies")).get("workloads")).get(after)
+        text = s(value) or ""
+        if re.fullmatch(r"0+(\.0*)?(ns|us|µs|ms|s|m|h)?", text.strip()):
+            return 0
+        return parse_duration(text)
+
+    @property
+    def ignores_undeclared(self) -> bool:
+        """resources.quotaCheckStrategy IgnoreUndeclared (with its gate on): Kueue skips requests of resources a
+        ClusterQueue does not cover instead of refusing the Workload."""
+        strategy = s(m(self.raw.get("resources")).get("quotaCheckStrategy"))
+        return strategy == "IgnoreUndeclared" and self.gate("QuotaCheckStrategy")
+
+    @property
+    def dispatcher(self) -> str:
+        """multiKueue.dispatcherName: who nominates the worker clusters a Workload is copied to."""
+        return s(m(self.raw.get("multiKueue")).get("dispatcherName")) or DISPATCHER_ALL_AT_ONCE
+
+    @property
+    def incremental_step(self) -> int:
+        """How many more worker clusters the incremental dispatcher nominates per round."""
+        step = m(m(self.raw.get("multiKueue")).get("incrementalDispatcherConfig")).get("stepSize")
+        if self.gate("MultiKueueIncrementalDispatcherConfig") and isinstance(step, int) and step >= 1:
+            return step
+        return INCREMENTAL_STEP
+
+    def gate(self, gate: str) -> bool:
+        """Whether Kueue runs with the feature gate on: as set, else its v0.19.2 default."""
+        return self.feature_gates.get(gate, GATE_DEFAULTS.get(gate, False))
+
+    def gate_text(self, gate: str) -> str:
+        """"off (the default in Kueue v0.19)" or "on (featureGates of ConfigMap kueue-system/...)"."""
+        state = "on" if self.gate(gate) else "off"
+        return f"{state} ({self.gates_source})" if gate in self.feature_gates else \
+            f"{state} (the default in Kueue v0.19)"
 
     def framework_enabled(self, framework: str) -> bool:
         return framework in self.frameworks or framework in self.external_frameworks
@@ -66,10 +118,6 @@ class KueueConfig:
                 out.append((s(tr.get("input")) or "", s(tr.get("strategy")) or "Retain", str(amount)))
         return out
 
-
-    def multikueue_dispatcher(self) -> str:
-        """multiKueue.dispatcherName: which dispatcher fills a Workload's status.nominatedClusterNames."""
-        return s(m(self.raw.get("multiKueue")).get("dispatcherName")) or DISPATCHER_ALL_AT_ONCE
 
     def requeue_backoff_seconds(self, count: int) -> int:
         """The back-off Kueue waits before the `count`-th requeue after a PodsReady timeout: base * 2^(count-1),
@@ -101,7 +149,9 @@ def from_configuration(doc: Mapping[str, Any], source: str,
         PODS_READY_TIMEOUT
     recovery = parse_duration(s(ready.get("recoveryTimeout")) or "") or timeout if timeout is not None else None
     strategy = m(ready.get("requeuingStrategy"))
+    gates = {k: v for k, v in m(doc.get("featureGates")).items() if isinstance(k, str) and isinstance(v, bool)}
     return KueueConfig(
+        feature_gates=gates, gates_source=f"featureGates of {source.removeprefix('Configuration document ')}",
         known=True, source=source, pods_ready_timeout=timeout, pods_ready_recovery_timeout=recovery,
         requeue_limit=_count(strategy.get("backoffLimitCount")),
         backoff_base_seconds=_count(strategy.get("backoffBaseSeconds")) or BACKOFF_BASE_SECONDS,
@@ -131,6 +181,25 @@ def from_config_map(cm: Mapping[str, Any]) -> KueueConfig:
     if not isinstance(doc, Mapping) or s(doc.get("kind")) != "Configuration":
         return KueueConfig(known=False, source=where, problem=f"{where}: {CONFIG_KEY} is not a Kueue Configuration")
     return from_configuration(doc, where, ("ConfigMap", name(cm) or CONFIG_MAP, namespace(cm)))
+
+
+def with_deployment_flags(cfg: KueueConfig, deployment: Mapping[str, Any] | None) -> KueueConfig:
+    """The manager's --feature-gates flag replaces the Configuration's featureGates (Kueue refuses both at once:
+    config.LoadAndValidateFeatureGates)."""
+    pod_spec = m(m(m(deployment or {}).get("spec")).get("template")).get("spec")
+    for container in lst(m(pod_spec).get("containers")):
+        for arg in lst(m(container).get("args")):
+            flag = arg.partition("=")[2] if isinstance(arg, str) and arg.startswith("--feature-gates=") else None
+            if flag is None:
+                continue
+            gates = {}
+            for item in flag.split(","):
+                key, _, value = item.strip().partition("=")
+                if key and value.lower() in ("true", "false"):
+                    gates[key] = value.lower() == "true"
+            where = f"--feature-gates of Deployment {namespace(deployment or {})}/{DEPLOYMENT}"
+            return replace(cfg, feature_gates=gates, gates_source=where)
+    return cfg
 
 
 def is_config_map(obj: Mapping[str, Any]) -> bool:

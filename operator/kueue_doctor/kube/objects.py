@@ -275,6 +275,21 @@ def priority(workload: Obj) -> int:
     return p if isinstance(p, int) and not isinstance(p, bool) else 0
 
 
+PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
+
+
+def priority_boost(workload: Obj) -> int:
+    """The kueue.x-k8s.io/priority-boost annotation as an int32 (Kueue's webhook refuses any other), 0 when absent."""
+    value = s(m(meta(workload).get("annotations")).get(PRIORITY_BOOST)) or ""
+    return int(value) if re.fullmatch(r"[+-]?\d{1,10}", value) and -2**31 <= int(value) < 2**31 else 0
+
+
+def effective_priority(workload: Obj, boost: bool) -> int:
+    """Kueue's utilpriority.EffectivePriority: spec.priority plus the priority-boost annotation, which counts only
+    with the PriorityBoost feature gate on (it orders the queue and chooses preemption victims)."""
+    return priority(workload) + (priority_boost(workload) if boost else 0)
+
+
 def pod_owner_refs(workload: Obj) -> list[Mapping[str, Any]] | None:
     """The Pods owning a Workload of Kueue's Pod integration (one for a plain Pod, every member for a Pod group);
     None when it has no owner or any owner is not a Pod (a Job's, or a StatefulSet's group Workload)."""

@@ -27,7 +27,6 @@ from ...kube.objects import (
     lst,
     m,
     parse_time,
-    priority,
     s,
     spec,
     status,
@@ -645,7 +644,7 @@ def _holders(ctx: Context, cq: str) -> Holders:
                 ready = conditions(wl).get("PodsReady")
                 since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" \
                     else None
-                holders.append(Holder(key, priority(wl), since, quota.admitted_usage(wl)))
+                holders.append(Holder(key, ctx.state.priority_of(wl), since, quota.admitted_usage(wl)))
         found = per_cq[cq] = Holders(holders, sorted(h.priority for h in holders))
     return found
 
@@ -1187,6 +1186,18 @@ def _also_uncovered(ctx: Context, f: FlavorFailure, covered: list[str]) -> list[
                   if amount and res != "pods" and res != f.resource and res not in covered)
 
 
+def _ignore_undeclared(ctx: Context, alternative: str = "") -> str:
+    """The platform-wide way out since Kueue v0.19 (QuotaCheckStrategy, beta, on): Kueue skips requests of resources
+    a ClusterQueue does not cover (flavorassigner IgnoreUndeclaredResources); not with excludeResourcePrefixes."""
+    cfg = ctx.state.kueue_config
+    if cfg.ignores_undeclared or not cfg.gate("QuotaCheckStrategy"):
+        return ""
+    instead = f" ({alternative}: Kueue refuses both together)" if alternative else ""
+    return (" For every queue at once, a cluster admin can set resources.quotaCheckStrategy: IgnoreUndeclared in "
+            f"Kueue's Configuration{instead}: Kueue then admits without counting resources a ClusterQueue does not "
+            "cover.")
+
+
 def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: str) -> Finding:
     f = failures[0]
     if f.kind == FailureKind.RESOURCE_NOT_COVERED:
@@ -1216,12 +1227,13 @@ def _no_matching_flavor(ctx: Context, failures: list[FlavorFailure], granular: s
                      f"LimitRange defaults (or a RuntimeClass's pod overhead; status.resourceRequests shows what it "
                      f"counts). A cluster admin adds {f.resource} to the queue's coveredResources, lists it in "
                      "resources.excludeResourcePrefixes of Kueue's Configuration, or removes the LimitRange default "
-                     f"(kubectl -n {ctx.ns} get limitranges -o yaml).")
+                     f"(kubectl -n {ctx.ns} get limitranges -o yaml)." + _ignore_undeclared(ctx, "instead of the "
+                                                                                           "prefixes"))
             return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.CLUSTER_ADMIN,
                            hints=[cq_hint(ctx.cq_name)])
         what = "those requests" if others else "the request"
         kind = (s(ctx.owner_ref.get("kind")) if ctx.owner_ref else None) or "Job"
-        text += f": remove {what} from the {kind}, or add them to the queue's resourceGroups."
+        text += f": remove {what} from the {kind}, or add them to the queue's resourceGroups." + _ignore_undeclared(ctx)
         return finding(Reason.QUEUE_MISCONFIGURED, Cause.RESOURCE_NOT_COVERED, text, ctx, ActionBy.WORKLOAD_OWNER,
                         hints=[cq_hint(ctx.cq_name)])
     if f.kind == FailureKind.FLAVOR_NOT_FOUND:

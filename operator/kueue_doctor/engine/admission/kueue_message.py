@@ -306,8 +306,36 @@ def _pending_since(ctx: Context) -> datetime | None:
 
 @handles(Template.PREEMPTION_GATED, emits=pairs(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED))
 def _preemption_gated(ctx: Context, p: ParsedMessage) -> Finding:
-    text = "The Workload needs to preempt others, but a preemption gate (spec.preemptionGates) is closed."
+    """Kueue checks preemption gates only with ConcurrentAdmission or MultiKueueOrchestratedPreemption (both alpha,
+    scheduler.go): each of its own gates opens by its own rule; any other is opened by whoever set it."""
+    opened = {s(m(g).get("name")): m(g) for g in lst(ctx.status.get("preemptionGates"))
+              if s(m(g).get("position")) == "Open"}
+    closed = [n for n in (s(m(g).get("name")) for g in lst(ctx.spec.get("preemptionGates"))) if n and n not in opened]
+    if not closed:
+        text = "The Workload needs to preempt others, but a preemption gate (spec.preemptionGates) is closed."
+        return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED, text, ctx)
+    many = len(closed) > 1
+    text = (f"The Workload needs to preempt others to fit, but its preemption gate{'s' if many else ''} "
+            f"{', '.join(closed)} {'are' if many else 'is'} closed (spec.preemptionGates, no Open position in "
+            f"status.preemptionGates): Kueue preempts nothing for it until {'each' if many else 'it'} opens.")
+    for gate in closed[:3]:
+        text += " " + _GATE_OPENS.get(gate, f"{gate} is not one of Kueue's gates and Kueue never opens it: the "
+                                             "controller that added it must set its position to Open in "
+                                             "status.preemptionGates (ask its owner why it holds).")
     return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_GATED, text, ctx)
+
+
+_GATE_OPENS = {  # controllers/constants: MultiKueuePreemptionGate, ConcurrentAdmissionPreemptionGate
+    "kueue.x-k8s.io/multikueue": (
+        "kueue.x-k8s.io/multikueue marks a MultiKueue worker's copy: the manager cluster opens it on one worker at a "
+        "time, so that one worker preempts for the Workload while the others wait (MultiKueueOrchestratedPreemption); "
+        "it opens when the manager picks this worker, or when the one picked before runs out of time. The Workload "
+        "on the manager cluster shows where its copies stand."),
+    "kueue.x-k8s.io/concurrent-admission": (
+        "kueue.x-k8s.io/concurrent-admission marks a ConcurrentAdmission variant: Kueue lets one variant of the "
+        "parent Workload preempt at a time and opens this gate once the variant preempting now is done or runs out "
+        "of time."),
+}
 
 
 @handles(Template.WAITING_FOR_PODS_READY, emits=pairs(Reason.NOT_YET_EVALUATED, Cause.WAITING_FOR_PODS_READY))
@@ -351,10 +379,47 @@ def _transient(ctx: Context, p: ParsedMessage) -> Finding:
 @handles(Template.DRA_FEATURE_DISABLED, Template.DRA_RESOURCE_CLAIMS_UNSUPPORTED, Template.DRA_FIELD_ERRORS,
          emits=pairs(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED))
 def _dra(ctx: Context, p: ParsedMessage) -> Finding:
-    text = (f"Kueue cannot admit these Pods' Dynamic Resource Allocation claims: {ctx.cond_message('QuotaReserved')}"
-            ". The platform admin must enable Kueue's DRA integration and map the DeviceClass in Kueue's "
-            "configuration; Jobs must request devices through ResourceClaimTemplates, not shared ResourceClaims.")
-    return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx)
+    """Each DRA refusal has its own fixer: the gate off is the platform's, a named ResourceClaim is the owner's (Kueue
+    counts only claims made from templates, whatever its Configuration), a DeviceClass not mapped is the platform's."""
+    said = ctx.cond_message("QuotaReserved")
+    kind = (s(ctx.owner_ref.get("kind")) if ctx.owner_ref else None) or "Job"
+    if p.template == Template.DRA_RESOURCE_CLAIMS_UNSUPPORTED:
+        claims = _named_claims(ctx)
+        named = f" ({', '.join(claims[:3])})" if claims else ""
+        text = (f"Kueue refuses it: \"{said}\". Its Pods name existing ResourceClaims{named} through "
+                "resourceClaimName, and Kueue's DRA integration counts only claims the Pods get from a "
+                "ResourceClaimTemplate (resourceClaimTemplateName): no Configuration change admits a shared claim. "
+                f"The owner of the {kind} must request the devices through a ResourceClaimTemplate and recreate it.")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx,
+                       ActionBy.WORKLOAD_OWNER)
+    if p.template == Template.DRA_FEATURE_DISABLED:
+        cfg = ctx.state.kueue_config
+        where = f"; {cfg.gates_source}" if "KueueDRAIntegration" in cfg.feature_gates else ""
+        text = (f"Kueue refuses it: \"{said}\". Kueue's KueueDRAIntegration feature gate is off (on by "
+                f"default since Kueue v0.18, so someone turned it off{where}), and "
+                "KueueDRARejectWorkloadsWhenDRADisabled makes Kueue refuse every Workload whose Pods claim devices "
+                "rather than admit them uncounted. The platform admin turns KueueDRAIntegration on and maps the "
+                "claims' DeviceClasses in resources.deviceClassMappings of Kueue's Configuration; until then only "
+                f"a {kind} without resourceClaims is admitted.")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx)
+    if "is not mapped in DRA configuration" in said:  # dra/claims.go: the platform's mapping lacks the class
+        text = (f"Kueue cannot count these Pods' Dynamic Resource Allocation claims: {said}. The platform admin maps "
+                "the DeviceClass to a resource in resources.deviceClassMappings of Kueue's Configuration (and the "
+                "ClusterQueue's quota covers that resource).")
+        return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx)
+    # the claim as written: FirstAvailable, adminAccess, allocationMode All, a CEL selector that fails, an extended
+    # resource whose DeviceClass counts by counters or capacity (dra/claims.go, extended_resources.go)
+    text = (f"Kueue cannot count the devices these Pods claim, as the claims are written: {said}. The owner of the "
+            f"{kind} changes the ResourceClaimTemplate (or the request) as the message says and recreates the {kind}.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.DYNAMIC_RESOURCES_UNSUPPORTED, text, ctx,
+                   ActionBy.WORKLOAD_OWNER)
+
+
+def _named_claims(ctx: Context) -> list[str]:
+    """The resourceClaimName of each pod set's Pod template: what Kueue's DRA integration refuses."""
+    return [str(c["resourceClaimName"]) for ps in lst(ctx.spec.get("podSets"))
+            for c in (m(x) for x in lst(m(m(m(ps).get("template")).get("spec")).get("resourceClaims")))
+            if s(c.get("resourceClaimName"))]
 
 
 def _on_hold(ctx: Context) -> Finding:

@@ -11,7 +11,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, is_true, m, parse_time, priority, s, spec, time_text
+from ...kube.objects import (
+    PRIORITY_BOOST,
+    conditions,
+    format_time,
+    is_true,
+    m,
+    parse_time,
+    priority,
+    priority_boost,
+    s,
+    spec,
+    time_text,
+)
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
 from .. import quota
@@ -43,10 +55,7 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
     lq = state.local_queues.get((s(md.get("namespace")) or "", s(spec(wl).get("queueName")) or ""))
     if lq is not None and (s(spec(lq).get("stopPolicy")) or "None") != "None":
         return None
-    p = priority(wl)
-    boost = s(m(md.get("annotations")).get("kueue.x-k8s.io/priority-boost"))
-    if boost and boost.lstrip("-").isdigit():
-        p += int(boost)
+    p = state.priority_of(wl)
     stamp = s(md.get("creationTimestamp")) or ""
     evicted = cond.get("Evicted")
     if is_true(evicted):  # GetQueueOrderTimestamp: some evictions requeue at the eviction time
@@ -130,7 +139,8 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
     if head is not None:
         hns, hname, huid = head
         text = (f"Waits behind {hns}/{hname} at the head of StrictFIFO {ctx.cq_text}: Kueue admits "
-                "nothing after the head until the head is admitted (see its diagnosis)." + _fits_now(ctx))
+                "nothing after the head until the head is admitted (see its diagnosis)."
+                + _head_boosted(ctx, hns, hname) + _boost_ignored(ctx) + _fits_now(ctx))
         return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                        hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
@@ -172,17 +182,43 @@ def behind_queue_head(ctx: Context) -> Finding | None:
     hns, hname, huid = head
     since = ctx.cond_time("QuotaReserved")
     head_wl = ctx.state.workloads.get((hns, hname))
-    head_prio = spec(head_wl).get("priority") if head_wl is not None else None
-    ahead = f" (priority {head_prio} against {ctx.priority})" if isinstance(head_prio, int) else ""
+    ahead = f" (priority {ctx.state.priority_of(head_wl)} against {ctx.priority})" if head_wl is not None else ""
     text = (f"Waits behind {hns}/{hname}, the head of StrictFIFO {ctx.cq_text}{ahead}: Kueue evaluates nothing "
             f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
             f"{format_time(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
-            "no longer what blocks it; it is kept in the evidence." + _fits_now(ctx))
+            "no longer what blocks it; it is kept in the evidence." + _boost_ignored(ctx) + _fits_now(ctx))
     return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                    blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                    evidence=[ctx.condition_evidence("QuotaReserved")],
                    blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
                    hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+
+
+def _head_boosted(ctx: Context, hns: str, hname: str) -> str:
+    """A head that is ahead by its priority-boost annotation (the PriorityBoost gate on): a user reading both
+    spec.priority values would not see why."""
+    head = ctx.state.workloads.get((hns, hname))
+    if head is None or not ctx.state.kueue_config.gate("PriorityBoost"):
+        return ""
+    boost = priority_boost(head)
+    if not boost or not priority(head) <= ctx.priority < priority(head) + boost:
+        return ""  # no boost, or ahead without it
+    return (f" It heads the queue by its {PRIORITY_BOOST}={boost}: Kueue's PriorityBoost feature gate is "
+            f"{ctx.state.kueue_config.gate_text('PriorityBoost')}, so it counts as priority "
+            f"{ctx.state.priority_of(head)} against this Workload's {ctx.priority}.")
+
+
+def _boost_ignored(ctx: Context) -> str:
+    """A priority-boost annotation that does not count: Kueue reads it only with its alpha PriorityBoost gate on
+    (utilpriority.PriorityBoost), so a boosted Workload still waits behind an older one of the same priority."""
+    boost = priority_boost(ctx.wl)
+    cfg = ctx.state.kueue_config
+    if not boost or cfg.gate("PriorityBoost"):
+        return ""
+    return (f" Its {PRIORITY_BOOST}={boost} does not count: Kueue's PriorityBoost feature gate is "
+            f"{cfg.gate_text('PriorityBoost')}, so Kueue orders it by spec.priority {ctx.priority} alone; the boost "
+            "takes effect only once a cluster admin turns that alpha gate on (featureGates: {PriorityBoost: true} "
+            "in Kueue's Configuration).")
 
 
 def _fits_now(ctx: Context) -> str:

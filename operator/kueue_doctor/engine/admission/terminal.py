@@ -6,6 +6,7 @@ Neighbours: `eviction.py` (evictions that are not final), `diagnose.phase_of` (w
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from ...kube.objects import format_duration, format_time, i, m, name, ordinal, parse_time, s, spec
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
@@ -40,6 +41,9 @@ def finished(ctx: Context) -> Finding | None:
     if reason == "Failed":  # Kueue's text for a failed AppWrapper is fixed: its own status says why
         failure = aw_failure(ctx.owner)
         text += ("." if failure and not text.endswith(".") else "") + failure
+    retention = _finished_retention(ctx)
+    if retention:
+        text += ("" if text.endswith(".") else ".") + retention
     evidence = [ctx.condition_evidence("Finished")]
     if reason == "Failed" and ctx.owner is not None and is_appwrapper(ctx.owner):
         unhealthy = aw_condition(ctx.owner, "Unhealthy")
@@ -99,7 +103,7 @@ def deactivated(ctx: Context) -> Finding | None:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
     if cause == Cause.REQUEUING_LIMIT_EXCEEDED:
         text += _after_reactivation(ctx)
-    text += _queues_stopped(ctx)
+    text += _queues_stopped(ctx) + _deactivated_retention(ctx)
     action = ActionBy.WORKLOAD_OWNER
     evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
     if ctx.true("QuotaReserved") and evicted_at is not None:
@@ -140,6 +144,40 @@ def _after_reactivation(ctx: Context) -> str:
     return (f" Reactivated, it gets {cfg.requeue_limit} requeue(s) again (Kueue cleared requeueState), each "
             f"admission allowing {timeout} for its Pods to become ready; if they wait for capacity that comes and "
             "goes (spot), the cluster admin can raise backoffLimitCount or unset it (kueue#15255).")
+
+
+def _finished_retention(ctx: Context) -> str:
+    """When Kueue deletes the finished Workload (objectRetentionPolicies.workloads.afterFinished): the diagnosis and
+    the Workload go then, the owner stays."""
+    keep = ctx.state.kueue_config.retention("afterFinished")
+    done = ctx.cond_time("Finished")
+    if keep is None or done is None:
+        return ""
+    due = done + timedelta(seconds=keep)
+    when = "was due for deletion at" if ctx.after(done, timedelta(seconds=keep)) else "is deleted at"
+    return (f" Kueue's objectRetentionPolicies.workloads.afterFinished ({format_duration(keep, precise=True)}) means "
+            f"this Workload {when} {format_time(due)}; its owner stays, without a Workload.")
+
+
+def _deactivated_retention(ctx: Context) -> str:
+    """objectRetentionPolicies.workloads.afterDeactivatedByKueue: Kueue's job reconciler deletes the owner (and so
+    the Workload) that long after Kueue deactivated it (Evicted DeactivatedDueTo...; a user's spec.active=false is
+    never deleted): the owner has that long to reactivate it or to save its logs (jobframework
+    handleWorkloadAfterDeactivatedPolicy)."""
+    keep = ctx.state.kueue_config.retention("afterDeactivatedByKueue")
+    evicted = ctx.cond("Evicted")
+    at = ctx.cond_time("Evicted")
+    if keep is None or at is None or not ctx.true("Evicted") or \
+            not (s(m(evicted).get("reason")) or "").startswith("DeactivatedDueTo"):
+        return ""
+    owner = f"{s(ctx.owner.get('kind'))} {ctx.ns}/{name(ctx.owner)}" if ctx.owner is not None else "its owner"
+    due = at + timedelta(seconds=keep)
+    rule_ = f"objectRetentionPolicies.workloads.afterDeactivatedByKueue ({format_duration(keep, precise=True)})"
+    if ctx.after(at, timedelta(seconds=keep)):
+        return (f" Kueue's {rule_} made {owner} due for deletion at {format_time(due)}: Kueue deletes it, and this "
+                "Workload with it, on its next pass; only recreating it runs the job again.")
+    return (f" Mind the clock: Kueue's {rule_} deletes {owner}, and this Workload with it, at {format_time(due)}: "
+            "reactivate it before then, or save what you need from it (Pod logs, its spec) and recreate it later.")
 
 
 def _timeouts(ctx: Context) -> str:

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import i, labels, lst, m, meta, name, priority, s, spec, status
+from ...kube.objects import i, labels, lst, m, meta, name, s, spec, status
 from ...kube.quantity import parse
 from ...kube.selectors import label_selector_matches
 from ...state import WORKLOAD_ANNOTATION
@@ -122,7 +122,7 @@ def _holders_on(ctx: Context, flavor: str, resource: str) -> str:
         wl = ctx.state.workloads.get(key)
         held = quota.admitted_usage(wl).get((flavor, resource)) if wl is not None else None
         if wl is not None and held:
-            out.append((priority(wl), f"{key[0]}/{name(wl)}", held))
+            out.append((ctx.state.priority_of(wl), f"{key[0]}/{name(wl)}", held))
     if not out:
         return ""
     out.sort()

@@ -90,7 +90,8 @@ def max_exec_note(ctx: Context) -> str:
     if ctx.after(admitted, left):
         return (f" Its maximum execution time ran out at {format_time(deadline)} ({what}): expect Kueue to deactivate "
                 "it and stop its Pods (Evicted DeactivatedDueToMaximumExecutionTimeExceeded).")
-    return f" Kueue deactivates it and stops its Pods at about {format_time(deadline)} ({what})."
+    return (f" Kueue deactivates it and stops its Pods at about {format_time(deadline)} ({what}): the clock runs from "
+            "the admission, time spent waiting for Pods included.")
 
 
 def _kueue_timeout_note(ctx: Context) -> str:
@@ -204,11 +205,12 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
     if summary is None and ctx.pods:
         summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
-    text = f"Admitted by {ctx.cq_text} and running" + counts + "." + max_exec_note(ctx)
+    text = f"Admitted by {ctx.cq_text} and running" + counts + "."
     if unverified:
         text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
     books = accounting.own_overrun(ctx) if ctx.pods else ""  # more Pods run than Kueue charges (kueue#14609)
+    text += max_exec_note(ctx)
     return Finding(Reason.RUNNING, cause, text + books, ActionBy.CLUSTER_ADMIN if books else ActionBy.NOBODY,
                    since=since, evidence=base_evidence(ctx),
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
