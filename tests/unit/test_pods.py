@@ -551,6 +551,11 @@ def test_pod_message_corpus(entry: dict[str, Any]) -> None:
         assert found is not None
         assert found[0] == expect["reason"] and expect["message_contains"] in found[1]
         assert found[1] == ev["message"]
+        if "denial" in expect:  # which admission plugin refused the Pod, as the verdict names it
+            denial = P.create_denial(found[1])
+            assert denial is not None
+            assert (denial.plugin, denial.name, list(denial.items)) == (
+                expect["denial"]["plugin"], expect["denial"]["name"], expect["denial"]["items"])
         return
     the_pod, events = _corpus_pod(entry)
     [blocker] = P.summarize_pods([the_pod], expected=1, events=events).blockers

@@ -28,8 +28,17 @@ Import from the package (``from kueue_doctor.engine import pods``); the modules 
 from __future__ import annotations
 
 from ...kube.objects import as_time as parse_time  # kept for importers: RFC 3339 text or a datetime
-from .events import JOB_CREATION_FAILED, event_count, event_first_time, event_message, event_time, job_failed_create
-from .kubelet import BENIGN_WAITING_REASONS
+from .events import (
+    JOB_CREATION_FAILED,
+    CreateDenial,
+    create_denial,
+    event_count,
+    event_first_time,
+    event_message,
+    event_time,
+    job_failed_create,
+)
+from .kubelet import BENIGN_WAITING_REASONS, own_limit_eviction, pull_rate_limited
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
@@ -55,17 +64,21 @@ __all__ = [
     "MESSAGE_LIMIT",
     "NO_NODES_MESSAGE",
     "TERMINATED_BY_KUEUE",
+    "CreateDenial",
     "NodeFitReason",
     "PodBlocker",
     "PodSummary",
     "SchedulingFailure",
+    "create_denial",
     "event_count",
     "event_first_time",
     "event_message",
     "event_time",
     "is_kueue_gate",
     "job_failed_create",
+    "own_limit_eviction",
     "parse_scheduler_message",
     "parse_time",
+    "pull_rate_limited",
     "summarize_pods",
 ]

@@ -12,6 +12,7 @@ Neighbours: `summary.py` asks `PodEvents` per Pod; `kubelet.py` names the start-
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,6 +100,56 @@ def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, da
         if best_key is None or key > best_key:
             best, best_key = (reason or "FailedCreate", event_message(ev), t), key
     return best
+
+
+@dataclass(frozen=True)
+class CreateDenial:
+    """Which admission plugin refused a Pod the controller tried to create, and what it said, parsed."""
+
+    plugin: str  # ResourceQuota, PodSecurity, LimitRange, Webhook
+    name: str  # the ResourceQuota, the Pod Security level ("restricted:latest"), the webhook
+    items: tuple[str, ...]  # "requests.cpu: 1 requested, 8 used of 8"; 'container "main" must set ...'; ...
+    head: int = -1  # where the message's details (restated by `items`) start; -1: nothing to cut
+
+
+# The API errors a Pod create meets in admission (v1.36.3): AS pkg/admission/plugin/resourcequota/controller.go:471,622
+# (K pkg/quota/v1/evaluator/core/pods.go:170 "must specify"), pod-security-admission admission/admission.go:481, K
+# plugin/pkg/admission/limitranger/admission.go:315-354, AS pkg/admission/plugin/webhook/errors/statuserror.go:29,47.
+_EXCEEDED = re.compile(r"exceeded quota: ([^,]+), requested: (.*?), used: (.*?), limited: (.*?)(?:$|\]|, \w+ quota)")
+_MUST_SPECIFY = re.compile(r"failed quota: ([^:]+): must specify (.+)")
+_POD_SECURITY = re.compile(r'violates PodSecurity "([^"]+)": (.+)')
+_LIMIT_RANGE = re.compile(r"(?:maximum|minimum) \S+ usage per \w+ is [^,\]]+(?:, but (?:limit|request) is [^,\]]+"
+                          r"|\.  No (?:limit|request) is specified)")
+_WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request(?::| without explanation)\s*(.*)')
+
+
+def _pairs(text: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in text.split(",") if "=" in p)
+
+
+def create_denial(message: str) -> CreateDenial | None:
+    """The admission refusal a FailedCreate message carries, parsed; None for other errors."""
+    found = _EXCEEDED.search(message)
+    if found is not None:
+        requested, used, limited = (_pairs(found.group(n)) for n in (2, 3, 4))
+        return CreateDenial("ResourceQuota", found.group(1).strip(), tuple(
+            f"{r}: {requested[r]} requested, {used.get(r, '?')} used of {limited.get(r, '?')}" for r in requested))
+    found = _MUST_SPECIFY.search(message)
+    if found is not None:
+        return CreateDenial("ResourceQuota", found.group(1).strip(), tuple(
+            f"must specify {x.strip()}" for x in found.group(2).split(";") if x.strip()))
+    found = _POD_SECURITY.search(message)
+    if found is not None:
+        musts = re.findall(r"\(([^()]*\bmust\b[^()]*)\)", found.group(2)) or found.group(2).split("), ")
+        return CreateDenial("PodSecurity", found.group(1), tuple(dict.fromkeys(x.strip() for x in musts)),
+                            found.start(2) - 2)
+    limits = _LIMIT_RANGE.findall(message)
+    if limits:
+        return CreateDenial("LimitRange", "", tuple(x.replace(".  ", ": ") for x in limits))
+    found = _WEBHOOK.search(message)
+    if found is not None:
+        return CreateDenial("Webhook", found.group(1), (found.group(2).strip(),) if found.group(2).strip() else ())
+    return None
 
 
 @dataclass

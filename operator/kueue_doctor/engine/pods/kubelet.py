@@ -11,6 +11,7 @@ Neighbours: `summary.py` turns these into PodBlocker categories (Failing, Contai
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -98,3 +99,43 @@ def failed_pod_ends(pods: Iterable[Mapping[str, Any]]) -> list[str]:
                     if m(e).get("exitCode")), s(st.get("reason")) or "Failed")
         failed.append(f"{s(m(pod.get('metadata')).get('name'))} ({why})")
     return failed
+
+
+# The eviction manager's texts for a Pod that outgrew its own local-storage limits (K pkg/kubelet/eviction/helpers.go:
+# 54-58, v1.36.3): evicted at once, whatever the node has free, unlike "The node was low on resource: ..." (pressure).
+_OWN_LIMIT_EVICTIONS = (
+    (re.compile(r'Pod ephemeral local storage usage exceeds the total limit of containers (\S+?)\.? '), "pod"),
+    (re.compile(r'Container (\S+) exceeded its local ephemeral storage limit "([^"]*)"'), "container"),
+    (re.compile(r'Usage of EmptyDir volume "([^"]*)" exceeds the limit "([^"]*)"'), "emptyDir"),
+)
+
+
+def own_limit_eviction(message: str) -> tuple[str, str, str] | None:
+    """``(what, name, limit)`` when the kubelet evicted the Pod for exceeding its own ephemeral-storage limit
+    (``what`` is "pod", "container" or "emptyDir"; ``name`` the container or volume), else None."""
+    for pattern, what in _OWN_LIMIT_EVICTIONS:
+        found = pattern.match(message)
+        if found is not None:
+            groups = found.groups()
+            return (what, "", groups[0]) if len(groups) == 1 else (what, groups[0], groups[1])
+    return None
+
+
+# Image pulls refused for their rate, not for the image: the kubelet's own throttle (registryPullQPS/registryBurst, K
+# pkg/kubelet/images/helpers.go:51, v1.36.3) and a registry's HTTP 429 (Docker Hub: "toomanyrequests: You have reached
+# your pull rate limit"), as the runtime's error carries it into ErrImagePull / ImagePullBackOff.
+PULL_QPS_EXCEEDED = "pull QPS exceeded"
+_REGISTRY_RATE_LIMIT = re.compile(r"toomanyrequests[^\n]*|429 Too Many Requests[^\n]*")
+
+
+def pull_rate_limited(message: str) -> tuple[str, str] | None:
+    """``("kubelet", text)`` when the node's kubelet throttled the pull, ``("registry", the registry's words)`` when the
+    registry answered 429, else None."""
+    if message == PULL_QPS_EXCEEDED or message.endswith(": " + PULL_QPS_EXCEEDED):
+        return "kubelet", PULL_QPS_EXCEEDED
+    found = _REGISTRY_RATE_LIMIT.search(message)
+    if found is None:
+        return None
+    said = found.group(0)
+    cut = said.find("toomanyrequests")
+    return "registry", (said[cut:] if cut > 0 else said)[:200]

@@ -210,20 +210,28 @@ class Constraint:
     NODE_STATE: Final = "NodeState"  # cordoned, unknown conditions: the nodes' state, not the Pod's constraints
     VOLUME: Final = "Volume"
     VOLUME_NODE_AFFINITY: Final = "VolumeNodeAffinity"
+    PORTS: Final = "Ports"  # a hostPort of the Pod taken on the node (named Scheduler in status.blocker)
     OTHER: Final = "Scheduler"
 
 
 # kube-scheduler's default Filter order (v1.36 default_plugins): a node is rejected by the first plugin that
 # fails, so a node reported for a later plugin passed every earlier one (a node that lacks cpu matched the
 # selector and tolerated the taints). The stage of a constraint is its place in that order.
-STAGE = {Constraint.NODE_STATE: 0, Constraint.TAINT: 1, Constraint.NODE_SELECTOR: 2, Constraint.RESOURCE: 3,
-         Constraint.VOLUME: 4, Constraint.VOLUME_NODE_AFFINITY: 5, Constraint.OTHER: 6}
+STAGE = {Constraint.NODE_STATE: 0, Constraint.TAINT: 1, Constraint.NODE_SELECTOR: 2, Constraint.PORTS: 3,
+         Constraint.RESOURCE: 4, Constraint.VOLUME: 5, Constraint.VOLUME_NODE_AFFINITY: 6, Constraint.OTHER: 7}
 
 # PreFilter (K pkg/scheduler/framework/runtime/framework.go:973): the nodes NodeAffinity names (the Pod's required
 # affinity on metadata.name) and those VolumeBinding names (the nodes of its bound local PersistentVolumes) do not
 # overlap. VolumeBinding narrowed the nodes so on kube-scheduler v1.27-v1.31 (kubernetes#109877; gone since #125398,
 # v1.32 and the 1.29-1.31 patch releases); v1.36.3 still writes the format, for any plugins.
 PREFILTER_VOLUME_CONFLICT = "node(s) didn't satisfy plugin(s) [NodeAffinity VolumeBinding] simultaneously"
+
+# NodePorts (K .../nodeports/node_ports.go:51): a hostPort the Pod asks is in use on the node. PodTopologySpread
+# (K .../podtopologyspread/plugin.go:41,43): a DoNotSchedule constraint's skew would be exceeded, or the node lacks
+# the constraint's topologyKey label. All three are the Pods' own rules, not the nodes' capacity.
+NODE_PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
+SPREAD_UNMET = "node(s) didn't match pod topology spread constraints"
+SPREAD_LABEL_MISSING = SPREAD_UNMET + " (missing required label)"
 
 # Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
 _EXACT = {
@@ -235,6 +243,7 @@ _EXACT = {
     "node(s) were unschedulable": Constraint.NODE_STATE,  # nodeunschedulable:51
     "node(s) had unknown conditions": Constraint.NODE_STATE,  # nodeunschedulable:49
     "Too many pods": Constraint.RESOURCE,  # noderesources/fit.go:685
+    NODE_PORTS_TAKEN: Constraint.PORTS,
     "pod has unbound immediate PersistentVolumeClaims": Constraint.VOLUME,  # volumebinding:378
     "node(s) didn't find available persistent volumes to bind": Constraint.VOLUME,  # binder.go:64
     "node(s) did not have enough free storage": Constraint.VOLUME,  # binder.go:68

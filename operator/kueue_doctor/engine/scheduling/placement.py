@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import as_time, conditions, format_time, is_true, lst, m, name, owner_refs, s, spec, status
+from ...kube.objects import as_time, conditions, format_time, i, is_true, lst, m, name, owner_refs, s, spec, status
 from ...kube.quantity import parse
 from ...kube.selectors import node_term_matches
 from ...state import Derived
@@ -32,8 +32,11 @@ from .. import quota
 from ..context import Context
 from ..pods.scheduler import (
     DEVICE_TEXTS,
+    NODE_PORTS_TAKEN,
     PREEMPTION_WAITING,
     PREFILTER_VOLUME_CONFLICT,
+    SPREAD_LABEL_MISSING,
+    SPREAD_UNMET,
     Constraint,
     claim_of,
     constraint_of,
@@ -316,6 +319,7 @@ class Placement:
     late: list[str] = field(default_factory=list)  # untolerated taints put on after the Pods were placed
     tainted: list[str] = field(default_factory=list)  # the usable nodes carrying them (late taints)
     pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
+    own_rule: bool = False  # the Pods' own placement rule (hostPort, topology spread, pod affinity) rejects the nodes
     checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
 
 
@@ -436,7 +440,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
         extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
-                                                       "checks")}
+                                                       "checks", "own_rule")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -554,6 +558,11 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
                     + (": no PersistentVolume is bound or can be provisioned for it (StorageClass, provisioner)"
                        if storage else ": create the claim or fix its name in the Job"),
                     name=", ".join(claims) or None, nodes=count, short=claims)
+    if constraint == Constraint.PORTS:
+        return _host_ports(ctx, make, count, pod)
+    spread = [r for r in reasons if r.text.startswith(SPREAD_UNMET)]
+    if spread:
+        return _spread(ctx, make, spread, failure, pod)
     why = failure.short()
     action = ActionBy.CLUSTER_ADMIN
     if constraint == Constraint.NODE_STATE:
@@ -563,7 +572,67 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         why += (": the Pods' own required pod affinity (spec.affinity.podAffinity) finds no node running the Pods "
                 "they must join: start those, or relax the rule in the Job")
         action = ActionBy.WORKLOAD_OWNER
-    return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count)
+    return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count,
+                own_rule=action == ActionBy.WORKLOAD_OWNER)
+
+
+def _host_ports(ctx: Context, make: Callable[..., Placement], count: int | None,
+                pod: Mapping[str, Any] | None) -> Placement:
+    """A hostPort of the Pods is taken on every node their other constraints allow: one Pod per node and port, which
+    Kueue's quota does not count. Held by the Workload's own Pods, it needs as many such nodes as Pods; held by others
+    (a DaemonSet), by them. Either way the hostPort is the owner's choice to drop."""
+    asked = {(i(m(p).get("hostPort")), s(m(p).get("protocol")) or "TCP")
+             for c in (*lst(spec(pod or {}).get("containers")), *lst(spec(pod or {}).get("initContainers")))
+             for p in lst(m(c).get("ports")) if i(m(p).get("hostPort"))}
+    ports = ", ".join(f"{port}/{proto}" for port, proto in sorted(asked)) or "a hostPort"
+    own = sorted((s(spec(p).get("nodeName")) or "", name(p) or "") for p in ctx.pods
+                 if s(spec(p).get("nodeName")) and s(status(p).get("phase")) not in ("Succeeded", "Failed")
+                 and any((i(m(x).get("hostPort")), s(m(x).get("protocol")) or "TCP") in asked
+                         for c in lst(spec(p).get("containers")) for x in lst(m(c).get("ports"))))
+    held = (f", held there by {len(own)} of this Workload's own Pods ("
+            + ", ".join(f"{pod_name} on {node}" for node, pod_name in own[:3]) + ")" if own else
+            ", held there by other Pods (a DaemonSet's, another Job's)")
+    expected = sum(i(m(psa).get("count")) for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")))
+    need = f"its {expected} Pods need {expected} such nodes" if expected > 1 else "it needs a node where it is free"
+    return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                f"{count} node(s) the Pods may use have hostPort {ports} in use{held}: a hostPort fits one Pod per "
+                f"node, so {need}, which Kueue's quota does not count. The owner drops hostPort from the Job's Pod "
+                "template (reach the Pods by their IP or a Service), or the cluster admin adds nodes",
+                name=NODE_PORTS_TAKEN, nodes=count, own_rule=True)
+
+
+def _spread(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
+            failure: podlib.SchedulingFailure, pod: Mapping[str, Any] | None) -> Placement:
+    """The Pods' own DoNotSchedule topologySpreadConstraints reject the nodes: a topologyKey the nodes do not carry
+    (the owner's key, often misspelt), or a skew one more Pod would exceed while the domains that may take it are
+    full (what rejects those nodes is named too: more room there, or a looser constraint)."""
+    hard = [m(c) for c in lst(spec(pod or {}).get("topologySpreadConstraints"))
+            if (s(m(c).get("whenUnsatisfiable")) or "DoNotSchedule") == "DoNotSchedule"]
+    count = sum(r.count for r in reasons)
+    if any(r.text == SPREAD_LABEL_MISSING for r in reasons):
+        keys = sorted({s(c.get("topologyKey")) or "?" for c in hard}) or ["?"]
+        carried = ""
+        if ctx.state.knows("Node") and ctx.state.nodes:
+            having = [k for k in keys if any(k in m(m(n.get("metadata")).get("labels"))
+                                             for n in ctx.state.nodes.values())]
+            carried = (f" (no node in the cluster carries {', '.join(k for k in keys if k not in having)})"
+                       if len(having) < len(keys) else "")
+        return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                    f"{count} node(s) lack the label {', '.join(keys)} that the Pods' topologySpreadConstraints "
+                    f"(whenUnsatisfiable DoNotSchedule) spread over{carried}: kube-scheduler places such a Pod only on "
+                    "nodes that carry its topologyKey. The owner fixes topologyKey in the Job's Pod template (a "
+                    "misspelt key?) or makes the constraint ScheduleAnyway", name=SPREAD_LABEL_MISSING, nodes=count,
+                    own_rule=True)
+    rule_ = "; ".join(f"{s(c.get('topologyKey')) or '?'} maxSkew {i(c.get('maxSkew'), 1)}" for c in hard[:2])
+    others = [r for r in failure.reasons if not r.text.startswith(SPREAD_UNMET)]
+    short = (f"; the other {sum(r.count for r in others)} node(s), where a Pod would keep the spread, are rejected "
+             "for " + ", ".join(f"{r.count} {r.text}" for r in others[:3]) if others else "")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                f"{count} node(s) would break the Pods' own topologySpreadConstraints ({rule_ or 'DoNotSchedule'}, "
+                f"whenUnsatisfiable DoNotSchedule): one more Pod there exceeds the skew{short}. The cluster admin "
+                "makes room in the domains with fewer of these Pods, or the owner loosens the constraint (a larger "
+                "maxSkew, or ScheduleAnyway); Kueue's quota knows no topology domains",
+                name=SPREAD_UNMET, nodes=count, own_rule=True)
 
 
 def _count(failure: podlib.SchedulingFailure, constraint: str, reasons: Sequence[podlib.NodeFitReason],
@@ -736,7 +805,7 @@ def _kueue_terminated(ctx: Context, node: str) -> list[str]:
                   and is_true(conditions(p).get(podlib.TERMINATED_BY_KUEUE)))
 
 
-def _job_failures(ctx: Context) -> str:
+def job_failures(ctx: Context) -> str:
     """"; Job failures 22/100 backoffLimit": every Pod Kueue fails counts against the Job's backoffLimit."""
     owner = ctx.owner
     if owner is None or s(owner.get("kind")) != "Job":
@@ -764,8 +833,8 @@ def _pinned_why(ctx: Context, node: str, late: _Late) -> tuple[ActionBy, str]:
                                  "node, or evicts the Workload when none fits")
     terminated = _kueue_terminated(ctx, node)
     failed = (f"Kueue's TAS node controller failed {len(terminated)} replacement Pod(s) there "
-              f"({podlib.TERMINATED_BY_KUEUE}{_job_failures(ctx)})" if terminated else
-              f"Kueue's TAS node controller fails Pods pinned there ({podlib.TERMINATED_BY_KUEUE}{_job_failures(ctx)})")
+              f"({podlib.TERMINATED_BY_KUEUE}{job_failures(ctx)})" if terminated else
+              f"Kueue's TAS node controller fails Pods pinned there ({podlib.TERMINATED_BY_KUEUE}{job_failures(ctx)})")
     running = _on_nodes(ctx).get(node, [])
     stuck = (f"as pod {name(running[0])} still runs on {node}, Kueue never marks the node unhealthy, so nothing "
              "re-places them (kueue#14917)" if running else

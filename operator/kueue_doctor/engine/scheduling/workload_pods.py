@@ -15,6 +15,7 @@ from typing import Any
 from ...api import MAX_TEXT
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
+    clip,
     closed,
     conditions,
     format_duration,
@@ -49,7 +50,7 @@ from .owners import (
     topology_assigned_pods,
     unmet_dependencies,
 )
-from .placement import Placement, placement
+from .placement import Placement, job_failures, placement
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
@@ -366,18 +367,18 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     if failed is not None:
         reason, message, when, about = failed
         evidence.append(ctx.object_evidence("Event", name(about), "event", reason, message, when, ctx.ns))
-        quota_denied = "exceeded quota" in message
         where = "" if about is ctx.owner else f" of {s(about.get('kind'))} {name(about)}"
         creator = _CREATOR.get(reason) or f"the {s(about.get('kind')) or 'owner'}'s controller"
         if reason == "FailedCreate" and s(about.get("kind")) in ("Job", "StatefulSet", "ReplicaSet"):
             creator = f"the {s(about.get('kind'))} controller"
         what = "the Jobs, hence no Pods," if reason == podlib.JOB_CREATION_FAILED else "the Pods"
+        denial = podlib.create_denial(message)
+        said = message[:denial.head] if denial is not None and denial.head > 0 else message  # the advice restates
+        advice = _EXTENDED_NO_LIMIT if _NO_LIMIT in message else _denial_advice(ctx, denial)
         text = (f"Admitted, but {creator} cannot create {what}{where} "
                 f"({_existing(summary)}): "
-                f"{closed(message[:400])} "
-                + ("A namespace ResourceQuota denies them: raise it or lower the request." if quota_denied
-                   else _EXTENDED_NO_LIMIT if _NO_LIMIT in message
-                   else "Fix what the message names (webhook, LimitRange, PodSecurity)."))
+                f"{closed(clip(said, 400) or '')} " + advice
+                + f" Meanwhile the Workload holds its quota in {ctx.cq_text}." + timeout_note(ctx))
         return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
@@ -397,6 +398,31 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     text += timeout_note(ctx)
     return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, action, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+def _denial_advice(ctx: Context, denial: podlib.CreateDenial | None) -> str:
+    """What refused the Pods at creation and who changes what: the namespace's ResourceQuota (Kueue admits against its
+    ClusterQueue and never reads it), its Pod Security level, a LimitRange, or a webhook."""
+    if denial is None:
+        return "Fix what the message names (webhook, LimitRange, PodSecurity, ResourceQuota)."
+    items = "; ".join(denial.items[:4]) + ("; ..." if len(denial.items) > 4 else "")
+    if denial.plugin == "ResourceQuota" and denial.items and denial.items[0].startswith("must specify"):
+        return (f"ResourceQuota {denial.name} of namespace {ctx.ns} caps those resources, so every Pod must state "
+                "them: the owner sets them in the Job's Pod template, or the namespace admin adds a LimitRange that "
+                "defaults them.")
+    if denial.plugin == "ResourceQuota":
+        return (f"Namespace {ctx.ns}'s ResourceQuota {denial.name} is full ({items}): Kueue admits against its "
+                "ClusterQueue's quota and never reads ResourceQuotas, so Pods outside Kueue or a ResourceQuota below "
+                "the queue's share refuse what Kueue admitted. Raise the ResourceQuota or lower the request.")
+    if denial.plugin == "PodSecurity":
+        return (f"Namespace {ctx.ns} enforces Pod Security level {denial.name} (label "
+                "pod-security.kubernetes.io/enforce): the owner makes the Job's Pod template comply"
+                + (f" ({items})" if items else "") + ", or the namespace admin relaxes the level.")
+    if denial.plugin == "LimitRange":
+        return (f"A LimitRange of namespace {ctx.ns} refuses them ({items}): the owner fits the Pod template's "
+                "requests and limits to it (Kueue admitted those requests), or the namespace admin changes it.")
+    return (f"Admission webhook {denial.name} refuses them" + (f" ({items})" if items else "") + ": the owner "
+            "changes what it names, or whoever runs the webhook its policy.")
 
 
 _RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -566,7 +592,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             action = ActionBy.CLUSTER_ADMIN
     if books:
         text, action = text + books, ActionBy.CLUSTER_ADMIN
-    if not books and not hints and place.funnel is None and \
+    if not books and not hints and place.funnel is None and not place.own_rule and \
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
@@ -902,6 +928,8 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
                 f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
                 + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
+    elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and podlib.pull_rate_limited(blocker.message):
+        text, action = _pull_rate_limited(ctx, blocker, view.summary, fresh)
     elif blocker.category == "Failing" and blocker.reason == "DeadlineExceeded":
         text = (f"Admitted and started, but {blocker.count}/{view.summary.expected} Pods failed with DeadlineExceeded"
                 f"{msg} (pod {blocker.pod}): they ran longer than activeDeadlineSeconds (the Job's spec or its Pod "
@@ -915,6 +943,8 @@ def containers_not_starting(ctx: Context) -> Finding | None:
                 "(Pods it does not see, such as static Pods, or a race). The Job controller replaces failed Pods; "
                 "if it repeats, the cluster admin must look at what runs on that node." + history_note(view.summary)
                 + timeout_note(ctx))
+    elif blocker.category == "Failing" and blocker.reason == "Evicted" and podlib.own_limit_eviction(blocker.message):
+        text = _own_limit_eviction(ctx, blocker, view.summary)
     elif blocker.category == "Failing" and blocker.reason == "Evicted":  # the kubelet, under node pressure
         text = (f"Admitted and started, but the kubelet evicted {blocker.count}/{view.summary.expected} Pods{msg} "
                 f"(pod {blocker.pod}): the node ran short, and Pods using more than they request go first. Raise "
@@ -933,3 +963,55 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     return Finding(Reason.CONTAINERS_NOT_STARTING, cause, text, action, since=since, evidence=evidence,
                    pods=view.status, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
+
+
+def _own_limit_eviction(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary) -> str:
+    """Evicted by the kubelet for outgrowing the Pod's own ephemeral-storage limit (or an emptyDir's sizeLimit): not
+    node pressure, so more requests or another node never help, and every replacement that writes as much meets the
+    same end, each counted against the Job's backoffLimit."""
+    what, which, limit = podlib.own_limit_eviction(blocker.message) or ("pod", "", "")
+    exceeded = {"pod": f"the Pod's ephemeral-storage limit ({limit}, the sum of its containers' limits)",
+                "container": f"container {which}'s ephemeral-storage limit ({limit})",
+                "emptyDir": f"emptyDir volume {which}'s sizeLimit ({limit})"}[what]
+    fix = (f"Raise emptyDir.sizeLimit of volume {which} in the Job's Pod template, or put that data on a "
+           "PersistentVolume" if what == "emptyDir" else
+           "Raise resources.limits.ephemeral-storage (and the request with it) in the Job's Pod template, or write "
+           "the large files to a PersistentVolume instead of the container's filesystem")
+    failures = job_failures(ctx).removeprefix("; ")
+    replaced = f" ({failures})" if failures else ""
+    said = blocker.message.strip()[:160]
+    return (f"Admitted and started, but the kubelet evicted {blocker.count}/{summary.expected} Pods for writing more "
+            f"to the node's local disk than {exceeded} allows (pod {blocker.pod}: \"{said}\"): "
+            "their own limit, not node pressure, so more requests or another node do not help. "
+            f"{fix}. The Job controller replaces evicted Pods{replaced}; a replacement that "
+            "writes as much is evicted again." + history_note(summary) + timeout_note(ctx))
+
+
+def _pull_rate_limited(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary,
+                       fresh: bool) -> tuple[str, ActionBy]:
+    """Image pulls refused for their rate, not for the image: Kueue starts all of a Workload's Pods at once, so their
+    pulls arrive together. The kubelet's own throttle passes by itself (lasting, the node's configuration is the
+    platform's); a registry's pull limit is lifted by pulling with credentials or from a mirror (the owner's image
+    reference and pull secrets), or with time."""
+    who, said = podlib.pull_rate_limited(blocker.message) or ("registry", "")
+    head = f"Admitted and scheduled, but the image pulls of {blocker.count}/{summary.expected} Pods are refused"
+    if who == "kubelet":
+        pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+        node = s(spec(pod).get("nodeName")) if pod is not None else None
+        text = (f"{head} by the kubelet of node {node or '?'} itself ({blocker.reason}: \"{said}\", "
+                f"pod {blocker.pod}): "
+                "it throttles how many pulls it starts (kubelet configuration registryPullQPS/registryBurst, 5/10 by "
+                "default), and these Pods pull together; the image and its registry are not at fault. ")
+        if fresh:
+            return text + "The kubelet retries with back-off: nothing to do unless it lasts." + timeout_note(ctx), \
+                ActionBy.NOBODY
+        return (text + f"The Pods have waited since {format_time(blocker.since)} and it has not passed: the "
+                "cluster admin raises registryPullQPS/registryBurst on these nodes (0 lifts the throttle) or pre-pulls "
+                "the image."
+                + timeout_note(ctx)), ActionBy.CLUSTER_ADMIN
+    return (f"{head} by the registry's pull rate limit ({blocker.reason}, HTTP 429: \"{said}\", pod {blocker.pod}): "
+            "the image and tag are fine, the registry refuses more pulls for the credentials (or the anonymous "
+            "address) used. The owner pulls with an account that has a higher limit (imagePullSecrets in the Job's Pod "
+            "template) or from a mirror; the cluster admin can give the nodes a pull-through cache. The kubelet "
+            "retries with back-off, and the limit lifts when its window ends." + timeout_note(ctx)), \
+        ActionBy.WORKLOAD_OWNER
