@@ -248,6 +248,23 @@ def test_failed_mount_event_explains_container_creating() -> None:
     assert blocker.detail == "ContainerCreating"
 
 
+def test_the_kubelets_newer_mount_summary_does_not_hide_the_operations_error() -> None:
+    creating = waiting_pod("train-0", "ContainerCreating")
+    why = ('MountVolume.MountDevice failed for volume "pvc-5b7e" : rpc error: code = DeadlineExceeded desc = context '
+           "deadline exceeded")
+    summary = ("Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process "
+               "volumes=[]: context deadline exceeded")
+    events = [core_event("train-0", "FailedMount", why, minutes=3, count=9),
+              core_event("train-0", "FailedMount", summary, minutes=5, count=4)]
+    [blocker] = P.summarize_pods([creating], expected=1, events=events).blockers
+    assert (blocker.reason, blocker.message) == ("FailedMount", why)
+    assert P.mount_failure_side(why, []) == "storage"
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}, {"name": "cfg", "configMap": {"name": "c"}}]
+    assert P.mount_failure_side(summary, volumes) == "storage"
+    assert P.mount_failure_side(summary.replace("[data]", "[cfg]"), volumes) == "owner"
+    assert P.mount_failure_side('MountVolume.SetUp failed for volume "cfg" : configmap "c" not found', volumes) == "owner"
+
+
 def test_a_pull_under_way_names_the_image_and_a_finished_one_does_not() -> None:
     pulling = core_event("train-0", "Pulling", f'Pulling image "{IMAGE}"', minutes=1)
     [blocker] = P.summarize_pods([waiting_pod("train-0", "ContainerCreating")], expected=1,

@@ -38,7 +38,7 @@ from .events import (
     event_time,
     job_failed_create,
 )
-from .kubelet import BENIGN_WAITING_REASONS, own_limit_eviction, pull_rate_limited
+from .kubelet import BENIGN_WAITING_REASONS, mount_failure_side, own_limit_eviction, pull_rate_limited
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
@@ -76,6 +76,7 @@ __all__ = [
     "event_time",
     "is_kueue_gate",
     "job_failed_create",
+    "mount_failure_side",
     "own_limit_eviction",
     "parse_scheduler_message",
     "parse_time",

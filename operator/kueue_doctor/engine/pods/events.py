@@ -160,8 +160,16 @@ class EventInfo:
     count: int
 
 
+# The kubelet's summary of a mount that timed out (K pkg/kubelet/kubelet.go:2204, volumemanager/volume_manager.go:463):
+# "Unable to attach or mount volumes: unmounted volumes=[data], ...: context deadline exceeded". It comes every sync,
+# so it is usually the newest FailedMount, while the operation's own error ("MountVolume.SetUp failed for volume ...")
+# says why: a summary never replaces a specific message of the same reason.
+SUMMARY_PREFIXES = {"FailedMount": "Unable to attach or mount volumes: "}
+
+
 class PodEvents:
-    """Events about Pods, by Pod name: the newest event per (uid, reason), for the given reasons only."""
+    """Events about Pods, by Pod name: the newest event per (uid, reason), for the given reasons only (a specific
+    message before a newer summary, SUMMARY_PREFIXES)."""
 
     def __init__(self, events: object, reasons: Collection[str]) -> None:
         self._by_name: dict[str, list[tuple[str, str, str, EventInfo]]] = {}
@@ -190,7 +198,10 @@ class PodEvents:
             if old is None:
                 found[reason] = info
                 continue
-            newer = info if _later(info.last, old.last) else old
+            summary = SUMMARY_PREFIXES.get(reason)
+            vague_new, vague_old = (bool(summary) and x.message.startswith(summary or "\0") for x in (info, old))
+            newer = (old if vague_new and not vague_old else info if vague_old and not vague_new
+                     else info if _later(info.last, old.last) else old)
             found[reason] = EventInfo(newer.message, newer.last, earliest(old.first, info.first),
                                       max(old.count, info.count))
         return found

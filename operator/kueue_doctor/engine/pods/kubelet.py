@@ -139,3 +139,32 @@ def pull_rate_limited(message: str) -> tuple[str, str] | None:
     said = found.group(0)
     cut = said.find("toomanyrequests")
     return "registry", (said[cut:] if cut > 0 else said)[:200]
+
+
+# FailedMount texts (K pkg/volume/util/operationexecutor/operation_generator.go:483,554,608 "<op> failed for volume %q
+# : <err>"; volume/csi/csi_client.go:160; kubelet.go:2204 the summary), by whose side they are on: what the Pod spec
+# names and does not exist is the owner's; a storage driver or a mount that fails on the node is the platform's.
+_OWNER_MOUNT = re.compile(r'(?:configmap|secret|persistentvolumeclaim) "[^"]+" not found|couldn\'t find key ')
+_STORAGE_MOUNT = re.compile(r"MountVolume\.(?:MountDevice|WaitForAttach|MapPodDevice) failed|rpc error: |"
+                            r"not found in the list of registered CSI drivers|mount failed: |MapVolume\.")
+_UNMOUNTED = re.compile(r"unmounted volumes=\[([^\]]*)\]")
+_OWNER_VOLUME_KINDS = frozenset({"configMap", "secret", "projected", "downwardAPI"})
+
+
+def mount_failure_side(message: str, volumes: Iterable[Mapping[str, Any]]) -> str:
+    """"owner" (a ConfigMap, Secret or claim the Pod names is missing), "storage" (the driver or the node fails to
+    attach/mount a volume), or "" when the message does not tell. The kubelet's summary names only the volumes: a
+    claim's or a CSI volume's is the storage side's (a bound Pod's claim exists), a ConfigMap's or Secret's the
+    owner's."""
+    if _OWNER_MOUNT.search(message):
+        return "owner"
+    if _STORAGE_MOUNT.search(message):
+        return "storage"
+    found = _UNMOUNTED.search(message)
+    if found is None:
+        return ""
+    named = found.group(1).split()
+    kinds = {next((k for k in m(v) if k != "name"), "") for v in volumes if s(m(v).get("name")) in named}
+    if not kinds:
+        return ""
+    return "owner" if kinds <= _OWNER_VOLUME_KINDS else "storage"

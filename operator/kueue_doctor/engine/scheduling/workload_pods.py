@@ -906,6 +906,9 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         ActionBy.WORKLOAD_OWNER
     if silent_kubelet and not fresh:
         action = ActionBy.CLUSTER_ADMIN
+    storage = cause == Cause.FAILED_MOUNT and _mount_side(ctx, blocker) == "storage"
+    if storage:  # the driver or the node cannot mount what exists: not the owner's spec
+        action = ActionBy.CLUSTER_ADMIN
     msg = f": {blocker.message[:300]}" if blocker.message else ""
     early = early_start.failing_early(view.summary)
     if early is not None and blocker.category in ("ContainersNotStarting", "NotReady"):
@@ -928,6 +931,8 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
                 f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
                 + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
+    elif storage:
+        text = _storage_mount(ctx, blocker, view.summary)
     elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and podlib.pull_rate_limited(blocker.message):
         text, action = _pull_rate_limited(ctx, blocker, view.summary, fresh)
     elif blocker.category == "Failing" and blocker.reason == "DeadlineExceeded":
@@ -1015,3 +1020,24 @@ def _pull_rate_limited(ctx: Context, blocker: podlib.PodBlocker, summary: podlib
             "template) or from a mirror; the cluster admin can give the nodes a pull-through cache. The kubelet "
             "retries with back-off, and the limit lifts when its window ends." + timeout_note(ctx)), \
         ActionBy.WORKLOAD_OWNER
+
+
+def _mount_side(ctx: Context, blocker: podlib.PodBlocker) -> str:
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    return podlib.mount_failure_side(blocker.message, lst(spec(pod).get("volumes")) if pod is not None else [])
+
+
+def _storage_mount(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary) -> str:
+    """A volume the Pods' spec names rightly (the claim is bound, the Pod placed) that the node cannot mount: the
+    storage driver's or the node's trouble, retried by the kubelet for as long as it lasts; no change to the Job
+    helps, and Kueue's waitForPodsReady, if on, evicts the Workload meanwhile."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    node = s(spec(pod).get("nodeName")) if pod is not None else None
+    claims = sorted({s(m(m(v).get("persistentVolumeClaim")).get("claimName")) or "" for v in lst(spec(pod or {}).get(
+        "volumes"))} - {""})
+    return (f"Admitted and scheduled, but a volume of {blocker.count}/{summary.expected} Pods does not mount on node "
+            f"{node or '?'} (pod {blocker.pod}, FailedMount: \"{blocker.message[:300]}\"): the storage driver or the "
+            "node fails, not the Job's spec" + (f" (claim {', '.join(claims[:3])} is bound)" if claims else "")
+            + ". The cluster admin checks the CSI driver's node plugin on that node, the volume's attachment "
+            "(kubectl get volumeattachments) and the storage backend; the kubelet keeps retrying."
+            + history_note(summary) + timeout_note(ctx))
