@@ -955,6 +955,8 @@ def containers_not_starting(ctx: Context) -> Finding | None:
                 f"(pod {blocker.pod}): the node ran short, and Pods using more than they request go first. Raise "
                 "the Pods' requests to what they use; the Job controller replaces evicted Pods."
                 + history_note(view.summary) + timeout_note(ctx))
+    elif blocker.category == "Failing" and blocker.reason == "CrashLoopBackOff":
+        text = _crash_loop(ctx, blocker, view.summary)
     elif blocker.category == "Failing":
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods failed: "
@@ -1041,3 +1043,41 @@ def _storage_mount(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.Pod
             + ". The cluster admin checks the CSI driver's node plugin on that node, the volume's attachment "
             "(kubectl get volumeattachments) and the storage backend; the kubelet keeps retrying."
             + history_note(summary) + timeout_note(ctx))
+
+
+def _crash_loop(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary) -> str:
+    """A container that starts, exits and is restarted with back-off: the Pods have not failed (the Job sees them
+    active, so its backoffLimit does not end it), and an init container's loop keeps the main containers from ever
+    starting. Its last run's logs say why: `kubectl logs --previous` of that container, named."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    looping = [(init, m(c)) for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses"))
+               for c in lst(m((pod or {}).get("status")).get(key))
+               if s(m(m(m(c).get("state")).get("waiting")).get("reason")) == "CrashLoopBackOff"]
+    init, found = looping[0] if looping else (False, {})
+    container = s(found.get("name")) or "?"
+    ended = m(m(found.get("lastState")).get("terminated"))
+    how = ", ".join(p for p in (s(ended.get("reason")), f"exit code {ended.get('exitCode')}"
+                                if ended.get("exitCode") is not None else "") if p) or "exits"
+    restarts = i(found.get("restartCount"))
+    what = (f"init container {container} of {blocker.count}/{summary.expected} Pods exits ({how}) and is restarted "
+            f"in a loop ({restarts} restarts, CrashLoopBackOff), so their main containers never start" if init else
+            f"container {container} of {blocker.count}/{summary.expected} Pods exits ({how}) and is restarted in a "
+            f"loop ({restarts} restarts, CrashLoopBackOff)")
+    return (f"Admitted and scheduled, but {what} (pod {blocker.pod}). The program fails, not the scheduling: its last "
+            f"run's logs say why (kubectl logs {blocker.pod} -n {ctx.ns} -c {container} --previous)."
+            + _restarts_budget(ctx) + history_note(summary) + timeout_note(ctx))
+
+
+def _restarts_budget(ctx: Context) -> str:
+    """A Job with restartPolicy OnFailure counts its active Pods' container restarts against backoffLimit and fails
+    at it (K pkg/controller/job/job_controller.go pastBackoffLimitOnFailure); Kueue then finishes the Workload."""
+    owner = ctx.owner
+    if owner is None or s(owner.get("kind")) != "Job" or s(m(m(spec(owner).get("template")).get("spec")).get(
+            "restartPolicy")) != "OnFailure":
+        return ""
+    limit = i(spec(owner).get("backoffLimit"), 6)
+    used = sum(i(m(c).get("restartCount")) for p in ctx.pods if s(m(p.get("status")).get("phase")) in (
+        "Pending", "Running") for key in ("initContainerStatuses", "containerStatuses")
+        for c in lst(m(p.get("status")).get(key)))
+    return (f" With restartPolicy OnFailure the Job controller counts these restarts against backoffLimit ({used} of "
+            f"{limit}) and fails the Job when they reach it.")
