@@ -400,6 +400,9 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                    pods=pods_status, flavors=assigned_flavors(ctx))
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
 def _denial_advice(ctx: Context, denial: podlib.CreateDenial | None) -> str:
     """What refused the Pods at creation and who changes what: the namespace's ResourceQuota (Kueue admits against its
     ClusterQueue and never reads it), its Pod Security level, a LimitRange, or a webhook."""
@@ -415,9 +418,13 @@ def _denial_advice(ctx: Context, denial: podlib.CreateDenial | None) -> str:
                 "ClusterQueue's quota and never reads ResourceQuotas, so Pods outside Kueue or a ResourceQuota below "
                 "the queue's share refuse what Kueue admitted. Raise the ResourceQuota or lower the request.")
     if denial.plugin == "PodSecurity":
-        return (f"Namespace {ctx.ns} enforces Pod Security level {denial.name} (label "
-                "pod-security.kubernetes.io/enforce): the owner makes the Job's Pod template comply"
-                + (f" ({items})" if items else "") + ", or the namespace admin relaxes the level.")
+        namespace = ctx.state.namespaces.get(ctx.ns)
+        labelled = namespace is not None and bool(labels(namespace).get(POD_SECURITY_ENFORCE))
+        source = (f"label {POD_SECURITY_ENFORCE}" if labelled or namespace is None else
+                  f"the cluster's default: the Namespace has no label {POD_SECURITY_ENFORCE}")
+        return (f"Namespace {ctx.ns} enforces Pod Security level {denial.name} ({source}): the owner makes the Job's "
+                "Pod template comply" + (f" ({items})" if items else "")
+                + ", or the namespace admin relaxes the level.")
     if denial.plugin == "LimitRange":
         return (f"A LimitRange of namespace {ctx.ns} refuses them ({items}): the owner fits the Pod template's "
                 "requests and limits to it (Kueue admitted those requests), or the namespace admin changes it.")
@@ -573,7 +580,8 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     text = "." + followers.withheld_note(ctx, view.summary)
     if place.funnel is not None:
         text += f" Nodes: {place.funnel.line()}."
-    text += history_note(view.summary)
+    preempted = _preempted_by_scheduler(ctx, view.summary)
+    text += preempted or history_note(view.summary)
     hints = []
     for fname in flavors:
         hint = flavor_node_hint(ctx, fname)
@@ -592,7 +600,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             action = ActionBy.CLUSTER_ADMIN
     if books:
         text, action = text + books, ActionBy.CLUSTER_ADMIN
-    if not books and not hints and place.funnel is None and not place.own_rule and \
+    if not books and not hints and place.funnel is None and not place.own_rule and not preempted and \
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
@@ -1081,3 +1089,36 @@ def _restarts_budget(ctx: Context) -> str:
         for c in lst(m(p.get("status")).get(key)))
     return (f" With restartPolicy OnFailure the Job controller counts these restarts against backoffLimit ({used} of "
             f"{limit}) and fails the Job when they reach it.")
+
+
+# kube-scheduler's condition on a victim (K pkg/scheduler/framework/preemption/executor.go:129), as history says it
+PREEMPTED_BY_SCHEDULER = "DisruptionTarget PreemptionByScheduler"
+
+
+def _preempted_by_scheduler(ctx: Context, summary: podlib.PodSummary) -> str:
+    """A Pod of the admitted Workload that kube-scheduler preempted for a Pod of higher priority (its DisruptionTarget
+    condition): that Pod holds the room its replacement now lacks. Kueue's quota never stops kube-scheduler's priority
+    preemption, and Kueue keeps the Workload admitted (kueue#3210): the history is the cause here, not noise. The
+    preemptor is named from kube-scheduler's Preempted event (its `related` object) when the input has it."""
+    victim = next((b for b in summary.history if PREEMPTED_BY_SCHEDULER in b.detail), None)
+    if victim is None:
+        return ""
+    event = next((ev for ev in ctx.state.events_about("Pod", ctx.ns, victim.pod) if s(ev.get("reason")) == "Preempted"),
+                 None)
+    related = m((event or {}).get("related"))
+    by, queued = "a Pod of higher priority", None
+    if s(related.get("name")):
+        other = ctx.state.pods.get((s(related.get("namespace")) or ctx.ns, s(related.get("name")) or ""))
+        prio = m(spec(other)).get("priority") if other is not None else None
+        queued = bool(labels(other).get(QUEUE_LABEL)) if other is not None else None
+        by = (f"pod {s(related.get('namespace')) or ctx.ns}/{related.get('name')}"
+              + (f" (priority {prio}" + (", admitted by Kueue" if queued else ", not managed by Kueue") + ")"
+                 if isinstance(prio, int) else ""))
+    when = f" at {format_time(victim.since)}" if victim.since is not None else ""
+    return (f" kube-scheduler preempted pod {victim.pod}{when} ({PREEMPTED_BY_SCHEDULER}) for {by}, which now holds "
+            "the room its replacement lacks: Kueue's quota does not stop kube-scheduler's priority preemption, and "
+            "Kueue keeps this Workload admitted (kueue#3210). " + (
+                "Pods outside Kueue use the nodes Kueue's quota counts on: the cluster admin keeps them off the "
+                "flavor's nodes (taints, node selectors) or lowers the quota by what they use." if queued is False else
+                "The ClusterQueues admit more than the nodes hold: the cluster admin keeps the quotas within the "
+                "nodes, or gives the Workloads that share these nodes one PriorityClass."))
