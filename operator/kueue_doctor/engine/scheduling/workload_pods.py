@@ -529,16 +529,29 @@ def unschedulable_placement(ctx: Context) -> Placement | None:
 
 # the cluster autoscaler's word on a Pod it was asked to make room for: GKE's (and NAP's) FailedScaleUp ("Node
 # scale up in zones ... associated with this pod failed: <why>. Pod is at risk of not being scheduled."), the
-# upstream autoscaler's NotTriggerScaleUp ("pod didn't trigger scale-up: <why>"); the value says whether a
-# cluster admin must act on it (a failed scale-up: cloud quota, reservation, node pool limit)
-_AUTOSCALER_EVENTS = {"FailedScaleUp": True, "NotTriggerScaleUp": False}
+# upstream autoscaler's NotTriggerScaleUp ("pod didn't trigger scale-up: <why>") and TriggeredScaleUp (a node is
+# being added); the value says whether a cluster admin must act on it (a failed scale-up: cloud quota,
+# reservation, node pool limit)
+_AUTOSCALER_EVENTS = {"FailedScaleUp": True, "NotTriggerScaleUp": False, "TriggeredScaleUp": False}
+# the autoscaler says it again while it still holds (each retry updates the Event's lastTimestamp); a node group
+# that failed is retried after a back-off of at most --max-node-group-backoff-duration, 30m by default: a word
+# older than that is history, not what the autoscaler thinks now
+AUTOSCALER_WORD_LASTS = timedelta(minutes=30)
 
 
-def _autoscaler_said(ctx: Context, pod: str | None) -> tuple[str, dict[str, Any], bool] | None:
-    """The newest cluster-autoscaler event about the blocked Pod: kube-scheduler says no node fits now, the
-    autoscaler says whether one is coming, and a failed scale-up is the cluster admin's (google/tunix#2342: a TPU
-    slice NAP cannot create without a reservation leaves every Pod Pending, and the scheduler's words alone point
-    at the node selector)."""
+@dataclass(frozen=True)
+class AutoscalerWord:
+    """What the cluster autoscaler last said about a blocked Pod."""
+    text: str
+    evidence: dict[str, Any]
+    cluster_admin: bool  # a failed scale-up: no node comes until a cluster admin acts
+
+
+def _autoscaler_said(ctx: Context, pod: str | None) -> AutoscalerWord | None:
+    """The newest cluster-autoscaler event about the blocked Pod, while it is recent: kube-scheduler says no node
+    fits now, the autoscaler says whether one is coming, and a failed scale-up is the cluster admin's
+    (google/tunix#2342: a TPU slice NAP cannot create without a reservation leaves every Pod Pending, and the
+    scheduler's words alone point at the node selector). A newer TriggeredScaleUp supersedes an older failure."""
     if not pod:
         return None
     newest: Mapping[str, Any] | None = None
@@ -550,14 +563,21 @@ def _autoscaler_said(ctx: Context, pod: str | None) -> tuple[str, dict[str, Any]
     if newest is None:
         return None
     reason, when = s(newest.get("reason")) or "", podlib.event_time(newest)
+    if ctx.after(when, AUTOSCALER_WORD_LASTS):
+        return None
     said = closed(podlib.event_message(newest)[:300])
     failed = _AUTOSCALER_EVENTS[reason]
-    text = (f" The cluster autoscaler tried to add a node for Pod {pod} and failed ({reason}, "
-            f"{format_time(when)}): {said} No node comes until a cluster admin fixes what it names (cloud quota, "
-            "reservation, node pool limits)." if failed else
-            f" The cluster autoscaler will not add a node for Pod {pod} ({reason}, {format_time(when)}): {said}")
+    if failed:
+        text = (f" The cluster autoscaler tried to add a node for Pod {pod} and failed ({reason}, "
+                f"{format_time(when)}): {said} No node comes until a cluster admin fixes what it names (cloud "
+                "quota, reservation, node pool limits).")
+    elif reason == "TriggeredScaleUp":
+        text = (f" The cluster autoscaler is adding a node for Pod {pod} ({reason}, {format_time(when)}): {said} "
+                "kube-scheduler places the Pod once the node is Ready, if it matches what the Pod asks for.")
+    else:
+        text = f" The cluster autoscaler will not add a node for Pod {pod} ({reason}, {format_time(when)}): {said}"
     evidence = ctx.object_evidence("Event", pod, "event", reason, podlib.event_message(newest), when, ctx.ns)
-    return text, evidence, failed
+    return AutoscalerWord(text, evidence, failed)
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES))
@@ -594,9 +614,9 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     action = place.action
     scaler = _autoscaler_said(ctx, blocker.pod)
     if scaler is not None:
-        text += scaler[0]
-        evidence = [*evidence, scaler[1]]
-        if scaler[2]:
+        text += scaler.text
+        evidence = [*evidence, scaler.evidence]
+        if scaler.cluster_admin:
             action = ActionBy.CLUSTER_ADMIN
     if books:
         text, action = text + books, ActionBy.CLUSTER_ADMIN
