@@ -51,6 +51,7 @@ from ..kube.objects import (
 from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import ActionBy, Cause, Reason
+from .admission.stalled import STALL_AFTER
 from .context import STAND_IN_ANNOTATION, Context
 from .owner_status import (
     RAY_CLUSTER_SELECTOR_KEY,
@@ -577,12 +578,19 @@ def prebuilt_workload_missing(ctx: Context) -> Finding | None:
                    evidence=_evidence(ctx))
 
 
+# jobframework's own texts when the Workload is gone (reconciler.go: ensureOneWorkload's "Missing Workload; unable to
+# restore pod templates" and "No matching Workload; restoring pod templates according to existent Workload", the
+# Workload's deletion's "Workload is deleted"); stopJob posts every other stop (an eviction's message, such as
+# "Workload was evicted as there was no replacement for unhealthy node(s)") as a Stopped Event too
+_GONE_PREFIXES = ("Missing Workload;", "No matching Workload;", "Workload is deleted")
+
+
 def _workload_gone_events(ctx: Context) -> list[Mapping[str, Any]]:
-    """Kueue's Events on the owner that say its Workload went away: Stopped "Missing Workload; ..." or "No matching
-    Workload; ..." and DeletedWorkload "Deleted not matching Workload: ns/name" (jobframework ensureOneWorkload)."""
+    """Kueue's Events on the owner that say its Workload went away: Stopped with one of `_GONE_PREFIXES`, and
+    DeletedWorkload "Deleted not matching Workload: ns/name" (jobframework ensureOneWorkload)."""
     owner = _owner(ctx)
     return [e for e in ctx.state.events_about(s(owner.get("kind")) or "", ctx.ns, name(owner))
-            if (s(e.get("reason")) == "Stopped" and "Workload" in (s(e.get("message")) or ""))
+            if (s(e.get("reason")) == "Stopped" and (s(e.get("message")) or "").startswith(_GONE_PREFIXES))
             or s(e.get("reason")) == "DeletedWorkload"]
 
 
@@ -591,7 +599,9 @@ def owner_still_active(ctx: Context) -> Finding | None:
     """After Kueue's Configuration and a missing prebuilt Workload: a suspended owner whose status still counts it
     active. Kueue creates a Workload only once the owner is inactive (handleJobWithNoWorkload: "Job is suspended but
     still has active pods, waiting"), as after its Workload was deleted while it ran (Kueue suspends it then, Event
-    Stopped "Missing Workload; unable to restore pod templates"). Elastic owners (workload slices) do not wait."""
+    Stopped "Missing Workload; unable to restore pod templates"). Elastic owners (workload slices) do not wait.
+    A stop takes a while (Pods get their grace period): nobody's to act on until STALL_AFTER from when it began,
+    unless a Pod waits on a node that is down."""
     owner = _owner(ctx)
     if m(meta(owner).get("annotations")).get(ELASTIC_JOB_ANNOTATION) == "true":
         return None
@@ -599,9 +609,10 @@ def owner_still_active(ctx: Context) -> Finding | None:
     if stopping is None:
         return None
     stopped = next((e for e in _workload_gone_events(ctx) if s(e.get("reason")) == "Stopped"), None)
+    at = event_time(stopped) if stopped is not None else None
     lead = f"{_waiting(ctx)}."
     if stopped is not None:
-        msg, at = s(stopped.get("message")) or "", event_time(stopped)
+        msg = s(stopped.get("message")) or ""
         lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {format_time(at)}"
                 + (f" ({format_duration(ctx.now - at)} ago)" if at is not None else "") + f" (\"{msg}\"): "
                 + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
@@ -610,11 +621,17 @@ def owner_still_active(ctx: Context) -> Finding | None:
                    "replicas, or a template), so Kueue deleted it; only an elastic job (annotation "
                    f"{ELASTIC_JOB_ANNOTATION}: \"true\", feature gate ElasticJobsViaWorkloadSlices) may be resized "
                    "while it runs."))
-    text = f"{lead} {stopping[0]}"
+    text = f"{lead} {stopping.text}"
+    since = at or stopping.since or ctx.created
+    action = ActionBy.CLUSTER_ADMIN
+    if not stopping.node_down and since is not None and not ctx.after(since, STALL_AFTER):
+        action = ActionBy.NOBODY
+        text += (f" Nothing to do yet: stopping takes the Pods' grace period, and Kueue creates the Workload once it "
+                 f"is done (still stopping {format_duration(STALL_AFTER)} after {format_time(since)}, it is stuck).")
     ev = [ctx.object_evidence("Event", name(stopped), "reason", reason="Stopped", message=s(stopped.get("message")),
                               ns=ctx.ns)] if stopped is not None else []
-    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, ActionBy.CLUSTER_ADMIN, since=ctx.created,
-                   evidence=_evidence(ctx, *stopping[1], *ev))
+    return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, action, since=since,
+                   evidence=_evidence(ctx, *stopping.evidence, *ev))
 
 
 @rule(Phase.NO_WORKLOAD, [(Reason.NO_WORKLOAD, Cause.NOT_MANAGED_BY_KUEUE)])

@@ -5,6 +5,7 @@ admission/ and scheduling/, which import neither the other."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -108,7 +109,16 @@ def deleting_children(state: ClusterState, owner: Mapping[str, Any]
     return sorted(out, key=lambda c: name(c[0]) or "")
 
 
-def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]] | None:
+@dataclass(frozen=True)
+class Stopping:
+    """What holds a suspended owner that still counts itself active."""
+    text: str
+    evidence: list[dict[str, Any]]
+    since: datetime | None  # when the deletion it waits for began, when the input shows one
+    node_down: bool  # a Pod waits on a node that is not Ready: no kubelet will confirm it, whatever the wait
+
+
+def still_stopping(ctx: Context, waits: str) -> Stopping | None:
     """Kueue did suspend the owner, yet its status still counts it active (`owner_active`): Kueue `waits` (releases
     an evicted Workload's quota, creates a missing Workload) until it does not, so the owner's own controller has
     not finished stopping it. Says what holds it: a child being deleted, held by a finalizer (a RayJob stays
@@ -124,7 +134,10 @@ def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]]
             f"{waits} only once the {kind} is inactive.")
     evidence = [ctx.object_evidence(kind, nm, active.split(" ")[0], "Active", active, ns=ctx.ns)]
     held = deleting_children(ctx.state, owner)
+    began: datetime | None = None
+    down = ""
     for child, since, finalizers in held[:1]:
+        began = since
         ckind, cname = s(child.get("kind")) or "", name(child) or ""
         text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {format_time(since)} and "
                  f"held by finalizer {', '.join(finalizers)}")
@@ -140,16 +153,18 @@ def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]]
     if not held and left:
         pod = left[0]
         node = s(m(pod.get("spec")).get("nodeName")) or ""
+        down = _node_down(ctx.state, node) if node else ""
+        began = parse_time(meta(pod).get("deletionTimestamp"))
         text += (f" {len(left)} of its Pods are still being deleted: {name(pod)} since "
-                 f"{format_time(parse_time(meta(pod).get('deletionTimestamp')))}"
-                 + (f" on node {node}{_node_down(ctx.state, node)}" if node else "")
+                 f"{format_time(began)}"
+                 + (f" on node {node}{down}" if node else "")
                  + f" (the {kind} counts it until it is gone).")
         evidence.append(ctx.object_evidence("Pod", name(pod), "metadata.deletionTimestamp", "Terminating",
                                             node or None, parse_time(meta(pod).get("deletionTimestamp")), ctx.ns))
     elif not held:
         text += (f" Its controller has not finished stopping it: see kubectl -n {ctx.ns} describe "
                  f"{kind.lower()} {nm} and the controller's logs.")
-    return text, evidence
+    return Stopping(text, evidence, began, bool(down))
 
 
 def _node_down(state: ClusterState, node: str) -> str:

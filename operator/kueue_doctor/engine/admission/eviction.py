@@ -229,10 +229,10 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
         if stopping is not None and evicted_at is not None:
             text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), and "
                     f"{format_duration(ctx.now - evicted_at)} later quota in {ctx.cq_text} is still held: "
-                    f"{stopping[0]} Then {after}.")
+                    f"{stopping.text} Then {after}.")
             return Finding(reason, cause, text, ActionBy.CLUSTER_ADMIN, since=evicted_at,
                            evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved"),
-                                     *stopping[1]], blocked_by=_preemptor_ref(ctx))
+                                     *stopping.evidence], blocked_by=_preemptor_ref(ctx))
         if stuck is not None and evicted_at is not None:
             action = ActionBy.CLUSTER_ADMIN
             text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), but "
