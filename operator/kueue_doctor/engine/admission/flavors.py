@@ -1302,11 +1302,18 @@ def _topology(ctx: Context, failures: list[FlavorFailure], granular: str) -> Fin
                        flavors=flavors, blocker=blocker, hints=held.hints)
     if granular == "TopologyPlacementFailed" or (fit is not None and fit.never_fits):
         if fit is not None and fit.too_large is not None:
-            res, need, most, node = fit.too_large
-            text += (f" One Pod requests {quota.fmt(res, need)} {res}, more than any of the flavor's nodes can "
-                     f"allocate (at most {quota.fmt(res, most)}, on {node}): no domain ever holds one, whatever the "
-                     "topology request or the pod count. The owner lowers the per-Pod request, or the cluster admin "
-                     "adds larger nodes to the flavor.")
+            big = fit.too_large
+            text += (f" One Pod requests {quota.fmt(big.resource, big.per_pod)} {big.resource}, more than any of the "
+                     f"flavor's nodes can allocate (at most {quota.fmt(big.resource, big.most)}, on {big.node}): no "
+                     "domain ever holds one, whatever the topology request or the pod count. The owner lowers the "
+                     "per-Pod request, or the cluster admin adds larger nodes to the flavor.")
+            action = ActionBy.WORKLOAD_OWNER
+        elif fit is not None and fit.too_large_own is not None:
+            big = fit.too_large_own
+            text += (f" One Pod requests {quota.fmt(big.resource, big.per_pod)} {big.resource}, more than any node "
+                     "the Pods' own nodeSelector/required node affinity selects can allocate (at most "
+                     f"{quota.fmt(big.resource, big.most)}, on {big.node}), while the flavor has larger nodes that it "
+                     "leaves out: the owner relaxes that selector or affinity, or lowers the per-Pod request.")
             action = ActionBy.WORKLOAD_OWNER
         elif fit is not None and fit.own_selector_blocks:
             text += (f" Counting the {len(fit.by_pods)} node(s) the Pods' own nodeSelector/required node affinity "

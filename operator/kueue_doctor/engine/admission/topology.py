@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...kube.kueue_names import TAS_POD_ANNOTATIONS
 from ...kube.objects import (
@@ -107,6 +107,14 @@ def outside_pods(ctx: Context) -> dict[str, list[OutsidePod]]:
     return memo.by_node
 
 
+class TooLarge(NamedTuple):
+    """One Pod requests more of a resource than any of some nodes allocates."""
+    resource: str
+    per_pod: Decimal
+    most: Decimal  # the most any of those nodes allocates
+    node: str  # where
+
+
 @dataclass
 class TopologyFit:
     """The pod set's request against the topology, counted on the Nodes as if nothing ran."""
@@ -137,7 +145,8 @@ class TopologyFit:
     group: str | None = None  # their podSetGroupName
     largest_alone: int = 0  # what the largest domain holds of the workers without the leader
     implied: bool = False  # no topologyRequest: a TAS-only ClusterQueue places it unconstrained
-    too_large: tuple[str, Decimal, Decimal, str] | None = None  # (resource, per Pod, most any node has, that node)
+    too_large: TooLarge | None = None  # over the flavor's Ready nodes, whatever the Pods' own selector
+    too_large_own: TooLarge | None = None  # over those the Pods' own nodeSelector/affinity selects, when only they are
 
     @property
     def held_back(self) -> bool:
@@ -247,8 +256,7 @@ def _domain_capacity(nodes: list[Mapping[str, Any]], level: str | None, per_pod:
     return max(per_domain.values(), default=0), len(per_domain)
 
 
-def _too_large(nodes: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal]
-               ) -> tuple[str, Decimal, Decimal, str] | None:
+def _too_large(nodes: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal]) -> TooLarge | None:
     """A resource one Pod requests more of than any of the nodes allocates (Kueue: `excluded: resource "cpu": N`
     on every node): no domain ever holds a Pod, whatever the topology request or the pod count."""
     for res, need in sorted(per_pod.items()):
@@ -257,7 +265,7 @@ def _too_large(nodes: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal]
         most, where = max(((parse(_allocatable(n).get(res)) or Decimal(0), name(n) or "?") for n in nodes),
                           key=lambda x: x[0])
         if most < need:
-            return res, need, most, where
+            return TooLarge(res, need, most, where)
     return None
 
 
@@ -318,12 +326,14 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     counted: list[Mapping[str, Any]] = []
     everything: list[Mapping[str, Any]] = []
     unselected: list[Mapping[str, Any]] = []
+    in_flavor: list[Mapping[str, Any]] = []
     for n in ctx.state.nodes.values():
         meta = m(n.get("metadata"))
         if not label_selector_matches({"matchLabels": labels}, m(meta.get("labels"))):
             continue
         if not is_true(conditions(n).get("Ready")):
             continue
+        in_flavor.append(n)
         node_name = s(meta.get("name")) or "?"
         selected = label_selector_matches(own, m(meta.get("labels"))) and (
             not terms or any(node_term_matches(term, n) for term in terms))
@@ -356,7 +366,11 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
                                                       leader=leader)
     if leader is not None:
         fit.largest_alone, _ = _domain_capacity(counted, fit.level, per_pod, outside, _counted)
-    fit.too_large = _too_large(everything or counted, per_pod)
+    # too large for every node of the flavor: the request's, or the node sizes'; only for those the Pods' own
+    # selector picks: the selector's (larger nodes are there, left out by it)
+    fit.too_large = _too_large(in_flavor, per_pod)
+    if fit.too_large is None and everything:
+        fit.too_large_own = _too_large(everything, per_pod)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
         best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
