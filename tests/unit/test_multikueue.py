@@ -4,6 +4,8 @@ the MultiKueue objects are missing from the input."""
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -176,3 +178,20 @@ def test_the_v1beta1_read_back_gives_the_same_verdict_and_message(fixture: str) 
     keys = ("stage", "reason", "cause", "actionBy", "message")  # not the evidence: read back a moment later
     new, back = _status(_load(fixture)), _status(old)
     assert [new[k] for k in keys] == [back[k] for k in keys], (new, back)
+
+
+def test_copies_unanswered_for_long_point_at_the_logs_in_kueues_own_namespace() -> None:
+    """Review B9: the hint for MultiKueue's log line reads Kueue's namespace from its Configuration (the Red Hat
+    build runs Kueue in openshift-kueue-operator), never a hard-coded kueue-system."""
+    objects = _load("scenario-family-multikueue-no-worker-quota")
+    config = _one(objects, "ConfigMap")  # the recorded Kueue's, moved to where the Red Hat build runs Kueue
+    config["metadata"]["namespace"] = "openshift-kueue-operator"
+    key = "controller_manager_config.yaml"
+    config["data"][key] = re.sub(r"(?m)^namespace: .*$", "namespace: openshift-kueue-operator", config["data"][key])
+    later = newest_timestamp(objects) + timedelta(hours=2)
+    st = next(d["status"] for d in diagnose_objects(objects, later, grace=NO_GRACE)
+              if d["metadata"]["name"].startswith("job-trainer-"))
+    assert st["actionBy"] == "ClusterAdmin", st
+    logs = [h for h in st["hints"] if "validating remote controller object" in h]
+    assert logs and logs[0].startswith("kubectl -n openshift-kueue-operator logs deploy/kueue-controller-manager"), \
+        st["hints"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..kube.kueue_config import DEPLOYMENT as KUEUE_DEPLOYMENT
 from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, INCREMENTAL_ROUND
 from ..kube.objects import closed, conditions, format_duration, is_true, lst, m, parse_time, s, spec
 from ..state import MULTIKUEUE_CONTROLLER
@@ -146,11 +147,11 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
     v0.19.2 only logs ("validating remote controller object", workload.go reconcileGroup): both are named."""
     nominated = [c for c in (s(x) for x in lst(ctx.status.get("nominatedClusterNames"))) if c]
     down = inactive_workers(ctx, check_name)
-    again, named = _redispatched(ctx, check_name, down)
+    again, named = _redispatched(ctx, check_name, down, brief=nominated != [] and stalled_since is not None)
     rest = [t for c, t, _ in down if c not in named]
     not_connected = (" Not connected: " + "; ".join(rest) + ".") if rest else ""
-    if nominated and stalled_since is not None and not again:
-        return _unanswered_detail(ctx, nominated, stalled_since) + not_connected
+    if nominated and stalled_since is not None:  # redispatched or not: the copies out now are unanswered for long
+        return again + _unanswered_detail(ctx, nominated, stalled_since) + not_connected
     if nominated:
         where = ", ".join(nominated)
         took = f" {format_duration(ctx.now - stalled_since, precise=True)} ago" if stalled_since is not None else ""
@@ -187,19 +188,20 @@ def external_dispatcher(ctx: Context) -> str:
     return "" if name in (DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL) else name
 
 
-def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapping[str, Any] | None]]
-                  ) -> tuple[str, set[str]]:
+def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapping[str, Any] | None]],
+                  brief: bool = False) -> tuple[str, set[str]]:
     """Kueue evicted it to dispatch it again because the worker that had admitted it was lost, or lost its copy
     (workload.go reconcileGroup 6a sets the check Retry; the eviction clears status.clusterName). Read from the
     Evicted condition, which keeps MultiKueue's words (True, or False "Previously: ..." once quota is reserved
-    again). (text, the workers it names)"""
+    again). (text, the workers it names); `brief`: without the aside on the lost copy, when more must follow."""
     said = ctx.cond_message("Evicted")
     if f'"{check_name}" ({_LOST}' in said:
         lost = [c for c, _, _ in down]
         who = f" (likely {' or '.join(lost)}, not connected now)" if lost else ""
         return (f" Kueue evicted it to dispatch it again: MultiKueue lost the worker that had admitted it{who} for "
-                f"longer than workerLostTimeout (\"{_LOST}\"). Its copy there may still run; MultiKueue settles that "
-                "only once the worker reconnects.", set(lost))
+                f"longer than workerLostTimeout (\"{_LOST}\")."
+                + ("" if brief else " Its copy there may still run; MultiKueue settles that only once the worker "
+                   "reconnects."), set(lost))
     if f'"{check_name}" ({_GONE}' in said:
         return (" Kueue evicted it to dispatch it again: the worker that had admitted it no longer had its copy "
                 f"(\"{_GONE}\": deleted there, or out of sync).", set())
@@ -215,12 +217,11 @@ def _unanswered_detail(ctx: Context, nominated: list[str], since: datetime) -> s
     kind, owner = _owner(ctx)
     return (f" MultiKueue sent copies to {', '.join(nominated)} (status.nominatedClusterNames) "
             f"{format_duration(ctx.now - since, precise=True)} ago and none is reported admitted (no "
-            "status.clusterName). From this manager two causes look alike: no worker has room (run kueue-doctor "
-            f"there on Workload {ctx.ns}/{ctx.name}), or a worker admitted it but MultiKueue cannot create or sync "
-            f"{kind} {ctx.ns}/{owner} there and only logs it, e.g. a {kind} of that name it did not create (no "
-            f"{_ORIGIN_LABEL} label) exists on that worker, which then holds quota for nothing (kueue#12404). "
-            f"Platform admin: look for that {kind} on each worker, and for 'validating remote controller object' in "
-            "this cluster's Kueue logs; rename one of the two.")
+            "status.clusterName). Either no worker has room (run kueue-doctor there on Workload "
+            f"{ctx.ns}/{ctx.name}), or a worker admitted it but MultiKueue cannot create or sync {kind} "
+            f"{ctx.ns}/{owner} there: a {kind} of that name with no {_ORIGIN_LABEL} label exists there and holds the "
+            f"quota for nothing (kueue#12404). Platform admin: look for that {kind} on each worker, and for "
+            "'validating remote controller object' in this cluster's Kueue logs; rename one of the two.")
 
 
 def unanswered_hints(ctx: Context) -> list[str]:
@@ -229,8 +230,8 @@ def unanswered_hints(ctx: Context) -> list[str]:
         return []
     kind, owner = _owner(ctx)
     return [f"kubectl get {kind.lower()} {owner} -n {ctx.ns} -L {_ORIGIN_LABEL}   # on each worker cluster",
-            "kubectl -n kueue-system logs deploy/kueue-controller-manager | grep 'validating remote controller "
-            f"object' | grep {owner}"]
+            f"kubectl -n {ctx.state.kueue_config.namespace} logs deploy/{KUEUE_DEPLOYMENT} | grep 'validating remote "
+            f"controller object' | grep {owner}"]
 
 
 def _incremental_round(ctx: Context, check_name: str, nominated: list[str]) -> str:
