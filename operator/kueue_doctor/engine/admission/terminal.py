@@ -76,6 +76,17 @@ def _failed_pods(ctx: Context) -> str:
     return f"; failed: {', '.join(failed[:3])}" if failed else ""
 
 
+def _max_exec_reached(ctx: Context) -> str:
+    """Why Kueue deactivated it for its maximum execution time. Removing the owner's label afterwards removes
+    spec.maximumExecutionTimeSeconds too (jobframework updates the Workload to match the owner)."""
+    limit = i(ctx.spec.get("maximumExecutionTimeSeconds"))
+    if limit <= 0:
+        return ("Kueue deactivated it: its admitted time, summed over its admissions, reached its maximum execution "
+                "time (the limit has since been removed from the Workload: reactivating lets it run)")
+    return ("Kueue deactivated it: its admitted time, summed over its admissions, reached "
+            f"spec.maximumExecutionTimeSeconds={limit}")
+
+
 @rule(Phase.TERMINAL, pairs(Reason.DEACTIVATED, Cause.DEACTIVATED_BY_USER, *DEACTIVATION_CAUSES.values()))
 def deactivated(ctx: Context) -> Finding | None:
     if ctx.spec.get("active", True) is not False:
@@ -89,8 +100,7 @@ def deactivated(ctx: Context) -> Finding | None:
     why = {
         Cause.DEACTIVATED_BY_USER: "spec.active is false",
         Cause.REQUEUING_LIMIT_EXCEEDED: _requeue_limit(ctx),
-        Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: "Kueue deactivated it: its admitted time, summed over its "
-        f"admissions, reached spec.maximumExecutionTimeSeconds={ctx.spec.get('maximumExecutionTimeSeconds')}",
+        Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: _max_exec_reached(ctx),
         Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
         Cause.EVICTED_ON_MANAGER_CLUSTER: "it was evicted on the MultiKueue manager cluster",
     }[cause]
