@@ -261,6 +261,13 @@ def _timed_out(count: int, requeue_at: str) -> dict[str, Any]:
     ({"backoffBaseSeconds": 600, "backoffMaxSeconds": 900}, 2, "2026-11-30T10:05:00Z",
      "requeued 2 time(s), next try at 2026-11-30T10:05:00Z (back-off 900s); backoffLimitCount unset (base 600s, "
      "max 900s"),
+    # review B7: explicit zeros are kept (Kueue's defaults.go cmp.Or on the pointers): a max of 0 is no cap
+    ({"backoffBaseSeconds": 3000, "backoffMaxSeconds": 0}, 2, "2026-11-30T10:05:00Z",
+     "requeued 2 time(s), next try at 2026-11-30T10:05:00Z (back-off 6000s); backoffLimitCount unset (base 3000s, "
+     "max 0s, no cap"),
+    ({"backoffBaseSeconds": 0}, 2, "2026-11-30T10:05:00Z",
+     "requeued 2 time(s), next try at 2026-11-30T10:05:00Z (back-off 0s); backoffLimitCount unset (base 0s, "
+     "max 3600s"),
 ])
 def test_requeue_backoff_counts_against_backoff_limit_count_from_kueues_configuration(
         requeuing: dict[str, Any], count: int, requeue_at: str, said: str) -> None:

@@ -58,7 +58,7 @@ class KueueConfig:
     # (None: unlimited, the default), and the back-off before each requeue
     requeue_limit: int | None = None
     backoff_base_seconds: int = BACKOFF_BASE_SECONDS
-    backoff_max_seconds: int = BACKOFF_MAX_SECONDS
+    backoff_max_seconds: int = BACKOFF_MAX_SECONDS  # 0: no cap
     problem: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
     # featureGates of the Configuration, or the manager's --feature-gates flag (which then wins, as in Kueue)
@@ -121,11 +121,12 @@ class KueueConfig:
 
     def requeue_backoff_seconds(self, count: int) -> int:
         """The back-off Kueue waits before the `count`-th requeue after a PodsReady timeout: base * 2^(count-1),
-        capped at backoffMaxSeconds (pkg/workload UpdateRequeueState; its jitter adds at most 0.01%)."""
+        capped at backoffMaxSeconds, uncapped when that is 0 (pkg/workload UpdateRequeueState, pkg/util/wait
+        NewBackoff; its jitter adds at most 0.01%)."""
         if count < 1:
             return 0
         doubled: int = self.backoff_base_seconds << min(count - 1, 62)
-        return min(doubled, self.backoff_max_seconds)
+        return min(doubled, self.backoff_max_seconds) if self.backoff_max_seconds > 0 else doubled
 
 
 UNREAD = KueueConfig(known=False, source="not in the input")
@@ -154,14 +155,19 @@ def from_configuration(doc: Mapping[str, Any], source: str,
         feature_gates=gates, gates_source=f"featureGates of {source.removeprefix('Configuration document ')}",
         known=True, source=source, pods_ready_timeout=timeout, pods_ready_recovery_timeout=recovery,
         requeue_limit=_count(strategy.get("backoffLimitCount")),
-        backoff_base_seconds=_count(strategy.get("backoffBaseSeconds")) or BACKOFF_BASE_SECONDS,
-        backoff_max_seconds=_count(strategy.get("backoffMaxSeconds")) or BACKOFF_MAX_SECONDS,
+        # an explicit 0 stays (defaults.go: cmp.Or on the pointers): a base of 0 requeues at once, a max of 0 is no cap
+        backoff_base_seconds=_or_default(_count(strategy.get("backoffBaseSeconds")), BACKOFF_BASE_SECONDS),
+        backoff_max_seconds=_or_default(_count(strategy.get("backoffMaxSeconds")), BACKOFF_MAX_SECONDS),
         frameworks=frozenset(frameworks or DEFAULT_FRAMEWORKS),
         external_frameworks=frozenset(external),
         manage_jobs_without_queue_name=doc.get("manageJobsWithoutQueueName") is True,
         namespace=ns,
         managed_jobs_namespace_selector=m(selector) if isinstance(selector, Mapping) else default_selector(ns),
         raw=doc, ref=ref)
+
+
+def _or_default(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _count(value: object) -> int | None:

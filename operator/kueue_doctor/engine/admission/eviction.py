@@ -542,7 +542,8 @@ def requeue_budget(ctx: Context, requeue_at: datetime | None) -> str:
                 "waitForPodsReady.requeuingStrategy.backoffLimitCount (unset: never), in Kueue's Configuration "
                 f"({lacks})")
     backoff = f" (back-off {cfg.requeue_backoff_seconds(count)}s)" if ahead else ""
-    knobs = (f"base {cfg.backoff_base_seconds}s, max {cfg.backoff_max_seconds}s: waitForPodsReady.requeuingStrategy "
+    cap = f"{cfg.backoff_max_seconds}s" if cfg.backoff_max_seconds > 0 else "0s, no cap"
+    knobs = (f"base {cfg.backoff_base_seconds}s, max {cap}: waitForPodsReady.requeuingStrategy "
              f"in {cfg.source}")
     limit = cfg.requeue_limit
     if limit is None:
