@@ -718,7 +718,7 @@ def namespace_not_managed(ctx: Context) -> Finding | None:
             f"Configuration ({cfg.source}), so Kueue's job controller ignores the namespace"
             + (" although its webhook suspended the Job" if owner_suspended(_owner(ctx)) else "") + ". "
             + (_defaulted_queue(ctx) or "A cluster admin must label the namespace to match the selector"
-               + (f" (`{command}`)" if (command := _label_command(ctx.ns, selector)) else "")
+               + (f" (`{command}`)" if (command := _label_command(ctx.ns, selector, labels(ns_obj))) else "")
                + " (or widen the selector), or run the Job in a managed namespace."))
     ns_labels = ", ".join(f"{k}={v}" for k, v in sorted(labels(ns_obj).items())) or "(none)"
     return Finding(Reason.NO_WORKLOAD, Cause.NAMESPACE_NOT_MANAGED, text, since=ctx.created,
@@ -727,13 +727,17 @@ def namespace_not_managed(ctx: Context) -> Finding | None:
                    hints=[f"kubectl get namespace {ctx.ns} --show-labels"])
 
 
-def _label_command(ns: str, selector: Mapping[str, Any]) -> str | None:
+def _label_command(ns: str, selector: Mapping[str, Any], has: Mapping[str, Any]) -> str | None:
     """The one command that opts the namespace in, when the selector is plain matchLabels (the Red Hat build of
-    Kueue's kueue.openshift.io/managed=true is one): the label to add, not a selector to decode at 3 a.m."""
+    Kueue's kueue.openshift.io/managed=true is one): the label to add, not a selector to decode at 3 a.m. With
+    --overwrite when the namespace has the key with another value (`has`: its labels), which kubectl refuses
+    otherwise."""
     match = m(selector.get("matchLabels"))
     if not match or lst(selector.get("matchExpressions")):
         return None
-    return f"kubectl label namespace {ns} " + " ".join(f"{k}={s(v) or ''}" for k, v in sorted(match.items()))
+    overwrite = " --overwrite" if any(k in has for k in match) else ""
+    return (f"kubectl label namespace {ns}{overwrite} "
+            + " ".join(f"{k}={s(v) or ''}" for k, v in sorted(match.items())))
 
 
 DEFAULT_LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName
