@@ -5,7 +5,12 @@ Kueue's TAS on it, a 4-cpu pod set)."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
+
+from kueue_doctor.engine.admission.topology import _group
+from kueue_doctor.engine.context import Context
+from kueue_doctor.state import ClusterState
 
 from .test_catalog import SCENARIOS, verdict_of
 
@@ -69,3 +74,23 @@ def test_a_terminating_pod_is_not_waited_for_when_running_ones_keep_the_pod_set_
     assert status["actionBy"] == "ClusterAdmin", status["message"]
     assert "Pod ops/cache-warmer (5 cpu)" in status["message"], status["message"]
     assert "Kueue's TAS does not preempt them" in status["message"], status["message"]
+
+
+def test_a_pod_set_group_of_equal_counts_takes_the_second_pod_set_as_leader_as_kueue_does() -> None:
+    """Review B10: Kueue's findLeaderAndWorkers makes the second pod set of a podSetGroupName the leader unless it
+    has more pods than the first, so on equal counts the first pod set is the workers."""
+    def podset(name: str, count: int) -> dict[str, Any]:
+        return {"name": name, "count": count, "topologyRequest": {"required": "rack", "podSetGroupName": "g"},
+                "template": {"spec": {"containers": [{"name": "c"}]}}}
+
+    def ctx(*sets: dict[str, Any]) -> Context:
+        wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+              "metadata": {"name": "w", "namespace": "ns", "uid": "u"}, "spec": {"podSets": list(sets)}}
+        return Context(wl, ClusterState.from_objects([wl]), datetime(2026, 11, 30, tzinfo=UTC))
+
+    def names(found: tuple[Any, Any]) -> tuple[str, str]:
+        return found[0]["name"], found[1]["name"]
+
+    assert names(_group(ctx(podset("a", 2), podset("b", 2)), "a")) == ("a", "b")  # (workers, leader)
+    assert names(_group(ctx(podset("a", 1), podset("b", 4)), "a")) == ("b", "a")
+    assert names(_group(ctx(podset("a", 4), podset("b", 1)), "a")) == ("a", "b")

@@ -271,16 +271,19 @@ def _too_large(nodes: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal]) -
 
 def _group(ctx: Context, podset: str) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
     """The pod set Kueue's TAS fits for a failure about `podset`, and its group's leader: pod sets sharing a
-    topologyRequest.podSetGroupName are placed together in one domain, the one with fewer pods as the leader
-    (findLeaderAndWorkers); Kueue names either pod set in its message."""
+    topologyRequest.podSetGroupName are placed together in one domain, the second in spec order as the leader
+    unless it has more pods than the first (findLeaderAndWorkers: on equal counts the second leads); Kueue names
+    either pod set in its message."""
     sets = [m(p) for p in lst(ctx.spec.get("podSets"))]
     mine = next((p for p in sets if (s(p.get("name")) or "main") == podset), {})
     group = s(m(mine.get("topologyRequest")).get("podSetGroupName"))
     mates = [p for p in sets if group and s(m(p.get("topologyRequest")).get("podSetGroupName")) == group]
     if len(mates) != 2:
         return mine, None
-    leader, workers = sorted(mates, key=lambda p: int(p.get("count") or 1))
-    return workers, leader
+    first, second = mates
+    if int(second.get("count") or 1) > int(first.get("count") or 1):
+        return second, first
+    return first, second
 
 
 def _flavor_nodes(ctx: Context, flavor: str) -> int:
