@@ -27,6 +27,13 @@ from ..state import ClusterState
 from .context import Context
 
 
+def owner_text(ctx: Context) -> str:
+    """"Job ns/name" from the owner reference (the owner object need not be in the input); "its owner" without."""
+    ref = ctx.owner_ref
+    kind, owner = (s(ref.get("kind")), s(ref.get("name"))) if ref is not None else (None, None)
+    return f"{kind} {ctx.ns}/{owner}" if kind and owner else "its owner"
+
+
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
     """The owner's controller refused it and will make nothing: a RayJob KubeRay marked ValidationFailed (a name
     over 47 characters, a bad spec). Its status.message, or a stand-in; None otherwise. Kueue 0.19.1+ then holds

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...kube.kueue_config import CONFIG_MAP
 from ...kube.objects import (
@@ -35,7 +35,7 @@ from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages
 from ..context import Context
 from ..messages import Template
-from ..owner_status import owner_suspended, still_stopping, suspend_path
+from ..owner_status import owner_suspended, owner_text, still_stopping, suspend_path
 from ..rules import Finding, Phase, pairs, rule
 from .check_states import failed_checks
 from .stalled import STALL_AFTER
@@ -162,27 +162,36 @@ def _reason_and_cause(ctx: Context, ev: Mapping[str, Any]) -> tuple[Reason, Caus
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 
-def max_exec_reactivation(ctx: Context) -> tuple[str, bool] | None:
+class Reactivation(NamedTuple):
+    """What reactivating a Workload deactivated for its maximum execution time gets it."""
+    text: str  # what the next admission gets
+    futile: bool  # the whole budget is used: Kueue deactivates it again right after admitting it
+    fix: str = ""  # when futile: what the owner changes first
+
+
+def max_exec_reactivation(ctx: Context) -> Reactivation | None:
     """What reactivating a Workload deactivated for its maximum execution time gets it: Kueue keeps
     status.accumulatedPastExecutionTimeSeconds across the reactivation and deactivates it again once that plus the
     new admission reaches spec.maximumExecutionTimeSeconds (workload_controller.go reconcileMaxExecutionTime), so
-    with the whole budget used it is deactivated right after its next admission. (text, futile); None while it is
+    with the whole budget used it is deactivated right after its next admission. None while it is
     still admitted (its last run is added when Admitted turns False) or without a limit."""
     limit = i(ctx.spec.get("maximumExecutionTimeSeconds"))
     if limit <= 0 or ctx.true("Admitted"):
         return None
     used = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
-    owner = _owner_text(ctx)
+    owner = owner_text(ctx)
     if used < limit:
-        return (f"once admitted it runs at most {format_duration(limit - used, precise=True)} more before Kueue "
-                f"deactivates it again (spec.maximumExecutionTimeSeconds {limit} less the {used}s already counted in "
-                "status.accumulatedPastExecutionTimeSeconds)", False)
-    return (f"it would not run: status.accumulatedPastExecutionTimeSeconds ({used}) already reaches "
-            f"spec.maximumExecutionTimeSeconds ({limit}), which Kueue keeps across a reactivation, so it deactivates "
-            f"the Workload again right after admitting it. To run it again, the owner raises or removes the label "
-            f"{MAX_EXEC_LABEL} on {owner} (allowed while it is suspended; Kueue then updates the Workload) to more "
-            f"than {used} plus the time the run needs and makes sure spec.active is true; or recreates {owner} "
-            "(a new Workload starts from 0)", True)
+        return Reactivation(
+            f"once admitted it runs at most {format_duration(limit - used, precise=True)} more before Kueue "
+            f"deactivates it again (spec.maximumExecutionTimeSeconds {limit} less the {used}s already counted in "
+            "status.accumulatedPastExecutionTimeSeconds)", False)
+    return Reactivation(
+        f"it would not run: status.accumulatedPastExecutionTimeSeconds ({used}) already reaches "
+        f"spec.maximumExecutionTimeSeconds ({limit}), which Kueue keeps across a reactivation, so it deactivates "
+        "the Workload again right after admitting it", True,
+        f"To run it again, the owner raises the label {MAX_EXEC_LABEL} on {owner} to more than {used} plus the time "
+        "the run needs, or removes it (allowed while it is suspended; Kueue then updates the Workload), and makes sure "
+        f"spec.active is true; or recreates {owner} (a new Workload starts from 0)")
 
 
 # what follows an eviction once the quota is released (jobframework sets Requeued=True only after a preemption or
@@ -301,8 +310,8 @@ def ignored_rejection_text(ctx: Context, check: Mapping[str, Any]) -> str:
             "the owner acts (kueue#10807).")
     if ctx.true("Evicted") and ctx.true("QuotaReserved") and evicted_at is not None:
         text += (f" The eviction began {format_duration(ctx.now - evicted_at)} ago; quota in {ctx.cq_text} is held "
-                 f"until {_owner_text(ctx)} reports its Pods stopped" + _still_active(ctx) + ".")
-    owner = _owner_text(ctx)
+                 f"until {owner_text(ctx)} reports its Pods stopped" + _still_active(ctx) + ".")
+    owner = owner_text(ctx)
     text += (f" Owner: fix what the check names, then recreate {owner} (or delete the Workload: its new one starts "
              f"the checks afresh); to give up, set spec.active=false or delete {owner}.")
     if ctx.true("Evicted"):
@@ -313,13 +322,6 @@ def ignored_rejection_text(ctx: Context, check: Mapping[str, Any]) -> str:
 def ignored_rejection_hints(ctx: Context) -> list[str]:
     return [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'",
             f"kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":false}}}}'"]
-
-
-def _owner_text(ctx: Context) -> str:
-    """"Job ns/name" from the owner reference (the owner object need not be in the input)."""
-    ref = ctx.owner_ref
-    kind, owner = (s(ref.get("kind")), s(ref.get("name"))) if ref is not None else (None, None)
-    return f"{kind} {ctx.ns}/{owner}" if kind and owner else "its owner"
 
 
 def _still_active(ctx: Context) -> str:
@@ -440,9 +442,9 @@ def recent_eviction(ctx: Context) -> Finding | None:
     elif cause == Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED and (budget := max_exec_reactivation(ctx)) is not None:
         when = (f" at {format_time(ctx.cond_time('Requeued'))}" if ctx.cond_reason("Requeued") == "Reactivated"
                 else " (spec.active is true again)")
-        text += (f"; reactivated{when}, but {budget[0]}" if budget[1] else
-                 f"; reactivated, Kueue has not tried to admit it again yet, and {budget[0]}")
-        action = ActionBy.WORKLOAD_OWNER if budget[1] else action
+        text += (f"; reactivated{when}, but {budget.text}. {budget.fix}" if budget.futile else
+                 f"; reactivated, Kueue has not tried to admit it again yet, and {budget.text}")
+        action = ActionBy.WORKLOAD_OWNER if budget.futile else action
     else:
         text += "; requeued, Kueue has not tried to admit it again yet"
     if evicted_reason == "PodsReadyTimeout":

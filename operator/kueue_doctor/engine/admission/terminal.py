@@ -12,7 +12,7 @@ from ...kube.objects import format_duration, format_time, i, m, name, ordinal, p
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
-from ..owner_status import aw_condition, aw_failure, is_appwrapper
+from ..owner_status import aw_condition, aw_failure, is_appwrapper, owner_text
 from ..pods.kubelet import failed_pod_ends
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
@@ -105,10 +105,12 @@ def deactivated(ctx: Context) -> Finding | None:
         Cause.EVICTED_ON_MANAGER_CLUSTER: "it was evicted on the MultiKueue manager cluster",
     }[cause]
     budget = max_exec_reactivation(ctx) if cause == Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED else None
-    text = (f"Deactivated: {why}; Kueue will not admit it until spec.active is set back to true "
-            f"(kubectl patch workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') "
-            "or the Job is recreated" + (f", and reactivated as it is, {budget[0]}." if budget and budget[1] else
-                                         f"; {budget[0]}." if budget else "."))
+    if budget is not None and budget.futile:  # the patch alone would not do: the fix first
+        text = f"Deactivated: {why}. {budget.fix}. Reactivated as it is, {budget.text}."
+    else:
+        text = (f"Deactivated: {why}; Kueue will not admit it until spec.active is set back to true (kubectl patch "
+                f"workload {ctx.name} -n {ctx.ns} --type merge -p '{{\"spec\":{{\"active\":true}}}}') or "
+                f"{owner_text(ctx)} is recreated" + (f"; {budget.text}." if budget is not None else "."))
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
     if cause == Cause.REQUEUING_LIMIT_EXCEEDED:

@@ -36,7 +36,7 @@ from ...state import QUEUE_LABEL, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
-from ..owner_status import owner_rejected
+from ..owner_status import owner_rejected, owner_text
 from ..rules import Finding, Phase, pairs, rule
 from . import accounting, appwrapper, early_start, followers
 from .nodes import flavor_node_hint, flavor_selector
@@ -86,7 +86,9 @@ def max_exec_note(ctx: Context) -> str:
     used = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
     left = timedelta(seconds=limit - used)
     deadline = admitted + left
-    what = (f"spec.maximumExecutionTimeSeconds {limit}, from the Job's label kueue.x-k8s.io/max-exec-time-seconds"
+    ref = ctx.owner_ref
+    what = (f"spec.maximumExecutionTimeSeconds {limit}"
+            + (f", from {owner_text(ctx)}'s label kueue.x-k8s.io/max-exec-time-seconds" if ref is not None else "")
             + (f"; {used}s of it used by earlier admissions" if used else ""))
     if ctx.after(admitted, left):
         return (f" Its maximum execution time ran out at {format_time(deadline)} ({what}): expect Kueue to deactivate "
