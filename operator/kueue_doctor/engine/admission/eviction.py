@@ -538,11 +538,9 @@ def requeue_budget(ctx: Context, requeue_at: datetime | None) -> str:
     count = i(m(ctx.status.get("requeueState")).get("count")) or evictions_for(ctx, "PodsReadyTimeout")[0]
     ahead = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
     at = f", next try at {format_time(requeue_at)}" if ahead else ""
-    if not cfg.known:
-        lacks = cfg.problem or f"not in the input: ConfigMap {cfg.namespace}/{CONFIG_MAP} holds it"
-        return (f"requeued {count} time(s){at}; Kueue deactivates it at the timeout after requeueState.count reaches "
-                "waitForPodsReady.requeuingStrategy.backoffLimitCount (unset: never), in Kueue's Configuration "
-                f"({lacks})")
+    if not cfg.known:  # short: it follows the fix, which must stay within the clip
+        lacks = cfg.problem or f"ConfigMap {cfg.namespace}/{CONFIG_MAP} not in the input"
+        return f"requeued {count} time(s){at}; backoffLimitCount unknown ({lacks})"
     backoff = f" (back-off {cfg.requeue_backoff_seconds(count)}s)" if ahead else ""
     cap = f"{cfg.backoff_max_seconds}s" if cfg.backoff_max_seconds > 0 else "0s, no cap"
     knobs = (f"base {cfg.backoff_base_seconds}s, max {cap}: waitForPodsReady.requeuingStrategy "
@@ -610,11 +608,10 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
         text += f"It is held out of the queue ({ctx.cond_reason('Requeued')})"
     else:
         text += "It is queued again"
-    text += ", and it will most likely be evicted the same way again: requeuing alone does not help."
-    if evicted == "PodsReadyTimeout":
+    text += f", and it will most likely be evicted the same way again: requeuing alone does not help. To fix: {fix}."
+    if evicted == "PodsReadyTimeout":  # after the fix: the message is clipped at 1024 characters
         budget = requeue_budget(ctx, requeue.at if requeue is not None else _requeue_at(ctx))
         text += f" {budget[0].upper()}{budget[1:]}."
-    text += f" To fix: {fix}."
     action = ActionBy.CLUSTER_ADMIN if evicted == "NodeFailures" else None
     evidence = [ctx.condition_evidence("Evicted"),
                 ctx.object_evidence("Workload", ctx.name, "status.schedulingStats.evictions", evicted,
