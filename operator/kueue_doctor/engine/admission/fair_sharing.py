@@ -110,8 +110,10 @@ def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], free
     cq = ctx.cq_name or ""
     lendable = quota.cohort_lendable(ctx.state, cq, res)
     weight = quota.fair_weight(ctx.state, cq)
-    mine = (f"even after preempting its own lower-priority {own[0].key[1]}" + (f" and {len(own) - 1} more"
-                                                                                 if len(own) > 1 else "")
+    # LowerOrNewerEqualPriority counts equal priorities too (`_allowed`): "lower-priority" only when they all are
+    lower = all(h.priority < ctx.priority for h in own)
+    mine = (f"even after preempting its own {'lower-priority' if lower else 'preemptible'} {own[0].key[1]}"
+            + (f" and {len(own) - 1} more" if len(own) > 1 else "")
             + f", which frees only {quota.fmt(res, freed)} of the {quota.fmt(res, missing)} {res} missing; "
             if own else "")
     theirs = ", ".join(f"{other} {before.shown()} -> {after.shown()}" for other, before, after in targets[:3])

@@ -736,7 +736,7 @@ def _gone_why(ctx: Context, node: str, pod: Mapping[str, Any] | None) -> str:
     return (f"Kueue's TAS pinned {pods} to node {node} ({HOSTNAME}={node} from the topologyAssignment, not the "
             f"owner's template), and Node {node} no longer exists; {state}. Kueue fails a Pod pinned to a lost node "
             f"only while the Node object exists, so {they} Pending ({their} nodeSelector is immutable once "
-            f"ungated). {fix}; the owner or the cluster admin can")
+            f"ungated). {fix}; either the owner or the cluster admin may delete {them}")
 
 
 @dataclass(frozen=True)

@@ -600,7 +600,8 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
-    if place.funnel is not None:
+    # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
+    if place.funnel is not None and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned):
         text += f" Nodes: {place.funnel.line()}."
     preempted = _preempted_by_scheduler(ctx, view.summary)
     text += preempted or history_note(view.summary)
