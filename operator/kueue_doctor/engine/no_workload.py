@@ -578,6 +578,8 @@ def prebuilt_workload_missing(ctx: Context) -> Finding | None:
                    evidence=_evidence(ctx))
 
 
+# the owners Kueue v0.19.2 lets be elastic (workloadslicing.Enabled in their webhooks): resized while they run
+_ELASTIC_KINDS = frozenset({"Job", "RayCluster", "RayService", "SparkApplication"})
 # jobframework's own texts when the Workload is gone (reconciler.go: ensureOneWorkload's "Missing Workload; unable to
 # restore pod templates" and "No matching Workload; restoring pod templates according to existent Workload", the
 # Workload's deletion's "Workload is deleted"); stopJob posts every other stop (an eviction's message, such as
@@ -617,10 +619,11 @@ def owner_still_active(ctx: Context) -> Finding | None:
                 + (f" ({format_duration(ctx.now - at)} ago)" if at is not None else "") + f" (\"{msg}\"): "
                 + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
                    if msg.startswith("Missing") else
-                   "its Workload no longer matched it (its pod sets changed while it ran: a count such as worker "
-                   "replicas, or a template), so Kueue deleted it; only an elastic job (annotation "
-                   f"{ELASTIC_JOB_ANNOTATION}: \"true\", feature gate ElasticJobsViaWorkloadSlices) may be resized "
-                   "while it runs."))
+                   "its pod sets changed while it ran (worker replicas, or a template), so its "
+                   "Workload no longer matched it and Kueue deleted it"
+                   + (f"; only an elastic one (annotation {ELASTIC_JOB_ANNOTATION}: \"true\", feature gate "
+                      "ElasticJobsViaWorkloadSlices) may be resized while it runs."
+                      if s(owner.get("kind")) in _ELASTIC_KINDS else ".")))
     text = f"{lead} {stopping.text}"
     since = at or stopping.since or ctx.created
     action = ActionBy.CLUSTER_ADMIN

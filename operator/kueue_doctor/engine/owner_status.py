@@ -162,8 +162,9 @@ def still_stopping(ctx: Context, waits: str) -> Stopping | None:
         node = s(m(pod.get("spec")).get("nodeName")) or ""
         down = _node_down(ctx.state, node) if node else ""
         began = parse_time(meta(pod).get("deletionTimestamp"))
-        text += (f" {len(left)} of its Pods are still being deleted: {name(pod)} since "
-                 f"{format_time(began)}"
+        text += ((f" Its Pod {name(pod)} is still being deleted, since " if len(left) == 1 else
+                  f" {len(left)} of its Pods are still being deleted: {name(pod)} since ")
+                 + f"{format_time(began)}"
                  + (f" on node {node}{down}" if node else "")
                  + f" (the {kind} counts it until it is gone).")
         evidence.append(ctx.object_evidence("Pod", name(pod), "metadata.deletionTimestamp", "Terminating",
@@ -182,8 +183,8 @@ def _node_down(state: ClusterState, node: str) -> str:
     if ready is None or s(ready.get("status")) == "True":
         return ""
     return (f", which is not Ready ({s(ready.get('status'))}: {s(ready.get('message')) or s(ready.get('reason'))}): "
-            "no kubelet confirms the deletion, so the cluster admin must recover the node or taint it "
-            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute so the Pods are force-deleted")
+            "no kubelet confirms the deletion: the cluster admin recovers the node or taints it "
+            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute to force-delete its Pods")
 
 
 # How owners show suspension: (group, kind) -> path of the boolean. Kueue suspends these until admission.
