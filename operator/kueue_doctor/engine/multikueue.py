@@ -183,8 +183,7 @@ def pending_check_detail(ctx: Context, check_name: str, stalled_since: datetime 
 
 def external_dispatcher(ctx: Context) -> str:
     """The dispatcher Kueue's Configuration names when it is not one of Kueue's own (kueue_config), else ""."""
-    cfg = ctx.state.kueue_config
-    name = cfg.dispatcher if cfg.known else DISPATCHER_ALL_AT_ONCE
+    name = ctx.state.kueue_config.dispatcher  # an unread Configuration has no raw: Kueue's default dispatcher
     return "" if name in (DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL) else name
 
 

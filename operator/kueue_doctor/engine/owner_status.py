@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..kube.objects import (
+    conditions,
     format_time,
     group_of,
     i,
@@ -178,8 +179,7 @@ def still_stopping(ctx: Context, waits: str) -> Stopping | None:
 def _node_down(state: ClusterState, node: str) -> str:
     """", which is not Ready (Unknown: Kubelet stopped posting node status.)" when the input's Node says so: no
     kubelet confirms the deletion there, and the cluster admin must recover the node or force the Pods out."""
-    ready = next((m(c) for c in lst(m(m(state.nodes.get(node)).get("status")).get("conditions"))
-                  if m(c).get("type") == "Ready"), None)
+    ready = conditions(state.nodes.get(node) or {}).get("Ready")
     if ready is None or s(ready.get("status")) == "True":
         return ""
     return (f", which is not Ready ({s(ready.get('status'))}: {s(ready.get('message')) or s(ready.get('reason'))}): "
@@ -258,10 +258,6 @@ def is_appwrapper(owner: Mapping[str, Any] | None) -> bool:
     return owner is not None and s(owner.get("kind")) == "AppWrapper" and group_of(owner.get("apiVersion")) == AW_GROUP
 
 
-def aw_condition(owner: Mapping[str, Any], ctype: str) -> Mapping[str, Any]:
-    return next((m(c) for c in lst(m(owner.get("status")).get("conditions")) if m(c).get("type") == ctype), {})
-
-
 def aw_grace(owner: Mapping[str, Any], key: str) -> tuple[int, str]:
     """(seconds, where from) of one of the controller's grace periods: the AppWrapper's annotation, else the default
     (a malformed annotation falls back to the default, as the controller does)."""
@@ -294,7 +290,7 @@ def aw_failure(owner: Mapping[str, Any] | None) -> str:
     if not is_appwrapper(owner) or owner is None or s(m(owner.get("status")).get("phase")) != "Failed":
         return ""
     where = f"AppWrapper {namespace(owner)}/{name(owner)}"
-    cond = aw_condition(owner, "Unhealthy")
+    cond = conditions(owner).get("Unhealthy") or {}
     reason, msg = s(cond.get("reason")) or "", s(cond.get("message")) or ""
     if not is_true(cond) or not reason:
         return (f" {where} failed with no Unhealthy reason in its status: read its events (kubectl -n "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...kube.objects import closed, conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
 from ...state import MULTIKUEUE_CONTROLLER, PROVISIONING_CONTROLLER
@@ -45,8 +45,7 @@ def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
 
 
 def is_provisioning(ctx: Context, check_name: str) -> bool:
-    ac = ctx.state.admission_checks.get(check_name)
-    return ac is not None and s(spec(ac).get("controllerName")) == PROVISIONING_CONTROLLER
+    return controller_of(ctx, check_name) == PROVISIONING_CONTROLLER
 
 
 def _retry_schedule(ctx: Context, check: Mapping[str, Any]) -> str:
@@ -69,14 +68,20 @@ def provisioning_config(ctx: Context, check_name: str) -> tuple[str, Mapping[str
     return config, ctx.state.provisioning_configs.get(config)
 
 
-def backoff_limit(ctx: Context, check_name: str) -> tuple[str, int] | None:
-    """(config name, retryStrategy.backoffLimitCount) when the check's ProvisioningRequestConfig is in the input;
-    3 when it sets none (the API default). Attempt n fails into Retry while n <= the limit, else Rejected."""
+class BackoffLimit(NamedTuple):
+    """A ProvisioningRequestConfig's retryStrategy.backoffLimitCount."""
+    config: str  # the ProvisioningRequestConfig's name
+    limit: int
+
+
+def backoff_limit(ctx: Context, check_name: str) -> BackoffLimit | None:
+    """The check's ProvisioningRequestConfig's retryStrategy.backoffLimitCount when the config is in the input; 3
+    when it sets none (the API default). Attempt n fails into Retry while n <= the limit, else Rejected."""
     config, obj = provisioning_config(ctx, check_name)
     if obj is None:
         return None
     limit = m(spec(obj).get("retryStrategy")).get("backoffLimitCount")
-    return config, limit if isinstance(limit, int) and not isinstance(limit, bool) else 3
+    return BackoffLimit(config, limit if isinstance(limit, int) and not isinstance(limit, bool) else 3)
 
 
 def _retry_budget(ctx: Context, check_name: str, attempt: int) -> str:
@@ -118,7 +123,7 @@ def provisioning_detail(ctx: Context, check: Mapping[str, Any]) -> str:
         previous = ctx.evicted_parsed.inner or ctx.evicted_parsed
         why = next((text for cname, text in previous.checks if cname == name), "")
         known = backoff_limit(ctx, name)
-        of = f"; this is retry {retries} of {known[1]}" if known is not None else ""
+        of = f"; this is retry {retries} of {known.limit}" if known is not None else ""
         earlier = (f" {retries} earlier attempt(s) did not get capacity" + (f" (last: {why})" if why else "")
                    + of + ".")
     if msg == _INACTIVE_MESSAGE:
@@ -259,8 +264,8 @@ def rejected_provisioning_detail(ctx: Context) -> str:
                     "retries left)")
         elif came_from in ("Pending", "Retry"):
             known = backoff_limit(ctx, cname)
-            limit = (f"ProvisioningRequestConfig {known[0]} retryStrategy.backoffLimitCount {known[1]}: "
-                     f"{known[1] + 1} attempts" if known is not None
+            limit = (f"ProvisioningRequestConfig {known.config} retryStrategy.backoffLimitCount {known.limit}: "
+                     f"{known.limit + 1} attempts" if known is not None
                      else "ProvisioningRequestConfig retryStrategy.backoffLimitCount")
             what = f"Failed with no retries left: the cluster autoscaler could not provision the capacity ({limit})"
         else:
@@ -314,7 +319,7 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     cause = _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING)
     cname = s(first.get("name")) or "?"
     ac = ctx.state.admission_checks.get(cname)
-    controller = s(spec(ac).get("controllerName")) if ac else None
+    controller = controller_of(ctx, cname)
     detail = s(first.get("message"))
     text = (f"Quota reserved in {ctx.cq_text} since {format_time(since)}, waiting for "
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"

@@ -16,7 +16,7 @@ from decimal import Decimal
 from enum import IntEnum
 from functools import lru_cache
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...kube.objects import (
     conditions,
@@ -1014,12 +1014,18 @@ def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: D
 SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"  # Kueue's elastic Jobs (workload slices)
 
 
-def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal, Decimal | None] | None:
-    """(name, what it holds of `res` in `flavor`, what this slice asks of it in the same pod sets) of the admitted
-    Workload slice this one replaces (an elastic Job scaled up: Kueue asks only for the difference, pod set by
-    pod set, and the old slice keeps its quota until this one is admitted); None when this is no replacement
-    slice or the old one is not in the input. Whole-slice sums: a RayCluster's head and worker groups are pod
-    sets of their own, and comparing one worker group with the whole old slice gets the difference wrong."""
+class ReplacedSlice(NamedTuple):
+    """The admitted Workload slice a new one replaces, for one resource of one flavor."""
+    name: str
+    held: Decimal  # what it holds of the resource in the flavor
+    asked: Decimal | None  # what the new slice asks of it in the same pod sets
+
+
+def replaced_slice(ctx: Context, flavor: str, res: str) -> ReplacedSlice | None:
+    """The admitted Workload slice this one replaces (an elastic Job scaled up: Kueue asks only for the difference, pod
+    set by pod set, and the old slice keeps its quota until this one is admitted); None when this is no replacement
+    slice or the old one is not in the input. Whole-slice sums: a RayCluster's head and worker groups are pod sets of
+    their own, and comparing one worker group with the whole old slice gets the difference wrong."""
     ref = s(m(m(ctx.wl.get("metadata")).get("annotations")).get(SLICE_REPLACEMENT_FOR))
     if not ref:
         return None
@@ -1036,7 +1042,7 @@ def replaced_slice(ctx: Context, flavor: str, res: str) -> tuple[str, Decimal, D
         now = ctx.requests.get(s(psa.get("name")) or "main", {}).get(res)
         if now is not None:
             asked = (asked or Decimal(0)) + now
-    return old_name, held, asked
+    return ReplacedSlice(old_name, held, asked)
 
 
 # KubeRay creates the Ray autoscaler's new workers at once, gated until the slice is admitted; the autoscaler
@@ -1049,7 +1055,7 @@ _RAY_SCALE_UP: dict[str, str] = dict.fromkeys(("RayCluster", "RayJob", "RayServi
 
 
 def _scale_up(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure, line: dict[str, Any],
-              fq: quota.FlavorQuota | None, replaced: tuple[str, Decimal, Decimal | None]) -> Finding:
+              fq: quota.FlavorQuota | None, replaced: ReplacedSlice) -> Finding:
     """A replacement slice waits: Kueue compared only the added part with the unused quota. Without a cohort the
     whole scaled-up size must fit the nominal quota; beyond it, it is never admitted while the Job runs (the old
     slice, its only way to free quota, ends with it)."""

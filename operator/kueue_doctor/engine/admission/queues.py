@@ -239,8 +239,7 @@ def _inactive_checks(ctx: Context, controller: str) -> list[str]:
     """The ClusterQueue's AdmissionChecks of that controller that are in the input and not Active."""
     names = [s(m(c).get("name")) for c in lst(m(spec(ctx.cq or {}).get("admissionChecksStrategy"))
                                               .get("admissionChecks"))]
-    return [n for n in names if n and n in ctx.state.admission_checks
-            and s(spec(ctx.state.admission_checks[n]).get("controllerName")) == controller
+    return [n for n in names if n and checks.controller_of(ctx, n) == controller
             and not is_true(conditions(ctx.state.admission_checks[n]).get("Active"))]
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from ...kube.objects import format_duration, format_time, i, m, name, ordinal, parse_time, s, spec
+from ...kube.objects import conditions, format_duration, format_time, i, m, name, ordinal, parse_time, s, spec
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
-from ..owner_status import aw_condition, aw_failure, is_appwrapper, owner_text
+from ..owner_status import aw_failure, is_appwrapper, owner_text
 from ..pods.kubelet import failed_pod_ends
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
@@ -46,7 +46,7 @@ def finished(ctx: Context) -> Finding | None:
         text += ("" if text.endswith(".") else ".") + retention
     evidence = [ctx.condition_evidence("Finished")]
     if reason == "Failed" and ctx.owner is not None and is_appwrapper(ctx.owner):
-        unhealthy = aw_condition(ctx.owner, "Unhealthy")
+        unhealthy = conditions(ctx.owner).get("Unhealthy") or {}
         evidence.append(ctx.object_evidence("AppWrapper", name(ctx.owner), "condition/Unhealthy",
                                             s(unhealthy.get("reason")), s(unhealthy.get("message")),
                                             parse_time(unhealthy.get("lastTransitionTime")), ns=ctx.ns))

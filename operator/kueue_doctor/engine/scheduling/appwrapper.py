@@ -11,12 +11,11 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from ...kube.objects import format_duration, format_time, is_true, m, name, parse_time, s
+from ...kube.objects import conditions, format_duration, format_time, is_true, m, name, parse_time, s
 from ...vocabulary import ActionBy, Cause, Reason
 from ..context import Context
 from ..owner_status import (
     aw_components,
-    aw_condition,
     aw_duration,
     aw_grace,
     aw_retries,
@@ -56,7 +55,7 @@ def appwrapper_recovering(ctx: Context) -> Finding | None:
     owner = ctx.owner
     if owner is None or not is_appwrapper(owner):
         return None
-    unhealthy = aw_condition(owner, "Unhealthy")
+    unhealthy = conditions(owner).get("Unhealthy") or {}
     detected = parse_time(unhealthy.get("lastTransitionTime"))
     where = f"AppWrapper {ctx.ns}/{name(owner)}"
     evidence = [*base_evidence(ctx), ctx.object_evidence(
@@ -105,9 +104,9 @@ def reset_note(ctx: Context) -> str:
     has passed since ResourcesDeployed; usually long before Kueue's waitForPodsReady timeout."""
     owner = ctx.owner
     if owner is None or not is_appwrapper(owner) or _phase(owner) != "Running" \
-            or is_true(aw_condition(owner, "PodsReady")):
+            or is_true(conditions(owner).get("PodsReady")):
         return ""
-    deployed = parse_time(aw_condition(owner, "ResourcesDeployed").get("lastTransitionTime"))
+    deployed = parse_time((conditions(owner).get("ResourcesDeployed") or {}).get("lastTransitionTime"))
     if deployed is None:
         return ""
     live = sum(1 for p in ctx.pods if m(p.get("status")).get("phase") in ("Pending", "Running", "Succeeded")
