@@ -63,9 +63,12 @@ def test_explain_of_the_wrapped_job_answers_with_the_appwrappers_workload(tmp_pa
     assert "belongs to AppWrapper train-llm" in err.getvalue()
     docs = [d for d in yaml.safe_load_all(out.getvalue()) if d]
     assert docs[0]["metadata"]["name"] == WORKLOAD and docs[0]["status"]["reason"] == "PodsUnschedulable"
+    out = io.StringIO()
     code = main(["explain", "-f", str(dump), "--now", "2026-11-30T10:03:00Z", "aw/train-llm", "-o", "yaml"],
-                stdout=io.StringIO(), stderr=io.StringIO())
+                stdout=out, stderr=io.StringIO())
     assert code == 0
+    docs = [d for d in yaml.safe_load_all(out.getvalue()) if d]  # the AppWrapper's own name finds the same Workload
+    assert [d["metadata"]["name"] for d in docs] == [WORKLOAD], docs
 
 
 def test_failed_pods_within_the_failure_grace_period_are_the_appwrappers_to_retry() -> None:
