@@ -210,7 +210,9 @@ _AW_UNHEALTHY: dict[str, str] = {
     "MissingComponent": ("a wrapped component was deleted, or was not yet visible to the AppWrapper controller right "
                          "after it made it; the controller fails this at once, with no grace period and no retry"),
     "FailedComponent": "a wrapped component's own controller marked it failed (a Job's Failed condition)",
-    "FoundFailedPods": "its Pods failed and were not replaced within the failure grace period",
+    "FoundFailedPods": ("Failed Pods of its components were still there when its failure grace period ended (the "
+                        "controller counts every Failed Pod it labelled; a Job keeps its failed Pods, so the Job's own "
+                        "retries do not prevent this)"),
     "InsufficientPodsReady": "its Pods were not all running when the controller's grace period ended",
     "CreateFailed": "the AppWrapper controller could not create a component",
     "AutopilotNoExecute": "its Pods ran on nodes Autopilot marked NoExecute (such a reset is not counted)",

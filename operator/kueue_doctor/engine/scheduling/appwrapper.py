@@ -88,9 +88,10 @@ def appwrapper_recovering(ctx: Context) -> Finding | None:
     done, limit, _ = aw_retries(owner)
     last = done >= limit
     text = (f"Admitted by {ctx.cq_text}; {where} found failed Pods at {format_time(detected)} (Unhealthy "
-            f"FoundFailedPods).{_failed_pods(ctx)} Its controller gives their controllers its failure grace period "
-            f"({aw_duration(grace)}, {source}) to replace them, then at about "
-            f"{format_time(detected + timedelta(seconds=grace))} resets it unless they recover: {_resets(owner)}"
+            f"FoundFailedPods).{_failed_pods(ctx)} Its controller waits its failure grace period "
+            f"({aw_duration(grace)}, {source}), then at about {format_time(detected + timedelta(seconds=grace))} "
+            "resets it if a Failed Pod is still there (a Job keeps its failed Pods: its own retries do not prevent "
+            f"the reset): {_resets(owner)}"
             + ("; the AppWrapper's owner reads the failed Pods' logs and fixes the cause before then." if last else
                ", deleting and redeploying every component. Nothing to do yet; read the failed Pods' logs before the "
                "reset deletes them."))
