@@ -155,17 +155,32 @@ def test_appwrapper_admitted_pods_unschedulable(cluster: Any, resources: Resourc
 
 def test_appwrapper_resetting_after_a_pod_failure(cluster: Any, resources: Resources, namespace: str,
                                                  owner_kinds: Any) -> None:
-    """A Pod of the wrapped Job fails (exit 1). The Job would retry it (backoffLimit 3), but the AppWrapper
-    controller counts the failed Pod, which the Job keeps: after its failure grace period (5s here) it resets the
-    AppWrapper, deletes the Job and its Pods, and waits its retry pause (10m here) before redeploying. Kueue's
-    Workload stays admitted throughout."""
+    """A Pod of the wrapped Job fails (exit 1) 8s after it started, once the AppWrapper is PodsReady. The controller
+    is not told (its Pod watch maps only Succeeded Pods): it sees the failure at its next check, a minute after
+    PodsReady. The Job would retry it (backoffLimit 3), but the controller counts the failed Pod, which the Job
+    keeps: after its failure grace period (5s here) it resets the AppWrapper, deletes the Job and its Pods, and waits
+    its retry pause (10m here) before redeploying. Kueue's Workload stays admitted throughout. Both moments are
+    recorded: the failure not yet seen, and the reset."""
     api = cluster.api_client
     _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, _pool(resources, cpu="4"))
     resources.create(_appwrapper(
         "flaky", namespace, lq, 1, "1", backoff_limit=3,
         annotations={"workload.codeflare.dev.appwrapper/failureGracePeriodDuration": "5s",
                      "workload.codeflare.dev.appwrapper/retryPausePeriodDuration": "10m"},
-        pod_annotations={kube.FAKE_RUN_SECONDS_ANNOTATION: "1", kube.FAKE_EXIT_CODE_ANNOTATION: "1"}))
+        pod_annotations={kube.FAKE_RUN_SECONDS_ANNOTATION: "8", kube.FAKE_EXIT_CODE_ANNOTATION: "1"}))
+
+    def failed_unseen() -> bool:
+        aw = kube.get(api, AW, "flaky", namespace) or {}
+        return condition_is(aw, "PodsReady") and not condition_is(aw, "Unhealthy") and any(
+            p["status"].get("phase") == "Failed" for p in _pods(api, namespace, "flaky"))
+
+    wait_for(failed_unseen, timeout=40, message="a failed Pod the AppWrapper controller has not marked yet")
+    objects = families.snapshot(api, [namespace])
+    families.record("appwrapper-pod-failed-unseen", objects,
+                    "AppWrapper flaky PodsReady; its Job's Pod failed, the controller's 1m check not come yet")
+    st = families.verdict(objects, namespace, owner=("AppWrapper", "flaky"), reason="ContainersNotStarting",
+                          cause="PodsFailed")
+    assert st["actionBy"] == "Nobody" and "sees them at its next check (every 1m" in st["message"], st
     wait_for(lambda: _phase(api, namespace, "flaky") == "Resetting" and not _pods(api, namespace, "flaky")
              and not kube.list_objects(api, "Job", namespace), timeout=90,
              message=lambda: f"the AppWrapper Resetting, its Job and Pods deleted: {_phase(api, namespace, 'flaky')}")

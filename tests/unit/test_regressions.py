@@ -189,6 +189,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-appwrapper-exceeds-quota": {"AppWrapper/greedy": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
     "scenario-family-appwrapper-pods-unschedulable": {
         "AppWrapper/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
+    "scenario-family-appwrapper-pod-failed-unseen": {"AppWrapper/flaky": (("ContainersNotStarting",), "PodsFailed")},
     "scenario-family-appwrapper-resetting": {"AppWrapper/flaky": (("PodsNotCreated",), "PodsPending")},
     "scenario-family-appwrapper-failed": {"AppWrapper/doomed": (("Finished",), "Failed")},
 }

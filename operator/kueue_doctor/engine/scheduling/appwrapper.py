@@ -8,7 +8,7 @@ its conditions say none of it, so these verdicts read the AppWrapper. Neighbours
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import format_duration, format_time, is_true, m, name, parse_time, s
@@ -97,6 +97,52 @@ def appwrapper_recovering(ctx: Context) -> Finding | None:
                "reset deletes them."))
     return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_FAILED, text,
                    ActionBy.WORKLOAD_OWNER if last else ActionBy.NOBODY, since=detected, evidence=evidence,
+                   flavors=assigned_flavors(ctx))
+
+
+# how often the AppWrapper controller looks at a Running AppWrapper's Pods (appwrapper_controller.go: requeueAfter 1m
+# once PodsReady, 5s before); its Pod watch wakes it only for Succeeded Pods, so a failure waits for that check
+CHECK_READY, CHECK_WARMING = timedelta(minutes=1), timedelta(seconds=5)
+
+
+def _first_failure(ctx: Context) -> datetime | None:
+    """When the first of the AppWrapper's Failed Pods ended (its containers' finishedAt), or None."""
+    ends = [parse_time(m(m(m(c).get("state")).get("terminated")).get("finishedAt"))
+            for p in ctx.pods if m(p.get("status")).get("phase") == "Failed"
+            for c in m(p.get("status")).get("containerStatuses") or []]
+    return min((e for e in ends if e is not None), default=None)
+
+
+@rule(Phase.ADMITTED, [(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_FAILED)])
+def appwrapper_failure_not_seen_yet(ctx: Context) -> Finding | None:
+    """A Running AppWrapper whose Pod failed before its controller looked (Unhealthy not set yet): the reset is
+    coming all the same, since a Job keeps its failed Pods; the Running verdict would hide it."""
+    owner = ctx.owner
+    if owner is None or not is_appwrapper(owner) or _phase(owner) != "Running" \
+            or is_true(aw_condition(owner, "Unhealthy")):
+        return None
+    failed = _first_failure(ctx)
+    check = CHECK_READY if is_true(aw_condition(owner, "PodsReady")) else CHECK_WARMING
+    grace, source = aw_grace(owner, "failureGracePeriodDuration")
+    if failed is None or ctx.after(failed, check + RESET_OVERDUE):
+        return None  # long unseen: not the controller's periodic check; the Pod rules say what the Pods show
+    done, limit, _ = aw_retries(owner)
+    last = done >= limit
+    where = f"AppWrapper {ctx.ns}/{name(owner)}"
+    every = "every 1m while its Pods are ready" if check == CHECK_READY else "every 5s while its Pods start"
+    text = (f"Admitted by {ctx.cq_text}; a Pod of {where} failed at {format_time(failed)}.{_failed_pods(ctx)} Its "
+            f"controller is not told of failed Pods: it sees them at its next check ({every}), marks it Unhealthy "
+            f"FoundFailedPods, waits its failure grace period ({aw_duration(grace)}, {source}) and then resets it if a "
+            "Failed Pod is still there (a Job keeps its failed Pods: its own retries do not prevent the reset), at the "
+            "latest about "
+            f"{format_time(failed + check + timedelta(seconds=grace))}: {_resets(owner)}"
+            + ("; the AppWrapper's owner reads the failed Pods' logs and fixes the cause before then." if last else
+               ", deleting and redeploying every component. Nothing to do yet; read the failed Pods' logs before the "
+               "reset deletes them."))
+    evidence = [*base_evidence(ctx), ctx.object_evidence(
+        "AppWrapper", name(owner), "status.phase", _phase(owner), "Unhealthy not set", ns=ctx.ns)]
+    return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_FAILED, text,
+                   ActionBy.WORKLOAD_OWNER if last else ActionBy.NOBODY, since=failed, evidence=evidence,
                    flavors=assigned_flavors(ctx))
 
 
