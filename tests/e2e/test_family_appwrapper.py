@@ -151,6 +151,9 @@ def test_appwrapper_admitted_pods_unschedulable(cluster: Any, resources: Resourc
     assert st["actionBy"] == "WorkloadOwner", st
     assert f"AppWrapper {namespace}/pinned resets itself at about" in st["message"], st["message"]
     assert "warmupGracePeriodDuration 5m" in st["message"], st["message"]
+    (remedy,) = st["remedies"]  # the field inside the AppWrapper's component, and how to change it
+    assert remedy["field"] == "spec.components[0].template.spec.template.spec.nodeSelector[example.test/accelerator]"
+    assert "components are immutable" in remedy["message"], remedy
 
 
 def test_appwrapper_resetting_after_a_pod_failure(cluster: Any, resources: Resources, namespace: str,
