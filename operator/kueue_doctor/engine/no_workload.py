@@ -47,6 +47,7 @@ from ..kube.objects import (
     spec,
     status,
     uid,
+    when_text,
 )
 from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
@@ -290,9 +291,8 @@ def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = G
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name(first) or "", "uid": uid(first) or "",
                                  "controller": True}],
         }
-        if created:
-            md["creationTimestamp"] = meta(min(pods, key=lambda p: s(meta(p).get("creationTimestamp")) or ""))[
-                "creationTimestamp"]
+        if created:  # the first Pod's, among those with a readable one (a hand edit may leave one without)
+            md["creationTimestamp"] = format_time(min(created))
         out[ns, group] = {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": md,
                           "spec": {"queueName": s(labels(first).get(QUEUE_LABEL)) or ""}}
     return out
@@ -602,7 +602,7 @@ def owner_still_active(ctx: Context) -> Finding | None:
     lead = f"{_waiting(ctx)}."
     if stopped is not None:
         msg, at = s(stopped.get("message")) or "", event_time(stopped)
-        lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {format_time(at)}"
+        lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {when_text(at)}"
                 + (f" ({format_duration(ctx.now - at)} ago)" if at is not None else "") + f" (\"{msg}\"): "
                 + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
                    if msg.startswith("Missing") else

@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from ..kube.objects import (
-    format_time,
     group_of,
     i,
     is_true,
@@ -21,6 +20,7 @@ from ..kube.objects import (
     parse_duration,
     parse_time,
     s,
+    when_text,
 )
 from ..state import ClusterState
 from .context import Context
@@ -126,7 +126,7 @@ def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]]
     held = deleting_children(ctx.state, owner)
     for child, since, finalizers in held[:1]:
         ckind, cname = s(child.get("kind")) or "", name(child) or ""
-        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {format_time(since)} and "
+        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {when_text(since)} and "
                  f"held by finalizer {', '.join(finalizers)}")
         if RAY_REDIS_CLEANUP_FINALIZER in finalizers:
             text += (" (KubeRay removes it once its Redis cleanup Job finishes: kubectl -n "
@@ -141,7 +141,7 @@ def still_stopping(ctx: Context, waits: str) -> tuple[str, list[dict[str, Any]]]
         pod = left[0]
         node = s(m(pod.get("spec")).get("nodeName")) or ""
         text += (f" {len(left)} of its Pods are still being deleted: {name(pod)} since "
-                 f"{format_time(parse_time(meta(pod).get('deletionTimestamp')))}"
+                 f"{when_text(parse_time(meta(pod).get('deletionTimestamp')))}"
                  + (f" on node {node}{_node_down(ctx.state, node)}" if node else "")
                  + f" (the {kind} counts it until it is gone).")
         evidence.append(ctx.object_evidence("Pod", name(pod), "metadata.deletionTimestamp", "Terminating",
