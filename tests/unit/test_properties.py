@@ -248,6 +248,8 @@ FOUND: list[tuple[str, str, tuple[Any, ...], Any]] = [
     ("flavor-nodes-carry-an-untolerated-taint", "ResourceFlavor", ("spec", "nodeLabels", "admission"), {}),
     ("job-node-selector-matches-no-node", "Pod", ("spec", "nodeSelector", "admission"), {}),
     ("job-node-selector-matches-no-node", "Workload", ("metadata", "ownerReferences", 0, "kind"), ["Job"]),
+    # a hand-edited status.replicas: the surge groups were counted one by one, for ever
+    ("lws-surge-groups-percentage-maxsurge-no-workload", "LeaderWorkerSet", ("status", "replicas"), 10**20),
     # names left out: "points at ClusterQueue None", "ClusterQueue None is inactive"
     ("low-priority-job-being-preempted", "LocalQueue", ("spec",), DROP),
     ("cluster-queue-admission-check-inactive", "LocalQueue", ("metadata", "namespace"), DROP),

@@ -394,13 +394,17 @@ def _go_int_value(value: object) -> int:
     return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else 0
 
 
+MAX_SURGE_GROUPS = 1_000  # more surge groups than any rollout makes: the most `_lws_groups` names
+
+
 def _lws_groups(ctx: Context, lws: Mapping[str, Any], first: int, last: int) -> list[tuple[int, str]]:
     """(index, Workload name) of the LeaderWorkerSet's groups first..last-1 whose Pods wait here for a Workload
     that does not exist (named as Kueue's GetWorkloadName does)."""
     lws_name, lws_uid = name(lws) or "", uid(lws) or ""
     waiting = set(ctx.state.pod_group_names())
     out = []
-    for idx in range(first, last):
+    # bounded: a hand-edited status.replicas (10^20) would otherwise keep the pass hashing names for ever
+    for idx in range(first, min(last, first + MAX_SURGE_GROUPS)):
         wl = workload_name("LeaderWorkerSet", "leaderworkerset.x-k8s.io", f"{lws_name}-{idx}", lws_uid)
         if (ctx.ns, wl) in waiting and (ctx.ns, wl) not in ctx.state.workloads:
             out.append((idx, wl))

@@ -159,7 +159,8 @@ def _node_down(state: ClusterState, node: str) -> str:
                   if m(c).get("type") == "Ready"), None)
     if ready is None or s(ready.get("status")) == "True":
         return ""
-    return (f", which is not Ready ({s(ready.get('status'))}: {s(ready.get('message')) or s(ready.get('reason'))}): "
+    said = s(ready.get("message")) or s(ready.get("reason"))
+    return (f", which is not Ready ({s(ready.get('status')) or 'no status'}" + (f": {said}" if said else "") + "): "
             "no kubelet confirms the deletion, so the cluster admin must recover the node or taint it "
             "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute so the Pods are force-deleted")
 

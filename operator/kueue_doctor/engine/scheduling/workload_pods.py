@@ -755,12 +755,16 @@ def _awaiting_replacement(ctx: Context, blocker: podlib.PodBlocker, evidence: li
                           f"--field-selector involvedObject.name={ctx.name}"])
 
 
+_DIVISOR_SEARCH = 100_000  # beyond any pod set's count or slice size Kueue admits
+
+
 def _slice_fix(ctx: Context, pod_set: str, count: int, size: int) -> str:
     """What the owner changes so that the slice size divides the pod set's count (KEP-2724 requires it)."""
     if size <= 1:
         return "The owner must make the pod set's Pods fit its topology request, then re-apply it."
-    lower = max(d for d in range(1, min(size, count) + 1) if count % d == 0)
-    upper = next((d for d in range(size, count + 1) if count % d == 0), None)
+    # the divisor searches bounded: a hand-edited count or slice size (10^20) would otherwise never end
+    lower = max(d for d in range(1, min(size, count, _DIVISOR_SEARCH) + 1) if count % d == 0)
+    upper = next((d for d in range(size, min(count, size + _DIVISOR_SEARCH) + 1) if count % d == 0), None)
     sizes = f"slice size {lower}" + (f" or {upper}" if upper is not None and upper != lower else "")
     bigger = -(-count // size) * size  # the next multiple of the slice size
     why = " (KEP-2724: the slice size must evenly divide the pod set's count)."
