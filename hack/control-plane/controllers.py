@@ -1,5 +1,6 @@
-"""Owner controllers next to the local Kueue (issue 9): the JobSet controller, KubeRay's ray-operator and Kubeflow
-Trainer v2's controller manager (TrainJob, which runs through a JobSet: it needs the JobSet controller too).
+"""Owner controllers next to the local Kueue (issue 9): the JobSet controller, KubeRay's ray-operator, Kubeflow
+Trainer v2's controller manager (TrainJob, which runs through a JobSet: it needs the JobSet controller too) and
+CodeFlare's AppWrapper controller.
 
 Both run out of cluster as children of a :class:`localcluster.LocalCluster` (``start_component``: they die with
 it, ``check_alive`` watches them), against its apiserver with the admin kubeconfig, with the CRDs of the very same
@@ -13,6 +14,11 @@ module versions (``controllers.sh`` copies them next to the binaries). Webhooks:
   **registered** by URL on 127.0.0.1. The manager always serves them (no switch turns them off); its cert management
   is off, and as it has no certDir setting, it finds the serving certificate where controller-runtime looks by
   default, ``$TMPDIR/k8s-webhook-server/serving-certs`` (its own TMPDIR).
+* AppWrapper: **no webhook**, as its own dev mode (``webhooksEnabled: false`` in the ConfigMap it reads its
+  configuration from): they only add user labels and validate; Kueue's appwrapper webhook suspends and queues it.
+  Its other settings are the release defaults (fault tolerance, Autopilot node monitor). Its /readyz is never asked:
+  that check starts controller-runtime's webhook server on the fixed port 9443; /healthz and the log line of its
+  AppWrapper controller's workers say it is up.
 
 Kueue's own webhooks for these kinds are registered by ``LocalCluster._register_webhooks`` when the frameworks are
 in ``KueueSettings.frameworks`` (see ``FAMILY_FRAMEWORKS``). Used by ``tests/e2e/families.py``.
@@ -37,16 +43,22 @@ CONTROLLERS_BUILD_COMMAND = "bash hack/control-plane/controllers.sh"
 #: The Kueue integrations the family tests run with (all that v0.19.2 has for these kinds; deployment and
 #: statefulset need pod). Kueue is restarted on them, with their CRDs already installed.
 FAMILY_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster",
-                     "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset"]
+                     "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper", "pod", "deployment",
+                     "statefulset"]
 #: Not RayService's (in the bin dir too): KubeRay's RayService controller then logs "no matches for kind RayService"
 #: every 10 s, while its RayCluster and RayJob controllers start at once; installing the 1 MB CRD costs ~12 s more.
 RAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml")
 JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
 TRAINER_CRDS = ("trainer.kubeflow.org_trainjobs.yaml", "trainer.kubeflow.org_trainingruntimes.yaml",
                 "trainer.kubeflow.org_clustertrainingruntimes.yaml")
+APPWRAPPER_CRDS = ("workload.codeflare.dev_appwrappers.yaml",)
+#: the namespace the AppWrapper controller reads its ConfigMap from (NAMESPACE), as its release's
+APPWRAPPER_NAMESPACE = "appwrapper-system"
+APPWRAPPER_CONFIG_MAP = "appwrapper-operator-config"
 JOBSET_USER = "jobset-controller"
 KUBERAY_USER = "kuberay-operator"
 TRAINER_USER = "trainer-controller-manager"
+APPWRAPPER_USER = "appwrapper-controller"
 
 
 def find_controllers_bin_dir() -> Path:
@@ -201,6 +213,43 @@ class OwnerControllers:
         self._register_webhooks("trainer", f"https://127.0.0.1:{port}")
         self.timings["trainer"] = round(time.monotonic() - t, 2)
 
+    # ---- CodeFlare AppWrapper -----------------------------------------------------------------
+    def start_appwrapper(self) -> None:
+        """The AppWrapper controller on its CRD, webhooks off, configured by its ConfigMap (cmd/main.go reads
+        ``$NAMESPACE/<--config>``, key config.yaml, over its defaults)."""
+        from kubernetes.client import ApiException
+
+        t = time.monotonic()
+        self.install_crds(APPWRAPPER_CRDS)
+        self.timings["appwrapper-crds"] = round(time.monotonic() - t, 2)
+        (health,) = lc.free_ports(1)
+        api = self.cluster.api
+        config = {"controllerManager": {"health": {"bindAddress": f"127.0.0.1:{health}"},
+                                        "metrics": {"bindAddress": "0"}, "leaderElection": False},
+                  "webhooksEnabled": False}
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": APPWRAPPER_CONFIG_MAP, "namespace": APPWRAPPER_NAMESPACE},
+              "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)}}
+        with contextlib.suppress(ApiException):  # 409: kept from an earlier start
+            lc.request_json(api, "POST", "/api/v1/namespaces",
+                            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPWRAPPER_NAMESPACE}})
+        cm_path = f"/api/v1/namespaces/{APPWRAPPER_NAMESPACE}/configmaps"
+        with contextlib.suppress(ApiException):
+            lc.request_json(api, "DELETE", f"{cm_path}/{APPWRAPPER_CONFIG_MAP}")
+        lc.request_json(api, "POST", cm_path, cm)
+        kubeconfig = self.cluster.make_user_kubeconfig(APPWRAPPER_USER, ("system:masters",))
+        comp = self.cluster.start_component(
+            "appwrapper-controller",
+            [str(self.bin_dir / "appwrapper-controller"), f"--config={APPWRAPPER_CONFIG_MAP}", "--zap-log-level=info"],
+            env={"KUBECONFIG": str(kubeconfig), "NAMESPACE": APPWRAPPER_NAMESPACE})
+
+        def up() -> bool:
+            log = comp.tail(400)
+            return _ok(f"http://127.0.0.1:{health}/healthz") and "Starting workers" in log and "AppWrapper" in log
+
+        self._wait("the AppWrapper controller's workers", up, 60, [comp])
+        self.timings["appwrapper"] = round(time.monotonic() - t, 2)
+
     # ---- stop ----------------------------------------------------------------------------------
     def stop(self) -> None:
         """Delete the webhook configurations (failurePolicy Fail), then stop the controllers."""
@@ -210,7 +259,7 @@ class OwnerControllers:
             with contextlib.suppress(ApiException):
                 lc.request_json(self.cluster.api, "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
         self._webhooks.clear()
-        for name in ("jobset-controller", "kuberay-operator", "trainer-controller-manager"):
+        for name in ("jobset-controller", "kuberay-operator", "trainer-controller-manager", "appwrapper-controller"):
             self.cluster.stop_component(name)
 
     @staticmethod

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Build the owner controllers the e2e family tests run next to Kueue (issue 9): the JobSet
-# controller (sigs.k8s.io/jobset), KubeRay's ray-operator (github.com/ray-project/kuberay/ray-operator) and
-# Kubeflow Trainer v2's manager (github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager),
-# each as the `tool` of a throwaway module (`go get -tool module@version`; their go.mod have no replace, so
-# the build uses exactly their own requirements). `go install module@version` is refused here: it asks the
+# controller (sigs.k8s.io/jobset), KubeRay's ray-operator (github.com/ray-project/kuberay/ray-operator),
+# Kubeflow Trainer v2's manager (github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager) and CodeFlare's
+# AppWrapper controller (github.com/project-codeflare/appwrapper/cmd), each as the `tool` of a throwaway module
+# (`go get -tool module@version`; their go.mod have no replace, so the build uses exactly their own requirements). `go install module@version` is refused here: it asks the
 # proxy for the module's version list (deprecation check), which the machine's proxy does not serve for
-# these modules. Plus their CRDs and (JobSet, Trainer) webhook manifests from the very same module directories.
+# these modules. Plus their CRDs and (JobSet, Trainer) webhook manifests from the very same module directories
+# (the AppWrapper controller runs with its webhooks off: Kueue's own appwrapper webhook suspends and queues).
 # Cache OUTSIDE the work tree, separate from the control plane's (so build.sh's bin-<key> is never
 # invalidated by these pins):
 #
 #   ${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}/bin-<key>
 #
-# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, TRAINER_VERSION, CTRL_RECIPE_REV (versions.env) and
-# `go env GOVERSION`.
+# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, TRAINER_VERSION, APPWRAPPER_VERSION, CTRL_RECIPE_REV
+# (versions.env) and `go env GOVERSION`.
 # Idempotent (exits at once when <bin>/.complete exists), serialised with flock, atomic (stage dir, mv,
 # then .complete). The last line on stdout is the bin dir; progress and per-step timings go to stderr.
 #
@@ -33,7 +34,7 @@ case "${1:-}" in
   "") ;;
   --print-bin-dir-if-built) MODE=if-built ;;
   --print-bin-dir) MODE=print ;;
-  -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   *) echo "controllers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -41,10 +42,13 @@ log() { printf '[controllers.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 check_bin_dir() {  # $1 = dir
   local d="$1" missing=()
-  for b in jobset ray-operator trainer-controller-manager; do [[ -x "$d/$b" ]] || missing+=("$b"); done
+  for b in jobset ray-operator trainer-controller-manager appwrapper-controller; do
+    [[ -x "$d/$b" ]] || missing+=("$b")
+  done
   for f in crds/jobset.x-k8s.io_jobsets.yaml crds/ray.io_rayclusters.yaml crds/ray.io_rayjobs.yaml \
            crds/ray.io_rayservices.yaml crds/trainer.kubeflow.org_trainjobs.yaml \
            crds/trainer.kubeflow.org_trainingruntimes.yaml crds/trainer.kubeflow.org_clustertrainingruntimes.yaml \
+           crds/workload.codeflare.dev_appwrappers.yaml \
            jobset-webhook/manifests.yaml trainer-webhook/manifests.yaml; do
     [[ -f "$d/$f" ]] || missing+=("$f")
   done
@@ -69,7 +73,8 @@ export GOFLAGS="-trimpath -buildvcs=false"
 
 GOVERSION="$(go env GOVERSION)"
 CACHE="${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}"
-KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$TRAINER_VERSION" "$CTRL_RECIPE_REV" "$GOVERSION" |
+KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$TRAINER_VERSION" "$APPWRAPPER_VERSION" "$CTRL_RECIPE_REV" \
+  "$GOVERSION" |
   sha256sum | cut -c1-12)"
 BIN="$CACHE/bin-$KEY"
 
@@ -98,7 +103,7 @@ trap 'exit 130' INT TERM HUP
 OUT="$STAGE/out"
 mkdir -p "$OUT/crds" "$OUT/jobset-webhook" "$OUT/trainer-webhook" "$STAGE/src"
 log "building into $STAGE (key $KEY: jobset $JOBSET_VERSION, kuberay $KUBERAY_VERSION, trainer $TRAINER_VERSION," \
-  "$GOVERSION)"
+  "appwrapper $APPWRAPPER_VERSION, $GOVERSION)"
 T_ALL=$SECONDS
 
 step() {  # step <name> <function>
@@ -149,9 +154,18 @@ build_trainer() {
   cp "$dir"/manifests/base/webhook/manifests.yaml "$OUT/trainer-webhook/manifests.yaml"
 }
 
+build_appwrapper() {
+  local mod=github.com/project-codeflare/appwrapper dir
+  tool_build appwrapper "$mod/cmd" "$APPWRAPPER_VERSION" "$mod/cmd" appwrapper-controller \
+    "-X main.BuildVersion=$APPWRAPPER_VERSION -X main.BuildDate=none"
+  dir="$(module_dir "$mod@$APPWRAPPER_VERSION")"
+  cp "$dir"/config/crd/bases/workload.codeflare.dev_appwrappers.yaml "$OUT/crds/"
+}
+
 step jobset build_jobset
 step kuberay build_kuberay
 step trainer build_trainer
+step appwrapper build_appwrapper
 chmod -R u+w "$OUT"
 
 cat >"$OUT/VERSIONS" <<EOF
@@ -160,6 +174,7 @@ go=$GOVERSION
 jobset=$JOBSET_VERSION
 kuberay=$KUBERAY_VERSION
 trainer=$TRAINER_VERSION
+appwrapper=$APPWRAPPER_VERSION
 recipe=$CTRL_RECIPE_REV
 EOF
 check_bin_dir "$OUT"

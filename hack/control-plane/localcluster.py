@@ -111,6 +111,7 @@ FRAMEWORK_WEBHOOK_RESOURCES: dict[str, set[tuple[str, str]]] = {
     "ray.io/rayjob": {("ray.io", "rayjobs")},
     "ray.io/raycluster": {("ray.io", "rayclusters")},
     "trainer.kubeflow.org/trainjob": {("trainer.kubeflow.org", "trainjobs")},
+    "workload.codeflare.dev/appwrapper": {("workload.codeflare.dev", "appwrappers")},
     "pod": {("", "pods")},
     "deployment": {("apps", "deployments")},
     "statefulset": {("apps", "statefulsets")},

@@ -620,7 +620,7 @@ class ClusterState:
         ns, nm = ns_name(workload)
         keys = set(self._pods_by_ref.get(("wl", ns, nm), ()))
         for r in owner_refs(workload):  # labelled with their top owner (an AppWrapper's, its Job not in the input)
-            if r.get("kind") in _TOP_OWNER_KINDS:
+            if s(r.get("kind")) in _TOP_OWNER_KINDS:  # s(): a list there would be unhashable
                 keys.update(self._pods_by_ref.get(("top", ns, s(r.get("kind")) or "", s(r.get("name")) or ""), ()))
         # plain Pods the Workload is owned by (Kueue's Pod integration): by name, the same UID checked below
         owning = {(ns, s(r.get("name")) or ""): s(r.get("uid")) for r in owner_refs(workload) if r.get("kind") == "Pod"}

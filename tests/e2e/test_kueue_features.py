@@ -274,7 +274,8 @@ def test_provisioning_booking_expired_before_admission(
     st, _ = _diagnosis(api, namespace, "late", record="provisioning-booking-expired", note="BookingExpired")
     assert _verdict(st) == ("Admission", "WaitingForAdmissionChecks", "AdmissionCheckRetry", "Nobody"), st
     assert (f"ProvisioningRequest {namespace}/{pr} (attempt 1) is BookingExpired: the capacity it booked expired "
-            f"before the Workload was admitted (other checks not Ready) ({expired})") in st["message"], st["message"]
+            f"before the Workload was admitted, while check(s) {gate} were not Ready ({expired})") in st["message"], \
+        st["message"]
     assert "after a 30s back-off" in st["message"], st["message"]
 
 

@@ -13,7 +13,9 @@ from kueue_doctor.kube.objects import (
     earliest,
     format_duration,
     int_or_none,
+    later,
     parse_time,
+    when_text,
 )
 
 T0 = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
@@ -55,7 +57,8 @@ def test_as_time_reads_strings_like_parse_time_and_keeps_datetimes() -> None:
     assert as_time(naive) == T0 and as_time(naive).tzinfo is UTC  # type: ignore[union-attr]
     other = datetime(2026, 3, 2, 10, 0, 0, tzinfo=timezone(timedelta(hours=1)))
     assert as_time(other) is other
-    assert parse_time(T0) is None  # parse_time reads strings only; as_time is the one that accepts both
+    # an unquoted timestamp of a hand-edited YAML file, as yaml.safe_load hands it to `diagnose_objects`: read too
+    assert parse_time(T0) is T0 and parse_time(naive) == T0
     unreadable: tuple[object, ...] = (None, "", "yesterday", 1700000000, b"2026-03-02T09:00:00Z", ["2026-03-02T09:00:00Z"])
     for bad in unreadable:
         assert as_time(bad) is None
@@ -94,3 +97,15 @@ def test_a_group_workload_is_owned_by_its_statefulset_not_its_member_pods() -> N
     assert workload_owner_ref({"metadata": {"ownerReferences": pods}}) is None  # a Pod group: no single owner
     job = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u-j", "controller": True}
     assert workload_owner_ref({"metadata": {"ownerReferences": [job]}}) == job
+
+
+def test_times_no_object_carries_read_as_absent_and_messages_never_say_none() -> None:
+    # Go's zero time (a tool writing an unset metav1.Time) and the far future (any threshold added overflows)
+    for bad in ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", datetime(9999, 12, 31), datetime(1, 1, 1)):
+        assert parse_time(bad) is None and as_time(bad) is None
+    # the other forms hand-edited and non-kubectl dumps carry
+    assert parse_time("2026-03-02 09:00:00") == T0
+    assert parse_time("2026-03-02T11:00:00+02:00") == T0
+    assert parse_time("2026-03-02T09:00:00.123456789Z") == T0 + timedelta(microseconds=123456)
+    assert when_text(None) == "an unknown time" and when_text(T0) == "2026-03-02T09:00:00Z"
+    assert later(T0, 2**63) is None and later(T0, 60) == T0 + timedelta(minutes=1)

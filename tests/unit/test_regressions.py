@@ -185,6 +185,13 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
         "TrainJob/waits": (("WaitingForQuota",), "InsufficientUnusedQuota")},
     "scenario-family-trainer-pods-unschedulable": {"TrainJob/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
     "scenario-family-trainer-integration-disabled": {"TrainJob/orphan": (("NoWorkload",), "IntegrationNotEnabled")},
+    "scenario-family-appwrapper-running": {"AppWrapper/train": (("Running",), "PodsReady")},
+    "scenario-family-appwrapper-exceeds-quota": {"AppWrapper/greedy": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-appwrapper-pods-unschedulable": {
+        "AppWrapper/pinned": (("PodsUnschedulable",), "NodeSelectorMismatch")},
+    "scenario-family-appwrapper-pod-failed-unseen": {"AppWrapper/flaky": (("ContainersNotStarting",), "PodsFailed")},
+    "scenario-family-appwrapper-resetting": {"AppWrapper/flaky": (("PodsNotCreated",), "PodsPending")},
+    "scenario-family-appwrapper-failed": {"AppWrapper/doomed": (("Finished",), "Failed")},
 }
 # MultiKueue snapshots read back through kueue.x-k8s.io/v1beta1 (MultiKueueCluster spec.kubeConfig, by Kueue's
 # conversion webhook): the same verdicts (tests/unit/test_multikueue.py compares the messages too)

@@ -88,7 +88,10 @@ class Context:
         noted in `wake_at`: the verdict may change then with no event to say so."""
         if since is None:
             return False
-        due = since + threshold
+        try:
+            due = since + threshold
+        except OverflowError:  # past year 9999: never, like a threshold of no time
+            return False
         if self.now >= due:
             return True
         if self.wake_at is None or due < self.wake_at:
@@ -130,7 +133,8 @@ class Context:
         """How messages name the ClusterQueue, also when the input lacks the LocalQueue that names it."""
         if self._cq_text is None:
             self._cq_text = f"ClusterQueue {self.cq_name}" if self.cq_name else \
-                f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (the LocalQueue is not in the input)"
+                f"the ClusterQueue of LocalQueue {self.ns}/{self.lq_name} (the LocalQueue is not in the input)" \
+                if self.lq_name else "its ClusterQueue (it names none: no status.admission, no spec.queueName)"
         return self._cq_text
 
     @property

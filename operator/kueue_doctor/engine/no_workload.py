@@ -47,6 +47,7 @@ from ..kube.objects import (
     spec,
     status,
     uid,
+    when_text,
 )
 from ..kube.selectors import label_selector_matches
 from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
@@ -291,9 +292,8 @@ def pod_group_stand_ins(state: ClusterState, now: datetime, grace: timedelta = G
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name(first) or "", "uid": uid(first) or "",
                                  "controller": True}],
         }
-        if created:
-            md["creationTimestamp"] = meta(min(pods, key=lambda p: s(meta(p).get("creationTimestamp")) or ""))[
-                "creationTimestamp"]
+        if created:  # the first Pod's, among those with a readable one (a hand edit may leave one without)
+            md["creationTimestamp"] = format_time(min(created))
         out[ns, group] = {"apiVersion": f"{KUEUE_GROUP}/v1beta2", "kind": "Workload", "metadata": md,
                           "spec": {"queueName": s(labels(first).get(QUEUE_LABEL)) or ""}}
     return out
@@ -395,13 +395,17 @@ def _go_int_value(value: object) -> int:
     return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else 0
 
 
+MAX_SURGE_GROUPS = 1_000  # more surge groups than any rollout makes: the most `_lws_groups` names
+
+
 def _lws_groups(ctx: Context, lws: Mapping[str, Any], first: int, last: int) -> list[tuple[int, str]]:
     """(index, Workload name) of the LeaderWorkerSet's groups first..last-1 whose Pods wait here for a Workload
     that does not exist (named as Kueue's GetWorkloadName does)."""
     lws_name, lws_uid = name(lws) or "", uid(lws) or ""
     waiting = set(ctx.state.pod_group_names())
     out = []
-    for idx in range(first, last):
+    # bounded: a hand-edited status.replicas (10^20) would otherwise keep the pass hashing names for ever
+    for idx in range(first, min(last, first + MAX_SURGE_GROUPS)):
         wl = workload_name("LeaderWorkerSet", "leaderworkerset.x-k8s.io", f"{lws_name}-{idx}", lws_uid)
         if (ctx.ns, wl) in waiting and (ctx.ns, wl) not in ctx.state.workloads:
             out.append((idx, wl))
@@ -615,7 +619,7 @@ def owner_still_active(ctx: Context) -> Finding | None:
     lead = f"{_waiting(ctx)}."
     if stopped is not None:
         msg = s(stopped.get("message")) or ""
-        lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {format_time(at)}"
+        lead = (f"{_what(ctx)} has had no Workload since Kueue stopped it at {when_text(at)}"
                 + (f" ({format_duration(ctx.now - at)} ago)" if at is not None else "") + f" (\"{msg}\"): "
                 + ("it ran without a Workload (deleted while it ran, or the owner was created unsuspended)."
                    if msg.startswith("Missing") else
@@ -630,7 +634,7 @@ def owner_still_active(ctx: Context) -> Finding | None:
     if not stopping.node_down and since is not None and not ctx.after(since, STALL_AFTER):
         action = ActionBy.NOBODY
         text += (f" Nothing to do yet: stopping takes the Pods' grace period, and Kueue creates the Workload once it "
-                 f"is done (still stopping {format_duration(STALL_AFTER)} after {format_time(since)}, it is stuck).")
+                 f"is done (still stopping {format_duration(STALL_AFTER)} after {when_text(since)}, it is stuck).")
     ev = [ctx.object_evidence("Event", name(stopped), "reason", reason="Stopped", message=s(stopped.get("message")),
                               ns=ctx.ns)] if stopped is not None else []
     return Finding(Reason.NO_WORKLOAD, Cause.WORKLOAD_NOT_CREATED, text, action, since=since,

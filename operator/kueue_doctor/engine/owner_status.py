@@ -11,7 +11,6 @@ from typing import Any
 
 from ..kube.objects import (
     conditions,
-    format_time,
     group_of,
     i,
     is_true,
@@ -23,6 +22,7 @@ from ..kube.objects import (
     parse_duration,
     parse_time,
     s,
+    when_text,
 )
 from ..state import ClusterState
 from .context import Context
@@ -147,7 +147,7 @@ def still_stopping(ctx: Context, waits: str) -> Stopping | None:
     for child, since, finalizers in held[:1]:
         began = since
         ckind, cname = s(child.get("kind")) or "", name(child) or ""
-        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {format_time(since)} and "
+        text += (f" The {kind} waits for {ckind} {ctx.ns}/{cname}, being deleted since {when_text(since)} and "
                  f"held by finalizer {', '.join(finalizers)}")
         if RAY_REDIS_CLEANUP_FINALIZER in finalizers:
             text += (" (KubeRay removes it once its Redis cleanup Job finishes: kubectl -n "
@@ -165,7 +165,7 @@ def still_stopping(ctx: Context, waits: str) -> Stopping | None:
         began = parse_time(meta(pod).get("deletionTimestamp"))
         text += ((f" Its Pod {name(pod)} is still being deleted, since " if len(left) == 1 else
                   f" {len(left)} of its Pods are still being deleted: {name(pod)} since ")
-                 + f"{format_time(began)}"
+                 + when_text(began)
                  + (f" on node {node}{down}" if node else "")
                  + f" (the {kind} counts it until it is gone).")
         evidence.append(ctx.object_evidence("Pod", name(pod), "metadata.deletionTimestamp", "Terminating",
@@ -182,7 +182,8 @@ def _node_down(state: ClusterState, node: str) -> str:
     ready = conditions(state.nodes.get(node) or {}).get("Ready")
     if ready is None or s(ready.get("status")) == "True":
         return ""
-    return (f", which is not Ready ({s(ready.get('status'))}: {s(ready.get('message')) or s(ready.get('reason'))}): "
+    said = s(ready.get("message")) or s(ready.get("reason"))
+    return (f", which is not Ready ({s(ready.get('status')) or 'no status'}" + (f": {said}" if said else "") + "): "
             "no kubelet confirms the deletion: the cluster admin recovers the node or taints it "
             "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute to force-delete its Pods")
 
@@ -233,7 +234,9 @@ _AW_UNHEALTHY: dict[str, str] = {
     "MissingComponent": ("a wrapped component was deleted, or was not yet visible to the AppWrapper controller right "
                          "after it made it; the controller fails this at once, with no grace period and no retry"),
     "FailedComponent": "a wrapped component's own controller marked it failed (a Job's Failed condition)",
-    "FoundFailedPods": "its Pods failed and were not replaced within the failure grace period",
+    "FoundFailedPods": ("Failed Pods of its components were still there when its failure grace period ended (the "
+                        "controller counts every Failed Pod it labelled; a Job keeps its failed Pods, so the Job's own "
+                        "retries do not prevent this)"),
     "InsufficientPodsReady": "its Pods were not all running when the controller's grace period ended",
     "CreateFailed": "the AppWrapper controller could not create a component",
     "AutopilotNoExecute": "its Pods ran on nodes Autopilot marked NoExecute (such a reset is not counted)",

@@ -66,6 +66,7 @@ def _order() -> tuple[Rule, ...]:
         ghost.admitted_ghost,
         dispatch.suspended_owner,
         appwrapper.appwrapper_recovering,
+        appwrapper.appwrapper_failure_not_seen_yet,
         workload_pods.pods_ready,
         workload_pods.pods_failed_create,
         workload_pods.pods_not_visible,

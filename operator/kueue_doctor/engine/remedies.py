@@ -404,13 +404,29 @@ _TRAINJOB_POD_PATCH = ("spec.runtimePatches[*].trainingRuntimeSpec.template.spec
                        ".template.spec")
 
 
-def _template(ctx: Context) -> tuple[str, str, str, str | None]:
+def _appwrapper_pod_spec(owner: Mapping[str, Any], podset: str | None) -> str:
+    """spec.components[c].<path>.spec of an AppWrapper's pod set: Kueue names them <name>-<i>, counting the pod sets
+    of its components in order, as its controller caches them in status.componentStatus (paths start at the
+    component's `template`)."""
+    want = (podset or "").rpartition("-")[2] or "0"
+    i = 0
+    for c, comp in enumerate(lst(m(owner.get("status")).get("componentStatus"))):
+        for ps in lst(m(comp).get("podSets")):
+            if str(i) == want and s(m(ps).get("path")):
+                return f"spec.components[{c}].{s(m(ps).get('path'))}.spec"
+            i += 1
+    return "spec.components[*].template's Pod template spec"
+
+
+def _template(ctx: Context, podset: str | None = None) -> tuple[str, str, str, str | None]:
     """(kind, name, path of the Pod spec, namespace) of the object whose Pod template the owner changes."""
     owner = ctx.owner
     if owner is not None and s(owner.get("kind")) == "Job":
         return "Job", name(owner) or "", "spec.template.spec", ctx.ns
     if owner is not None and s(owner.get("kind")) == "TrainJob":
         return "TrainJob", name(owner) or "", _TRAINJOB_POD_PATCH, ctx.ns
+    if owner is not None and s(owner.get("kind")) == "AppWrapper":
+        return "AppWrapper", name(owner) or "", _appwrapper_pod_spec(owner, podset), ctx.ns
     ref = ctx.owner_ref
     kind = s(ref.get("kind")) if ref else None
     path = "spec.template.spec" if kind == "Job" else "the Pod template's spec"
@@ -418,8 +434,12 @@ def _template(ctx: Context) -> tuple[str, str, str, str | None]:
 
 
 def _template_origin(ctx: Context) -> str:
-    """Where the owner's Pod template really comes from, when that is not the owner itself (a TrainJob's runtime)."""
+    """Where the owner's Pod template really comes from, when that is not the owner itself (a TrainJob's runtime),
+    or how it changes, when not in place (an AppWrapper's components)."""
     owner = ctx.owner
+    if owner is not None and s(owner.get("kind")) == "AppWrapper":  # its webhook's validateAppWrapperUpdate
+        return (" An AppWrapper's components are immutable (its webhook refuses any change to them): delete it and "
+                "create it again with the change.")
     if owner is None or s(owner.get("kind")) != "TrainJob":
         return ""
     ref = m(spec(owner).get("runtimeRef"))
@@ -440,7 +460,8 @@ def _remedy(who: ActionBy, kind: str, obj: str, ns: str | None, path: str, now: 
 def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
     """The changes that let more nodes pass, each with the node counts behind it. Never exact: kube-scheduler's
     own numbers stop at the first constraint a node fails, so nothing says the next ones pass."""
-    kind, obj, pod_path, ns = _template(ctx)
+    pod_set = s(m(m(p.pod.get("metadata")).get("labels")).get("kueue.x-k8s.io/podset")) if p.pod else None
+    kind, obj, pod_path, ns = _template(ctx, pod_set)
     funnel = f" Nodes now: {p.funnel.line()}." if p.funnel is not None else ""
     not_sure = " Not a promise that the Pods then fit: the later constraints are checked only then."
     out: list[dict[str, Any]] = []

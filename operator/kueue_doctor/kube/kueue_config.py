@@ -176,7 +176,8 @@ def _count(value: object) -> int | None:
 
 
 def from_config_map(cm: Mapping[str, Any]) -> KueueConfig:
-    where = f"ConfigMap {namespace(cm)}/{name(cm)}"
+    ns = namespace(cm)  # a hand-made ConfigMap may have none
+    where = f"ConfigMap {ns + '/' if ns else ''}{name(cm)}"
     text = m(cm.get("data")).get(CONFIG_KEY)
     if not isinstance(text, str):
         return KueueConfig(known=False, source=where, problem=f"{where} has no key {CONFIG_KEY}")

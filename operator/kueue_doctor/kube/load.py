@@ -18,9 +18,18 @@ import yaml
 from .objects import group_of, lst, m, parse_time
 
 try:  # libyaml is ~10x faster on large dumps; fall back to the pure-Python loader
-    _Loader: Any = yaml.CSafeLoader
+    _Base: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on the PyYAML build
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """The safe loader, with timestamps left as the text they are: an unquoted `lastTransitionTime: 2026-11-30
+    09:00:00Z` of a hand-edited file reads as the string the apiserver would serve, not a datetime object that
+    every string field read would take for absent (and `-o json` could not write)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
 
 
 # groups whose objects always have a name (Kueue's visibility answers do not: a PendingWorkloadsSummary has none)

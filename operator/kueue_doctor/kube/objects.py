@@ -115,10 +115,18 @@ def version_of(api_version: object) -> str:
 
 
 def parse_time(value: object) -> datetime | None:
-    """RFC 3339 (with or without fractions, Z or offset) to an aware datetime; None when unreadable."""
-    if type(value) is not str or not value or len(value) > 64:
+    """RFC 3339 (with or without fractions, Z or offset) to an aware datetime; None when unreadable. A datetime
+    (an unquoted timestamp of a hand-written YAML file, as a YAML loader hands it over) is taken as it is."""
+    if type(value) is not str:
+        return _datetime(value) if isinstance(value, datetime) else None
+    if not value or len(value) > 64:
         return None
     return _parse_time(value)
+
+
+# Times outside these years are no object's: Go's zero time (0001-01-01, "never set" written out by a tool) and
+# the far future, which any threshold added to would overflow
+_YEARS = range(1970, 9000)
 
 
 @lru_cache(maxsize=65536)
@@ -130,7 +138,13 @@ def _parse_time(value: str) -> datetime | None:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return _datetime(parsed)
+
+
+def _datetime(value: datetime) -> datetime | None:
+    if value.year not in _YEARS:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def as_time(value: object) -> datetime | None:
@@ -138,8 +152,17 @@ def as_time(value: object) -> datetime | None:
     if type(value) is str:  # `parse_time`'s checks inline: asked for several times of every Pod
         return _parse_time(value) if value and len(value) <= 64 else None
     if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return _datetime(value)
     return None
+
+
+def later(since: datetime, seconds: float) -> datetime | None:
+    """`since` plus `seconds` (a limit or timeout read from an object or Kueue's Configuration); None when that is
+    past year 9999, which no clock reaches: a limit that never passes."""
+    try:
+        return since + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
 
 
 def earliest(a: datetime | None, b: datetime | None) -> datetime | None:
@@ -162,7 +185,15 @@ def format_time(value: datetime | None) -> str | None:
 
 def time_text(value: object) -> str | None:
     """`format_time(parse_time(value))`: a timestamp of an object as kueue-doctor writes times, in one lookup."""
-    return _time_text(value) if type(value) is str else None
+    if type(value) is str:
+        return _time_text(value)
+    return format_time(parse_time(value)) if isinstance(value, datetime) else None
+
+
+def when_text(value: datetime | None) -> str:
+    """A time as a message writes it: `format_time`, or words when the object carries no readable time (a
+    condition without lastTransitionTime, a hand-edited timestamp), never "None"."""
+    return format_time(value) or "an unknown time"
 
 
 @lru_cache(maxsize=65536)

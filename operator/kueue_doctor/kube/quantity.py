@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from functools import lru_cache
 
 UNLIMITED = "<unlimited>"
@@ -17,7 +17,9 @@ def parse(text: object) -> Decimal | None:
     if isinstance(text, bool) or text is None:
         return None
     if isinstance(text, int):
-        return Decimal(text)
+        return _bounded(Decimal(text))
+    if isinstance(text, float):  # an unquoted `cpu: 0.5` in a hand-written YAML file: the number it says
+        return _parse(repr(text))
     if type(text) is not str or not text or text == UNLIMITED or len(text) > 64:
         return None
     return _parse(text)
@@ -48,9 +50,27 @@ def _parse(text: str) -> Decimal | None:
         number, factor = quantity[:-1], _FACTORS[quantity[-1]]
     try:
         value = Decimal(number)
-        return value if factor is None else value * factor
+        return _bounded(value if factor is None else value * factor)
     except (ValueError, TypeError, InvalidOperation, ArithmeticError):
         return None
+
+
+# What an apiserver stores: no magnitude above 2^63-1 (larger values are capped), no precision below 1n (rounded
+# up), never NaN or Infinity, which Decimal reads but no Quantity holds (and which would make every sum and
+# comparison raise)
+_MAX = Decimal(2**63 - 1)
+_NANO = Decimal("1e-9")
+
+
+def _bounded(value: Decimal) -> Decimal | None:
+    if not value.is_finite():
+        return None
+    if value > _MAX or value < -_MAX:
+        return _MAX if value > 0 else -_MAX
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -9:
+        return value.quantize(_NANO, rounding=ROUND_CEILING)
+    return value
 
 
 def is_binary_resource(resource: str) -> bool:

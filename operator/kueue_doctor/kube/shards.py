@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from .objects import namespace
+from .objects import namespace, s
 from .slim import foreign_workload
 from .slim import slim as slim_whole
 
@@ -140,7 +140,7 @@ class Shard:
             return True
         meta = obj.get("metadata")
         ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-        return not ns or obj.get("kind") in SHARED_KINDS or self.of(str(ns)) == self.index
+        return not ns or s(obj.get("kind")) in SHARED_KINDS or self.of(str(ns)) == self.index
 
     def slim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """What this shard stores of `obj` (one it `keeps`): slimmed, or projected when it is another shard's

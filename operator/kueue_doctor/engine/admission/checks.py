@@ -10,7 +10,19 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from ...kube.objects import closed, conditions, format_duration, format_time, i, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import (
+    closed,
+    conditions,
+    format_duration,
+    i,
+    is_true,
+    lst,
+    m,
+    parse_time,
+    s,
+    spec,
+    when_text,
+)
 from ...state import MULTIKUEUE_CONTROLLER, PROVISIONING_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue, quota
@@ -192,7 +204,7 @@ def capacity_not_found_for_long(ctx: Context, check: Mapping[str, Any], since: d
            "fails at once and Kueue backs off with the quota released")
     return (f" No capacity for {format_duration(ctx.now - since)}, with quota held in {ctx.cq_text}: Kueue sets no "
             "deadline on a ProvisioningRequest (kueue#3245) and the autoscaler fails it only 7 days after its "
-            f"creation (about {format_time(since + EXPIRES_AFTER)}), when Kueue's retryStrategy applies. Cluster "
+            f"creation (about {when_text(since + EXPIRES_AFTER)}), when Kueue's retryStrategy applies. Cluster "
             "admin: find why no node group fits it (at max size, cloud quota, stock-out: the autoscaler's events "
             f"say){fix}.")
 
@@ -321,14 +333,15 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     ac = ctx.state.admission_checks.get(cname)
     controller = controller_of(ctx, cname)
     detail = s(first.get("message"))
-    text = (f"Quota reserved in {ctx.cq_text} since {format_time(since)}, waiting for "
+    text = (f"Quota reserved in {ctx.cq_text} since {when_text(since)}, waiting for "
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
             + (f" ({detail})" if detail else "")
             + (f"; its controller is {controller}" if controller else "") + ".")
     # status.blocker names the check this message is about, and the pod set and flavor it applies through
     pod_set, flavor, per_flavor = check_pod_set(ctx, cname)
     if per_flavor:
-        text += f" It applies through flavor {flavor} of pod set {pod_set} (admissionChecksStrategy onFlavors)."
+        text += (f" It applies through flavor {flavor} of pod set {pod_set or 'main'} (admissionChecksStrategy "
+                 "onFlavors).")
     active = ac is None or is_true(conditions(ac).get("Active"))
     if controller == PROVISIONING_CONTROLLER and active:
         text += " " + provisioning_detail(ctx, first)
@@ -411,14 +424,15 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
     if not delayed:
         return None
     text = (f"Quota reserved in {ctx.cq_text}; the topology assignment of pod set "
-            f"{s(delayed[0].get('name'))} is delayed until a second scheduling pass (ProvisioningRequest + TAS).")
+            f"{s(delayed[0].get('name')) or 'main'} is delayed until a second scheduling pass (ProvisioningRequest + "
+            "TAS).")
     failed, action = _second_pass_failures(ctx), ActionBy.NOBODY
     if failed is not None:
         count, first, last, said = failed
         span = f" over {format_duration(last - first)}" if first is not None and last is not None and last > first \
             else ""
         text += (f" That second pass failed {count} time(s){span} (Warning SecondPassFailed, last at "
-                 f"{format_time(last)}): \"{said[:400]}\".")
+                 f"{when_text(last)}): \"{said[:400]}\".")
         reserved = ctx.cond_time("QuotaReserved")
         if count >= 3 and last is not None and reserved is not None \
                 and last - reserved > STALL_AFTER:
@@ -461,7 +475,7 @@ def _second_pass_failures(ctx: Context) -> tuple[int, datetime | None, datetime 
 @rule(Phase.RESERVED, pairs(Reason.NOT_YET_EVALUATED, Cause.QUOTA_RESERVED_AWAITING_ADMISSION))
 def reserved_awaiting_admission(ctx: Context) -> Finding | None:
     since = ctx.cond_time("QuotaReserved")
-    text = (f"Quota reserved in {ctx.cq_text} since {format_time(since)}; Kueue has not marked it "
+    text = (f"Quota reserved in {ctx.cq_text} since {when_text(since)}; Kueue has not marked it "
             "Admitted yet (normally seconds). If it stays, check the Kueue controller logs.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.QUOTA_RESERVED_AWAITING_ADMISSION, text, since=since,
                    evidence=_evidence(ctx))

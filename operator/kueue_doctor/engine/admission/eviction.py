@@ -15,7 +15,6 @@ from ...kube.kueue_config import CONFIG_MAP
 from ...kube.objects import (
     conditions,
     format_duration,
-    format_time,
     i,
     is_true,
     lst,
@@ -29,6 +28,7 @@ from ...kube.objects import (
     status,
     time_text,
     uid,
+    when_text,
 )
 from ...state import ClusterState, Derived, Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
@@ -222,7 +222,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
     worker = s(ctx.status.get("clusterName"))
     if worker:  # MultiKueue: the Job and its Pods run on the worker; the manager waits for the worker's copy to go
         evicted_at = ctx.cond_time("Evicted")
-        text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): its Job runs on worker cluster {worker} "
+        text = (f"{reason}{who} at {when_text(evicted_at)} ({evicted}): its Job runs on worker cluster {worker} "
                 f"(MultiKueue, status.clusterName), so Kueue must remove the worker's copy before quota in "
                 f"{ctx.cq_text} is released, then {after}.")
         if evicted_at is not None and ctx.after(evicted_at, STALL_AFTER):
@@ -236,7 +236,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
         stuck = _not_stopped(ctx) if late else None
         stopping = still_stopping(ctx, "releases the quota") if late and stuck is None else None
         if stopping is not None and evicted_at is not None:
-            text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), and "
+            text = (f"{reason}{who} at {when_text(evicted_at)} ({evicted}), and "
                     f"{format_duration(ctx.now - evicted_at)} later quota in {ctx.cq_text} is still held: "
                     f"{stopping.text} Then {after}.")
             return Finding(reason, cause, text, ActionBy.CLUSTER_ADMIN, since=evicted_at,
@@ -244,7 +244,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
                                      *stopping.evidence], blocked_by=_preemptor_ref(ctx))
         if stuck is not None and evicted_at is not None:
             action = ActionBy.CLUSTER_ADMIN
-            text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}), but "
+            text = (f"{reason}{who} at {when_text(evicted_at)} ({evicted}), but "
                     f"{format_duration(ctx.now - evicted_at)} later Kueue has not stopped it: {stuck[0]}, so quota in "
                     f"{ctx.cq_text} stays held and it is not queued again. Kueue suspends the owner as soon as "
                     "Evicted is True and releases the quota once no Pod is active: the cluster admin reads "
@@ -253,7 +253,7 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
             return Finding(reason, cause, text, action, since=evicted_at,
                            evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved"),
                                      *stuck[1]], blocked_by=_preemptor_ref(ctx))
-        text = (f"{reason}{who} at {format_time(evicted_at)} ({evicted}): Kueue is "
+        text = (f"{reason}{who} at {when_text(evicted_at)} ({evicted}): Kueue is "
                 f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
                 + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
@@ -302,9 +302,9 @@ def ignored_rejection_text(ctx: Context, check: Mapping[str, Any]) -> str:
     at = parse_time(check.get("lastTransitionTime"))
     evicted_at = ctx.cond_time("Evicted")
     during = (f"while Kueue was evicting it (Evicted=True {ctx.cond_reason('Evicted')} since "
-              f"{format_time(evicted_at)})" if ctx.true("Evicted") else "while it held no quota")
+              f"{when_text(evicted_at)})" if ctx.true("Evicted") else "while it held no quota")
     text = (f"Check {cname}" + (f" ({controller})" if controller else "") + " rejected it"
-            + (f" at {format_time(at)}" if at else "") + f" (\"{(s(check.get('message')) or 'no message')[:200]}\") "
+            + (f" at {when_text(at)}" if at else "") + f" (\"{(s(check.get('message')) or 'no message')[:200]}\") "
             f"{during}. Kueue deactivates a Workload for a rejected check only while it holds quota and (up to "
             "0.19.2) is not being evicted, so it never acts on this one: it stays, skipped by Kueue's scheduler, until "
             "the owner acts (kueue#10807).")
@@ -411,7 +411,7 @@ def recent_eviction(ctx: Context) -> Finding | None:
     evicted_reason = ctx.cond_reason("Evicted")
     reason, cause = _reason_and_cause(ctx, ev)
     who = f" by {ev['by']}" if ev.get("by") else ""
-    text = f"{reason}{who} at {format_time(ctx.cond_time('Evicted'))} ({evicted_reason})"
+    text = f"{reason}{who} at {when_text(ctx.cond_time('Evicted'))} ({evicted_reason})"
     action = ActionBy.NOBODY
     if in_backoff:
         cause = Cause.REQUEUE_BACKOFF
@@ -419,11 +419,11 @@ def recent_eviction(ctx: Context) -> Finding | None:
         # without counting it): the evictions of this reason are read from schedulingStats
         count = evictions_for(ctx, evicted_reason)[0] or i(m(ctx.status.get('requeueState')).get('count'))
         text += (f"; {requeue_budget(ctx, requeue_at)}" if evicted_reason == "PodsReadyTimeout" else
-                 f"; Kueue requeues it at {format_time(requeue_at)} (back-off after {count} eviction(s) for this "
+                 f"; Kueue requeues it at {when_text(requeue_at)} (back-off after {count} eviction(s) for this "
                  "reason)")
     elif ctx.true("WaitingForReplacementPods"):  # a Pod group: not admissible until all its Pods exist again
         text += (f"; Kueue does not requeue it until every Pod of the group exists again (WaitingForReplacementPods "
-                 f"since {format_time(ctx.cond_time('WaitingForReplacementPods'))}): whoever created the Pods must "
+                 f"since {when_text(ctx.cond_time('WaitingForReplacementPods'))}): whoever created the Pods must "
                  "create the missing ones, or delete the group's Pods to give it up")
         action = ActionBy.WORKLOAD_OWNER
     elif held and len(pod_owner_refs(ctx.wl) or ()) == 1 and (  # one plain Pod's own Workload
@@ -440,7 +440,7 @@ def recent_eviction(ctx: Context) -> Finding | None:
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
             action = ActionBy.CLUSTER_ADMIN if evicted_reason == "ClusterQueueStopped" else ActionBy.QUEUE_ADMIN
     elif cause == Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED and (budget := max_exec_reactivation(ctx)) is not None:
-        when = (f" at {format_time(ctx.cond_time('Requeued'))}" if ctx.cond_reason("Requeued") == "Reactivated"
+        when = (f" at {when_text(ctx.cond_time('Requeued'))}" if ctx.cond_reason("Requeued") == "Reactivated"
                 else " (spec.active is true again)")
         text += (f"; reactivated{when}, but {budget.text}. {budget.fix}" if budget.futile else
                  f"; reactivated, Kueue has not tried to admit it again yet, and {budget.text}")
@@ -537,7 +537,7 @@ def requeue_budget(ctx: Context, requeue_at: datetime | None) -> str:
     cfg = ctx.state.kueue_config
     count = i(m(ctx.status.get("requeueState")).get("count")) or evictions_for(ctx, "PodsReadyTimeout")[0]
     ahead = requeue_at is not None and not ctx.after(requeue_at, timedelta(0))
-    at = f", next try at {format_time(requeue_at)}" if ahead else ""
+    at = f", next try at {when_text(requeue_at)}" if ahead else ""
     if not cfg.known:  # short: it follows the fix, which must stay within the clip
         lacks = cfg.problem or f"ConfigMap {cfg.namespace}/{CONFIG_MAP} not in the input"
         return f"requeued {count} time(s){at}; backoffLimitCount unknown ({lacks})"
@@ -597,13 +597,13 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
         what += ", or a Pod failed and was not replaced and Ready within waitForPodsReady.recoveryTimeout"
     last = (ctx.cond_message("Evicted") or "")[:300]
     text = (f"Evicted {count} times for {evicted}" + (f" ({underlying})" if underlying else "") + f": {what}. "
-            f"Last eviction at {format_time(ctx.cond_time('Evicted'))}" + (f" ({last})" if last else "") + ". ")
+            f"Last eviction at {when_text(ctx.cond_time('Evicted'))}" + (f" ({last})" if last else "") + ". ")
     if requeue is None:
         text += "Kueue is stopping its Pods to requeue it"
     elif requeue.in_backoff and evicted == "PodsReadyTimeout":
         text += "It is in back-off"
     elif requeue.in_backoff:
-        text += f"Kueue requeues it at {format_time(requeue.at)} (requeueState.requeueAt)"
+        text += f"Kueue requeues it at {when_text(requeue.at)} (requeueState.requeueAt)"
     elif requeue.held:
         text += f"It is held out of the queue ({ctx.cond_reason('Requeued')})"
     else:

@@ -21,7 +21,6 @@ from typing import Any, NamedTuple
 from ...kube.objects import (
     conditions,
     format_duration,
-    format_time,
     i,
     is_true,
     lst,
@@ -30,6 +29,7 @@ from ...kube.objects import (
     s,
     spec,
     status,
+    when_text,
 )
 from ...kube.quantity import parse
 from ...kube.selectors import label_selector_matches
@@ -661,7 +661,7 @@ def _not_ready_text(ctx: Context) -> str:
     names = ", ".join(f"{ns}/{nm}" for _, (ns, nm) in stuck[:3]) + (f" and {len(stuck) - 3} more"
                                                                    if len(stuck) > 3 else "")
     return (f"; of those, {names} {'has' if len(stuck) == 1 else 'have'} had Pods not ready since "
-            f"{format_time(stuck[0][0])} (PodsReady=False: starting, unschedulable or failing, see "
+            f"{when_text(stuck[0][0])} (PodsReady=False: starting, unschedulable or failing, see "
             f"{'its' if len(stuck) == 1 else 'their'} diagnoses), quota held by Pods that do not run, which comes "
             "back when they run or when waitForPodsReady evicts them")
 
@@ -1488,7 +1488,7 @@ def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit
         said = _fits_quota(ctx, flavor, needs)
         if said is None:
             continue
-        nodes = _free_nodes(ctx, rf, ps, int(ps.get("count") or 1)) if ctx.state.knows("Node") else ""
+        nodes = _free_nodes(ctx, rf, ps, i(ps.get("count")) or 1) if ctx.state.knows("Node") else ""
         if nodes is not None:
             return _Elsewhere(tried, flavor, ", ".join(said), nodes)
     return None
@@ -1534,8 +1534,8 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
     blocked = [ctx.workload_ref("Victim", ns, nm, u) for ns, nm, u in victims[:10]]
     n = p.pending_preemptions or p.failed_preemptions or len(victims)
     if p.failed_preemptions:
-        text = (f"Kueue tried to preempt {p.failed_preemptions} Workload(s) to make room in ClusterQueue "
-                f"{ctx.cq_name} but the API calls failed; it will retry.")
+        text = (f"Kueue tried to preempt {p.failed_preemptions} Workload(s) to make room in {ctx.cq_text} but the "
+                "API calls failed; it will retry.")
         cause = Cause.PREEMPTION_FAILED
     else:
         names = ", ".join(f"{b.get('namespace')}/{b.get('name')}" for b in blocked[:3])

@@ -12,7 +12,18 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from ...kube.objects import closed, conditions, format_duration, format_time, is_true, lst, m, name, parse_time, s
+from ...kube.objects import (
+    closed,
+    conditions,
+    format_duration,
+    is_true,
+    lst,
+    m,
+    name,
+    parse_time,
+    s,
+    when_text,
+)
 from ...kube.slim import MORE_NEEDED
 from ...state import ClusterState, Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -99,7 +110,7 @@ def _cluster_queue_inactive(ctx: Context, p: ParsedMessage) -> Finding:
     cq = ctx.state.cluster_queues.get(cq_name or "")
     active = conditions(cq).get("Active") if cq else None
     if active is not None and not is_true(active):
-        f = inactive(ctx, m(active), ctx.cond_time("QuotaReserved"))
+        f = inactive(ctx, m(active), ctx.cond_time("QuotaReserved"), cq_name)
         f.evidence.insert(0, ctx.condition_evidence("QuotaReserved"))
         return f
     cycle = cohort_cycle(ctx, cq)
@@ -148,8 +159,8 @@ def _decided_elsewhere(ctx: Context, p: ParsedMessage) -> Finding | None:
                                               (Reason.EXCEEDS_MAX_QUOTA, Cause.EQUIVALENT_WORKLOAD_FAILED),
                                               (Reason.QUEUE_MISCONFIGURED, Cause.EQUIVALENT_WORKLOAD_FAILED)])
 def _bypassed(ctx: Context, p: ParsedMessage) -> Finding:
-    text = ("Kueue skipped evaluating it because a Workload of the same shape in ClusterQueue "
-            f"{ctx.cq_name} just failed to fit; it will be retried when quota changes. That Workload's diagnosis "
+    text = ("Kueue skipped evaluating it because a Workload of the same shape in "
+            f"{ctx.cq_text} just failed to fit; it will be retried when quota changes. That Workload's diagnosis "
             "applies here too.")
     reason = {"ExceedsMaxQuota": Reason.EXCEEDS_MAX_QUOTA, "NoMatchingFlavor": Reason.QUEUE_MISCONFIGURED}.get(
         ctx.cond_reason("QuotaReserved"), Reason.WAITING_FOR_QUOTA)
@@ -193,7 +204,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
                            hints=ignored_rejection_hints(ctx))
         # Kueue decided while it held quota (DeactivationTarget): its workload controller sets spec.active=false
         text = (f"Admission check {cname} rejected it (\"{said[:300]}\") and Kueue is deactivating the Workload "
-                f"(DeactivationTarget since {format_time(ctx.cond_time('DeactivationTarget'))}); it is not retried. "
+                f"(DeactivationTarget since {when_text(ctx.cond_time('DeactivationTarget'))}); it is not retried. "
                 "See status.admissionChecks.")
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_REJECTED, text, ctx, ActionBy.NOBODY)
     if backoff_end is not None and ctx.after(max(backoff_end, since or backoff_end), STALL_AFTER):
@@ -206,7 +217,7 @@ def _failed_checks(ctx: Context, p: ParsedMessage) -> Finding:
         return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx,
                        ActionBy.CLUSTER_ADMIN)
     in_backoff = backoff_end is not None and not ctx.after(backoff_end, timedelta(0))
-    until = f" (back-off until {format_time(backoff_end)})" if in_backoff else ""
+    until = f" (back-off until {when_text(backoff_end)})" if in_backoff else ""
     text = (f"Admission check {cname} is in {state} (\"{said[:300]}\"); Kueue re-queues the Workload after the "
             f"check's back-off{until} and its controller resets the check. See status.admissionChecks.")
     return finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ctx, ActionBy.NOBODY)
@@ -282,7 +293,7 @@ def _overlapping(ctx: Context, p: ParsedMessage) -> Finding:
         return finding(Reason.WAITING_FOR_PREEMPTION, Cause.PREEMPTION_IN_PROGRESS, text, ctx)
     first = _pending_since(ctx)  # not the event's count: it grows every cycle, the diagnosis would follow it
     if ctx.after(first, STARVED_AFTER):
-        text = (f"Since {format_time(first)} (Kueue's Pending event about it) every scheduling cycle found "
+        text = (f"Since {when_text(first)} (Kueue's Pending event about it) every scheduling cycle found "
                 "another Workload needing the same preemption victims and handled that one first: this one is "
                 "starved, not briefly skipped (seen with fair sharing in hierarchical cohorts, kueue#13320). Cluster "
                 "admin: find the Workload that keeps winning in the cohort and the borrowing that makes Kueue order "

@@ -14,7 +14,6 @@ from typing import Any
 from ...kube.objects import (
     PRIORITY_BOOST,
     conditions,
-    format_time,
     is_true,
     m,
     parse_time,
@@ -23,6 +22,7 @@ from ...kube.objects import (
     s,
     spec,
     time_text,
+    when_text,
 )
 from ...state import ClusterState, Derived
 from ...vocabulary import Cause, Reason
@@ -144,7 +144,7 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
         return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                        hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
-    text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {format_time(since)}; Kueue has not evaluated it "
+    text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {when_text(since)}; Kueue has not evaluated it "
             "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
                    evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])
@@ -185,7 +185,7 @@ def behind_queue_head(ctx: Context) -> Finding | None:
     ahead = f" (priority {ctx.state.priority_of(head_wl)} against {ctx.priority})" if head_wl is not None else ""
     text = (f"Waits behind {hns}/{hname}, the head of StrictFIFO {ctx.cq_text}{ahead}: Kueue evaluates nothing "
             f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
-            f"{format_time(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
+            f"{when_text(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
             "no longer what blocks it; it is kept in the evidence." + _boost_ignored(ctx) + _fits_now(ctx))
     return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                    blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],

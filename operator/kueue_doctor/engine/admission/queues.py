@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ...kube.objects import conditions, format_time, is_true, lst, m, parse_time, s, spec
+from ...kube.objects import conditions, is_true, lst, m, parse_time, s, spec, when_text
 from ...kube.selectors import label_selector_matches
 from ...state import MULTIKUEUE_CONTROLLER, PROVISIONING_CONTROLLER, Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -94,8 +94,12 @@ def local_queue_stopped(ctx: Context) -> Finding | None:
 def cluster_queue_missing(ctx: Context) -> Finding | None:
     if ctx.lq is None or ctx.cq is not None or not ctx.state.knows("ClusterQueue"):
         return None
-    text = (f"LocalQueue {ctx.ns}/{ctx.lq_name} points at ClusterQueue {ctx.cq_name}, which does not exist: create "
-            f"it or recreate the LocalQueue with an existing spec.clusterQueue (kubectl get clusterqueues).")
+    if ctx.cq_name is None:  # a hand-edited or partial LocalQueue: Kueue's webhook requires the field
+        text = (f"LocalQueue {ctx.ns}/{ctx.lq_name} names no ClusterQueue (no spec.clusterQueue): recreate it with "
+                "spec.clusterQueue set to an existing ClusterQueue (kubectl get clusterqueues).")
+    else:
+        text = (f"LocalQueue {ctx.ns}/{ctx.lq_name} points at ClusterQueue {ctx.cq_name}, which does not exist: "
+                "create it or recreate the LocalQueue with an existing spec.clusterQueue (kubectl get clusterqueues).")
     return Finding(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_NOT_FOUND, text, since=_since(ctx),
                    evidence=[ctx.object_evidence("LocalQueue", ctx.lq_name, "spec.clusterQueue", None,
                                                  ctx.cq_name, ns=ctx.ns)])
@@ -158,7 +162,7 @@ def deleting_text(ctx: Context) -> str | None:
     holders = sorted(k for k in idx.workloads_by_cq.get(ctx.cq_name or "", ()) if idx.holds_quota(k))
     shown = ", ".join(f"{ns}/{nm}" for ns, nm in holders[:3]) + (f" and {len(holders) - 3} more"
                                                                   if len(holders) > 3 else "")
-    return (f"ClusterQueue {ctx.cq_name} is being deleted (since {format_time(deleted)}): it admits nothing new, and "
+    return (f"ClusterQueue {ctx.cq_name} is being deleted (since {when_text(deleted)}): it admits nothing new, and "
             "Kueue's finalizer keeps it until "
             + (f"the {len(holders)} Workload(s) holding its quota finish ({shown})" if holders
                else "Kueue lets it go")
@@ -167,9 +171,11 @@ def deleting_text(ctx: Context) -> str | None:
             "the owner may instead relabel the Job's kueue.x-k8s.io/queue-name while it is suspended).")
 
 
-def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None) -> Finding:
-    """A ClusterQueue whose Active condition is False, with the cause its reason names."""
-    cq_name = ctx.cq_name
+def inactive(ctx: Context, active: Mapping[str, Any], since: datetime | None, cq_name: str | None = None
+             ) -> Finding:
+    """A ClusterQueue whose Active condition is False, with the cause its reason names (`cq_name`: the one Kueue's
+    message names, when the input lacks the LocalQueue that leads to it)."""
+    cq_name = cq_name or ctx.cq_name
     reason = s(active.get("reason")) or "Unknown"
     message = s(active.get("message")) or ""
     parts = messages.parse_cluster_queue_inactive(message)

@@ -22,7 +22,6 @@ from typing import Any
 from ...kube.objects import (
     conditions,
     format_duration,
-    format_time,
     is_true,
     lst,
     m,
@@ -30,6 +29,7 @@ from ...kube.objects import (
     s,
     spec,
     status,
+    when_text,
 )
 from ...kube.selectors import label_selector_matches
 from ...state import Derived
@@ -346,10 +346,10 @@ def kueue_stalled(ctx: Context) -> Finding | None:
                         f"{quota.fmt(f.resource, f.nominal)}, {quota.fmt(f.resource, f.used)} reserved)" for f in fits)
     silent = format_duration(ctx.now - since, precise=True)
     if reason == Reason.WAITING_FOR_QUOTA:
-        said = (f"Kueue last wrote at {format_time(since)} that it does not fit "
+        said = (f"Kueue last wrote at {when_text(since)} that it does not fit "
                 f"({ctx.cond_message('QuotaReserved')[:300]}), but by the numbers in the input it fits now")
     else:
-        said = f"Queued since {format_time(since)} and never evaluated by Kueue, although it fits"
+        said = f"Queued since {when_text(since)} and never evaluated by Kueue, although it fits"
     cq = ctx.cq_name or ""
     text = (f"{said}: {numbers} in {ctx.cq_text}, which is active. Kueue has not admitted or re-evaluated "
             f"it for {silent}: its scheduler (or the requeueing of inadmissible Workloads) looks stuck. Cluster "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from ...kube.objects import conditions, format_duration, format_time, i, m, name, ordinal, parse_time, s, spec
+from ...kube.objects import conditions, format_duration, i, m, name, ordinal, parse_time, s, spec, when_text
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
@@ -30,7 +30,7 @@ def finished(ctx: Context) -> Finding | None:
     reason = ctx.cond_reason("Finished") or "Succeeded"
     cause = cause_of(reason)  # a reason newer Kueue writes stays in the message, with no cause
     msg = ctx.cond_message("Finished")
-    text = f"Finished ({reason}) at {format_time(ctx.cond_time('Finished'))}"
+    text = f"Finished ({reason}) at {when_text(ctx.cond_time('Finished'))}"
     text += f": {msg}" if msg and msg not in ("Job finished successfully",) else "."
     group = _POD_GROUP_DONE.match(msg) if reason == "Succeeded" else None
     if group is not None and int(group[1]) < int(group[2]):
@@ -168,7 +168,7 @@ def _finished_retention(ctx: Context) -> str:
     due = done + timedelta(seconds=keep)
     when = "was due for deletion at" if ctx.after(done, timedelta(seconds=keep)) else "is deleted at"
     return (f" Kueue's objectRetentionPolicies.workloads.afterFinished ({format_duration(keep, precise=True)}) means "
-            f"this Workload {when} {format_time(due)}; its owner stays, without a Workload.")
+            f"this Workload {when} {when_text(due)}; its owner stays, without a Workload.")
 
 
 def _deactivated_retention(ctx: Context) -> str:
@@ -186,9 +186,9 @@ def _deactivated_retention(ctx: Context) -> str:
     due = at + timedelta(seconds=keep)
     rule_ = f"objectRetentionPolicies.workloads.afterDeactivatedByKueue ({format_duration(keep, precise=True)})"
     if ctx.after(at, timedelta(seconds=keep)):
-        return (f" Kueue's {rule_} made {owner} due for deletion at {format_time(due)}: Kueue deletes it, and this "
+        return (f" Kueue's {rule_} made {owner} due for deletion at {when_text(due)}: Kueue deletes it, and this "
                 "Workload with it, on its next pass; only recreating it runs the job again.")
-    return (f" Mind the clock: Kueue's {rule_} deletes {owner}, and this Workload with it, at {format_time(due)}: "
+    return (f" Mind the clock: Kueue's {rule_} deletes {owner}, and this Workload with it, at {when_text(due)}: "
             "reactivate it before then, or save what you need from it (Pod logs, its spec) and recreate it later.")
 
 

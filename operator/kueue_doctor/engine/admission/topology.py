@@ -26,7 +26,7 @@ from ...kube.objects import (
     as_time,
     conditions,
     format_duration,
-    format_time,
+    i,
     is_true,
     lst,
     m,
@@ -36,6 +36,7 @@ from ...kube.objects import (
     s,
     spec,
     status,
+    when_text,
 )
 from ...kube.quantity import parse
 from ...kube.selectors import label_selector_matches, node_term_matches
@@ -281,7 +282,7 @@ def _group(ctx: Context, podset: str) -> tuple[Mapping[str, Any], Mapping[str, A
     if len(mates) != 2:
         return mine, None
     first, second = mates
-    if int(second.get("count") or 1) > int(first.get("count") or 1):
+    if (i(second.get("count")) or 1) > (i(first.get("count")) or 1):
         return second, first
     return first, second
 
@@ -318,7 +319,7 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     own = {"matchLabels": dict(m(pod_spec.get("nodeSelector")))}
     terms = [m(x) for x in lst(m(m(m(m(pod_spec.get("affinity")).get("nodeAffinity")).get(
         "requiredDuringSchedulingIgnoredDuringExecution"))).get("nodeSelectorTerms"))]
-    fit = TopologyFit(flavor, f.topology, level if required else None, required, int(ps.get("count") or 1), 0, 0, 0)
+    fit = TopologyFit(flavor, f.topology, level if required else None, required, i(ps.get("count")) or 1, 0, 0, 0)
     fit.podset = s(ps.get("name")) or "main"
     fit.implied = not m(ps.get("topologyRequest"))
     leader = None
@@ -441,7 +442,7 @@ def _pod_text(ctx: Context, p: OutsidePod, shown: str) -> str:
     if p.deleted is None:
         return what
     finalizers = f"; finalizer {', '.join(p.finalizers[:2])}" if p.finalizers else ""
-    return (f"{what}, terminating since {format_time(p.deleted)} ({format_duration(ctx.now - p.deleted, True)}), "
+    return (f"{what}, terminating since {when_text(p.deleted)} ({format_duration(ctx.now - p.deleted, True)}), "
             f"still {p.phase or 'not terminal'}{finalizers}")
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_duration, format_time, lst, m, name, parse_time, s, spec
+from ...kube.objects import format_duration, lst, m, name, parse_time, s, spec, when_text
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue as mk
@@ -68,7 +68,7 @@ def _redispatching(ctx: Context, check: str, entry: Mapping[str, Any], state: st
     since = parse_time(entry.get("lastTransitionTime")) or admitted_since(ctx)
     said = s(entry.get("message"))
     text = (f"Runs on no worker cluster now, although this manager still shows it Admitted: its MultiKueue "
-            f"admission check {check} is {state} again since {format_time(since)}"
+            f"admission check {check} is {state} again since {when_text(since)}"
             + (f" (Kueue: {said[:300]})" if said else "")
             + ": the worker that had admitted it evicted it (or was lost), and MultiKueue is dispatching it to the "
             "worker clusters anew; Kueue keeps the stale Admitted=True on the manager meanwhile (kueue#9338). It "
@@ -102,7 +102,7 @@ def suspended_owner(ctx: Context) -> Finding | None:
         return _trainjob_without_runtime_patch(ctx, owner, since)
     late = ctx.after(since, SUSPENDED_AFTER)
     waited = format_duration(ctx.now - since, precise=True) if late and since is not None else ""
-    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {name(owner)} is still "
+    text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but {kind} {name(owner)} is still "
             "suspended: Kueue's job controller unsuspends it right after admission"
             + (f", and {waited} later it has not, while the Workload holds its quota (kueue#4224). Cluster admin: "
                "check the Kueue controller manager's logs and the Job's events; deactivating the Workload "
@@ -128,7 +128,7 @@ def _trainjob_without_runtime_patch(ctx: Context, owner: Mapping[str, Any], sinc
     nothing. The entry is missing when the TrainJob CRD predates runtimePatches (Trainer before v2.2, whose
     apiserver prunes the field Kueue's webhook set) or when Kueue's webhook did not see the TrainJob's creation
     (kueue#11931)."""
-    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but TrainJob {ctx.ns}/{name(owner)} stays "
+    text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but TrainJob {ctx.ns}/{name(owner)} stays "
             "suspended and never will: it has no spec.runtimePatches entry of manager "
             f"{_KUEUE_RUNTIME_PATCH_MANAGER!r}, which Kueue's TrainJob webhook adds at creation and Kueue v0.17+ "
             "writes the admission into before unsuspending; without it every start fails with "
@@ -153,9 +153,9 @@ def _suspended_by_other(ctx: Context, owner: Mapping[str, Any], kind: str, since
     after = format_duration(writer.time - since, precise=True) if writer.time else "?"
     who = ("A kubectl command (or a mutating webhook acting on it)" if writer.manager.startswith("kubectl")
            else "Another controller or a mutating webhook")
-    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but {kind} {ctx.ns}/{name(owner)} is suspended "
+    text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but {kind} {ctx.ns}/{name(owner)} is suspended "
             f"again: field manager {writer.manager!r} ({writer.operation}) wrote {field_} at "
-            f"{format_time(writer.time)}, {after} after the admission. {who} "
+            f"{when_text(writer.time)}, {after} after the admission. {who} "
             "re-suspended the Job after Kueue admitted it; Kueue keeps trying to unsuspend it while the Workload is "
             f"admitted, and the quota stays reserved meanwhile. Cluster admin: find the controller or webhook "
             f"behind {writer.manager!r} (`kubectl get mutatingwebhookconfigurations`, "

@@ -12,7 +12,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...kube.objects import controller_ref, format_time, i, int_or_none, labels, lst, m, name, s, spec, status
+from ...kube.objects import (
+    controller_ref,
+    i,
+    int_or_none,
+    labels,
+    lst,
+    m,
+    name,
+    s,
+    spec,
+    status,
+    when_text,
+)
 from .. import pods as podlib
 from ..context import Context
 from ..pods.kubelet import PULLING_IMAGE
@@ -43,7 +55,7 @@ def _workers_wait(ctx: Context, workers: podlib.PodBlocker, role: str) -> str:
     owner = ctx.owner
     of = f" of {s(owner.get('kind'))} {ctx.ns}/{name(owner)}" if owner is not None else ""
     head = f"{workers.count} of {max(total, workers.count)} {role} Pods{of} have been"
-    since = format_time(workers.since)
+    since = when_text(workers.since)
     pulling = _PULLING_RX.search(workers.message) if workers.detail.startswith(PULLING_IMAGE) else None
     if pulling is not None:
         nodes = sorted({s(spec(p).get("nodeName")) or "" for p in _pods(ctx, workers.pods)} - {""})

@@ -17,7 +17,6 @@ from typing import Any
 
 from ...kube.objects import (
     format_duration,
-    format_time,
     group_of,
     i,
     is_true,
@@ -29,6 +28,7 @@ from ...kube.objects import (
     parse_time,
     s,
     spec,
+    when_text,
 )
 from ...state import JOB_UID_LABEL
 from ...vocabulary import Cause, Reason
@@ -80,7 +80,7 @@ def owner_gone(ctx: Context) -> Ghost | None:
         if not ctx.after(deleting, GRACE):
             return None
         kind = s(owner.get("kind")) or "owner"
-        return Ghost(f"its {kind} {ctx.ns}/{name(owner)} is being deleted since {format_time(deleting)} (see its "
+        return Ghost(f"its {kind} {ctx.ns}/{name(owner)} is being deleted since {when_text(deleting)} (see its "
                      f"finalizers: `kubectl get {kind.lower()} {name(owner)} -n {ctx.ns} -o "
                      "jsonpath='{.metadata.finalizers}'`)", deleting,
                      ctx.object_evidence(kind, name(owner), "metadata.deletionTimestamp", "Deleting", None, deleting,
@@ -146,7 +146,7 @@ def owner_finished(ctx: Context) -> Ghost | None:
         if not ctx.after(when, GRACE):
             return None
         said = f"jobDeploymentStatus {deployment}" + (f", jobStatus {job_status}" if job_status else "")
-        return Ghost(f"its RayJob {ctx.ns}/{name(owner)} finished ({said}) at {format_time(when)} and Kueue never "
+        return Ghost(f"its RayJob {ctx.ns}/{name(owner)} finished ({said}) at {when_text(when)} and Kueue never "
                      "marked the Workload Finished (Kueue's RayJob integration finishes it on that status)", when,
                      ctx.object_evidence("RayJob", name(owner), "status.jobDeploymentStatus", deployment,
                                          s(m(owner.get("status")).get("message")), when, ctx.ns))
@@ -155,7 +155,7 @@ def owner_finished(ctx: Context) -> Ghost | None:
         when = parse_time(cond.get("lastTransitionTime"))
         if cond.get("type") in FINISHED_CONDITIONS and is_true(cond) and ctx.after(when, GRACE):
             kind = s(owner.get("kind")) or "owner"
-            return Ghost(f"its {kind} {ctx.ns}/{name(owner)} finished ({cond.get('type')}) at {format_time(when)} "
+            return Ghost(f"its {kind} {ctx.ns}/{name(owner)} finished ({cond.get('type')}) at {when_text(when)} "
                          "and Kueue never marked the Workload Finished", when,
                          ctx.object_evidence(kind, name(owner), f"condition/{cond.get('type')}",
                                              s(cond.get("reason")), s(cond.get("message")), when, ctx.ns))
@@ -197,7 +197,7 @@ def pods_gone(ctx: Context) -> Ghost | None:
     if not ctx.after(admitted, GRACE):
         return None
     return Ghost(f"no Pod of Job {ctx.ns}/{name(owner)} exists and the Job counts none active, while Kueue's "
-                 f"PodsReady condition still says ready (since {format_time(ctx.cond_time('PodsReady'))})", None,
+                 f"PodsReady condition still says ready (since {when_text(ctx.cond_time('PodsReady'))})", None,
                  ctx.object_evidence("Job", name(owner), "status.active", "NoPods", "active 0, ready 0",
                                      ns=ctx.ns))
 
@@ -218,7 +218,7 @@ def stopped_without_pods(ctx: Context) -> Ghost | None:
     left = ("no Pod of it is left" if ctx.state.knows("Pod") else
             "its status counts nothing active (the input has no Pods)")
     stopped = "is scaled to 0 replicas" if scaled_down else "is suspended"
-    return Ghost(f"it was evicted ({ctx.cond_reason('Evicted')}) at {format_time(evicted)}, its {kind} "
+    return Ghost(f"it was evicted ({ctx.cond_reason('Evicted')}) at {when_text(evicted)}, its {kind} "
                  f"{ctx.ns}/{name(owner)} {stopped} and {left}", evicted,
                  ctx.object_evidence(kind, name(owner), "spec.replicas" if scaled_down else "spec.suspend",
                                      "ScaledToZero" if scaled_down else "Suspended",
@@ -236,7 +236,7 @@ def _finding(ctx: Context, reason: Reason, ghost: Ghost) -> Finding:
     held_for = f" for {format_duration(ctx.now - reserved, precise=True)}" if reserved else ""
     after = ("Nothing will ever finish the Workload and release the quota" if ghost.running
              else "Nothing runs, yet Kueue has not released the quota")
-    text = (f"Ghost reservation: holds {holds} in {ctx.cq_text} (reserved since {format_time(reserved)}{held_for}), "
+    text = (f"Ghost reservation: holds {holds} in {ctx.cq_text} (reserved since {when_text(reserved)}{held_for}), "
             f"but {ghost.why}. {after}, and the queue's other Workloads wait for it. Cluster admin: check the "
             "Kueue controller logs for this Workload "
             f"(`kubectl -n kueue-system logs deploy/kueue-controller-manager | grep {ctx.name}`); if nothing should "

@@ -22,7 +22,20 @@ from decimal import Decimal
 from typing import Any
 
 from ...kube.kueue_names import PODSET_LABEL
-from ...kube.objects import as_time, conditions, format_time, i, is_true, lst, m, name, owner_refs, s, spec, status
+from ...kube.objects import (
+    as_time,
+    conditions,
+    i,
+    is_true,
+    lst,
+    m,
+    name,
+    owner_refs,
+    s,
+    spec,
+    status,
+    when_text,
+)
 from ...kube.quantity import parse
 from ...kube.selectors import node_term_matches
 from ...state import Derived
@@ -97,7 +110,8 @@ class PodConstraints:
         required = m(m(m(sp.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution"))
         requests = dict(quota.pod_requests(sp))
         requests["pods"] = Decimal(1)
-        selector = {**flavor_labels, **m(sp.get("nodeSelector"))}
+        # maps of strings on any apiserver: a value of another type (a hand edit) selects nothing readable
+        selector = {k: v for k, v in {**flavor_labels, **m(sp.get("nodeSelector"))}.items() if type(v) is str}
         return cls(selector, tuple(m(t) for t in lst(required.get("nodeSelectorTerms"))),
                    tuple(m(t) for t in lst(sp.get("tolerations"))), requests)
 
@@ -781,7 +795,7 @@ def _late_taints(ctx: Context, nodes: Funnel | None, taints: Sequence[str], pinn
             running = [p for p in bound.get(node_name, ()) if not tolerates(
                 [m(t) for t in lst(spec(p).get("tolerations"))], taint)]
             if added is not None and admitted is not None and added > admitted:
-                why = f"on {node_name} since {format_time(added)}, admitted {format_time(admitted)}"
+                why = f"on {node_name} since {when_text(added)}, admitted {when_text(admitted)}"
             elif running:
                 why = f"pod {name(running[0])} still runs on {node_name}"
             elif node_name == pinned:
@@ -822,7 +836,7 @@ def _pinned_why(ctx: Context, node: str, late: _Late) -> tuple[ActionBy, str]:
     replacement node only once it records the node in status.unhealthyNodes, which it does not while another
     Pod of the Workload still runs there (kueue#14917). Short: the rule adds kube-scheduler's text and more."""
     admitted = admitted_since(ctx)
-    when = f" since {format_time(late.since)}" if late.since is not None else ""
+    when = f" since {when_text(late.since)}" if late.since is not None else ""
     # Kueue's TAS leaves out nodes with taints the pod set does not tolerate: an assigned node got it later
     before = late.since is not None and admitted is not None and late.since <= admitted
     after = "" if before else ", after the admission"

@@ -19,10 +19,10 @@ from ...kube.objects import (
     closed,
     conditions,
     format_duration,
-    format_time,
     i,
     is_true,
     labels,
+    later,
     lst,
     m,
     name,
@@ -31,6 +31,7 @@ from ...kube.objects import (
     pod_owner_refs,
     s,
     spec,
+    when_text,
 )
 from ...state import QUEUE_LABEL, Derived
 from ...vocabulary import ActionBy, Cause, Reason
@@ -84,16 +85,18 @@ def max_exec_note(ctx: Context) -> str:
     if limit <= 0 or admitted is None:
         return ""
     used = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
-    left = timedelta(seconds=limit - used)
-    deadline = admitted + left
+    deadline = later(admitted, limit - used)
+    if deadline is None:  # a limit no clock reaches
+        return ""
+    left = deadline - admitted
     ref = ctx.owner_ref
     what = (f"spec.maximumExecutionTimeSeconds {limit}"
             + (f", from {owner_text(ctx)}'s label kueue.x-k8s.io/max-exec-time-seconds" if ref is not None else "")
             + (f"; {used}s of it used by earlier admissions" if used else ""))
     if ctx.after(admitted, left):
-        return (f" Its maximum execution time ran out at {format_time(deadline)} ({what}): expect Kueue to deactivate "
+        return (f" Its maximum execution time ran out at {when_text(deadline)} ({what}): expect Kueue to deactivate "
                 "it and stop its Pods (Evicted DeactivatedDueToMaximumExecutionTimeExceeded).")
-    return (f" Kueue deactivates it and stops its Pods at about {format_time(deadline)} ({what}): the clock runs from "
+    return (f" Kueue deactivates it and stops its Pods at about {when_text(deadline)} ({what}): the clock runs from "
             "the admission, time spent waiting for Pods included.")
 
 
@@ -112,11 +115,13 @@ def _kueue_timeout_note(ctx: Context) -> str:
     length = format_duration(seconds, precise=True)
     which = (f"{length}, {cfg.source}" if cfg.known
              else f"Kueue's default {length}; its Configuration is not in the input")
-    deadline = start + timedelta(seconds=seconds)
-    if ctx.after(start, timedelta(seconds=seconds)):
-        return (f" waitForPodsReady's {field_} passed at {format_time(deadline)} ({which}): expect Kueue to evict it "
+    deadline = later(start, seconds)
+    if deadline is None:  # a timeout no clock reaches
+        return ""
+    if ctx.after(start, deadline - start):
+        return (f" waitForPodsReady's {field_} passed at {when_text(deadline)} ({which}): expect Kueue to evict it "
                 "(PodsReadyTimeout).")
-    return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {format_time(deadline)} unless "
+    return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {when_text(deadline)} unless "
             "the Pods become ready.")
 
 
@@ -200,7 +205,7 @@ def _pods_command(ctx: Context) -> str:
     ref = ctx.owner_ref
     if ref is not None and ref.get("kind") == "Job" and s(ref.get("name")):
         return f"kubectl get pods -n {ctx.ns} -l batch.kubernetes.io/job-name={ref.get('name')}"
-    return f"kubectl get pods -n {ctx.ns} -o wide | grep {s(ref.get('name')) if ref else ctx.name}"
+    return f"kubectl get pods -n {ctx.ns} -o wide | grep {(s(ref.get('name')) if ref else None) or ctx.name}"
 
 
 def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib.PodSummary | None = None,
@@ -210,7 +215,7 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
     text = f"Admitted by {ctx.cq_text} and running" + counts + "."
     if unverified:
-        text = (f"Admitted by {ctx.cq_text} at {format_time(since)}; Kueue reports no PodsReady "
+        text = (f"Admitted by {ctx.cq_text} at {when_text(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
     books = accounting.own_overrun(ctx) if ctx.pods else ""  # more Pods run than Kueue charges (kueue#14609)
     text += max_exec_note(ctx)
@@ -256,7 +261,7 @@ def _unschedulable_while_ready(ctx: Context, ready_at: datetime | None) -> Findi
     found = pods_unschedulable.check(ctx)
     if found is None:
         return None
-    since = f" since {format_time(ready_at)}" if ready_at is not None else ""
+    since = f" since {when_text(ready_at)}" if ready_at is not None else ""
     found.message += (f" Kueue nevertheless reports PodsReady=True{since}, so waitForPodsReady will not evict the "
                       f"Workload and its quota in {ctx.cq_name or 'the ClusterQueue'} stays held while these Pods wait "
                       "(Kueue counts a pod group with pod-group-fast-admission ready before all its Pods are, "
@@ -279,7 +284,7 @@ def pods_not_visible(ctx: Context) -> Finding | None:
     since = admitted_since(ctx)
     if not ctx.cond("PodsReady"):
         return _running(ctx, Cause.PODS_RUNNING, since, unverified=True)
-    text = (f"Admitted by {ctx.cq_text} at {format_time(since)}, but Kueue reports the Pods not "
+    text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but Kueue reports the Pods not "
             f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
             f"Pods (none in the input): {_pods_command(ctx)}." + timeout_note(ctx))
     return Finding(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE, text, ActionBy.NOBODY, since=since,
@@ -341,7 +346,7 @@ def pods_running(ctx: Context) -> Finding | None:
     if summary.running >= view.expected:
         return _running(ctx, Cause.PODS_RUNNING, admitted_since(ctx), summary=summary)
     since = admitted_since(ctx)
-    text = f"Admitted at {format_time(since)}; Pods: {summary.describe()}."
+    text = f"Admitted at {when_text(since)}; Pods: {summary.describe()}."
     return Finding(Reason.CONTAINERS_NOT_STARTING, Cause.PODS_NOT_READY, text + timeout_note(ctx), ActionBy.NOBODY,
                    since=since, evidence=base_evidence(ctx), pods=view.status, flavors=assigned_flavors(ctx))
 
@@ -383,7 +388,7 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                 + f" Meanwhile the Workload holds its quota in {ctx.cq_text}." + timeout_note(ctx))
         return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
-    text = (f"Admitted at {format_time(since)}; {summary.created}/{summary.expected} Pods exist so far"
+    text = (f"Admitted at {when_text(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + ".")
     waiting = _dependency_wait(ctx)
     if waiting is not None:
@@ -480,7 +485,7 @@ def _dependency_progress(ctx: Context, jobset: Mapping[str, Any], dep: str) -> s
         return f"{dep} has no Job yet"
     started = min(filter(None, (parse_time(m(j.get("status")).get("startTime")) for j in jobs)), default=None)
     named = ", ".join(sorted(name(j) or "" for j in jobs)[:3]) + (", ..." if len(jobs) > 3 else "")
-    return (f"{dep} (Job {named}) " + (f"has run since {format_time(started)}" if started else "has not started")
+    return (f"{dep} (Job {named}) " + (f"has run since {when_text(started)}" if started else "has not started")
             + f" ({i(st.get('succeeded'))}/{replicas} succeeded)")
 
 
@@ -571,13 +576,13 @@ def _autoscaler_said(ctx: Context, pod: str | None) -> AutoscalerWord | None:
     failed = _AUTOSCALER_EVENTS[reason]
     if failed:
         text = (f" The cluster autoscaler tried to add a node for Pod {pod} and failed ({reason}, "
-                f"{format_time(when)}): {said} No node comes until a cluster admin fixes what it names (cloud "
+                f"{when_text(when)}): {said} No node comes until a cluster admin fixes what it names (cloud "
                 "quota, reservation, node pool limits).")
     elif reason == "TriggeredScaleUp":
-        text = (f" The cluster autoscaler is adding a node for Pod {pod} ({reason}, {format_time(when)}): {said} "
+        text = (f" The cluster autoscaler is adding a node for Pod {pod} ({reason}, {when_text(when)}): {said} "
                 "kube-scheduler places the Pod once the node is Ready, if it matches what the Pod asks for.")
     else:
-        text = f" The cluster autoscaler will not add a node for Pod {pod} ({reason}, {format_time(when)}): {said}"
+        text = f" The cluster autoscaler will not add a node for Pod {pod} ({reason}, {when_text(when)}): {said}"
     evidence = ctx.object_evidence("Event", pod, "event", reason, podlib.event_message(newest), when, ctx.ns)
     return AutoscalerWord(text, evidence, failed)
 
@@ -598,7 +603,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
     fit = view.summary.failure
     said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
     head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
-            f"{blocker.count}/{view.summary.expected} Pods (since {format_time(blocker.since)}): {place.why}")
+            f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
     if place.funnel is not None and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned):
@@ -773,12 +778,16 @@ def _awaiting_replacement(ctx: Context, blocker: podlib.PodBlocker, evidence: li
                           f"--field-selector involvedObject.name={ctx.name}"])
 
 
+_DIVISOR_SEARCH = 100_000  # beyond any pod set's count or slice size Kueue admits
+
+
 def _slice_fix(ctx: Context, pod_set: str, count: int, size: int) -> str:
     """What the owner changes so that the slice size divides the pod set's count (KEP-2724 requires it)."""
     if size <= 1:
         return "The owner must make the pod set's Pods fit its topology request, then re-apply it."
-    lower = max(d for d in range(1, min(size, count) + 1) if count % d == 0)
-    upper = next((d for d in range(size, count + 1) if count % d == 0), None)
+    # the divisor searches bounded: a hand-edited count or slice size (10^20) would otherwise never end
+    lower = max(d for d in range(1, min(size, count, _DIVISOR_SEARCH) + 1) if count % d == 0)
+    upper = next((d for d in range(size, min(count, size + _DIVISOR_SEARCH) + 1) if count % d == 0), None)
     sizes = f"slice size {lower}" + (f" or {upper}" if upper is not None and upper != lower else "")
     bigger = -(-count // size) * size  # the next multiple of the slice size
     why = " (KEP-2724: the slice size must evenly divide the pod set's count)."
@@ -834,7 +843,7 @@ def pods_not_scheduled(ctx: Context) -> Finding | None:
                        since=since, evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx),
                        hints=[f"kubectl get resourceclaimtemplates -n {ctx.ns}"])
     text = (f"{blocker.count}/{view.expected} Pods have not been looked at by a scheduler "
-            f"since {format_time(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
+            f"since {when_text(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.CLUSTER_ADMIN, since=since,
                    evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx))
 
@@ -850,7 +859,7 @@ def pods_terminating(ctx: Context) -> Finding | None:
     if node is not None and ctx.after(since, STUCK_TERMINATING):
         # the kubelet that must confirm the deletion is gone: nothing finishes it (the Pod garbage collector
         # force-deletes only on nodes tainted out-of-service), and the quota stays held
-        text = (f"{blocker.count} Pod(s) have been terminating since {format_time(since)} on node {node[0]}, which "
+        text = (f"{blocker.count} Pod(s) have been terminating since {when_text(since)} on node {node[0]}, which "
                 f"{node[1]}: no kubelet confirms the deletion, so it never finishes by itself and the Workload keeps "
                 "its quota. The cluster admin must recover the node, or taint it node.kubernetes.io/out-of-service "
                 "(NoExecute) so the Pods are force-deleted, or delete the Node object if it is gone.")
@@ -880,8 +889,9 @@ def unhealthy_node(ctx: Context, pod_name: str) -> tuple[str, str] | None:
     down = [t for t in _NODE_DOWN_TAINTS if t in taints]
     if (ready is None or s(ready.get("status")) == "True") and not down:
         return None
-    said = (f"is not Ready (Ready={s(ready.get('status'))}"
-            + (f", {s(ready.get('reason'))}: {s(ready.get('message'))}" if s(ready.get("reason")) else "") + ")"
+    said = (f"is not Ready (Ready={s(ready.get('status')) or 'missing'}"
+            + (f", {s(ready.get('reason'))}" if s(ready.get("reason")) else "")
+            + (f": {s(ready.get('message'))}" if s(ready.get("reason")) and s(ready.get("message")) else "") + ")"
             if ready is not None and s(ready.get("status")) != "True" else "is tainted")
     return node_name, said + (f" and tainted {', '.join(down)}" if down else "")
 
@@ -960,7 +970,7 @@ def containers_not_starting(ctx: Context) -> Finding | None:
                 + timeout_note(ctx))
     elif silent_kubelet:
         text = (f"Admitted and scheduled; the kubelet has not reported the containers of {blocker.count}/"
-                f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {format_time(since)})"
+                f"{view.summary.expected} Pods yet (pod {blocker.pod}, bound since {when_text(since)})"
                 + ("." if fresh else ": check the node's kubelet.") + timeout_note(ctx))
     elif storage:
         text = _storage_mount(ctx, blocker, view.summary)
@@ -1043,7 +1053,7 @@ def _pull_rate_limited(ctx: Context, blocker: podlib.PodBlocker, summary: podlib
         if fresh:
             return text + "The kubelet retries with back-off: nothing to do unless it lasts." + timeout_note(ctx), \
                 ActionBy.NOBODY
-        return (text + f"The Pods have waited since {format_time(blocker.since)} and it has not passed: the "
+        return (text + f"The Pods have waited since {when_text(blocker.since)} and it has not passed: the "
                 "cluster admin raises registryPullQPS/registryBurst on these nodes (0 lifts the throttle) or pre-pulls "
                 "the image."
                 + timeout_note(ctx)), ActionBy.CLUSTER_ADMIN
@@ -1137,7 +1147,7 @@ def _preempted_by_scheduler(ctx: Context, summary: podlib.PodSummary) -> str:
         by = (f"pod {s(related.get('namespace')) or ctx.ns}/{related.get('name')}"
               + (f" (priority {prio}" + (", admitted by Kueue" if queued else ", not managed by Kueue") + ")"
                  if isinstance(prio, int) else ""))
-    when = f" at {format_time(victim.since)}" if victim.since is not None else ""
+    when = f" at {when_text(victim.since)}" if victim.since is not None else ""
     return (f" kube-scheduler preempted pod {victim.pod}{when} ({PREEMPTED_BY_SCHEDULER}) for {by}, which now holds "
             "the room its replacement lacks: Kueue's quota does not stop kube-scheduler's priority preemption, and "
             "Kueue keeps this Workload admitted (kueue#3210). " + (
