@@ -272,3 +272,13 @@ def test_a_plain_pod_without_kueues_annotation_is_found_through_the_workloads_ow
             obj["metadata"].pop("ownerReferences", None)
     status = verdict_of(scenario)
     assert (status["reason"], status["cause"]) == ("PodsUnschedulable", "SchedulingGated"), status["message"]
+
+
+def test_a_message_over_the_status_budget_loses_the_note_of_when_the_wait_ends_not_its_last_words() -> None:
+    """The status message holds 1,024 characters. A verdict quoting the scheduler, the nodes and the quota was cut
+    mid-sentence in the waitForPodsReady note its rule appends last; that note goes first, so the message ends on
+    what the cluster admin does."""
+    (scenario,) = [s for s in SCENARIOS if s["name"] == "quota-above-node-capacity"]
+    message = verdict_of(scenario)["message"]
+    assert message.endswith("then Kueue's own preemption (withinClusterQueue) decides who runs."), message
+    assert "evicts it at about" not in message

@@ -38,6 +38,7 @@ from .pending_limit import limit_hint, pending_limit
 from .registry import BY_PHASE
 from .remedies import remedies
 from .rules import Finding, Phase, Rule
+from .scheduling.workload_pods import timeout_note
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -219,7 +220,8 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
         status["cause"] = _VALUE[f.cause]
     status["actionBy"] = _VALUE[f.actor]
     wording = kueue_wording(ctx, f)  # the sentence survives clipping: it tells which reason Kueue wrote
-    status["message"] = (clip(f.message, MAX_TEXT - len(wording)) or "") + wording
+    budget = MAX_TEXT - len(wording)
+    status["message"] = (clip(_fitted(ctx, f.message, budget), budget) or "") + wording
     if (value := format_time(f.since or ctx.created)) is not None:
         status["since"] = value
     if (value := ctx.cq_name) is not None:
@@ -330,3 +332,14 @@ def _dedupe(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(key)
             out.append(item)
     return out
+
+
+def _fitted(ctx: Context, message: str, budget: int) -> str:
+    """A message over the status' budget first loses the note of when the Pods' wait ends by itself
+    (waitForPodsReady's eviction, the maximum execution time, an owner's own reset), which the scheduling rules
+    append: clipped instead, the message was cut mid-sentence there, and what comes before it says what is wrong
+    and who acts."""
+    if len(message) <= budget:
+        return message
+    note = timeout_note(ctx)
+    return message.replace(note, "", 1) if note and note in message else message
