@@ -43,6 +43,38 @@ class Transition:
     caught_up: float | None = None  # the operator's diagnosis showed it (received on the diagnosis watch)
 
 
+def reactions(transitions: list[Transition], kinds: tuple[str, ...]) -> tuple[dict[str, dict[str, Any]], list[float]]:
+    """Per kind of transition: how many, how many the operator caught up with, and the reaction p50/p99/max in ms;
+    and every caught-up reaction (bench/kueue_perf.py reports the same)."""
+    import operator_scale as osb
+
+    by_kind: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        ms = [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.kind == kind and tr.caught_up is not None]
+        by_kind[kind] = {"n": sum(1 for tr in transitions if tr.kind == kind), "caught_up": len(ms),
+                         "p50_ms": round(osb.pct(ms, 50), 1), "p99_ms": round(osb.pct(ms, 99), 1),
+                         "max_ms": round(max(ms, default=float("nan")), 1)}
+    return by_kind, [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.caught_up is not None]
+
+
+def caught_up(bench: Bench, lock: threading.Lock, pending: list[Transition], t_begin: float, now: float) -> int:
+    """Mark the transitions the diagnoses now show and drop them from `pending`; the backlog is what the bare watch
+    saw by `now` and the operator's diagnoses do not show yet (bench/kueue_perf.py counts it the same way)."""
+    with bench.lock, lock:
+        still = []
+        for tr in pending:
+            # the first diagnosis event of the phase showing it: matched by state, not by time, because
+            # the two watches of one apiserver may deliver in either order (a reaction can be just below 0)
+            hit = next((t for t, stage in bench.diag_stages.get(tr.key, ())
+                        if t >= t_begin and CAUGHT_UP[tr.kind](stage)), None)
+            if hit is not None:
+                tr.caught_up = hit
+            else:
+                still.append(tr)
+        pending[:] = still
+        return sum(1 for tr in still if tr.seen <= now)
+
+
 def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.0) -> dict[str, Any]:
     from tests.builders import condition
 
@@ -93,21 +125,7 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
     bare.start()
 
     def catch_up(now: float) -> int:
-        """Mark the transitions the diagnoses now show; the backlog is what the bare watch saw by `now` and
-        the operator's diagnoses do not show yet."""
-        with bench.lock, lock:
-            still = []
-            for tr in pending:
-                # the first diagnosis event of the phase showing it: matched by state, not by time, because
-                # the two watches of one apiserver may deliver in either order (a reaction can be just below 0)
-                hit = next((t for t, stage in bench.diag_stages.get(tr.key, ())
-                            if t >= t_begin and CAUGHT_UP[tr.kind](stage)), None)
-                if hit is not None:
-                    tr.caught_up = hit
-                else:
-                    still.append(tr)
-            pending[:] = still
-            return sum(1 for tr in still if tr.seen <= now)
+        return caught_up(bench, lock, pending, t_begin, now)
 
     def finish_one(key: Key) -> None:
         # PodsReady with it: the bench's apply owns both, and one without the other would drop PodsReady
@@ -172,13 +190,7 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
     left = catch_up(time.time())
     writes = [e for e in bench.audit_tail.read_new() if e["user"]["username"] == osb.SA_USER]
     cpu = osb.proc_cpu(bench.op.pid) - cpu0  # type: ignore[union-attr]
-    by_kind: dict[str, dict[str, Any]] = {}
-    for kind in (ADMITTED, FINISHED, CREATED):
-        ms = [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.kind == kind and tr.caught_up is not None]
-        n_all = sum(1 for tr in transitions if tr.kind == kind)
-        by_kind[kind] = {"n": n_all, "caught_up": len(ms), "p50_ms": round(osb.pct(ms, 50), 1),
-                         "p99_ms": round(osb.pct(ms, 99), 1), "max_ms": round(max(ms, default=float("nan")), 1)}
-    all_ms = [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.caught_up is not None]
+    by_kind, all_ms = reactions(transitions, (ADMITTED, FINISHED, CREATED))
     admitted_t = sorted(tr.seen for tr in transitions if tr.kind == ADMITTED)
     during = [b for t, b in backlog if t <= t_sent - t0]
     result = {

@@ -30,18 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from churn import ADMITTED, CREATED, FINISHED, Transition, caught_up, reactions
+
 if TYPE_CHECKING:
     from operator_scale import Bench
 
 Key = tuple[str, str]
 RUNTIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"  # generator.RunningTimeLabel
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
-CREATED, ADMITTED, FINISHED = "created", "admitted", "finished"
-CAUGHT_UP: dict[str, Callable[[str], bool]] = {
-    CREATED: lambda stage: True,
-    ADMITTED: lambda stage: stage not in ("Admission", ""),
-    FINISHED: lambda stage: stage == "Finished",
-}
 
 
 def config_path(name: str) -> Path:
@@ -103,14 +99,6 @@ class Scenario:
                                         "count": wl.get("podCount") or 1}))
         workloads.sort(key=lambda x: x[0])
         return cls(name, flavor, queues, workloads)
-
-
-@dataclass
-class Transition:
-    key: Key
-    kind: str
-    seen: float
-    caught_up: float | None = None
 
 
 def setup(bench: Bench, sc: Scenario) -> None:
@@ -288,17 +276,7 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
                 submit(runner, give_back, first.payload)
 
     def catch_up(now: float) -> int:
-        with bench.lock, lock:
-            still = []
-            for tr in pending:
-                hit = next((t for t, stage in bench.diag_stages.get(tr.key, ())
-                            if t >= t_begin and CAUGHT_UP[tr.kind](stage)), None)
-                if hit is not None:
-                    tr.caught_up = hit
-                else:
-                    still.append(tr)
-            pending[:] = still
-            return sum(1 for tr in still if tr.seen <= now)
+        return caught_up(bench, lock, pending, t_begin, now)
 
     backlog: list[tuple[float, int]] = []
     t0 = time.time()
@@ -351,12 +329,7 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
     writes = [e for e in bench.audit_tail.read_new() if e["user"]["username"] == osb.SA_USER]
     codes = Counter((e.get("responseStatus") or {}).get("code") for e in writes)
     cpu = osb.proc_cpu(bench.op.pid) - cpu0  # type: ignore[union-attr]
-    by_kind = {}
-    for kind in (CREATED, ADMITTED, FINISHED):
-        ms = [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.kind == kind and tr.caught_up is not None]
-        by_kind[kind] = {"n": sum(1 for tr in transitions if tr.kind == kind), "caught_up": len(ms),
-                         "p50_ms": round(osb.pct(ms, 50), 1), "p99_ms": round(osb.pct(ms, 99), 1)}
-    all_ms = [(tr.caught_up - tr.seen) * 1e3 for tr in transitions if tr.caught_up is not None]
+    by_kind, all_ms = reactions(transitions, (CREATED, ADMITTED, FINISHED))
     adm_t = sorted(tr.seen for tr in transitions if tr.kind == ADMITTED)
     kueue_s = t_kueue_done - t0
     during = [b for t, b in backlog if t <= kueue_s]
