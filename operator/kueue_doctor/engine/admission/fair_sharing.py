@@ -22,7 +22,7 @@ from ..context import Context
 
 
 class Holding(Protocol):
-    """A Workload holding quota (flavors.Holder)."""
+    """A Workload holding quota (holders.Holder)."""
 
     @property
     def key(self) -> tuple[str, str]: ...

@@ -25,7 +25,6 @@ from ...kube.objects import (
     is_true,
     lst,
     m,
-    parse_time,
     s,
     spec,
     status,
@@ -37,6 +36,7 @@ from ...state import Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import quota
 from ..context import Context
+from ..holders import Holder, quota_holders
 from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..pods.events import event_count
 from ..rules import Finding, pairs
@@ -614,47 +614,12 @@ def _stale_priority(ctx: Context) -> str:
             f"spec.priority to {value}.")
 
 
-@dataclass(frozen=True)
-class Holder:
-    """A Workload holding quota in a ClusterQueue, with what the waiting Workloads' verdicts read of it."""
-
-    key: tuple[str, str]
-    priority: int
-    not_ready_since: datetime | None  # PodsReady=False since then
-    usage: dict[tuple[str, str], Decimal]  # (flavor, resource) -> held
-
-
-@dataclass(frozen=True)
-class Holders:
-    holders: list[Holder]
-    priorities: list[int]  # sorted
-
-
-def _holders(ctx: Context, cq: str) -> Holders:
-    """The ClusterQueue's Workloads holding quota; per ClusterQueue and pass (only the queues asked about are
-    read: each holder is decoded once, whatever reads it)."""
-    per_cq = ctx.state.derived(HOLDERS)
-    found = per_cq.get(cq)
-    if found is None:
-        idx, workloads = ctx.state.index, ctx.state.workloads
-        holders = []
-        for key in sorted(idx.workloads_by_cq.get(cq, ())):
-            if idx.holds_quota(key) and key in workloads:
-                wl = workloads[key]
-                ready = conditions(wl).get("PodsReady")
-                since = parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" \
-                    else None
-                holders.append(Holder(key, ctx.state.priority_of(wl), since, quota.admitted_usage(wl)))
-        found = per_cq[cq] = Holders(holders, sorted(h.priority for h in holders))
-    return found
-
-
 def _not_ready_text(ctx: Context) -> str:
     """Holders of this ClusterQueue's quota whose Pods are not ready (PodsReady=False): quota held by Pods that
     do not run yet (starting, unschedulable, crashing), which the waiting user cannot see from here (kueue#4329:
     GPUs fragmented over nodes). No threshold on how long: the text changes with the holders, never with the
     clock alone (the operator writes only on change)."""
-    stuck = sorted((h.not_ready_since, h.key) for h in _holders(ctx, ctx.cq_name or "").holders
+    stuck = sorted((h.not_ready_since, h.key) for h in quota_holders(ctx, ctx.cq_name or "").holders
                    if h.not_ready_since is not None and h.key != (ctx.ns, ctx.name))
     if not stuck:
         return ""
@@ -666,7 +631,6 @@ def _not_ready_text(ctx: Context) -> str:
             "back when they run or when waitForPodsReady evicts them")
 
 
-HOLDERS: Derived[dict[str, Holders]] = Derived("the quota holders per ClusterQueue", lambda _: {})
 _PREEMPTING = {"LowerPriority": "lower", "LowerOrNewerEqualPriority": "lower (or equal and newer)"}
 
 
@@ -712,8 +676,8 @@ def _no_preemption(ctx: Context, res: str, line: dict[str, Any], flavor: str = "
     if not quota.tries_preemption(ctx.state, ctx.cq_name, parse(line.get("requested")), parse(line.get("nominal"))):
         return _must_borrow(ctx, res, line, flavor, missing, short, policy, reclaim)
     shares = shares_stop_preemption(ctx, res, flavor, line, missing, short, policy, reclaim,
-                                    lambda cq: _holders(ctx, cq).holders)
-    holders = _holders(ctx, ctx.cq_name).priorities if policy in _PREEMPTING else []
+                                    lambda cq: quota_holders(ctx, cq).holders)
+    holders = quota_holders(ctx, ctx.cq_name).priorities if policy in _PREEMPTING else []
     if holders and holders[0] < ctx.priority:
         if shares:
             return WhyNot(within + shares, advice=True)
@@ -757,7 +721,7 @@ def lower_priority_room(ctx: Context, res: str, flavor: str, line: Mapping[str, 
     gain = quota.own_room_gain(ctx.state, ctx.cq_name, flavor, res, freed) if freed > 0 else None
     if gain is None or gain < missing:
         return []
-    return [h for h in _holders(ctx, ctx.cq_name).holders
+    return [h for h in quota_holders(ctx, ctx.cq_name).holders
             if h.priority < ctx.priority and h.usage.get((flavor, res), 0) > 0]
 
 
@@ -768,7 +732,7 @@ def _held_by_priority(ctx: Context, cq: str, flavor: str, res: str) -> tuple[lis
     key = (cq, flavor, res)
     found = memo.get(key)
     if found is None:
-        pairs_ = sorted((h.priority, h.usage[flavor, res]) for h in _holders(ctx, cq).holders
+        pairs_ = sorted((h.priority, h.usage[flavor, res]) for h in quota_holders(ctx, cq).holders
                         if h.usage.get((flavor, res), 0) > 0)
         held = [Decimal(0)]
         for _, amount in pairs_:
@@ -792,7 +756,7 @@ def _cohort_holders(ctx: Context, short: frozenset[tuple[str, str]]) -> list[Coh
         for cq in quota.cohort_queues(ctx.state, ctx.cq_name or ""):
             if cq == ctx.cq_name:
                 continue
-            held = [h for h in _holders(ctx, cq).holders if any(h.usage.get(p, 0) > 0 for p in short)]
+            held = [h for h in quota_holders(ctx, cq).holders if any(h.usage.get(p, 0) > 0 for p in short)]
             if held:
                 borrowing = any(quota.borrowing(ctx.state, cq, fl, r) for fl, r in short)
                 found += [CohortHolder(cq, h, borrowing) for h in held]
@@ -929,7 +893,7 @@ def _must_borrow(ctx: Context, res: str, line: dict[str, Any], flavor: str, miss
             f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is Never "
             "(the default): it waits for running Workloads to finish.")
     mine = ctx.priority
-    own = [h for h in _holders(ctx, ctx.cq_name or "").holders if policy in _PREEMPTING and h.priority < mine
+    own = [h for h in quota_holders(ctx, ctx.cq_name or "").holders if policy in _PREEMPTING and h.priority < mine
            and h.usage.get((flavor, res), 0) > 0]
     cohort = _cohort_holders(ctx, short) if ctx.cohort else []
     reach = [c.holder for c in cohort if c.borrowing and c.holder.priority < mine]
@@ -997,7 +961,7 @@ def _unused_victims(ctx: Context, policy: str, res: str, flavor: str, missing: D
     if missing is None or not flavor or not s(spec(ctx.state.flavors.get(flavor) or {}).get("topologyName")):
         return ""
     held, names = Decimal(0), []
-    for h in _holders(ctx, ctx.cq_name or "").holders:
+    for h in quota_holders(ctx, ctx.cq_name or "").holders:
         mine = h.usage.get((flavor, res), Decimal(0)) if h.priority < ctx.priority else Decimal(0)
         if mine > 0:
             held += mine

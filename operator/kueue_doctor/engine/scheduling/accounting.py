@@ -24,6 +24,7 @@ from ...kube.selectors import label_selector_matches
 from ...state import WORKLOAD_ANNOTATION
 from .. import quota
 from ..context import Context
+from ..holders import quota_holders
 from .owners import pod_set_counts, reclaimable_by_pod_set
 
 
@@ -115,14 +116,8 @@ def above_capacity(ctx: Context, flavor: str, resource: str) -> str:
 
 def _holders_on(ctx: Context, flavor: str, resource: str) -> str:
     """Other admitted Workloads of this ClusterQueue holding the resource in the flavor, by priority."""
-    out = []
-    for key in ctx.state.index.workloads_by_cq.get(ctx.cq_name or "", ()):
-        if key == (ctx.ns, ctx.name) or not ctx.state.index.holds_quota(key):
-            continue
-        wl = ctx.state.workloads.get(key)
-        held = quota.admitted_usage(wl).get((flavor, resource)) if wl is not None else None
-        if wl is not None and held:
-            out.append((ctx.state.priority_of(wl), f"{key[0]}/{name(wl)}", held))
+    out = [(h.priority, f"{h.key[0]}/{h.key[1]}", held) for h in quota_holders(ctx, ctx.cq_name or "").holders
+           if h.key != (ctx.ns, ctx.name) and (held := h.usage.get((flavor, resource)))]
     if not out:
         return ""
     out.sort()
