@@ -4,7 +4,7 @@ admission/ and scheduling/, which import neither the other."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -77,31 +77,50 @@ def existing_cluster_selector(owner: Mapping[str, Any] | None) -> dict[str, str]
     return {str(k): str(v) for k, v in selector.items()} or None
 
 
-_KUBEFLOW_KINDS = frozenset({"MPIJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"})
+def _rayjob_active(st: Mapping[str, Any]) -> str | None:
+    # active unless New ("") or Suspended (rayjob_controller.go IsActive)
+    deployment = s(st.get("jobDeploymentStatus")) or ""
+    return f"status.jobDeploymentStatus {deployment}" if deployment not in ("", "Suspended") else None
+
+
+def _raycluster_active(st: Mapping[str, Any]) -> str | None:
+    return "status.state ready" if s(st.get("state")) == "ready" else None
+
+
+def _job_active(st: Mapping[str, Any]) -> str | None:
+    return f"status.active {i(st.get('active'))}" if i(st.get("active")) else None
+
+
+def _replicas_active(field_: str, keyed: bool) -> Callable[[Mapping[str, Any]], str | None]:
+    """The reader of a status that counts active replicas per replicated job (a list of {name, active}) or per
+    replica type (a map, Kubeflow's replicaStatuses)."""
+    def active(st: Mapping[str, Any]) -> str | None:
+        counts = ({str(k): i(m(v).get("active")) for k, v in m(st.get(field_)).items()} if keyed else
+                  {s(m(r).get("name")) or "?": i(m(r).get("active")) for r in lst(st.get(field_))})
+        busy = [f"{k} {n}" for k, n in counts.items() if n > 0]
+        return f"status.{field_} active: {', '.join(busy)}" if busy else None
+    return active
+
+
+_kubeflow = _replicas_active("replicaStatuses", keyed=True)
+# (group, kind) -> what the owner's status still counts active; the kinds whose IsActive Kueue reads from status
+_ACTIVE: dict[tuple[str, str], Callable[[Mapping[str, Any]], str | None]] = {
+    ("ray.io", "RayJob"): _rayjob_active,
+    ("ray.io", "RayCluster"): _raycluster_active,
+    ("batch", "Job"): _job_active,
+    ("jobset.x-k8s.io", "JobSet"): _replicas_active("replicatedJobsStatus", keyed=False),
+    ("trainer.kubeflow.org", "TrainJob"): _replicas_active("jobsStatus", keyed=False),
+    **{("kubeflow.org", kind): _kubeflow for kind in ("MPIJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob",
+                                                      "JAXJob")},
+}
 
 
 def owner_active(owner: Mapping[str, Any]) -> str | None:
     """What the owner's status still counts active, as Kueue's integration reads it (GenericJob.IsActive), else None
     (also for kinds Kueue reads otherwise). Kueue releases an evicted Workload's quota, and makes a missing Workload,
     only once the owner is inactive (jobframework reconciler): a controller slow to stop its owner holds both up."""
-    kind, st = s(owner.get("kind")) or "", m(owner.get("status"))
-    if kind == "RayJob":  # active unless New ("") or Suspended (rayjob_controller.go IsActive)
-        deployment = s(st.get("jobDeploymentStatus")) or ""
-        return f"status.jobDeploymentStatus {deployment}" if deployment not in ("", "Suspended") else None
-    if kind == "RayCluster":
-        return "status.state ready" if s(st.get("state")) == "ready" else None
-    if kind == "Job" and group_of(owner.get("apiVersion")) == "batch":
-        return f"status.active {i(st.get('active'))}" if i(st.get("active")) else None
-    if kind in ("JobSet", "TrainJob"):
-        field_ = "replicatedJobsStatus" if kind == "JobSet" else "jobsStatus"
-        active = {s(m(r).get("name")) or "?": i(m(r).get("active")) for r in lst(st.get(field_))}
-    elif kind in _KUBEFLOW_KINDS:
-        field_ = "replicaStatuses"
-        active = {str(k): i(m(v).get("active")) for k, v in m(st.get(field_)).items()}
-    else:
-        return None
-    busy = [f"{k} {n}" for k, n in active.items() if n > 0]
-    return f"status.{field_} active: {', '.join(busy)}" if busy else None
+    read = _ACTIVE.get((group_of(owner.get("apiVersion")) or "", s(owner.get("kind")) or ""))
+    return read(m(owner.get("status"))) if read is not None else None
 
 
 def deleting_children(state: ClusterState, owner: Mapping[str, Any]

@@ -6,7 +6,7 @@ Neighbours: `eviction.py` (a reserved Workload being evicted is asked there firs
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -311,6 +311,56 @@ def _evidence(ctx: Context) -> list[dict[str, Any]]:
     return evidence
 
 
+class Waiting(NamedTuple):
+    """What the controller behind a pending check adds to the finding: its state in words, who must act when it is
+    stuck (None: as the check's state says), and where to look."""
+    text: str = ""
+    action: ActionBy | None = None
+    evidence: tuple[dict[str, Any], ...] = ()
+    hints: tuple[str, ...] = ()
+
+
+def _provisioning_wait(ctx: Context, check: Mapping[str, Any], began: datetime | None, active: bool) -> Waiting:
+    cname = s(check.get("name")) or "?"
+    if not active:
+        return Waiting(" Kueue creates no ProvisioningRequest for it while the check is not Active, and the Workload "
+                       "holds its quota meanwhile. " + inactive_provisioning_detail(ctx, cname), ActionBy.CLUSTER_ADMIN)
+    text = " " + provisioning_detail(ctx, check)
+    if creation_failed(check):
+        return Waiting(text, ActionBy.CLUSTER_ADMIN)
+    long_wait = capacity_not_found_for_long(ctx, check, began) or no_condition_for_long(ctx, check, began)
+    return Waiting(text + long_wait, ActionBy.CLUSTER_ADMIN) if long_wait else Waiting(text)
+
+
+def _multikueue_wait(ctx: Context, check: Mapping[str, Any], began: datetime | None, active: bool) -> Waiting:
+    cname = s(check.get("name")) or "?"
+    unanswered = multikueue.unanswered_since(ctx, check)
+    # copies out on workers: a wait for their quota for an hour; no worker nominated: ten minutes
+    nominated = any(s(x) for x in lst(ctx.status.get("nominatedClusterNames")))
+    stalled = unanswered if ctx.after(unanswered, multikueue.UNANSWERED_AFTER if nominated else STALL_AFTER) else None
+    text = multikueue.pending_check_detail(ctx, cname, stalled)
+    if not active:
+        text += " " + multikueue.inactive_check_detail(ctx, cname)
+    # no worker admitted its copy for long, or MultiKueue cannot sync: its logs only
+    stuck = stalled is not None or not active
+    return Waiting(text, ActionBy.CLUSTER_ADMIN if stuck else None, tuple(multikueue.evidence(ctx, cname)),
+                   tuple(multikueue.unanswered_hints(ctx)) if stalled is not None else ())
+
+
+def _other_wait(ctx: Context, check: Mapping[str, Any], began: datetime | None, active: bool) -> Waiting:
+    if active:
+        return Waiting()
+    return Waiting(f" AdmissionCheck {s(check.get('name')) or '?'} is not Active: the platform admin must fix its "
+                   "controller.", ActionBy.CLUSTER_ADMIN)
+
+
+# what each check controller kueue-doctor knows adds; any other controller's check is read from its state alone
+_WAITS: dict[str, Callable[[Context, Mapping[str, Any], datetime | None, bool], Waiting]] = {
+    PROVISIONING_CONTROLLER: _provisioning_wait,
+    MULTIKUEUE_CONTROLLER: _multikueue_wait,
+}
+
+
 @rule(Phase.RESERVED, pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_PENDING,
                             Cause.ADMISSION_CHECK_RETRY, Cause.ADMISSION_CHECK_REJECTED))
 def admission_checks_not_ready(ctx: Context) -> Finding | None:
@@ -320,15 +370,12 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     if not pending:
         return None
     since = ctx.cond_time("QuotaReserved")
-    evidence = _evidence(ctx)
-    stalled: datetime | None = None
     first = pending[0]
     if len(pending) > 1 and _controller(ctx, first) == MULTIKUEUE_CONTROLLER and first.get("state") == "Pending":
         # MultiKueue dispatches nothing until every other check is Ready (allNonMKAdmissionChecksReady)
         first = next((c for c in pending if _controller(ctx, c) != MULTIKUEUE_CONTROLLER), first)
     waiting_mk = [s(c.get("name")) for c in pending if c is not first and _controller(ctx, c) == MULTIKUEUE_CONTROLLER]
     state = s(first.get("state")) or "Pending"
-    cause = _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING)
     cname = s(first.get("name")) or "?"
     ac = ctx.state.admission_checks.get(cname)
     controller = controller_of(ctx, cname)
@@ -342,52 +389,27 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     if per_flavor:
         text += (f" It applies through flavor {flavor} of pod set {pod_set or 'main'} (admissionChecksStrategy "
                  "onFlavors).")
+    # this attempt began at the later of the reservation and the check's last state change (a retry resets it)
+    began = max((t for t in (since, parse_time(first.get("lastTransitionTime"))) if t is not None), default=None)
     active = ac is None or is_true(conditions(ac).get("Active"))
-    if controller == PROVISIONING_CONTROLLER and active:
-        text += " " + provisioning_detail(ctx, first)
-    elif controller == MULTIKUEUE_CONTROLLER:
-        unanswered = multikueue.unanswered_since(ctx, first)
-        # copies out on workers: a wait for their quota for an hour; no worker nominated: ten minutes
-        nominated = any(s(x) for x in lst(ctx.status.get("nominatedClusterNames")))
-        stalled = unanswered if ctx.after(unanswered, multikueue.UNANSWERED_AFTER if nominated else STALL_AFTER) \
-            else None
-        text += multikueue.pending_check_detail(ctx, cname, stalled)
-        evidence += multikueue.evidence(ctx, cname)
+    waiting = _WAITS.get(controller or "", _other_wait)(ctx, first, began, active)
+    text += waiting.text
     if waiting_mk and controller != MULTIKUEUE_CONTROLLER:
         text += (f" MultiKueue check {waiting_mk[0]} sends it to no worker cluster until every other check is "
                  "Ready: this one holds it.")
     # Pending and Retry resolve themselves (Kueue retries after the back-off); Rejected needs the owner
-    action = ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY
-    if controller == PROVISIONING_CONTROLLER and creation_failed(first):
-        action = ActionBy.CLUSTER_ADMIN
-    if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
-        action = ActionBy.CLUSTER_ADMIN  # no worker admitted its copy for long, or MultiKueue cannot sync: logs only
-    # this attempt began at the later of the reservation and the check's last state change (a retry resets it)
-    began = max((t for t in (since, parse_time(first.get("lastTransitionTime"))) if t is not None), default=None)
-    long_wait = (capacity_not_found_for_long(ctx, first, began) or no_condition_for_long(ctx, first, began)) \
-        if controller == PROVISIONING_CONTROLLER and active and not creation_failed(first) else None
-    if long_wait:
-        action, text = ActionBy.CLUSTER_ADMIN, text + long_wait
-    if not active:
-        action = ActionBy.CLUSTER_ADMIN
-        if controller == MULTIKUEUE_CONTROLLER:
-            text += " " + multikueue.inactive_check_detail(ctx, cname)
-        elif controller == PROVISIONING_CONTROLLER:
-            text += (" Kueue creates no ProvisioningRequest for it while the check is not Active, and the Workload "
-                     "holds its quota meanwhile. " + inactive_provisioning_detail(ctx, cname))
-        else:
-            text += f" AdmissionCheck {cname} is not Active: the platform admin must fix its controller."
+    action = waiting.action or (ActionBy.WORKLOAD_OWNER if state == "Rejected" else ActionBy.NOBODY)
+    evidence = [*_evidence(ctx), *waiting.evidence]
     for c in pending[:4]:
         evidence.append(ctx.object_evidence("Workload", ctx.name, f"status.admissionChecks[{c.get('name')}]",
                                             s(c.get("state")), s(c.get("message")),
                                             parse_time(c.get("lastTransitionTime")), ctx.ns))
     blocker = {k: v for k, v in {"kind": "AdmissionCheck", "name": cname, "flavor": flavor,
                                  "podSet": pod_set, "source": "Kueue"}.items() if v}
-    hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'"]
-    if controller == MULTIKUEUE_CONTROLLER and stalled is not None:
-        hints += multikueue.unanswered_hints(ctx)
-    return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, action, since=since, evidence=evidence,
-                   blocker=blocker, hints=hints)
+    hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'",
+             *waiting.hints]
+    return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING), text,
+                   action, since=since, evidence=evidence, blocker=blocker, hints=hints)
 
 
 def check_pod_set(ctx: Context, check_name: str) -> tuple[str | None, str | None, bool]:
