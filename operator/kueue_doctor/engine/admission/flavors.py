@@ -550,8 +550,11 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
                "its subtree from borrowing more, though quota is unused above it" if held_by is not None else
                _own_limit_text(ctx, res, flavor, line, fq) if cause == Cause.BORROWING_LIMIT_REACHED else "")
-            + "." + (_lent_text(ctx, flavor, res, parse(f.missing)) + _withheld_text(ctx, flavor, res, parse(f.missing))
-                     if ctx.cohort and f.flavor and f.resource and held_by is None else ""))
+            # its own quota lent out is taken back without borrowing, whatever limit holds the subtree; idle quota a
+            # lendingLimit withholds is not, when a Cohort's borrowingLimit binds first
+            + "." + (_lent_text(ctx, flavor, res, parse(f.missing))
+                     + (_withheld_text(ctx, flavor, res, parse(f.missing)) if held_by is None else "")
+                     if ctx.cohort and f.flavor and f.resource else ""))
     requested, missing = parse(line.get("requested")), parse(f.missing)
     # together: the request alone is not what was short
     room = requested - missing if requested is not None and missing is not None and requested >= missing and \
