@@ -28,6 +28,7 @@ from kueue_doctor.engine.registry import ORDER
 from kueue_doctor.engine.rules import Verdict
 from kueue_doctor.engine.scheduling.owners import SUSPEND_PATHS
 from kueue_doctor.kube.kueue_names import expected_workload_name
+from kueue_doctor.kube.objects import TRUNCATION_SUFFIX
 from kueue_doctor.state import ClusterState
 from kueue_doctor.vocabulary import ACTIONS, CAUSES, REASONS, STAGES, Cause, Reason
 
@@ -274,11 +275,25 @@ def test_a_plain_pod_without_kueues_annotation_is_found_through_the_workloads_ow
     assert (status["reason"], status["cause"]) == ("PodsUnschedulable", "SchedulingGated"), status["message"]
 
 
-def test_a_message_over_the_status_budget_loses_the_note_of_when_the_wait_ends_not_its_last_words() -> None:
-    """The status message holds 1,024 characters. A verdict quoting the scheduler, the nodes and the quota was cut
-    mid-sentence in the waitForPodsReady note its rule appends last; that note goes first, so the message ends on
-    what the cluster admin does."""
+def test_a_message_over_the_status_budget_loses_its_notes_not_its_last_words() -> None:
+    """The status message holds 1,024 characters. Verdicts quoting the scheduler, the nodes, the quota and the
+    eviction deadline were cut mid-sentence at their end, where the next step is. Over the budget a message drops
+    what other fields hold (the scheduler's words: evidence; the node funnel: status.nodeMatches; the per-pod-set
+    detail), so it keeps the cluster admin's step and the deadline, whole."""
     (scenario,) = [s for s in SCENARIOS if s["name"] == "quota-above-node-capacity"]
-    message = verdict_of(scenario)["message"]
-    assert message.endswith("then Kueue's own preemption (withinClusterQueue) decides who runs."), message
-    assert "evicts it at about" not in message
+    status = verdict_of(scenario)
+    message = status["message"]
+    assert "The cluster admin sets nominalQuota to what the nodes hold; then Kueue's own preemption " \
+        "(withinClusterQueue) decides who runs." in message, message
+    assert message.endswith("Kueue evicts it at about 2026-12-02T10:10:01Z unless the Pods become ready."), message
+    assert " Nodes: " not in message and status["nodeMatches"], status  # the funnel is in status.nodeMatches
+
+
+def test_no_catalog_message_is_cut() -> None:
+    """Every verdict of the catalog fits its message whole: none is clipped (the mark ends its text, before the
+    sentence on Kueue's wording that diagnose appends after clipping)."""
+    def cut_short(message: str) -> bool:
+        return message.endswith(TRUNCATION_SUFFIX) or f"{TRUNCATION_SUFFIX} Kueue wrote " in message
+
+    cut = [s["name"] for s in SCENARIOS if cut_short(verdict_of(s)["message"])]
+    assert not cut, cut

@@ -221,7 +221,7 @@ def render(ctx: Context, f: Finding, sections: bool = True) -> dict[str, Any]:
     status["actionBy"] = _VALUE[f.actor]
     wording = kueue_wording(ctx, f)  # the sentence survives clipping: it tells which reason Kueue wrote
     budget = MAX_TEXT - len(wording)
-    status["message"] = (clip(_fitted(ctx, f.message, budget), budget) or "") + wording
+    status["message"] = (clip(_fitted(ctx, f, budget), budget) or "") + wording
     if (value := format_time(f.since or ctx.created)) is not None:
         status["since"] = value
     if (value := ctx.cq_name) is not None:
@@ -334,12 +334,15 @@ def _dedupe(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _fitted(ctx: Context, message: str, budget: int) -> str:
-    """A message over the status' budget first loses the note of when the Pods' wait ends by itself
-    (waitForPodsReady's eviction, the maximum execution time, an owner's own reset), which the scheduling rules
-    append: clipped instead, the message was cut mid-sentence there, and what comes before it says what is wrong
-    and who acts."""
-    if len(message) <= budget:
-        return message
-    note = timeout_note(ctx)
-    return message.replace(note, "", 1) if note and note in message else message
+def _fitted(ctx: Context, f: Finding, budget: int) -> str:
+    """A message over the status' budget loses its notes (`Finding.notes`), then the note of when the Pods' wait
+    ends by itself (waitForPodsReady's eviction, the maximum execution time, an owner's own reset), which the
+    scheduling rules append: clipped instead, the message was cut mid-sentence at its end, where what to do is."""
+    message = f.message
+    wait_ends = timeout_note(ctx) if len(message) > budget else ""
+    for note in (*f.notes, *(() if wait_ends in f.notes else (wait_ends,))):
+        if len(message) <= budget:
+            break
+        if note and note in message:
+            message = message.replace(note, "", 1)
+    return message

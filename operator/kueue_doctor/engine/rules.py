@@ -49,6 +49,10 @@ class Finding:
     pods: dict[str, Any] | None = None
     blocker: dict[str, Any] | None = None  # status.blocker: what blocks, structured
     node_matches: list[dict[str, Any]] = field(default_factory=list)  # status.nodeMatches
+    # parts of `message` that another field or the evidence also holds, or that only add detail: dropped in this
+    # order while the message is over the status' budget, so that it never ends cut mid-sentence (then the note
+    # of when the Pods' wait ends, unless listed here)
+    notes: tuple[str, ...] = ()
     actor: ActionBy = field(init=False)
 
     def __post_init__(self, action: ActionBy | None) -> None:

@@ -379,10 +379,9 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     cname = s(first.get("name")) or "?"
     ac = ctx.state.admission_checks.get(cname)
     controller = controller_of(ctx, cname)
-    detail = s(first.get("message"))
+    said = f" ({s(first.get('message'))})" if s(first.get("message")) else ""  # also in the evidence
     text = (f"Quota reserved in {ctx.cq_text} since {when_text(since)}, waiting for "
-            f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}"
-            + (f" ({detail})" if detail else "")
+            f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}" + said
             + (f"; its controller is {controller}" if controller else "") + ".")
     # status.blocker names the check this message is about, and the pod set and flavor it applies through
     pod_set, flavor, per_flavor = check_pod_set(ctx, cname)
@@ -409,7 +408,7 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'",
              *waiting.hints]
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING), text,
-                   action, since=since, evidence=evidence, blocker=blocker, hints=hints)
+                   action, since=since, evidence=evidence, blocker=blocker, hints=hints, notes=(said,))
 
 
 def check_pod_set(ctx: Context, check_name: str) -> tuple[str | None, str | None, bool]:

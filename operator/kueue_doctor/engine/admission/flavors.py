@@ -174,9 +174,10 @@ def _placement_search(flavors: tuple[str, ...], maxima: tuple[tuple[str, Decimal
     return None
 
 
-def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[FlavorFailure]) -> str:
+def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[FlavorFailure]) -> tuple[str, str]:
     """"Per pod set: worker: flavor a over its maximum only with 8 cpu of earlier pod sets there (...); flavor b
-    lacks 4 cpu of unused quota. master: fits (tentatively placed)." """
+    lacks 4 cpu of unused quota. master: fits (tentatively placed).", and " A placement within every flavor's
+    maximum ... exists" when one does (so this is not a "never")."""
     by: dict[str, list[str]] = {}
     first = next(iter(ctx.requests), None)
     for f in failures:
@@ -207,15 +208,15 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
               if groups.get(ps) in grouped else f"{ps}: fits (placed tentatively)" if n < stopped else
               f"{ps}: not evaluated (Kueue stops at the first pod set no flavor can take)"
               for n, ps in enumerate(order) if ps not in by]
-    text = "Per pod set: " + ". ".join(parts) + "."
+    text, placement = "Per pod set: " + ". ".join(parts) + ".", ""
     for resource in dict.fromkeys(f.resource for f in failures if f in placed and f.resource):  # message order
         found = _fitting_placement(ctx, failures, resource)
         if found:
             shown = ", ".join(f"{ps} in {fl}" for ps, fl in found.items())
-            text += (f" A placement within every flavor's maximum of {resource} exists ({shown}): Kueue places pod "
-                     "sets in order, so this is not a \"never\"; it can be admitted once quota frees up or a later "
-                     "attempt places them so.")
-    return text
+            placement += (f" A placement within every flavor's maximum of {resource} exists ({shown}): Kueue places "
+                          "pod sets in order, so this is not a \"never\"; it can be admitted once quota frees up or a "
+                          "later attempt places them so.")
+    return text, placement
 
 
 def _decisive_severity(ctx: Context, failures: list[FlavorFailure],
@@ -256,7 +257,9 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
     if verdict is not None:
         found = verdict(ctx, decisive, granular)
         if len({f.podset for f in failures}) > 1 or placed or len(ctx.requests) > 1:
-            found.message += " " + _per_podset(ctx, failures, placed)
+            per, placement = _per_podset(ctx, failures, placed)
+            found.message += " " + per + placement
+            found.notes = (*found.notes, " " + per)  # what Kueue said per pod set: detail, kept when it fits
         return found
     text = f"Kueue could not fit it and wrote: {ctx.cond_message('QuotaReserved')[:600]}"
     return finding(Reason.UNKNOWN, Cause.UNRECOGNIZED_MESSAGE, text, ctx)

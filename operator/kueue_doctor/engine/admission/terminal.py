@@ -113,8 +113,8 @@ def deactivated(ctx: Context) -> Finding | None:
                 f"{owner_text(ctx)} is recreated" + (f"; {budget.text}." if budget is not None else "."))
     if cause == Cause.ADMISSION_CHECK_REJECTED:
         text += rejected_provisioning_detail(ctx) + multikueue.rejected_detail(ctx) + _other_checks_said(ctx)
-    if cause == Cause.REQUEUING_LIMIT_EXCEEDED:
-        text += _after_reactivation(ctx)
+    after = _after_reactivation(ctx) if cause == Cause.REQUEUING_LIMIT_EXCEEDED else ""
+    text += after
     text += _queues_stopped(ctx) + _deactivated_retention(ctx)
     action = ActionBy.WORKLOAD_OWNER
     evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
@@ -131,7 +131,7 @@ def deactivated(ctx: Context) -> Finding | None:
         else:
             text += "."
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
-    return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev)
+    return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev, notes=(after,))
 
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ...api import MAX_TEXT
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
 from ...kube.objects import (
     clip,
@@ -606,10 +605,11 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
-    if place.funnel is not None and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned):
-        text += f" Nodes: {place.funnel.line()}."
+    nodes = f" Nodes: {place.funnel.line()}." if place.funnel is not None and not (
+        place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned) else ""
     preempted = _preempted_by_scheduler(ctx, view.summary)
-    text += preempted or history_note(view.summary)
+    history = "" if preempted else history_note(view.summary)
+    text += nodes + (preempted or history)
     hints = []
     for fname in flavors:
         hint = flavor_node_hint(ctx, fname)
@@ -636,13 +636,12 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
         text += " Nothing to do: this is transient."
     else:
         text += timeout_note(ctx)
-    # kube-scheduler's own words (also in the evidence) only where the explanation leaves room: cut, the message
-    # would lose its end, where the cluster admin's next step and the eviction deadline are
-    text = head + (said if len(head) + len(said) + len(text) <= MAX_TEXT else "") + text
-    return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, text, action,
+    # over the budget, kube-scheduler's own words go first (the evidence has them), then the Pods' history
+    # (status.pods.history) and the node funnel (status.nodeMatches), the eviction deadline last
+    return Finding(Reason.PODS_UNSCHEDULABLE, place.cause, head + said + text, action,
                    since=blocker.since or admitted_since(ctx), evidence=evidence, pods=view.status, flavors=flavors,
                    hints=[*hints, f"kubectl describe pod {blocker.pod} -n {ctx.ns}"], blocker=place.blocker,
-                   node_matches=place.funnel.steps if place.funnel is not None else [])
+                   node_matches=place.funnel.steps if place.funnel is not None else [], notes=(said, history, nodes))
 
 
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.SCHEDULING_GATED))
