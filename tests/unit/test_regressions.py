@@ -366,6 +366,8 @@ def test_cohort_tree_numbers_are_computed_and_agree_with_kueue() -> None:
     assert "capped by Cohort inner-" in d["greedy"]["message"] and "estimate" not in d["greedy"]["message"], d
     assert _quota(d["more"], "cpu")["borrowable"] == "0", d["more"]["quota"]
     assert "Cohort inner-" in d["more"]["message"] and "borrowingLimit 1 stops its subtree" in d["more"]["message"]
+    cohort_raise = [r for r in d["more"].get("remedies", []) if r["kind"] == "Cohort"]
+    assert [(r["now"], r["enough"]) for r in cohort_raise] == [("1", "2")], d["more"].get("remedies")
 
 
 @pytest.mark.parametrize("fixture", V1BETA1)

@@ -228,8 +228,23 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         if extra is not None:
             out.append(extra)
         if cohort is not None and len(whole) == 1 and not _own_limit_caps(line):
-            out += _lending_limit_remedies(ctx, flavor, resource, line.get("missing"))
+            held = _cohort_limit_remedy(ctx, flavor, resource, line.get("missing"))
+            out += [held] if held is not None else _lending_limit_remedies(ctx, flavor, resource, line.get("missing"))
     return out
+
+
+def _cohort_limit_remedy(ctx: Context, flavor: str, resource: str, missing_text: Any) -> dict[str, Any] | None:
+    """A parent Cohort's borrowingLimit stops the subtree from borrowing quota unused above it (the verdict names
+    it): raised by what is missing, the subtree may borrow that much more; an estimate, the usage changes."""
+    missing = _dec(missing_text)
+    tree = quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, resource) if missing is not None else None
+    node = tree.limit_holding_back() if tree is not None and len(tree.path) > 2 else None
+    if missing is None or tree is None or node is None or node is tree.path[0] or node.kind != "Cohort" or \
+            node.quota.borrowing_limit is None:
+        return None
+    return _limit_remedy(ctx, node, flavor, resource, node.quota.borrowing_limit + missing,
+                         f" Quota is unused above Cohort {node.name}; its borrowingLimit keeps ClusterQueue "
+                         f"{ctx.cq_name} from borrowing it.")
 
 
 def _lending_limit_remedies(ctx: Context, flavor: str, resource: str, missing_text: Any) -> list[dict[str, Any]]:
