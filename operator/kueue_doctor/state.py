@@ -758,6 +758,8 @@ class ClusterState:
                 pod = self.pods.get((rns, rname))
                 wl = self.workload_of_pod(pod) if pod else None
                 return {wl} if wl else set()
+            if rkind == "PersistentVolumeClaim":  # rare: the namespace's Workloads, not a walk of its Pods' volumes
+                return {wl for wl in self.workloads if wl[0] == rns}
             return self._workloads_above(rns, rkind, rname)
         if (key[0], kind) in OWNER_KINDS:
             found = set(idx.workloads_by_owner.get((ns, kind, nm), ()))

@@ -72,6 +72,7 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "LimitRange", "limitranges", True),
         Kind("v1", "ConfigMap", "configmaps", True),
         Kind("v1", "Secret", "secrets", True),
+        Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
         Kind("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True),
         Kind("ray.io/v1", "RayJob", "rayjobs", True),
         Kind("ray.io/v1", "RayCluster", "rayclusters", True),

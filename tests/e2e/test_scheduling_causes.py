@@ -115,6 +115,36 @@ def test_job_node_selector_matches_no_node(cluster: ClusterHandle, resources: Re
         ("WorkloadOwner", f"spec.template.spec.nodeSelector[{key}]")], st["remedies"]
 
 
+def test_claim_asks_for_a_storage_class_that_does_not_exist(cluster: ClusterHandle, resources: Resources,
+                                                            namespace: str) -> None:
+    """The Pods mount a claim whose StorageClass does not exist. kube-scheduler says only "unbound immediate
+    PersistentVolumeClaims"; the PersistentVolume controller's Warning on the claim names the class, and the
+    diagnosis quotes it with who fixes what."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _rf, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
+    storage_class = kube.unique_name("fast-ssd")
+    resources.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                      "metadata": {"name": "data", "namespace": namespace},
+                      "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                               "resources": {"requests": {"storage": "1Gi"}}}})
+    job = Job("stateful", namespace).queue(lq).request("cpu", "1").manifest()
+    job["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    resources.create(job)
+    wait_for_workload(api, namespace, "stateful", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    wait_for(lambda: _unschedulable_pod(api, namespace, "stateful"), message="PodScheduled=False/Unschedulable")
+    _wait_diagnosis(api, namespace, "stateful", lambda s: "says ProvisioningFailed" in s["message"], timeout=60,
+                    what="the claim's ProvisioningFailed Warning quoted")
+    st, _ = _diagnosis(api, namespace, "stateful", record="unschedulable-claim-storage-class-missing",
+                       note="the Pods' claim asks for a StorageClass that does not exist")
+    assert _verdict(st) == ("Scheduling", "PodsUnschedulable", "VolumeNotBound", "ClusterAdmin"), st
+    assert "pod has unbound immediate PersistentVolumeClaims" in st["message"], st["message"]
+    assert f'storageclass.storage.k8s.io "{storage_class}" not found' in st["message"], st["message"]
+    assert f"StorageClass {storage_class} does not exist: the owner fixes the claim's storageClassName" in \
+        st["message"], st["message"]
+    assert st["blocker"]["kind"] == "Volume" and st["blocker"]["name"] == "data", st["blocker"]
+
+
 HOLD_FINALIZER = "kueue-doctor.test/hold"  # keeps the drained Pod readable: the Job controller drops its own at once
 
 

@@ -190,10 +190,12 @@ def test_warning_events_about_unrelated_kinds_are_not_kept() -> None:
     box.observe("ADDED", node.obj())
     j = Job("trainer", "team-a").queue("user-queue").request("cpu", "1")
     box.observe("ADDED", Event(j, "FailedCreate", 'Error creating: pods "x" is forbidden: exceeded quota: q').obj())
-    assert len(box) == 1
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "team-a"}}
+    box.observe("ADDED", Event(claim, "ProvisioningFailed", 'storageclass.storage.k8s.io "fast" not found').obj())
+    assert len(box) == 2
     box.drain()
-    assert [e["involvedObject"]["kind"] for e in box.state.events.values()] == ["Job"]
-    assert box.stats.events == {"Event": 2}  # both counted as watch events received
+    assert sorted(e["involvedObject"]["kind"] for e in box.state.events.values()) == ["Job", "PersistentVolumeClaim"]
+    assert box.stats.events == {"Event": 3}  # all counted as watch events received
 
 
 def test_objects_are_kept_slim_but_our_own_diagnoses_whole() -> None:

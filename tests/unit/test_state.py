@@ -110,6 +110,19 @@ def test_an_event_about_a_child_job_marks_the_workload_of_the_owner_above_it() -
     assert state.affected_workloads(unrelated) == set()
 
 
+def test_a_warning_about_a_claim_marks_the_workloads_of_its_namespace() -> None:
+    """The PersistentVolume controller's Warning on a claim says why the Pods' volume is unbound: the operator must
+    re-diagnose the Workloads whose Pods may mount it (those of the claim's namespace) when it arrives."""
+    from tests.unit.test_catalog import SCENARIOS
+
+    scenario = next(s for s in SCENARIOS if s["name"] == "claim-names-a-storage-class-that-does-not-exist")
+    state = ClusterState.from_objects(scenario["objects"])
+    event = next(o for o in scenario["objects"] if o["kind"] == "Event")
+    assert state.affected_workloads(event) == {("team-a", "job-trainer-5d4c3")}
+    elsewhere = {**event, "involvedObject": {**event["involvedObject"], "namespace": "team-b"}}
+    assert state.affected_workloads(elsewhere) == set()
+
+
 def test_a_group_workload_counts_only_its_own_groups_pods() -> None:
     """LeaderWorkerSet: one Workload per group, but one leader StatefulSet owns every group's leader Pod; the
     owner chain would hand group 0 the leader of group 1 (a gated Pod in a running group)."""

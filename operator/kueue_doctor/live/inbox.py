@@ -50,11 +50,12 @@ from .publisher import Body, Publisher
 DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
 CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
 POD = ("", "Pod")
-EVENT_KINDS = {"Pod", "Job", "Workload"} | {kind for _group, kind in OWNER_KINDS}  # Events about others: dropped
+# Events about others: dropped (a claim's: why its Pods' volume is unbound)
+EVENT_KINDS = {"Pod", "Job", "Workload", "PersistentVolumeClaim"} | {kind for _group, kind in OWNER_KINDS}
 
 
 def event_is_relevant(obj: Mapping[str, Any]) -> bool:
-    """A (Warning) Event the engine may read: about a Pod, a Workload or a Workload's owner."""
+    """A (Warning) Event the engine may read: about a Pod, a Workload, a Workload's owner or a claim."""
     ref = m(obj.get("involvedObject") or obj.get("regarding"))
     return s(ref.get("kind")) in EVENT_KINDS
 

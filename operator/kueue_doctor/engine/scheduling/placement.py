@@ -15,9 +15,10 @@ message), `engine/remedies.py` (the way out, from the `Placement` computed here)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -427,6 +428,35 @@ def _admitted_tolerations(ctx: Context, pod: Mapping[str, Any] | None) -> list[M
     return []
 
 
+# the PersistentVolume controller's Warnings on a claim it cannot bind (pkg/controller/volume/persistentvolume)
+_CLASS_NOT_FOUND = re.compile(r'^storageclass\.storage\.k8s\.io "([^"]+)" not found$')
+_NO_CLASS = "no persistent volumes available for this claim and no storage class is set"
+
+
+def claim_said(ctx: Context, claims: Sequence[str]) -> str:
+    """": PersistentVolumeClaim data says ProvisioningFailed: ...": the newest Warning about the first claim that has
+    one (the PersistentVolume controller's or a provisioner's, read from the Events), in the words of who fixes
+    it; "" when none is in the input."""
+    for claim in claims[:4]:
+        events = ctx.state.events_about("PersistentVolumeClaim", ctx.ns, claim)
+        if not events:
+            continue
+        newest = max(events, key=lambda e: podlib.event_time(e) or datetime.min.replace(tzinfo=UTC))
+        reason, said = s(newest.get("reason")) or "Warning", podlib.event_message(newest)
+        head = (f": PersistentVolumeClaim {claim} says {reason} ({when_text(podlib.event_time(newest))}, "
+                f"{podlib.event_count(newest)}x): {said[:300]}")
+        missing = _CLASS_NOT_FOUND.match(said)
+        if missing:
+            return (head + f". StorageClass {missing.group(1)} does not exist: the owner fixes the claim's "
+                    "storageClassName (kubectl get storageclass lists those that do), or the cluster admin creates it")
+        if said == _NO_CLASS:
+            return (head + ". The claim names no StorageClass and the cluster has no default one: the owner sets "
+                    "storageClassName, or the cluster admin marks a default StorageClass or creates a matching "
+                    "PersistentVolume")
+        return head + ": the cluster admin looks at its StorageClass and provisioner"
+    return ""
+
+
 def _claims(pod: Mapping[str, Any] | None) -> list[str]:
     out = []
     for v in lst(spec(pod or {}).get("volumes")):
@@ -567,10 +597,11 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
         if constraint == Constraint.VOLUME_NODE_AFFINITY:
             return _volume_node_conflict(make, text, failure.prefilter, claims, count, tas_pinned_node(ctx, pod))
         storage = text.startswith("node(s)") or "unbound immediate" in text
+        said = claim_said(ctx, claims) if storage else ""
         return make(Cause.VOLUME_NOT_BOUND, ActionBy.CLUSTER_ADMIN if storage else ActionBy.WORKLOAD_OWNER, "Volume",
                     f"{text} (claim {', '.join(claims) or '?'})"
-                    + (": no PersistentVolume is bound or can be provisioned for it (StorageClass, provisioner)"
-                       if storage else ": create the claim or fix its name in the Job"),
+                    + ((said or ": no PersistentVolume is bound or can be provisioned for it (StorageClass, "
+                        "provisioner)") if storage else ": create the claim or fix its name in the Job"),
                     name=", ".join(claims) or None, nodes=count, short=claims)
     if constraint == Constraint.PORTS:
         return _host_ports(ctx, make, count, pod)
