@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kueue_doctor.state import ClusterState
 from tests.builders import (
     Admission,
@@ -97,30 +99,32 @@ def test_every_kind_the_operator_watches_is_found_where_key_of_says_also_from_me
     assert state.collection("AdmissionDiagnosis") is None  # not kept: the operator compares those whole
 
 
+def _with_event(name: str) -> tuple[ClusterState, dict[str, Any]]:
+    """The state of a catalog scenario, and its Event."""
+    from tests.unit.test_catalog import SCENARIOS
+
+    scenario = next(s for s in SCENARIOS if s["name"] == name)
+    return ClusterState.from_objects(scenario["objects"]), next(o for o in scenario["objects"] if o["kind"] == "Event")
+
+
+def _about(event: dict[str, Any], **ref: str) -> dict[str, Any]:
+    return {**event, "involvedObject": {**event["involvedObject"], **ref}}
+
+
 def test_an_event_about_a_child_job_marks_the_workload_of_the_owner_above_it() -> None:
     """The Job controller posts FailedCreate on a JobSet's child Job; the JobSet's Workload is the one whose
     verdict it changes (the operator must re-diagnose it when the Event arrives)."""
-    from tests.unit.test_catalog import SCENARIOS
-
-    scenario = next(s for s in SCENARIOS if s["name"] == "jobset-child-job-cannot-create-pods")
-    state = ClusterState.from_objects(scenario["objects"])
-    event = next(o for o in scenario["objects"] if o["kind"] == "Event")
+    state, event = _with_event("jobset-child-job-cannot-create-pods")
     assert state.affected_workloads(event) == {("team-a", "jobset-llm-pretrain-2b4d7")}
-    unrelated = {**event, "involvedObject": {**event["involvedObject"], "name": "another-job"}}
-    assert state.affected_workloads(unrelated) == set()
+    assert state.affected_workloads(_about(event, name="another-job")) == set()
 
 
 def test_a_warning_about_a_claim_marks_the_workloads_of_its_namespace() -> None:
     """The PersistentVolume controller's Warning on a claim says why the Pods' volume is unbound: the operator must
     re-diagnose the Workloads whose Pods may mount it (those of the claim's namespace) when it arrives."""
-    from tests.unit.test_catalog import SCENARIOS
-
-    scenario = next(s for s in SCENARIOS if s["name"] == "claim-names-a-storage-class-that-does-not-exist")
-    state = ClusterState.from_objects(scenario["objects"])
-    event = next(o for o in scenario["objects"] if o["kind"] == "Event")
+    state, event = _with_event("claim-names-a-storage-class-that-does-not-exist")
     assert state.affected_workloads(event) == {("team-a", "job-trainer-5d4c3")}
-    elsewhere = {**event, "involvedObject": {**event["involvedObject"], "namespace": "team-b"}}
-    assert state.affected_workloads(elsewhere) == set()
+    assert state.affected_workloads(_about(event, namespace="team-b")) == set()
 
 
 def test_a_group_workload_counts_only_its_own_groups_pods() -> None:
