@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .kube import kueue_config
@@ -31,6 +32,7 @@ from .kube.objects import (
     namespace,
     ns_name,
     owner_refs,
+    parse_time,
     s,
     spec,
     uid,
@@ -801,10 +803,11 @@ class _Links:
     Workload at each index build: a slotted class, which the compiled engine makes a native one (a NamedTuple's
     constructor stays interpreted Python there)."""
 
-    __slots__ = ("cluster_queue", "holds_quota", "local_queue", "owners", "preempted", "uid", "uid_links")
+    __slots__ = ("changed", "cluster_queue", "holds_quota", "local_queue", "owners", "preempted", "uid", "uid_links")
 
     def __init__(self, uid_links: tuple[str, ...], owners: tuple[tuple[str, str, str], ...], local_queue: Key,
-                 cluster_queue: str | None, uid: str | None, preempted: bool, holds_quota: bool) -> None:
+                 cluster_queue: str | None, uid: str | None, preempted: bool, holds_quota: bool,
+                 changed: datetime | None = None) -> None:
         self.uid_links = uid_links
         self.owners = owners
         self.local_queue = local_queue
@@ -812,6 +815,7 @@ class _Links:
         self.uid = uid
         self.preempted = preempted
         self.holds_quota = holds_quota  # read at every ClusterQueue status change, for every Workload of its cohort
+        self.changed = changed  # its newest condition change: when Kueue (or its Job) last moved it
 
     def moves_nothing(self, other: _Links) -> bool:
         """The same index entries as `other` (whether it holds quota is read from the links, not an entry)."""
@@ -833,6 +837,9 @@ class _Index:
     cqs_referencing: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     # Workloads evicted by preemption now: the few the engine reads victims from
     preempted: set[Key] = field(default_factory=set)
+    # per ClusterQueue, the newest condition change of a Workload linked to it (deleted ones included: a deletion
+    # frees quota too): whether its queue moved lately, without decoding one Workload (engine/admission/stalled)
+    changed_by_cq: dict[str, datetime] = field(default_factory=dict)
     # the engine's Derived facts, dropped on every change of a Kueue object (they are lazy per key)
     derived: dict[Derived[Any], Any] = field(default_factory=dict)
     _links: dict[Key, _Links] = field(default_factory=dict)
@@ -870,8 +877,12 @@ class _Index:
             lq = state.local_queues.get((ns, queue))
             wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
         preempted = reserved = finished = False
+        changed: datetime | None = None
         for cond in lst(status.get("conditions")):
             cond = m(cond)
+            when = parse_time(cond.get("lastTransitionTime"))
+            if when is not None and (changed is None or when > changed):
+                changed = when
             ctype = cond.get("type")
             if ctype == "Evicted":
                 preempted = cond.get("status") == "True" and cond.get("reason") == "Preempted"
@@ -881,10 +892,14 @@ class _Index:
                 finished = cond.get("status") == "True"
         # a finished Workload keeps QuotaReserved=True, but Kueue counts its quota free (kueue#9015's old slice)
         return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted,
-                      reserved and not finished)
+                      reserved and not finished, changed)
 
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
+        if links.cluster_queue and links.changed is not None:
+            newest = self.changed_by_cq.get(links.cluster_queue)
+            if newest is None or links.changed > newest:
+                self.changed_by_cq[links.cluster_queue] = links.changed
         old = self._links.get(key)
         if old is not None and old.moves_nothing(links):  # a status change (the common case)
             self._links[key] = links  # holds_quota may have changed: no list to move

@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kueue_doctor import diagnose_objects
+from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.kube.slim import slim
+from kueue_doctor.state import ClusterState
 from tests.unit.test_catalog import SCENARIOS
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -229,6 +231,26 @@ def test_no_stall_when_kueue_wrote_an_event_about_it_recently() -> None:
              "involvedObject": {"kind": "Workload", "name": "job-wait-00001", "namespace": "team-a"},
              "reason": "Pending", "message": WAITING, "type": "Warning", "lastTimestamp": "2026-11-30T09:58:00Z"}
     assert _stalled_cause([*_queues(), _pending("job-wait-00001", WAITING), event]) != "KueueStalled"
+
+
+def test_no_stall_while_another_workload_of_the_queue_moved_lately_even_one_deleted_since() -> None:
+    """Kueue admitted (or a Job finished) in the queue minutes ago: it is not stuck. The operator keeps, per
+    ClusterQueue, the newest condition change of its Workloads as they come (no Workload decoded), deleted ones
+    included: a Workload that finished and went frees quota too, which Kueue is about to use."""
+    moved = _pending("job-done-00002", None)
+    moved["status"]["conditions"] = [
+        _cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-cq",
+              "2026-11-30T09:40:00Z"),
+        _cond("Finished", "True", "Succeeded", "Job finished successfully", "2026-11-30T09:57:00Z")]
+    waiting = _pending("job-wait-00001", WAITING)
+    assert _stalled_cause([*_queues(), waiting, moved]) != "KueueStalled"
+    state = ClusterState.from_objects([*_queues(), waiting, moved])
+    assert state.index.changed_by_cq["team-a-cq"] == datetime(2026, 11, 30, 9, 57, tzinfo=UTC)  # the index, built
+    state.remove(moved)  # then kept up to date as the operator's is
+    assert state.index.changed_by_cq["team-a-cq"] == datetime(2026, 11, 30, 9, 57, tzinfo=UTC)
+    assert [d["status"].get("cause") for d in diagnose(state, NOW)] == ["InsufficientUnusedQuota"]
+    quiet = ClusterState.from_objects([*_queues(), waiting])
+    assert [d["status"].get("cause") for d in diagnose(quiet, NOW)] == ["KueueStalled"]
 
 
 def test_pods_unschedulable_for_a_moment_under_pods_ready_is_still_running() -> None:
