@@ -13,9 +13,11 @@ rounds, on the `quota` mix of bench/engine.py (the heaviest: 60% waiting, cohort
 
 Shapes like Kueue's own scalability tests (kubernetes-sigs/kueue test/performance/scheduler): 15,000
 Workloads on 30 ClusterQueues (cohorts of 6) and 50,000 on 1,000 ClusterQueues (cohorts of 10 in the mix).
-Target: kept / ideal close to 1, independent of the cluster's size.
+Target: kept / ideal close to 1, independent of the cluster's size. `--quiet-minutes 60` diagnoses the same
+mix an hour later, when nothing has moved in the queues for that long (a stuck cluster, when users ask): every
+waiting Workload then also asks whether Kueue looks stalled (engine/admission/stalled.py).
 
-    python bench/index.py [--shape 15k|50k|all] [--rounds 5] [--admissions 20]
+    python bench/index.py [--shape 15k|50k|all] [--rounds 5] [--admissions 20] [--quiet-minutes 0]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import copy
 import random
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ from kueue_doctor.live.publisher import Publisher  # noqa: E402
 from kueue_doctor.state import ClusterState, Key  # noqa: E402
 
 SHAPES = {"15k": (15_000, 30), "50k": (50_000, 1_000)}
+AT = NOW  # when the changes are diagnosed (--quiet-minutes moves it)
 
 
 def admissions(state: ClusterState, n: int, seed: int = 3) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -67,13 +71,13 @@ def one(state: ClusterState, wl: dict[str, Any], cq: dict[str, Any], *, drop_ind
     if drop_index:
         state._index = None  # the behaviour before the index was kept
     keys: set[Key] = state.affected_workloads(wl) | state.affected_workloads(cq, status_only=True)
-    return len(diagnose(state, NOW, keys))
+    return len(diagnose(state, AT, keys))
 
 
 def ideal(state: ClusterState, wl: dict[str, Any], cq: dict[str, Any]) -> int:
     keys: set[Key] = state.affected_workloads(wl) | state.affected_workloads(cq, status_only=True)
     state.index.derived.clear()  # the facts are recomputed for what is asked, as after a change
-    return len(diagnose(state, NOW, keys))
+    return len(diagnose(state, AT, keys))
 
 
 _RV = iter(range(10**12, 10**13))
@@ -90,16 +94,16 @@ def paced(state: ClusterState, changes: list[tuple[dict[str, Any], dict[str, Any
             obj["metadata"]["resourceVersion"] = str(next(_RV))  # new to the state in every round
             box.observe("MODIFIED", obj)
         box.drain()
-        done += len(diagnose(state, NOW, box.take()))
+        done += len(diagnose(state, AT, box.take()))
     box.numbers_pace = 0.0  # the pace has passed
-    return done + len(diagnose(state, NOW, box.take()))
+    return done + len(diagnose(state, AT, box.take()))
 
 
 def run(shape: str, rounds: int, n: int) -> None:
     workloads, queues = SHAPES[shape]
     t0 = time.perf_counter()
     state = ClusterState.from_objects(quota_mix(workloads, queues))
-    diagnose(state, NOW)  # warm: the parse caches hold Kueue's texts, as in a running operator
+    diagnose(state, AT)  # warm: the parse caches hold Kueue's texts, as in a running operator
     changes = admissions(state, n)
     built = time.perf_counter() - t0
     diagnosed = sum(ideal(state, wl, cq) for wl, cq in changes)
@@ -109,7 +113,8 @@ def run(shape: str, rounds: int, n: int) -> None:
     t_paced = best(lambda: paced(state, changes), rounds)
     per = len(changes)
     paced_n = paced(state, changes)
-    print(f"== {shape}: {len(state.workloads)} Workloads, {len(state.cluster_queues)} ClusterQueues, "
+    print(f"== {shape}: {len(state.workloads)} Workloads, {len(state.cluster_queues)} ClusterQueues"
+          + (f", {(AT - NOW).total_seconds() / 60:.0f} min without a change" if AT != NOW else "") + ", "
           f"{per} admissions re-diagnosing {diagnosed / per:.0f} Workloads each on average "
           f"(set-up {built:.0f} s), best of {rounds} rounds; paced diagnoses {paced_n} in all")
     for label, t in (("ideal (no change)", t_ideal), ("kept index", t_kept), ("rebuilt index", t_rebuild),
@@ -123,7 +128,10 @@ def main() -> None:
     ap.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--admissions", type=int, default=20)
+    ap.add_argument("--quiet-minutes", type=float, default=0.0)
     args = ap.parse_args()
+    global AT
+    AT = NOW + timedelta(minutes=args.quiet_minutes)
     for shape in SHAPES if args.shape == "all" else [args.shape]:
         run(shape, args.rounds, args.admissions)
 

@@ -422,15 +422,16 @@ class AuditTail:
         data = b""
         inode = self.path.stat().st_ino
         if self.inode is not None and inode != self.inode:
-            # rotated (--audit-log-maxsize, every 100 MB: a churn phase writes more): the rest of the file we were
-            # reading, now the newest backup (audit-<time>.log, all kept), then the new file from its start
-            old = [b for b in self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}")
-                   if b.stat().st_ino == self.inode]
-            if old:
-                with old[0].open("rb") as fh:
-                    fh.seek(self.offset)
-                    data = fh.read()
-                    data = data[:data.rfind(b"\n") + 1]
+            # rotated (--audit-log-maxsize, every 100 MB: a churn phase writes more, Kueue's large-scale scenario
+            # 500 MB): the rest of the file we were reading, now a backup (audit-<time>.log, all kept), then every
+            # backup made after it, whole, then the new file from its start
+            backups = sorted(self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}"))  # by rotation time
+            ours = next((n for n, b in enumerate(backups) if b.stat().st_ino == self.inode), None)
+            for n, backup in enumerate(backups[ours:] if ours is not None else []):
+                with backup.open("rb") as fh:
+                    fh.seek(self.offset if n == 0 else 0)
+                    chunk = fh.read()
+                    data += chunk[:chunk.rfind(b"\n") + 1]
             self.offset = 0
         self.inode = inode
         with self.path.open("rb") as fh:
