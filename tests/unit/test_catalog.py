@@ -297,3 +297,22 @@ def test_no_catalog_message_is_cut() -> None:
 
     cut = [s["name"] for s in SCENARIOS if cut_short(verdict_of(s)["message"])]
     assert not cut, cut
+
+
+def test_verdicts_do_not_depend_on_the_hash_seed() -> None:
+    """Each process of the operator (a restart, a failover, another shard) must write the same message for the same
+    objects, or it rewrites every diagnosis: resource names were once gathered in a set, whose order changes with
+    PYTHONHASHSEED. Two scenarios that list several resources, diagnosed under three seeds."""
+    import json
+    import os
+    import subprocess
+
+    names = ["kueue-stalled-with-hostname-affinity", "strictfifo-head-blocks-another-flavor"]
+    code = ("import json, sys; sys.path[:0] = ['operator', '.']; from tests.unit.test_catalog import SCENARIOS, "
+            "verdict_of; print(json.dumps([verdict_of(s)['message'] for s in SCENARIOS if s['name'] in "
+            f"{names!r}]))")
+    root = Path(__file__).resolve().parents[2]
+    runs = {subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(1, 4)}
+    assert len(runs) == 1, runs
+    assert len(json.loads(runs.pop())) == len(names)

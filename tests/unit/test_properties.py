@@ -282,3 +282,65 @@ def test_unquoted_yaml_timestamps_read_as_the_apiserver_serves_them() -> None:
                           "    other: 2026-11-30 09:00:00\n", "dump.yaml")[0]
     assert doc["status"]["conditions"][0] == {"lastTransitionTime": "2026-11-30T09:00:00Z",
                                               "other": "2026-11-30 09:00:00"}
+
+
+# ---------------------------------------------------------------------------------------------- cohort trees
+
+def _quota(nominal: int, lending: int | None, borrowing: int | None) -> dict[str, Any]:
+    res: dict[str, Any] = {"name": "cpu", "nominalQuota": str(nominal)}
+    if lending is not None:
+        res["lendingLimit"] = str(lending)
+    if borrowing is not None:
+        res["borrowingLimit"] = str(borrowing)
+    return {"coveredResources": ["cpu"], "flavors": [{"name": "rf", "resources": [res]}]}
+
+
+limit = st.one_of(st.none(), st.integers(min_value=0, max_value=12))
+cq_spec = st.tuples(st.integers(min_value=0, max_value=12), limit, limit, st.integers(min_value=0, max_value=20))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queues=st.lists(st.tuples(st.integers(min_value=0, max_value=2), cq_spec), min_size=2, max_size=7),
+       cohorts=st.lists(st.tuples(st.integers(min_value=0, max_value=6), limit, limit), min_size=3, max_size=3),
+       raise_by=st.integers(min_value=1, max_value=8))
+def test_a_raised_lending_limit_is_computed_as_a_rebuilt_tree_computes_it(
+        queues: list[tuple[int, tuple[int, int | None, int | None, int]]],
+        cohorts: list[tuple[int, int | None, int | None]], raise_by: int) -> None:
+    """What-if trees for a raised lendingLimit (`_with_lending_limit`: the node and its ancestors recomputed) give
+    the asking queue the same `available` as the tree rebuilt from objects that carry the raised limit: a root
+    Cohort with two child Cohorts, queues spread over the three, any nominal, limits and usage."""
+    from kueue_doctor.engine.quota import _with_lending_limit, cohort_tree
+    from kueue_doctor.state import ClusterState
+
+    names = ["root", "left", "right"]
+
+    def objects(raised: tuple[str, str] | None) -> list[dict[str, Any]]:
+        objs: list[dict[str, Any]] = [ResourceFlavor("rf").obj()]
+        for n, (nominal, lending, borrowing) in enumerate(cohorts):
+            lending = lending + raise_by if raised == ("Cohort", names[n]) and lending is not None else lending
+            spec: dict[str, Any] = {"resourceGroups": [_quota(nominal, lending, borrowing)]}
+            if n:
+                spec["parentName"] = "root"
+            objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                         "metadata": {"name": names[n], "uid": f"c{n}"}, "spec": spec})
+        for n, (where, (nominal, lending, borrowing, used)) in enumerate(queues):
+            name = f"q{n}"
+            lending = lending + raise_by if raised == ("ClusterQueue", name) and lending is not None else lending
+            objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                         "metadata": {"name": name, "uid": f"q{n}"},
+                         "spec": {"cohortName": names[where], "resourceGroups": [_quota(nominal, lending, borrowing)]},
+                         "status": {"flavorsReservation": [{"name": "rf", "resources": [{"name": "cpu",
+                                                                                        "total": str(used)}]}]}})
+        return objs
+
+    state = ClusterState.from_objects(objects(None))
+    tree = cohort_tree(state, "q0", "rf", "cpu")
+    assert tree is not None
+    mine = {(n.kind, n.name) for n in tree.path}
+    for node in tree.nodes.values():
+        if (node.kind, node.name) in mine or node.quota.lending_limit is None:
+            continue
+        what_if = _with_lending_limit(state, tree, node, node.quota.lending_limit + raise_by)
+        rebuilt = cohort_tree(ClusterState.from_objects(objects((node.kind, node.name))), "q0", "rf", "cpu")
+        assert what_if is not None and rebuilt is not None
+        assert what_if.available() == rebuilt.available(), (node.kind, node.name)

@@ -25,7 +25,7 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
     res = m(container.get("resources"))
     requests, limits = m(res.get("requests")), m(res.get("limits"))
     out: dict[str, Decimal] = {}
-    for rname in set(requests) | set(limits):
+    for rname in dict.fromkeys([*requests, *limits]):  # in the spec's order: a set's would vary run to run
         value = parse(requests.get(rname)) if rname in requests else parse(limits.get(rname))
         if value is not None and isinstance(rname, str):
             out[rname] = value
@@ -617,55 +617,73 @@ def cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -
     return memo[key]
 
 
-def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str,
-                 overrides: Mapping[tuple[str, str], FlavorQuota] | None = None) -> CohortTree | None:
-    """`overrides`: (kind, name) -> the quota to use instead of the object's (a what-if, never memoized)."""
-    cohort_name = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
-    if not cohort_name:
-        return None
+def _cohort_chain(state: ClusterState, cq_name: str) -> list[str] | None:
+    """The ClusterQueue's Cohort, its parent, ... up to the root; None without a cohort or with a cycle."""
+    name: str | None = s(spec(state.cluster_queues.get(cq_name) or {}).get("cohortName"))
     chain: list[str] = []
-    name: str | None = cohort_name
     while name:
         if name in chain:
             return None
         chain.append(name)
         name = s(spec(state.cohorts.get(name) or {}).get("parentName"))
+    return chain or None
+
+
+def _cohort_tree(state: ClusterState, cq_name: str, flavor: str, resource: str) -> CohortTree | None:
+    """The nodes of a tree are built once per root, flavor and resource and shared by the paths of all its queues
+    (a tree of a hundred queues was built a hundred times, each copy kept for the pass)."""
+    chain = _cohort_chain(state, cq_name)
+    if chain is None:
+        return None
+    memo = state.derived(TREE_NODES)
+    key = (chain[-1], flavor, resource)
+    nodes = memo.get(key) or memo.setdefault(key, _tree_nodes(state, chain[-1], flavor, resource))
+    path = [nodes.get(f"ClusterQueue/{cq_name}")] + [nodes.get(f"Cohort/{c}") for c in chain]
+    if any(p is None for p in path):
+        return None
+    return CohortTree([p for p in path if p is not None], nodes)
+
+
+def _tree_nodes(state: ClusterState, root: str, flavor: str, resource: str) -> dict[str, TreeNode]:
+    """Every node of the tree under Cohort `root`, "Kind/name" -> node, each computed over its subtree. Plain
+    functions, not closures: a recursive closure is a reference cycle, which only the cyclic collector frees, and
+    it is paused during a pass (kube/allocation.cycle_collection_paused)."""
+    nodes: dict[str, TreeNode] = {}
+    nodes[f"Cohort/{root}"] = _cohort_node(state, root, flavor, resource, nodes, 0)
+    return nodes
+
+
+def _children(state: ClusterState) -> dict[str, list[str]]:
     children: dict[str, list[str]] = {}
     for cname, c in state.cohorts.items():
         parent = s(spec(c).get("parentName"))
         if parent:
             children.setdefault(parent, []).append(cname)
+    return children
 
-    def quota_of(kind: str, name: str) -> FlavorQuota:
-        found = overrides.get((kind, name)) if overrides else None
-        return found or flavor_quota(state, kind, name, flavor, resource) or _NO_QUOTA
 
-    def cq_node(name: str) -> TreeNode:
-        fq = quota_of("ClusterQueue", name)
-        node = TreeNode("ClusterQueue", name, fq, fq.nominal or Decimal(0))
-        node.usage = reserved_in(state, name, flavor, resource) or Decimal(0)
-        return node
+def _quota_of(state: ClusterState, kind: str, name: str, flavor: str, resource: str) -> FlavorQuota:
+    return flavor_quota(state, kind, name, flavor, resource) or _NO_QUOTA
 
-    nodes: dict[str, TreeNode] = {}
 
-    def cohort_node(name: str, depth: int = 0) -> TreeNode:
-        fq = quota_of("Cohort", name)
-        node = TreeNode("Cohort", name, fq, fq.nominal or Decimal(0))
-        kids = [cq_node(q) for q in state.index.cqs_by_cohort.get(name, [])]
-        if depth < 32:
-            kids += [cohort_node(c, depth + 1) for c in children.get(name, [])]
-        for kid in kids:
-            nodes[f"{kid.kind}/{kid.name}"] = kid
-            node.subtree += kid.lends
-            node.usage += max(Decimal(0), kid.usage - kid.local)
-        return node
-
-    root = cohort_node(chain[-1])
-    nodes[f"Cohort/{chain[-1]}"] = root
-    path = [nodes.get(f"ClusterQueue/{cq_name}")] + [nodes.get(f"Cohort/{c}") for c in chain]
-    if any(p is None for p in path):
-        return None
-    return CohortTree([p for p in path if p is not None], nodes)
+def _cohort_node(state: ClusterState, name: str, flavor: str, resource: str, nodes: dict[str, TreeNode],
+                 depth: int) -> TreeNode:
+    fq = _quota_of(state, "Cohort", name, flavor, resource)
+    node = TreeNode("Cohort", name, fq, fq.nominal or Decimal(0))
+    kids = []
+    for q in state.index.cqs_by_cohort.get(name, []):
+        cq_quota = _quota_of(state, "ClusterQueue", q, flavor, resource)
+        kid = TreeNode("ClusterQueue", q, cq_quota, cq_quota.nominal or Decimal(0))
+        kid.usage = reserved_in(state, q, flavor, resource) or Decimal(0)
+        kids.append(kid)
+    if depth < 32:
+        kids += [_cohort_node(state, c, flavor, resource, nodes, depth + 1)
+                 for c in state.derived(COHORT_CHILDREN).get(name, [])]
+    for kid in kids:
+        nodes[f"{kid.kind}/{kid.name}"] = kid
+        node.subtree += kid.lends
+        node.usage += max(Decimal(0), kid.usage - kid.local)
+    return node
 
 
 @dataclass(frozen=True)
@@ -710,13 +728,37 @@ def _withheld(state: ClusterState, cq_name: str, flavor: str, resource: str, mis
             continue
         raised = limit + missing
         enough: Decimal | None = None
-        if raised <= node.subtree:
-            what_if = _cohort_tree(state, cq_name, flavor, resource, {(node.kind, node.name): FlavorQuota(
-                node.quota.nominal, node.quota.borrowing_limit, raised)})
+        # a raise lends at most the idle quota: less idle than missing is never enough (no what-if tree needed)
+        if raised <= node.subtree and idle >= missing:
+            what_if = _with_lending_limit(state, tree, node, raised)
             if what_if is not None and what_if.available() - base >= missing:
                 enough = raised
         out.append(Withheld(node.kind, node.name, limit, idle, enough))
     return out
+
+
+def _with_lending_limit(state: ClusterState, tree: CohortTree, node: TreeNode, limit: Decimal) -> CohortTree | None:
+    """The tree's path as it would be with `node`'s lendingLimit set to `limit`: only the node and its ancestors
+    change (what it lends, what its usage spills into its parent), recomputed upwards as `_cohort_node` computes
+    them; the other nodes are shared, none is modified. None when a parent is not in the tree."""
+    q = node.quota
+    old, new = node, TreeNode(node.kind, node.name, FlavorQuota(q.nominal, q.borrowing_limit, limit), node.subtree,
+                              node.usage)
+    changed = {f"{node.kind}/{node.name}": new}
+    while True:
+        parent_name = s(spec(state.cluster_queues.get(old.name) or {}).get("cohortName")) \
+            if old.kind == "ClusterQueue" else s(spec(state.cohorts.get(old.name) or {}).get("parentName"))
+        parent = tree.nodes.get(f"Cohort/{parent_name}") if parent_name else None
+        if parent is None:
+            break
+        lifted = TreeNode(parent.kind, parent.name, parent.quota, parent.subtree - old.lends + new.lends,
+                          parent.usage - max(Decimal(0), old.usage - old.local)
+                          + max(Decimal(0), new.usage - new.local))
+        changed[f"Cohort/{parent.name}"] = lifted
+        old, new = parent, lifted
+    if f"Cohort/{tree.path[-1].name}" not in changed:
+        return None  # its chain did not reach the root: not of this tree
+    return CohortTree([changed.get(f"{n.kind}/{n.name}", n) for n in tree.path], tree.nodes)
 
 
 WITHHELD: Derived[dict[tuple[str, str, str, Decimal], list[Withheld]]] = Derived(
@@ -812,5 +854,8 @@ def _root_of(state: ClusterState, cohort: str) -> str | None:
     return root
 
 
+TREE_NODES: Derived[dict[tuple[str, str, str], dict[str, TreeNode]]] = Derived(
+    "the nodes of a cohort tree per root/flavor/resource", lambda _: {})
+COHORT_CHILDREN: Derived[dict[str, list[str]]] = Derived("the child Cohorts of each Cohort", _children)
 COHORT_TREES: Derived[dict[tuple[str, str, str], CohortTree | None]] = Derived("cohort tree per queue/flavor/resource",
                                                                              lambda _: {})
