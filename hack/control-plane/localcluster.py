@@ -1511,7 +1511,9 @@ class LocalCluster:
                 "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
                 "pod-garbage-collector-controller,ttl-after-finished-controller,"
                 # for Kueue's deployment/statefulset integrations (tests/e2e/test_family_pods.py)
-                "deployment-controller,replicaset-controller,statefulset-controller",
+                "deployment-controller,replicaset-controller,statefulset-controller,"
+                # its Warnings on a claim it cannot bind (tests/e2e/test_scheduling_causes.py)
+                "persistentvolume-binder-controller",
                 f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={pki.ca.cert}",
                 "--leader-elect=false",

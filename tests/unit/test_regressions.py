@@ -67,6 +67,9 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "drained": ("Scheduling", "PodsUnschedulable", "FailedScheduling", "ClusterAdmin")},
     "scenario-unschedulable-job-node-selector": {
         "picky": ("Scheduling", "PodsUnschedulable", "NodeSelectorMismatch", "WorkloadOwner")},
+    # the claim's own Warning (PersistentVolume controller) names the StorageClass that does not exist
+    "scenario-unschedulable-claim-storage-class-missing": {
+        "stateful": ("Scheduling", "PodsUnschedulable", "VolumeNotBound", "ClusterAdmin")},
     "scenario-flavor-taint": {"picky": ("Admission", "QueueMisconfigured", "NoMatchingFlavor", "WorkloadOwner")},
     # regression: a bound Pod the kubelet has not reported yet was PodsNotReady / WorkloadOwner
     "scenario-bound-not-started": {
@@ -309,6 +312,8 @@ def test_recorded_scheduling_causes_keep_their_blocker_and_node_counts() -> None
     assert "DisruptionTarget EvictionByEvictionAPI" in drained["message"], drained["message"]
     picky = _by_job(_load("scenario-unschedulable-job-node-selector"))["picky"]
     assert picky["blocker"]["kind"] == "NodeSelector" and picky["remedies"][0]["actionBy"] == "WorkloadOwner", picky
+    stateful = _by_job(_load("scenario-unschedulable-claim-storage-class-missing"))["stateful"]
+    assert "says ProvisioningFailed" in stateful["message"] and "does not exist" in stateful["message"], stateful
 
 
 LEGACY_REASONS = {"Pending", "Inadmissible"}
