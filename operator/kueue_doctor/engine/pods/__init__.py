@@ -37,6 +37,7 @@ from .events import (
     event_message,
     event_time,
     job_failed_create,
+    newest_event,
 )
 from .kubelet import BENIGN_WAITING_REASONS, mount_failure_side, own_limit_eviction, pull_rate_limited
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
@@ -77,6 +78,7 @@ __all__ = [
     "is_kueue_gate",
     "job_failed_create",
     "mount_failure_side",
+    "newest_event",
     "own_limit_eviction",
     "parse_scheduler_message",
     "parse_time",

@@ -40,6 +40,13 @@ def event_time(ev: Mapping[str, Any]) -> datetime | None:
     return None
 
 
+def newest_event(events: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The event last observed (`event_time`; one without a time counts as oldest), the first of equals; None for
+    none."""
+    oldest = datetime.min.replace(tzinfo=UTC)
+    return max(events, key=lambda ev: event_time(ev) or oldest, default=None)
+
+
 def event_first_time(ev: Mapping[str, Any]) -> datetime | None:
     """When the event (or its series) was first observed, for both Event APIs."""
     ev = m(ev)

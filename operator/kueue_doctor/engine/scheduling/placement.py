@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -438,10 +438,9 @@ def claim_said(ctx: Context, claims: Sequence[str]) -> str:
     one (the PersistentVolume controller's or a provisioner's, read from the Events), in the words of who fixes
     it; "" when none is in the input."""
     for claim in claims[:4]:
-        events = ctx.state.events_about("PersistentVolumeClaim", ctx.ns, claim)
-        if not events:
+        newest = podlib.newest_event(ctx.state.events_about("PersistentVolumeClaim", ctx.ns, claim))
+        if newest is None:
             continue
-        newest = max(events, key=lambda e: podlib.event_time(e) or datetime.min.replace(tzinfo=UTC))
         reason, said = s(newest.get("reason")) or "Warning", podlib.event_message(newest)
         head = (f": PersistentVolumeClaim {claim} says {reason} ({when_text(podlib.event_time(newest))}, "
                 f"{podlib.event_count(newest)}x): {said[:300]}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
@@ -560,12 +560,8 @@ def _autoscaler_said(ctx: Context, pod: str | None) -> AutoscalerWord | None:
     scheduler's words alone point at the node selector). A newer TriggeredScaleUp supersedes an older failure."""
     if not pod:
         return None
-    newest: Mapping[str, Any] | None = None
-    for ev in ctx.state.events_about("Pod", ctx.ns, pod):
-        if s(ev.get("reason")) in _AUTOSCALER_EVENTS and (
-                newest is None or (podlib.event_time(ev) or datetime.min.replace(tzinfo=UTC))
-                > (podlib.event_time(newest) or datetime.min.replace(tzinfo=UTC))):
-            newest = ev
+    newest = podlib.newest_event(ev for ev in ctx.state.events_about("Pod", ctx.ns, pod)
+                                 if s(ev.get("reason")) in _AUTOSCALER_EVENTS)
     if newest is None:
         return None
     reason, when = s(newest.get("reason")) or "", podlib.event_time(newest)
