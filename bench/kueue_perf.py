@@ -294,6 +294,11 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
     total = len(sc.workloads)
     bench.audit_tail.read_new()
     cpu0 = osb.proc_cpu(bench.op.pid)  # type: ignore[union-attr]
+    # the same window's CPU of Kueue, the apiserver and etcd, side by side: the operator must cost less than
+    # the controller it watches, and what it leaves to the apiserver is what its writes queue behind
+    pids = bench.cluster.pids() if bench.cluster is not None else {}
+    peers0 = {name: osb.proc_cpu(pid) for name, pid in pids.items()}
+    work0 = osb.metrics_of(bench.metrics_port)
     threads = [threading.Thread(target=dispatcher, name="kueue-perf-runner", daemon=True),
                threading.Thread(target=sample, name="kueue-perf-backlog", daemon=True)]
     for th in threads:
@@ -329,6 +334,10 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
     writes = [e for e in bench.audit_tail.read_new() if e["user"]["username"] == osb.SA_USER]
     codes = Counter((e.get("responseStatus") or {}).get("code") for e in writes)
     cpu = osb.proc_cpu(bench.op.pid) - cpu0  # type: ignore[union-attr]
+    peers_cpu = {name: round(osb.proc_cpu(pid) - peers0[name], 1) for name, pid in pids.items() if name in peers0}
+    work = {k: round(v - work0.get(k, 0.0)) for k, v in osb.metrics_of(bench.metrics_port).items()
+            if k.startswith(("kueue_doctor_diagnosis_workloads", "kueue_doctor_diagnosis_passes_total",
+                             "kueue_doctor_watch_events_total"))}
     by_kind, all_ms = reactions(transitions, (CREATED, ADMITTED, FINISHED))
     adm_t = sorted(tr.seen for tr in transitions if tr.kind == ADMITTED)
     kueue_s = t_kueue_done - t0
@@ -350,6 +359,8 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
         "backlog_series": backlog,
         "drained_after_s": round(t_drained - t_kueue_done, 1), "not_caught_up": left,
         "operator_cpu_s": round(cpu, 1), "operator_cpu_share": round(cpu / max(t_drained - t0, 1e-9), 2),
+        "component_cpu_s": peers_cpu,
+        "operator_work": work,  # passes, Workloads diagnosed, watch events by kind, over the scenario
         "operator_writes": len(writes), "operator_writes_by_code": {str(k): v for k, v in codes.items()},
         "operator_writes_per_transition": round(len(writes) / max(len(transitions), 1), 2),
         "operator_rss_start_mib": round((samples[0][1] if samples else 0) / 1024),
@@ -367,6 +378,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     c = r.get("kueue_perf")
     if not c:
         return []
+    work = c.get("operator_work", {})
     kinds = ", ".join(f"{k} {v['n']} (p50 {v['p50_ms']} / p99 {v['p99_ms']} ms)" for k, v in c["by_kind"].items())
     return [
         ("kueue-perf: load", f"{c['workloads']} Workloads into {c['cluster_queues']} ClusterQueues over "
@@ -382,6 +394,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("kueue-perf: operator CPU, writes", f"{c['operator_cpu_s']} s ({c['operator_cpu_share']} cores), "
                                              f"{c['operator_writes']} writes ({c['operator_writes_per_transition']} "
                                              f"per transition) {c['operator_writes_by_code']}"),
+        ("kueue-perf: CPU s beside the operator's", ", ".join(f"{k} {v}" for k, v in sorted(
+            c.get("component_cpu_s", {}).items(), key=lambda kv: -kv[1])) or "-"),
+        ("kueue-perf: operator work", f"{work.get('kueue_doctor_diagnosis_passes_total', '-')} passes, "
+                                      f"{work.get('kueue_doctor_diagnosis_workloads_total', '-')} Workloads diagnosed"),
         ("kueue-perf: operator RSS start / end / peak", f"{c['operator_rss_start_mib']} / "
                                                         f"{c['operator_rss_end_mib']} / {c['operator_rss_peak_mib']} "
                                                         "MiB"),

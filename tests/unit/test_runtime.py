@@ -32,6 +32,7 @@ def test_start_up_diagnoses_every_workload_with_one_apply_each_then_writes_nothi
     metrics = generate_latest(registry_for(rt)).decode()
     assert 'kueue_doctor_writes_total{result="applied"} 2.0' in metrics
     assert "kueue_doctor_diagnosis_passes_total 2.0" in metrics
+    assert "kueue_doctor_diagnosis_workloads_total 2.0" in metrics  # two in the first pass, none in the second
 
 
 def test_the_first_pass_runs_at_once_after_the_start_up_list_whatever_kopf_lists_next() -> None:

@@ -217,6 +217,11 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         return out
     if kind == "Event":
         return {k: v for k, v in obj.items() if k not in ("metadata",)} | {"metadata": _meta(obj)}
+    if kind == "LocalQueue":  # its spec and metadata: no rule reads its status, which Kueue rewrites on every
+        # admission and finish in it (pending, reserving and admitted counts, usage)
+        if "spec" in obj:
+            out["spec"] = obj["spec"]
+        return out
     if "spec" in obj:
         out["spec"] = obj["spec"]
     if "status" in obj:

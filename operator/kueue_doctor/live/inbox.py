@@ -11,8 +11,13 @@ Numbers only: a ClusterQueue status change that leaves its conditions as they we
 pending counts on every admission, about 40 a second on a busy cluster) cannot change the verdict of a Workload
 waiting in its cohort, only the numbers its message quotes. Those Workloads are marked `stale`, not dirty: the
 loop diagnoses them once `numbers_pace` after the first such change (`stale_due`), so a stream of admissions
-costs one re-diagnosis of each waiting Workload per pace, not one per admission. Their numbers are written
-within the publisher's refresh budget anyway.
+costs one re-diagnosis of each waiting Workload per pace, not one per admission; with tens of thousands waiting
+the pace stretches so that these rounds take at most a quarter of the loop (`stale_pace`). Their numbers are
+written within the publisher's refresh budget anyway.
+
+Nothing kept changed: the state keeps what the rules read (kube/slim.py); an event whose slimmed object equals
+the kept one but for its resourceVersion (a LocalQueue's counts, which Kueue rewrites on every admission in it;
+a Pod's IP) marks nothing.
 
 Background: what no event named but must be diagnosed again (the resync's every Workload, the stale ones once
 due) is taken BACKGROUND_BATCH at a time beside the changes, so a change never waits behind a pass over all of
@@ -62,6 +67,10 @@ def event_is_relevant(obj: Mapping[str, Any]) -> bool:
 
 BACKGROUND_BATCH = 1000  # background Workloads per pass: about 0.7 s at 50,000, the longest a change waits for them
 NUMBERS_PACE = 10.0  # seconds: the longest a waiting Workload's quoted usage lags its ClusterQueue's
+# ... unless re-diagnosing the stale Workloads would take more than 1/NUMBERS_SHARE of that pace: at 28,000
+# waiting Workloads in cohorts of 100 queues (Kueue's 50,000-Workload perf scenario, 0.3-0.7 ms each) a round
+# every 10 s would keep the loop busy for good, taking the cores the apiserver needs for the writes
+NUMBERS_SHARE = 4
 
 
 def _numbers_only(prev: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
@@ -73,6 +82,17 @@ def _numbers_only(prev: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> boo
 def _same_version(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     rv = m(a.get("metadata")).get("resourceVersion")
     return bool(rv) and rv == m(b.get("metadata")).get("resourceVersion")
+
+
+def _nothing_kept_changed(prev: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
+    """Both slimmed (kube/slim.py: what the rules read) and equal but for the resourceVersion: no verdict can change.
+
+    A LocalQueue's status (Kueue rewrites its counts on every admission and finish in it: each such event would
+    otherwise mark all of its Workloads), the fields of a Pod or a Job the rules never read."""
+    pm, om = m(prev.get("metadata")), m(obj.get("metadata"))
+    if len(pm) != len(om) or any(om.get(k) != v for k, v in pm.items() if k != "resourceVersion"):
+        return False
+    return len(prev) == len(obj) and all(obj.get(k) == v for k, v in prev.items() if k != "metadata")
 
 
 def _admission_undone(prev: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
@@ -228,7 +248,15 @@ class Inbox:
 
     def stale_due(self) -> float | None:
         """Monotonic time when the stale Workloads are diagnosed; None when there are none."""
-        return None if self._stale_since is None or not self._stale else self._stale_since + self.numbers_pace
+        return None if self._stale_since is None or not self._stale else self._stale_since + self.stale_pace()
+
+    def stale_pace(self) -> float:
+        """`numbers_pace`, or NUMBERS_SHARE times what re-diagnosing the stale Workloads costs (the passes'
+        average per Workload) when that is longer, so numbers-only rounds take at most 1/NUMBERS_SHARE of the
+        loop; never longer than the publisher's refresh interval, which holds their writes back anyway."""
+        st = self.stats
+        cost = len(self._stale) * st.pass_seconds_sum / st.diagnosed if st.diagnosed else 0.0
+        return max(self.numbers_pace, min(NUMBERS_SHARE * cost, self.publisher.refresh))
 
     # ----- applying a batch -----
     async def drain_between_passes(self) -> None:
@@ -257,6 +285,9 @@ class Inbox:
             if etype != "DELETED" and prev is not None and _same_version(prev, obj):
                 continue  # a re-list or a duplicate event: nothing new
             if etype != "DELETED" and prev is not None and key == POD and _admission_undone(prev, obj):
+                continue
+            if etype != "DELETED" and prev is not None and _nothing_kept_changed(prev, obj):
+                self.state.upsert(obj)  # its newest resourceVersion: a later re-list of it is then nothing new
                 continue
             status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
             if status_only and etype != "DELETED" and _numbers_only(prev, obj):

@@ -208,6 +208,7 @@ class DiagnosisLoop:
         if self.reports is not None and not self.publisher.paused and self.publisher.leading:
             await self.reports.sync((), self.verdicts.keys())
         self.stats.passes += 1
+        self.stats.diagnosed += count
         self.stats.pass_seconds_sum += elapsed
         self.stats.last_pass = time.time()
         self.stats.heartbeat = time.monotonic()

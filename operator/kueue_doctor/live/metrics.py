@@ -85,6 +85,7 @@ class Stats:
 
     def __init__(self) -> None:
         self.passes = 0
+        self.diagnosed = 0  # Workloads diagnosed, each once per pass that took it
         self.pass_seconds_sum = 0.0
         self.heartbeat = time.monotonic()  # the loop's last sign of life (liveness)
         self.crd_installed = True
@@ -247,6 +248,13 @@ class DiagnosisCollector(Collector):
             "kueue_doctor_diagnosis_passes",
             "Diagnosis passes completed (one per burst of changes, and one full pass per resync interval).",
             value=st.passes)
+        yield CounterMetricFamily(
+            "kueue_doctor_diagnosis_workloads",
+            "Workloads diagnosed by the passes, each counted once per pass that took it: the operator's work. Per "
+            "second against Kueue's admissions it says how much re-diagnosing a change costs; a steady rise while "
+            "nothing is admitted points at an object rewritten in a loop (compare kueue_doctor_watch_events_total "
+            "by kind).",
+            value=st.diagnosed)
         durations = SummaryMetricFamily(
             "kueue_doctor_diagnosis_pass_duration_seconds",
             "Time to diagnose the changed Workloads of one pass (engine only, writes excluded).",
