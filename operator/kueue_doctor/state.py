@@ -747,7 +747,7 @@ class ClusterState:
             return {wl for ac in checks for cq in idx.cqs_referencing.get(("AdmissionCheck", ac), ())
                     for wl in idx.workloads_by_cq.get(cq, ())}
         if kind == "Namespace":
-            return {wl for wl in self.workloads if wl[0] == nm}
+            return self._workloads_in(nm)
         if kind == "Pod":
             wl = self.workload_of_pod(obj)
             return {wl} if wl else set()
@@ -761,7 +761,7 @@ class ClusterState:
                 wl = self.workload_of_pod(pod) if pod else None
                 return {wl} if wl else set()
             if rkind == "PersistentVolumeClaim":  # rare: the namespace's Workloads, not a walk of its Pods' volumes
-                return {wl for wl in self.workloads if wl[0] == rns}
+                return self._workloads_in(rns)
             return self._workloads_above(rns, rkind, rname)
         if (key[0], kind) in OWNER_KINDS:
             found = set(idx.workloads_by_owner.get((ns, kind, nm), ()))
@@ -769,6 +769,9 @@ class ClusterState:
                 found.add((ns, expected_workload_name(obj)))
             return found
         return set()
+
+    def _workloads_in(self, ns: str) -> set[Key]:
+        return {wl for wl in self.workloads if wl[0] == ns}
 
 
 def _read_kueue_config(state: ClusterState) -> kueue_config.KueueConfig:
