@@ -731,10 +731,7 @@ class ClusterState:
         if kind == "LocalQueue":
             return set(idx.workloads_by_lq.get((ns, nm), ()))
         if kind == "ClusterQueue":
-            cohort = idx.workloads_in_cohort_of(self, nm)
-            if status_only:
-                return {k for k in cohort if not idx.holds_quota(k)}
-            return cohort
+            return self.waiting_near([nm]) if status_only else idx.workloads_in_cohort_of(self, nm)
         if kind == "Cohort":
             return {wl for cq in idx.cqs_by_cohort.get(nm, ()) for wl in idx.workloads_by_cq.get(cq, ())}
         if kind in ("ResourceFlavor", "AdmissionCheck", "Topology"):
@@ -769,6 +766,21 @@ class ClusterState:
                 found.add((ns, expected_workload_name(obj)))
             return found
         return set()
+
+    def waiting_near(self, cluster_queues: Iterable[str]) -> set[Key]:
+        """The Workloads a numbers-only status change of these ClusterQueues can move the quoted numbers of: those
+        not holding quota in each one's cohort (`affected_workloads(cq, status_only=True)`), each cohort once."""
+        idx = self.index
+        out: set[Key] = set()
+        cohorts: set[str] = set()
+        for cq in cluster_queues:
+            cohort = s(spec(self.cluster_queues.get(cq, {})).get("cohortName"))
+            if cohort in cohorts:
+                continue
+            if cohort:
+                cohorts.add(cohort)
+            out |= {k for k in idx.workloads_in_cohort_of(self, cq) if not idx.holds_quota(k)}
+        return out
 
     def _workloads_in(self, ns: str) -> set[Key]:
         return {wl for wl in self.workloads if wl[0] == ns}

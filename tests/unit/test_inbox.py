@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kueue_doctor.live.inbox import Inbox
+from kueue_doctor.live.inbox import Inbox, numbers_pace
 from kueue_doctor.live.metrics import Stats, Verdict
 from kueue_doctor.live.publisher import Publisher
 from kueue_doctor.state import ClusterState
@@ -137,27 +137,27 @@ def test_due_stale_workloads_join_the_background_batches(monkeypatch: pytest.Mon
     assert len(box.take()) == 1 and box.background() == 0
 
 
-def test_the_numbers_pace_stretches_so_numbers_rounds_take_at_most_a_quarter_of_the_loop(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_numbers_pace_stretches_so_numbers_rounds_take_at_most_a_quarter_of_the_loop() -> None:
     """Kueue's 50,000-Workload scenario: 28,000 waiting in cohorts of 100 queues, every cohort admitting each
-    second. At 0.5 ms a diagnosis a round is 14 s of the loop: every 10 s would never let it rest."""
+    second. At 0.5 ms a diagnosis a round is 14 s of the loop: one every 10 s would never let it rest."""
+    assert numbers_pace(1, 0.0005, 10.0, 60.0) == 10.0
+    assert numbers_pace(28_000, 0.0005, 10.0, 60.0) == pytest.approx(56.0)  # a quarter of the loop
+    assert numbers_pace(56_000, 0.0005, 10.0, 60.0) == 60.0  # never later than the refresh writes them anyway
+
+
+def test_the_next_numbers_round_waits_for_what_the_last_one_cost(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
     monkeypatch.setattr("kueue_doctor.live.inbox.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("kueue_doctor.live.inbox.NUMBERS_SHARE", 4_000)  # one Workload is a big round here
     box, objs = inbox()
-    box.stats.diagnosed, box.stats.pass_seconds_sum = 2_000, 1.0  # what the passes so far cost: 0.5 ms each
-    cq = changed(objs["cq"])
-    cq["status"]["reservingWorkloads"] = 2
-    box.observe("MODIFIED", cq)
-    box.drain()
-    assert box.stale_due() == 1000.0 + box.numbers_pace  # one waiting Workload: the usual pace
-    box._stale |= {("team-a", f"wl-{i}") for i in range(28_000)}  # as the cohort's waiting Workloads would be
-    assert box.stale_pace() == pytest.approx(4 * 28_001 * 0.0005)  # 56 s: a quarter of the loop
-    box._stale |= {("team-a", f"wl-more-{i}") for i in range(28_000)}
-    assert box.stale_pace() == box.publisher.refresh  # never later than the refresh writes them anyway
-    clock[0] += box.numbers_pace
-    assert box.take() == set()
-    clock[0] = 1000.0 + box.publisher.refresh
-    assert len(box.take()) == 1000  # due: the first background batch
+    box.stats.diagnosed, box.stats.pass_seconds_sum = 2_000, 10.0  # the passes so far: 5 ms a Workload
+    for rv in ("2", "3"):
+        cq = changed(objs["cq"], rv)
+        cq["status"]["reservingWorkloads"] = int(rv)
+        assert marked_by(box, cq) == set()
+        assert box.stale_due() == clock[0] + (box.numbers_pace if rv == "2" else 20.0)  # 4,000 x 1 x 5 ms
+        clock[0] = box.stale_due() or 0.0
+        assert box.take() == {WAITING}
 
 
 def test_a_cluster_queue_condition_change_re_diagnoses_the_waiting_workloads_at_once() -> None:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.kueue_names import PODSET_LABEL, expected_workload_name
-from ..kube.objects import m, namespace, ns_name, s
+from ..kube.objects import m, name, namespace, ns_name, s
 from ..kube.packed import Codec
 from ..kube.shards import Shard
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
@@ -71,6 +71,13 @@ NUMBERS_PACE = 10.0  # seconds: the longest a waiting Workload's quoted usage la
 # waiting Workloads in cohorts of 100 queues (Kueue's 50,000-Workload perf scenario, 0.3-0.7 ms each) a round
 # every 10 s would keep the loop busy for good, taking the cores the apiserver needs for the writes
 NUMBERS_SHARE = 4
+
+
+def numbers_pace(last_round: int, per_workload: float, floor: float, ceiling: float) -> float:
+    """Seconds between numbers-only rounds: `floor`, or NUMBERS_SHARE times what the last round cost when that is
+    longer (rounds then take at most 1/NUMBERS_SHARE of the loop); never over `ceiling`, the publisher's refresh
+    interval, which holds their writes back anyway."""
+    return max(floor, min(NUMBERS_SHARE * last_round * per_workload, ceiling))
 
 
 def _numbers_only(prev: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
@@ -128,8 +135,12 @@ class Inbox:
         self._queue: deque[tuple[str, Body]] = deque()
         self._codec = Codec()
         self._dirty: set[Key] = set()
-        self._stale: set[Key] = set()  # waiting Workloads whose quoted numbers moved (see the module docstring)
+        # ClusterQueues whose numbers moved (see the module docstring): their cohorts' waiting Workloads are
+        # found when the round is due, once, not on each of the thousands of status writes before it
+        self._stale_cqs: set[str] = set()
         self._stale_since: float | None = None  # monotonic time of the first numbers-only change not yet taken
+        self._fresh: set[Key] = set()  # diagnosed since that change: their numbers are current
+        self._last_round = 0  # Workloads the last numbers round re-diagnosed (`stale_pace`)
         self._background: set[Key] = set()  # diagnosed again though nothing about them changed (`mark_background`)
         self.numbers_pace = min(NUMBERS_PACE, publisher.refresh)
         self.on_crd: Callable[[str | None, Mapping[str, Any]], None] = lambda event_type, obj: None
@@ -235,10 +246,13 @@ class Inbox:
             keys = {k for k in keys if self.shard.owns(k[0])}
         due = self.stale_due()
         if due is not None and due <= time.monotonic():
-            self._background |= self._stale - keys
-            self._stale, self._stale_since = set(), None
-        else:
-            self._stale -= keys  # diagnosed now anyway
+            stale = self.state.waiting_near(self._stale_cqs) - keys - self._fresh
+            stale = {k for k in stale if self.state.diagnosable(k) and self.shard.owns(k[0])}
+            self._background |= stale
+            self._last_round = len(stale)
+            self._stale_cqs, self._stale_since, self._fresh = set(), None, set()
+        elif due is not None:
+            self._fresh |= keys  # diagnosed now anyway
         if self._background:
             self._background -= keys
             batch = set(itertools.islice(self._background, BACKGROUND_BATCH))
@@ -248,15 +262,12 @@ class Inbox:
 
     def stale_due(self) -> float | None:
         """Monotonic time when the stale Workloads are diagnosed; None when there are none."""
-        return None if self._stale_since is None or not self._stale else self._stale_since + self.stale_pace()
+        return None if self._stale_since is None else self._stale_since + self.stale_pace()
 
     def stale_pace(self) -> float:
-        """`numbers_pace`, or NUMBERS_SHARE times what re-diagnosing the stale Workloads costs (the passes'
-        average per Workload) when that is longer, so numbers-only rounds take at most 1/NUMBERS_SHARE of the
-        loop; never longer than the publisher's refresh interval, which holds their writes back anyway."""
         st = self.stats
-        cost = len(self._stale) * st.pass_seconds_sum / st.diagnosed if st.diagnosed else 0.0
-        return max(self.numbers_pace, min(NUMBERS_SHARE * cost, self.publisher.refresh))
+        return numbers_pace(self._last_round, st.pass_seconds_sum / st.diagnosed if st.diagnosed else 0.0,
+                            self.numbers_pace, self.publisher.refresh)
 
     # ----- applying a batch -----
     async def drain_between_passes(self) -> None:
@@ -271,7 +282,7 @@ class Inbox:
         while self._queue:
             batch.append(self._queue.popleft())
         before: set[Key] = set()
-        stale: set[Key] = set()
+        stale: set[str] = set()
         todo: list[tuple[str, Mapping[str, Any], bool]] = []
         for etype, body in batch:
             obj: Mapping[str, Any] = self._codec.unpack(body)
@@ -292,7 +303,7 @@ class Inbox:
             status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
             if status_only and etype != "DELETED" and _numbers_only(prev, obj):
                 self.state.upsert(obj)  # relations unchanged: no before and after
-                stale |= self.state.affected_workloads(obj, status_only=True)
+                stale.add(name(obj) or "")
                 continue
             before |= self.state.affected_workloads(prev or obj, status_only)  # relations as they were
             todo.append((etype, obj, status_only))
@@ -316,11 +327,10 @@ class Inbox:
             if etype != "DELETED":
                 after |= self.state.affected_workloads(obj, status_only)
         self._dirty |= {k for k in before | after if self.state.diagnosable(k)}
-        stale = {k for k in stale - self._dirty if self.state.diagnosable(k) and self.shard.owns(k[0])}
         if stale:
-            if not self._stale:
+            if self._stale_since is None:
                 self._stale_since = time.monotonic()
-            self._stale |= stale
+            self._stale_cqs |= stale
 
     def holds(self, obj: Mapping[str, Any]) -> bool:
         """The state holds this object at this resourceVersion (what `drain` drops as nothing new)."""

@@ -50,6 +50,21 @@ class Forgetful(inventory.ResourceMemories):
         return await super().recall(raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing,
                                     ephemeral=True)
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Kopf's diff base, never built: on every event Kopf deep-copies the object to detect what changed for
+    on.create/update handlers and daemons, which we do not have (our handlers only queue the event). The copy of
+    every Workload, Pod and diagnosis was 4-7% of the operator's CPU in Kueue's own perf scenario."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 # (group, version, plural, kind); Kueue's version is pinned to v1beta2 (storage since v0.16)
 KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clusterqueues", "ClusterQueue"),
                  ("resourceflavors", "ResourceFlavor"), ("cohorts", "Cohort"), ("admissionchecks", "AdmissionCheck"),
@@ -111,6 +126,7 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
         settings.peering.standalone = True
         settings.watching.chunk_size = 500
         settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
+        settings.persistence.diffbase_storage = NoDiffBase()
         settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_SELECTOR
         for group, version, plural, _kind in OWNER_RESOURCES:  # the same membership as snapshot.listings
             settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
