@@ -769,7 +769,8 @@ class ClusterState:
 
     def waiting_near(self, cluster_queues: Iterable[str]) -> set[Key]:
         """The Workloads a numbers-only status change of these ClusterQueues can move the quoted numbers of: those
-        not holding quota in each one's cohort (`affected_workloads(cq, status_only=True)`), each cohort once."""
+        waiting in each one's cohort (`affected_workloads(cq, status_only=True)`), each cohort once. Not the
+        finished ones: Kueue keeps them (15,000 after its own perf scenario), and no number of a queue moves them."""
         idx = self.index
         out: set[Key] = set()
         cohorts: set[str] = set()
@@ -779,7 +780,7 @@ class ClusterState:
                 continue
             if cohort:
                 cohorts.add(cohort)
-            out |= {k for k in idx.workloads_in_cohort_of(self, cq) if not idx.holds_quota(k)}
+            out |= {k for k in idx.workloads_in_cohort_of(self, cq) if idx.waits(k)}
         return out
 
     def _workloads_in(self, ns: str) -> set[Key]:
@@ -818,11 +819,12 @@ class _Links:
     Workload at each index build: a slotted class, which the compiled engine makes a native one (a NamedTuple's
     constructor stays interpreted Python there)."""
 
-    __slots__ = ("changed", "cluster_queue", "holds_quota", "local_queue", "owners", "preempted", "uid", "uid_links")
+    __slots__ = ("changed", "cluster_queue", "finished", "holds_quota", "local_queue", "owners", "preempted", "uid",
+                 "uid_links")
 
     def __init__(self, uid_links: tuple[str, ...], owners: tuple[tuple[str, str, str], ...], local_queue: Key,
                  cluster_queue: str | None, uid: str | None, preempted: bool, holds_quota: bool,
-                 changed: datetime | None = None) -> None:
+                 changed: datetime | None = None, finished: bool = False) -> None:
         self.uid_links = uid_links
         self.owners = owners
         self.local_queue = local_queue
@@ -831,6 +833,7 @@ class _Links:
         self.preempted = preempted
         self.holds_quota = holds_quota  # read at every ClusterQueue status change, for every Workload of its cohort
         self.changed = changed  # its newest condition change: when Kueue (or its Job) last moved it
+        self.finished = finished
 
     def moves_nothing(self, other: _Links) -> bool:
         """The same index entries as `other` (whether it holds quota is read from the links, not an entry)."""
@@ -907,7 +910,7 @@ class _Index:
                 finished = cond.get("status") == "True"
         # a finished Workload keeps QuotaReserved=True, but Kueue counts its quota free (kueue#9015's old slice)
         return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted,
-                      reserved and not finished, changed)
+                      reserved and not finished, changed, finished)
 
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
@@ -960,6 +963,11 @@ class _Index:
         self.preempted.discard(key)
         if self._workloads_by_uid is not None and links.uid:
             _discard(self._workloads_by_uid, links.uid, key)
+
+    def waits(self, key: Key) -> bool:
+        """Neither holding quota nor finished: what a ClusterQueue's numbers can still matter to."""
+        links = self._links.get(key)
+        return links is not None and not links.holds_quota and not links.finished
 
     def holds_quota(self, key: Key) -> bool:
         """Its QuotaReserved condition is True and it has not finished (read from the links: no packed Workload is
