@@ -310,13 +310,18 @@ def test_a_deleted_or_edited_diagnosis_marks_its_workload_for_restoring_our_echo
     assert box.take() == {WAITING} and box.publisher.restoring(WAITING)  # to restore, with its since and history
 
 
-def test_our_own_diagnoses_wait_in_the_queue_packed_and_without_the_apiservers_bookkeeping() -> None:
-    # during a first pass's 10,000 writes (minutes) each write comes back as a watch event: they wait, small
+def test_our_own_diagnoses_wait_in_the_queue_packed_and_without_the_apiservers_bookkeeping(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # during a first pass's 10,000 writes (minutes) each write comes back as a watch event: past the first few
+    # they wait packed, small
+    monkeypatch.setattr("kueue_doctor.live.inbox.PACK_QUEUED_AFTER", 1)
     box, objs = inbox()
     d = diagnosis_of(objs["waiting"])
     d["metadata"]["managedFields"] = [{"manager": "kueue-doctor", "operation": "Apply", "fieldsType": "FieldsV1",
                                        "fieldsV1": {"f:status": {f"f:field{i}": {} for i in range(200)}}}]
     box.observe("ADDED", copy.deepcopy(d))
-    assert len(box) == 1 and 0 < box.queued_bytes() < 1024
+    assert len(box) == 1 and box.queued_bytes() == 0  # the first ones as they came
+    box.observe("MODIFIED", copy.deepcopy(d))
+    assert len(box) == 2 and 0 < box.queued_bytes() < 1024
     box.drain()
     assert box.publisher.records[RUNNING[0], d["metadata"]["name"]].digest  # taken as ours, as before
