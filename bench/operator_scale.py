@@ -1187,7 +1187,7 @@ class Bench:
                                       "cpu_s_total": round(proc_cpu(self.op.pid), 1)}
             m = metrics_of(self.metrics_port)
             self.r["operator_metrics"] = {k: v for k, v in m.items() if any(s in k for s in (
-                "passes", "pass_duration", "diagnosed", "writes", "watch_events", "errors"))}
+                "passes", "pass_duration", "diagnosis_workloads", "writes", "watch_events", "errors"))}
             items, _ = list_all(self.api, f"{ADIAG}/admissiondiagnoses")
             self.r["diagnoses_final"] = {"count": len(items),
                                          "by_reason": dict(Counter(i["status"]["reason"] for i in items))}

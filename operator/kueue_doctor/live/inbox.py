@@ -270,6 +270,7 @@ class Inbox:
         return None if self._stale_since is None else self._stale_since + self.stale_pace()
 
     def stale_pace(self) -> float:
+        """Seconds from the first numbers-only change to its round (`numbers_pace` of the last round's cost)."""
         st = self.stats
         return numbers_pace(self._last_round, st.pass_seconds_sum / st.diagnosed if st.diagnosed else 0.0,
                             self.numbers_pace, self.publisher.refresh)
