@@ -95,8 +95,10 @@ def paced(state: ClusterState, changes: list[tuple[dict[str, Any], dict[str, Any
             box.observe("MODIFIED", obj)
         box.drain()
         done += len(diagnose(state, AT, box.take()))
-    box.numbers_pace = 0.0  # the pace has passed
-    return done + len(diagnose(state, AT, box.take()))
+    box.numbers_pace = 0.0  # the pace has passed: the round, batch after batch, as the loop takes it
+    while keys := box.take():
+        done += len(diagnose(state, AT, keys))
+    return done
 
 
 def run(shape: str, rounds: int, n: int) -> None:
