@@ -67,6 +67,9 @@ def _deletion(md: Mapping[str, Any]) -> dict[str, Any]:
 def _container(c: Any) -> dict[str, Any]:
     c = m(c)
     out = {k: c[k] for k in ("name", "resources", "restartPolicy") if k in c}
+    host_ports = [p for p in lst(c.get("ports")) if m(p).get("hostPort")]  # what kube-scheduler's NodePorts reads
+    if host_ports:
+        out["ports"] = host_ports
     return out
 
 
@@ -90,7 +93,8 @@ def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: spec[k] for k in ("nodeName", "schedulingGates", "nodeSelector", "overhead",
-                                                "schedulerName", "priorityClassName", "tolerations") if k in spec}
+                                                "schedulerName", "priorityClassName", "tolerations",
+                                                "topologySpreadConstraints", "resourceClaims") if k in spec}
     out.update(_placement(spec))
     out["containers"] = [_container(c) for c in lst(spec.get("containers"))]
     if "initContainers" in spec:
@@ -205,8 +209,13 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         return out
     if kind == "Job":
         sp = {k: spec[k] for k in ("suspend", "parallelism", "completions", "backoffLimit") if k in spec}
+        template = {k: v for k, v in m(m(spec.get("template")).get("spec")).items()
+                    if k in ("restartPolicy", "priorityClassName")}  # restarts counted; a missing class
+        if template:
+            sp["template"] = {"spec": template}
         out["spec"] = sp
-        out["status"] = {k: status[k] for k in ("active", "ready", "succeeded", "failed", "conditions") if k in status}
+        out["status"] = {k: status[k] for k in ("active", "ready", "succeeded", "failed", "conditions", "startTime")
+                         if k in status}
         return out
     if kind == "Node":
         out["spec"] = {k: spec[k] for k in ("unschedulable", "taints") if k in spec}
@@ -226,4 +235,6 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         out["spec"] = obj["spec"]
     if "status" in obj:
         out["status"] = obj["status"]
+    if "value" in obj:  # a (Workload)PriorityClass's priority
+        out["value"] = obj["value"]
     return out
