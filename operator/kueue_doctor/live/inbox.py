@@ -288,7 +288,7 @@ class Inbox:
         while self._queue:
             batch.append(self._queue.popleft())
         before: set[Key] = set()
-        stale: set[str] = set()
+        numbers_moved: set[str] = set()  # ClusterQueues whose status changed in its numbers only
         todo: list[tuple[str, Mapping[str, Any], bool]] = []
         for etype, body in batch:
             obj: Mapping[str, Any] = self._codec.unpack(body)
@@ -309,7 +309,7 @@ class Inbox:
             status_only = prev is not None and key == (KUEUE, "ClusterQueue") and prev.get("spec") == obj.get("spec")
             if status_only and etype != "DELETED" and _numbers_only(prev, obj):
                 self.state.upsert(obj)  # relations unchanged: no before and after
-                stale.add(name(obj) or "")
+                numbers_moved.add(name(obj) or "")
                 continue
             before |= self.state.affected_workloads(prev or obj, status_only)  # relations as they were
             todo.append((etype, obj, status_only))
@@ -333,10 +333,10 @@ class Inbox:
             if etype != "DELETED":
                 after |= self.state.affected_workloads(obj, status_only)
         self._dirty |= {k for k in before | after if self.state.diagnosable(k)}
-        if stale:
+        if numbers_moved:
             if self._stale_since is None:
                 self._stale_since = time.monotonic()
-            self._stale_cqs |= stale
+            self._stale_cqs |= numbers_moved
 
     def holds(self, obj: Mapping[str, Any]) -> bool:
         """The state holds this object at this resourceVersion (what `drain` drops as nothing new)."""
