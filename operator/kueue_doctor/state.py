@@ -90,11 +90,14 @@ class Derived(Generic[T]):
     the value's type is checked. The state never imports the engine: it only stores what `build` returns.
     """
 
-    __slots__ = ("build", "name")  # compared by identity (no __eq__): the object itself is the key
+    __slots__ = ("build", "name", "numbers")  # compared by identity (no __eq__): the object itself is the key
 
-    def __init__(self, name: str, build: Callable[[ClusterState], T]) -> None:
+    def __init__(self, name: str, build: Callable[[ClusterState], T], *, numbers: bool = False) -> None:
         self.name = name
         self.build = build
+        # computed from a ClusterQueue's status numbers (reservations, usage, fair-sharing shares): every read of
+        # it counts as a read of those numbers (`ClusterState.numbers_read`), hit or miss
+        self.numbers = numbers
 _PREEMPTOR_UID = re.compile(r"^Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 
@@ -197,6 +200,9 @@ class ClusterState:
     # `explain` on a live cluster): a dump may have left objects of a kind out that other objects name
     dump: bool = False
     ignored: int = 0
+    # reads of ClusterQueue status numbers (`read_numbers`): a Workload whose diagnosis left it unchanged cannot
+    # get another diagnosis when only those numbers move (the operator's numbers rounds leave it alone)
+    numbers_read: int = 0
     # counts Node upserts and removals: Nodes are not Kueue objects and do not rebuild the index, so a
     # Derived fact read from them keeps the count it was computed at
     nodes_version: int = 0
@@ -522,11 +528,19 @@ class ClusterState:
         """The fact for the current objects: built on first use, dropped when the index is rebuilt."""
         # asked several times per Workload: the built index read directly, one look-up when the fact is there
         cache = (self._index if self._index is not None else self.index).derived
+        if fact.numbers:
+            self.numbers_read += 1
         try:
             found: T = cache[fact]  # typed by assignment: typing.cast would be one more Python call
         except KeyError:
             found = cache[fact] = fact.build(self)
         return found
+
+    def read_numbers(self, cq: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        """A ClusterQueue's status, read for what Kueue rewrites on every admission (reservations, usage, counts,
+        fair-sharing shares), counted (`numbers_read`); conditions are read with `status` as any others."""
+        self.numbers_read += 1
+        return m(cq.get("status")) if cq is not None else {}
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """A pass: each packed Workload it reads is decoded once, and read again as that same copy (identity holds

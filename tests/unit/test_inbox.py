@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 
+from kueue_doctor.engine.diagnose import diagnose
 from kueue_doctor.live.inbox import Inbox, numbers_pace
 from kueue_doctor.live.metrics import Stats, Verdict
 from kueue_doctor.live.publisher import Publisher
 from kueue_doctor.state import ClusterState
-from tests.builders import ClusterQueue, Event, Job, LocalQueue, Node, ResourceFlavor
+from tests.builders import ClusterQueue, Event, Job, LocalQueue, Node, ResourceFlavor, Workload
 
 from .scenario import running, waiting
+from .test_engine import NOW
 
 RUNNING, WAITING = ("team-a", "job-run-00001"), ("team-a", "job-wait-00002")
 
@@ -31,7 +33,16 @@ def inbox() -> tuple[Inbox, dict[str, dict[str, Any]]]:
     }
     objs = {k: o.resource_version("1").obj() for k, o in builders.items()}
     state = ClusterState.from_objects(copy.deepcopy(list(objs.values())))
-    return Inbox(state, Stats(), Publisher(api=None), {}), objs
+    box = Inbox(state, Stats(), Publisher(api=None), {})
+    first_pass(box)
+    return box, objs
+
+
+def first_pass(box: Inbox) -> None:
+    """What the loop's pass tells the inbox: every Workload diagnosed, and whose diagnosis read the numbers."""
+    readers: set[tuple[str, str]] = set()
+    diagnose(box.state, NOW, list(box.state.workloads), numbers=readers)
+    box.diagnosed(list(box.state.workloads), readers)
 
 
 def changed(obj: dict[str, Any], rv: str = "2") -> dict[str, Any]:
@@ -153,6 +164,24 @@ def test_a_numbers_round_leaves_the_finished_workloads_alone(monkeypatch: pytest
     assert marked_by(box, cq) == set()
     clock[0] += box.numbers_pace
     assert box.take() == {WAITING}
+
+
+def test_a_numbers_round_leaves_alone_the_workloads_whose_diagnosis_read_no_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue's perf scenarios queue thousands of Workloads it has not evaluated yet: their diagnosis says so
+    whatever the usage, and re-diagnosing each of them every numbers round was most of the operator's CPU."""
+    clock = [1000.0]
+    monkeypatch.setattr("kueue_doctor.live.inbox.time.monotonic", lambda: clock[0])
+    box, objs = inbox()
+    fresh = Workload("job-new-00003", "team-a").queue("user-queue").request("cpu", "1").created(
+        "2026-11-30T09:59:00Z").obj()  # queued a minute ago, never evaluated by Kueue
+    assert marked_by(box, fresh) == {("team-a", "job-new-00003")}
+    first_pass(box)
+    cq = changed(objs["cq"], "3")
+    cq["status"]["reservingWorkloads"] = 2
+    assert marked_by(box, cq) == set()
+    clock[0] += box.numbers_pace
+    assert box.take() == {WAITING}  # short of quota: its message quotes the usage
 
 
 def test_the_numbers_pace_stretches_so_numbers_rounds_take_at_most_a_quarter_of_the_loop() -> None:

@@ -56,13 +56,16 @@ def clear_parse_caches() -> None:
 
 
 def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]] | None = None,
-             grace: timedelta = GRACE, wakes: dict[tuple[str, str], datetime] | None = None) -> list[dict[str, Any]]:
+             grace: timedelta = GRACE, wakes: dict[tuple[str, str], datetime] | None = None,
+             numbers: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Diagnose the given Workloads (all by default), sorted by namespace and name, as seen at `now`.
 
     Owners Kueue should manage and has made no Workload for `grace` after their creation are diagnosed
     too, under the name Kueue would give their Workload (`no_workload.stand_in`); a key names either.
     `wakes`, when given, receives for each Workload whose verdict the clock alone may change the first time it
-    may (`Context.after`): the operator diagnoses it again then.
+    may (`Context.after`): the operator diagnoses it again then. `numbers`, when given, receives each Workload whose
+    diagnosis read a ClusterQueue's status numbers (`ClusterState.read_numbers`): only those can change when Kueue
+    rewrites the numbers alone.
     """
     # a whole one-shot pass (explain, a dump) promotes what survives; a packed Workload is decoded once per pass
     with cycle_collection_paused(promote_survivors=keys is None), state.reading():
@@ -81,11 +84,13 @@ def diagnose(state: ClusterState, now: datetime, keys: Iterable[tuple[str, str]]
                     wl = groups.get(key)
                 if wl is not None:
                     targets[key] = wl
-        return [diagnose_workload(targets[k], state, now, wakes) for k in sorted(targets)]
+        return [diagnose_workload(targets[k], state, now, wakes, numbers) for k in sorted(targets)]
 
 
 def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: datetime,
-                      wakes: dict[tuple[str, str], datetime] | None = None) -> dict[str, Any]:
+                      wakes: dict[tuple[str, str], datetime] | None = None,
+                      numbers: set[tuple[str, str]] | None = None) -> dict[str, Any]:
+    read = state.numbers_read
     ctx = Context(workload, state, now)
     finding = decide(ctx)[1]
     try:
@@ -94,6 +99,8 @@ def diagnose_workload(workload: Mapping[str, Any], state: ClusterState, now: dat
         out = render(ctx, _failed(ctx, exc), sections=False)
     if wakes is not None and ctx.wake_at is not None:
         wakes[(ctx.ns, ctx.name)] = ctx.wake_at
+    if numbers is not None and state.numbers_read != read:
+        numbers.add((ctx.ns, ctx.name))
     return out
 
 

@@ -182,8 +182,9 @@ def _quota_table(owner: Mapping[str, Any]) -> QuotaTable:
 
 # Queue arithmetic asked per failure line, the same for every Workload of a queue: kept per index.
 QUOTA_TABLES: Derived[dict[tuple[str, str | None], QuotaTable]] = Derived("quota tables", lambda _: {})
-RESERVED: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("reserved quota", lambda _: {})
-BORROWABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohort borrowable", lambda _: {})
+RESERVED: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("reserved quota", lambda _: {}, numbers=True)
+BORROWABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohort borrowable", lambda _: {},
+                                                                          numbers=True)
 
 
 def flavor_quota(state: ClusterState, kind: str, owner_name: str | None, flavor: str, resource: str
@@ -309,9 +310,9 @@ def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
     return found
 
 
-def fair_sharing_on(cq: Mapping[str, Any] | None) -> bool:
+def fair_sharing_on(state: ClusterState, cq: Mapping[str, Any] | None) -> bool:
     """Kueue runs with fair sharing: it writes status.fairSharing on every ClusterQueue then, and only then."""
-    return cq is not None and status(cq).get("fairSharing") is not None
+    return cq is not None and state.read_numbers(cq).get("fairSharing") is not None
 
 
 def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, nominal: Decimal | None) -> bool:
@@ -329,7 +330,7 @@ def tries_preemption(state: ClusterState, cq_name: str, asked: Decimal | None, n
     preemption = m(spec(cq).get("preemption"))
     if (s(m(preemption.get("borrowWithinCohort")).get("policy")) or "Never") != "Never":
         return True
-    if fair_sharing_on(cq) and (s(preemption.get("reclaimWithinCohort")) or "Never") != "Never":
+    if fair_sharing_on(state, cq) and (s(preemption.get("reclaimWithinCohort")) or "Never") != "Never":
         return True
     cohort = s(spec(cq).get("cohortName"))
     return bool(cohort) and in_cohort_tree(state, cohort or "")
@@ -411,7 +412,7 @@ def _cohort_pool(state: ClusterState, cohort_name: str, flavor: str, resource: s
 
 COHORT_IN_TREE: Derived[dict[str, bool]] = Derived("cohort is part of a tree", lambda _: {})
 COHORT_POOLS: Derived[dict[tuple[str, str, str], tuple[Decimal, Decimal]]] = Derived(
-    "flat cohort pool per flavor/resource", lambda _: {})
+    "flat cohort pool per flavor/resource", lambda _: {}, numbers=True)
 
 
 def _split(fq: FlavorQuota) -> tuple[Decimal, Decimal]:
@@ -470,7 +471,7 @@ def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -
 
 
 LENT: Derived[dict[tuple[str, str, str], Lent | None]] = Derived("nominal quota lent per queue/flavor/resource",
-                                                                 lambda _: {})
+                                                                 lambda _: {}, numbers=True)
 
 
 # Kueue's formatting of a quantity (`format_quantity`, memoized): the name the engine uses, bound directly
@@ -762,7 +763,7 @@ def _with_lending_limit(state: ClusterState, tree: CohortTree, node: TreeNode, l
 
 
 WITHHELD: Derived[dict[tuple[str, str, str, Decimal], list[Withheld]]] = Derived(
-    "idle quota kept by lendingLimits per queue/flavor/resource/amount", lambda _: {})
+    "idle quota kept by lendingLimits per queue/flavor/resource/amount", lambda _: {}, numbers=True)
 
 
 @dataclass(frozen=True, order=True)
@@ -827,7 +828,7 @@ def _cohort_lendable(state: ClusterState, cq_name: str, _: str, resource: str) -
 
 
 LENDABLE: Derived[dict[tuple[str, str, str], Decimal | None]] = Derived("cohort lendable per queue/resource",
-                                                                        lambda _: {})
+                                                                        lambda _: {}, numbers=True)
 
 
 def _tree_flavors(state: ClusterState, cq_name: str, resource: str) -> list[str]:
@@ -855,7 +856,7 @@ def _root_of(state: ClusterState, cohort: str) -> str | None:
 
 
 TREE_NODES: Derived[dict[tuple[str, str, str], dict[str, TreeNode]]] = Derived(
-    "the nodes of a cohort tree per root/flavor/resource", lambda _: {})
+    "the nodes of a cohort tree per root/flavor/resource", lambda _: {}, numbers=True)
 COHORT_CHILDREN: Derived[dict[str, list[str]]] = Derived("the child Cohorts of each Cohort", _children)
 COHORT_TREES: Derived[dict[tuple[str, str, str], CohortTree | None]] = Derived("cohort tree per queue/flavor/resource",
-                                                                             lambda _: {})
+                                                                             lambda _: {}, numbers=True)

@@ -9,7 +9,8 @@ reaches the state the same way; the publisher hears of our own AdmissionDiagnosi
 
 Numbers only: a ClusterQueue status change that leaves its conditions as they were (Kueue rewrites usage and
 pending counts on every admission, about 40 a second on a busy cluster) cannot change the verdict of a Workload
-waiting in its cohort, only the numbers its message quotes. Those Workloads are marked `stale`, not dirty: the
+waiting in its cohort, only the numbers its message quotes, and only of a Workload whose last diagnosis read them
+(`diagnosed`: one Kueue has not evaluated yet reads none). Those Workloads are marked `stale`, not dirty: the
 loop diagnoses them once `numbers_pace` after the first such change (`stale_due`), so a stream of admissions
 costs one re-diagnosis of each waiting Workload per pace, not one per admission; with tens of thousands waiting
 the pace stretches so that these rounds take at most a quarter of the loop (`stale_pace`). Their numbers are
@@ -144,6 +145,9 @@ class Inbox:
         self._stale_cqs: set[str] = set()
         self._stale_since: float | None = None  # monotonic time of the first numbers-only change not yet taken
         self._fresh: set[Key] = set()  # diagnosed since that change: their numbers are current
+        # Workloads whose last diagnosis read a ClusterQueue's numbers (engine `diagnose(numbers=...)`): the only
+        # ones a numbers round takes; one never evaluated by Kueue reads none and keeps its diagnosis
+        self._reads_numbers: set[Key] = set()
         self._last_round = 0  # Workloads the last numbers round re-diagnosed (`stale_pace`)
         self._background: set[Key] = set()  # diagnosed again though nothing about them changed (`mark_background`)
         self.numbers_pace = min(NUMBERS_PACE, publisher.refresh)
@@ -251,7 +255,7 @@ class Inbox:
             keys = {k for k in keys if self.shard.owns(k[0])}
         due = self.stale_due()
         if due is not None and due <= time.monotonic():
-            stale = self.state.waiting_near(self._stale_cqs) - keys - self._fresh
+            stale = (self.state.waiting_near(self._stale_cqs) & self._reads_numbers) - keys - self._fresh
             stale = {k for k in stale if self.state.diagnosable(k) and self.shard.owns(k[0])}
             self._background |= stale
             self._last_round = len(stale)
@@ -264,6 +268,14 @@ class Inbox:
             self._background -= batch
             keys |= batch
         return keys
+
+    def diagnosed(self, keys: Iterable[Key], read_numbers: set[Key]) -> None:
+        """Workloads a pass diagnosed, and those of them whose diagnosis read a ClusterQueue's numbers."""
+        for key in keys:
+            if key in read_numbers:
+                self._reads_numbers.add(key)
+            else:
+                self._reads_numbers.discard(key)
 
     def stale_due(self) -> float | None:
         """Monotonic time when the stale Workloads are diagnosed; None when there are none."""
@@ -321,6 +333,7 @@ class Inbox:
                 key = ns_name(obj)
                 if gone == (KUEUE, "Workload"):
                     self.verdicts.pop(key, None)
+                    self._reads_numbers.discard(key)
                     self.publisher.forget(key)
                     before.discard(key)
                 elif gone in OWNER_KINDS:  # deleted, or no longer labelled (the watch's selector): its own

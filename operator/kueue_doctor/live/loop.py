@@ -189,9 +189,11 @@ class DiagnosisLoop:
                 t0 = time.perf_counter()
                 # each packed Workload decoded once for the check and the diagnosis, no cycle collection meanwhile
                 wakes: dict[Key, datetime] = {}
+                numbers: set[Key] = set()
                 with cycle_collection_paused(promote_survivors=False), self.state.reading():
-                    part = diagnose(self.state, now, [k for k in chunk[start:start + CHUNK]
-                                                      if not deleting(self.state.workloads[k])], wakes=wakes)
+                    targets = [k for k in chunk[start:start + CHUNK] if not deleting(self.state.workloads[k])]
+                    part = diagnose(self.state, now, targets, wakes=wakes, numbers=numbers)
+                self.inbox.diagnosed(targets, numbers)
                 elapsed += time.perf_counter() - t0
                 for key, when in wakes.items():  # a threshold the clock alone passes: looked at again then
                     self._wake_at(key, when, now)

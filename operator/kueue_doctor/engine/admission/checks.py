@@ -469,7 +469,7 @@ def delayed_topology_request(ctx: Context) -> Finding | None:
         if checks and len(ready) == len(checks) and ctx.after(max(ready), STALL_AFTER):
             action = ActionBy.CLUSTER_ADMIN
             fair = " (with fair sharing on, seen when its ClusterQueue also has a head waiting: kueue#14090)" \
-                if quota.fair_sharing_on(ctx.cq) else ""
+                if quota.fair_sharing_on(ctx.state, ctx.cq) else ""
             text += (f" Its admission checks have been Ready for {format_duration(ctx.now - max(ready))} (the "
                      "newest), yet Kueue has run no second pass (no SecondPassFailed event either): it is stuck"
                      f"{fair}. The cluster admin reads the Kueue controller logs for this Workload; evicting it "

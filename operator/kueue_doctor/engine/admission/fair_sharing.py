@@ -50,7 +50,7 @@ def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, 
     cq, cohort = ctx.cq_name, ctx.cohort
     requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
     if not cq or not cohort or reclaim == "Never" or missing is None or len(short) != 1 or (flavor, res) not in short \
-            or requested is None or nominal is None or not quota.fair_sharing_on(ctx.cq):
+            or requested is None or nominal is None or not quota.fair_sharing_on(ctx.state, ctx.cq):
         return ""
     used = parse(line.get("used")) or Decimal(0)
     if used + requested <= nominal:
@@ -101,7 +101,7 @@ def _target_shares(ctx: Context, cq: str, candidates: Sequence[Holding], key: tu
 
 
 TARGET_SHARES: Derived[dict[tuple[str, str, str, str, int], tuple[quota.Share | None, quota.Share | None]]] = Derived(
-    "a borrowing queue's fair-sharing shares before and after one preemption", lambda _: {})
+    "a borrowing queue's fair-sharing shares before and after one preemption", lambda _: {}, numbers=True)
 
 
 def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], freed: Decimal,

@@ -320,7 +320,7 @@ def _queue_numbers(ctx: Context, flavor: str, res: str) -> dict[str, Any]:
 
 
 QUEUE_NUMBERS: Derived[dict[tuple[str, str, str], dict[str, Any]]] = Derived("queue numbers per flavor/resource",
-                                                                             lambda _: {})
+                                                                             lambda _: {}, numbers=True)
 
 
 def quota_line(ctx: Context, f: FlavorFailure,
@@ -544,7 +544,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         if tree is not None and node is not None and node is not tree.path[0] and node.kind == "Cohort":
             cause, held_by = Cause.BORROWING_LIMIT_REACHED, node
     detail = _usage_detail(ctx, res, flavor, line)
-    reserving = i(status(ctx.cq).get("reservingWorkloads")) if ctx.cq else 0
+    reserving = i(ctx.state.read_numbers(ctx.cq).get("reservingWorkloads"))
     text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor}" + (", all its pod sets together," if together
                                                                          else "")
             + f" than {ctx.cq_text} has unused now{detail}: it is admitted when running Workloads release quota"
@@ -770,7 +770,7 @@ def _cohort_holders(ctx: Context, short: frozenset[tuple[str, str]]) -> list[Coh
 
 
 COHORT_HOLDERS: Derived[dict[tuple[str, frozenset[tuple[str, str]]], list[CohortHolder]]] = Derived(
-    "the cohort's other holders of what a queue's Workloads are short of", lambda _: {})
+    "the cohort's other holders of what a queue's Workloads are short of", lambda _: {}, numbers=True)
 
 
 def _named(holders: list[Holder], limit: int = 2) -> str:
@@ -793,7 +793,7 @@ def _out_of_reach(ctx: Context, c: CohortHolder, reclaim: str, must_borrow: bool
     fair sharing the reclaimWithinCohort rule holds in trees too, preemption.go findCandidates)."""
     if not c.borrowing:
         return "nominal"
-    fair = quota.fair_sharing_on(ctx.cq)  # findCandidates applies reclaimWithinCohort in the whole tree
+    fair = quota.fair_sharing_on(ctx.state, ctx.cq)  # findCandidates applies reclaimWithinCohort in the whole tree
     if not exact and not fair:
         return None
     p, mine = c.holder.priority, ctx.priority
@@ -843,7 +843,7 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
     found = _cohort_holders(ctx, short)
     if not found:
         return _NOTHING
-    exact = not quota.fair_sharing_on(ctx.cq) and not quota.in_cohort_tree(ctx.state, ctx.cohort or "")
+    exact = not quota.fair_sharing_on(ctx.state, ctx.cq) and not quota.in_cohort_tree(ctx.state, ctx.cohort or "")
     requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
     must_borrow = requested is not None and nominal is not None and requested > nominal
     why: dict[str, list[CohortHolder]] = {}
@@ -1141,11 +1141,11 @@ def _withheld_text(ctx: Context, flavor: str, res: str, missing: Decimal | None)
 
 
 LENT_TEXTS: Derived[dict[tuple[str, str, str, bool], str]] = Derived(
-    "lent quota text per queue/flavor/resource, covering or not", lambda _: {})
+    "lent quota text per queue/flavor/resource, covering or not", lambda _: {}, numbers=True)
 
 
 USAGE_DETAILS: Derived[dict[tuple[str, str, str, Any, Any], str]] = Derived("usage detail per flavor/resource",
-                                                                            lambda _: {})
+                                                                            lambda _: {}, numbers=True)
 
 
 NO_DOMAINS = "no topology domains at level"  # tas_flavor_snapshot.go findLevelWithFitDomains

@@ -150,7 +150,8 @@ def _cohort_within_nominal(ctx: Context, cohort: str, flavor: str, resource: str
     return True
 
 
-NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort within nominal quota", lambda _: {})
+NOBODY_BORROWS: Derived[dict[tuple[str, str, str], bool]] = Derived("cohort within nominal quota", lambda _: {},
+                                                                     numbers=True)
 
 
 def _request_totals(ctx: Context) -> dict[str, Decimal]:
@@ -199,7 +200,7 @@ def _most_free(ctx: Context, resource: str) -> Decimal | None:
 
 
 MOST_FREE: Derived[dict[tuple[str, str], Decimal | None]] = Derived("most unused nominal quota per resource",
-                                                                    lambda _: {})
+                                                                    lambda _: {}, numbers=True)
 
 
 def might_fit(ctx: Context) -> bool:
@@ -215,7 +216,7 @@ def fits_unused_quota(ctx: Context) -> list[Fit] | None:
     """Every requested resource fits nominal - reserved of one flavor of its resource group (all pod sets in the
     same flavor, the strictest reading); None when it does not fit or anything needed is not known."""
     cq = ctx.cq
-    if cq is None or not lst(status(cq).get("flavorsReservation")):
+    if cq is None or not lst(ctx.state.read_numbers(cq).get("flavorsReservation")):
         return None
     totals = ctx.lazy(_request_totals)
     covered = _covered(ctx)
