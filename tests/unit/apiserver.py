@@ -101,6 +101,8 @@ class FakeApiServer:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         headers = header_params or {}
+        if isinstance(body, (bytes, str)):  # sent serialized already (rest.apply of the publisher's JSON)
+            body = json.loads(body)
         req = Request(method, parts.path, query, headers.get("Accept", ""), headers.get("Content-Type"),
                       copy.deepcopy(body))
         self.requests.append(req)

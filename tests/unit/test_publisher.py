@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,7 +117,8 @@ def _slow_apiserver(monkeypatch: Any) -> tuple[list[tuple[str, str]], Any]:
 
     gate, applied, inside, lock = threading.Event(), [], [], threading.Lock()
 
-    def apply(api: Any, path: str, obj: dict[str, Any]) -> None:
+    def apply(api: Any, path: str, body: bytes) -> None:
+        obj = json.loads(body)  # the publisher sends each diagnosis as the JSON it prepared
         name = obj["metadata"]["name"]
         with lock:
             assert name not in inside, f"two writes of {name} in flight at once: the older may land last"
@@ -227,8 +229,8 @@ def test_the_late_echo_of_an_overwritten_write_is_ours_not_an_edit(monkeypatch: 
 
     versions: list[dict[str, Any]] = []
 
-    def apply(api: Any, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        stored = copy.deepcopy(obj)
+    def apply(api: Any, path: str, body: bytes) -> dict[str, Any]:
+        stored: dict[str, Any] = json.loads(body)
         stored["metadata"]["resourceVersion"] = str(100 + len(versions))
         versions.append(stored)
         return stored

@@ -25,30 +25,44 @@ _WBITS = -15  # raw deflate: no zlib header or checksum on every blob (the bytes
 _LEVEL = 1  # level 6 is 10% smaller and 20% slower to write; every Pod event writes one
 
 
-class Codec:
-    """Packs plain JSON values into raw deflate of their marshal bytes against the first value packed (the
-    preset dictionary, fixed for the codec's life); anything else is returned as it was given."""
+class Deflate:
+    """Bytes deflated against the first bytes given (the preset dictionary, fixed for the instance's life):
+    siblings (two Pods, two diagnoses) repeat most of each other."""
 
     def __init__(self) -> None:
         self._zdict: bytes | None = None
+
+    def compress(self, raw: bytes) -> bytes:
+        if self._zdict is None:
+            self._zdict = raw[-32768:]  # zlib's window: a preset dictionary longer than that is not used
+        packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, 8, zlib.Z_DEFAULT_STRATEGY, self._zdict)
+        return packer.compress(raw) + packer.flush()
+
+    def decompress(self, blob: bytes) -> bytes:
+        assert self._zdict is not None
+        unpacker = zlib.decompressobj(_WBITS, zdict=self._zdict)
+        return unpacker.decompress(blob) + unpacker.flush()
+
+
+class Codec:
+    """Packs plain JSON values into raw deflate of their marshal bytes (`Deflate`); anything else is returned as
+    it was given."""
+
+    def __init__(self) -> None:
+        self._deflate = Deflate()
 
     def pack(self, obj: Mapping[str, Any]) -> bytes | Mapping[str, Any]:
         try:
             raw = marshal.dumps(obj)  # type: ignore[arg-type]  # any JSON value; ValueError otherwise
         except ValueError:  # not plain JSON values (a Mapping subclass): kept as given
             return obj
-        if self._zdict is None:
-            self._zdict = raw[-32768:]  # zlib's window: a preset dictionary longer than that is not used
-        packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, 8, zlib.Z_DEFAULT_STRATEGY, self._zdict)
-        return packer.compress(raw) + packer.flush()
+        return self._deflate.compress(raw)
 
     def unpack(self, blob: bytes | Mapping[str, Any]) -> dict[str, Any]:
         """A fresh decoded copy (what was given, when it was kept as given)."""
         if type(blob) is not bytes:
             return blob  # type: ignore[return-value]  # kept as it was given
-        assert self._zdict is not None
-        unpacker = zlib.decompressobj(_WBITS, zdict=self._zdict)
-        obj: dict[str, Any] = marshal.loads(unpacker.decompress(blob) + unpacker.flush())
+        obj: dict[str, Any] = marshal.loads(self._deflate.decompress(blob))
         return obj
 
 

@@ -40,12 +40,12 @@ from ..api import (
 )
 from ..engine import history
 from ..kube.objects import format_time, lst, m, ns_name, parse_time, s
-from ..kube.packed import Codec
+from ..kube.packed import Deflate
 from . import rest
 
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
-Body = bytes | Mapping[str, Any]  # a diagnosis to write, packed (kube/packed.Codec)
+Body = bytes | Mapping[str, Any]  # an object packed (kube/packed.Codec), as the inbox queues watch events
 # writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms; 16 writers peaked the churn
 # backlog at 3,014-4,020 against 5,463 with 8 (docs/scale-history.md, session 20); 429s still pace them
 WRITERS = 16
@@ -168,11 +168,21 @@ def with_history(new: dict[str, Any], prev: Record | None) -> dict[str, Any]:
     return new
 
 
+@dataclass(slots=True, frozen=True)
+class Pending:
+    """A diagnosis to write, as prepared by the pass: the apply body's JSON, deflated (thousands wait while the
+    apiserver is the slower side), and the record of what the cluster holds once it lands. The writer sends the
+    bytes as they are: it never decodes, walks or encodes a body again."""
+
+    body: bytes
+    record: Record
+
+
 class Write(NamedTuple):
     """A diagnosis to write: `minor` when it only refreshes numbers of the verdict the cluster shows."""
 
     key: Key
-    body: Body
+    body: Pending
     minor: bool
 
 
@@ -220,8 +230,8 @@ class Publisher:
         self.records: dict[Key, Record] = {}
         # bodies waiting to be written (a pass's writes, the deferred refreshes) are kept packed: 10,000 first
         # writes are 10,000 diagnoses of a few KB each, held until the apiserver has taken them all
-        self._codec = Codec()
-        self.deferred: dict[Key, tuple[float, Body]] = {}
+        self._deflate = Deflate()
+        self.deferred: dict[Key, tuple[float, Pending]] = {}
         self._concurrency = concurrency
         # threads of their own: asyncio.to_thread's default pool has min(32, cores + 4) threads, 6 on 2 cores, so it
         # held 8 writers to 6 requests in flight and shared them with the resync's LISTs (docs/scale-history.md,
@@ -229,9 +239,9 @@ class Publisher:
         self._pool = self._new_pool()
         # due writes in the order they became due (a key keeps its first place): verdict changes before
         # numbers-only refreshes, so that a budget of refreshes never delays a Workload that moved
-        self._urgent: dict[Key, Body] = {}
-        self._minor: dict[Key, Body] = {}
-        self._flying: dict[Key, Body] = {}  # being applied now (one per key)
+        self._urgent: dict[Key, Pending] = {}
+        self._minor: dict[Key, Pending] = {}
+        self._flying: dict[Key, Pending] = {}  # being applied now (one per key)
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the writers' loop (tests run several, one by one)
         self._work = asyncio.Event()
@@ -283,12 +293,12 @@ class Publisher:
             decision = decide(prev, new, now, self.refresh)
             minor = decision.write and _refresh_only(prev, new)
             if minor and not self._refresh_token(now):
-                self.deferred[key] = (now + self._refresh_wait(), self._codec.pack(new))  # its turn comes
+                self.deferred[key] = (now + self._refresh_wait(), self._pending(new))  # its turn comes
             elif decision.write:
                 self.deferred.pop(key, None)
-                writes.append(Write(key, self._codec.pack(new), minor))
+                writes.append(Write(key, self._pending(new), minor))
             elif decision.due is not None:
-                self.deferred[key] = (decision.due, self._codec.pack(new))
+                self.deferred[key] = (decision.due, self._pending(new))
             else:
                 self.deferred.pop(key, None)
         written = {w.key for w in writes}
@@ -312,13 +322,18 @@ class Publisher:
         write lands (or what is stored, while only queued) is compared with it: equal, the queued write is
         withdrawn; different, the newest body takes the queued one's place."""
         landing = self._flying.get(key)
-        target = digest(self._codec.unpack(landing)) if landing is not None else (prev.digest if prev else "")
+        target = landing.record.digest if landing is not None else (prev.digest if prev else "")
         if digest(new) == target:
             self._urgent.pop(key, None)
             self._minor.pop(key, None)
         else:
             self.deferred.pop(key, None)
-            writes.append(Write(key, self._codec.pack(new), _refresh_only(prev, new)))
+            writes.append(Write(key, self._pending(new), _refresh_only(prev, new)))
+
+    def _pending(self, new: Mapping[str, Any]) -> Pending:
+        record = record_of(new, None)
+        record.ours = fingerprint(new)
+        return Pending(self._deflate.compress(json.dumps(new, separators=(",", ":")).encode()), record)
 
     def submit(self, writes: list[Write]) -> None:
         """Hand the prepared writes to the writers and return at once: a Workload already queued keeps its place
@@ -374,7 +389,7 @@ class Publisher:
         """A blocking `rest` call on the writers' own threads."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, call, self.api, *args)
 
-    def _next(self) -> tuple[dict[Key, Body], Key] | None:
+    def _next(self) -> tuple[dict[Key, Pending], Key] | None:
         for queue in (self._urgent, self._minor):
             for key in queue:
                 if key not in self._flying:
@@ -419,14 +434,13 @@ class Publisher:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, key: Key, body: Body) -> bool:
+    async def _write(self, key: Key, pending: Pending) -> bool:
         """Apply one diagnosis; False when it failed (its record is then unsure: rewritten on retry)."""
         await self._slot()
         if not self.leading:  # stepped down while this write waited for its slot
             return True
-        obj = self._codec.unpack(body)
         try:
-            answer = await self._request(rest.apply, diagnosis_path(*key), obj)
+            answer = await self._request(rest.apply, diagnosis_path(*key), self._deflate.decompress(pending.body))
         except rest.ApiError as exc:
             self._on_write("error")
             prev = self.records.get(key)
@@ -440,8 +454,7 @@ class Publisher:
                 log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
                             "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
             return False
-        prev, record = self.records.get(key), record_of(obj, time.monotonic())
-        record.ours = fingerprint(obj)
+        prev, record = self.records.get(key), replace(pending.record, written_at=time.monotonic())
         version = s(m(m(answer).get("metadata")).get("resourceVersion"))
         if version:
             record.own = ((prev.own if prev is not None else ()) + (version,))[-OWN_VERSIONS:]

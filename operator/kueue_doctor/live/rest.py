@@ -128,7 +128,8 @@ def _request_once(api: Any, method: str, path: str, body: Any, query: Mapping[st
     return json.loads(data) if data else None
 
 
-def apply(api: Any, path: str, obj: Mapping[str, Any], field_manager: str = FIELD_MANAGER) -> Any:
-    """Server-side apply: creates or updates the whole object in one request."""
-    return request(api, "PATCH", path, body=dict(obj), query={"fieldManager": field_manager, "force": "true"},
-                   content_type="application/apply-patch+yaml")
+def apply(api: Any, path: str, obj: Mapping[str, Any] | bytes, field_manager: str = FIELD_MANAGER) -> Any:
+    """Server-side apply: creates or updates the whole object in one request. `obj` may be its JSON already (the
+    publisher keeps queued diagnoses so): sent as it is, never walked nor encoded again."""
+    return request(api, "PATCH", path, body=obj if isinstance(obj, bytes) else dict(obj),
+                   query={"fieldManager": field_manager, "force": "true"}, content_type="application/apply-patch+yaml")
