@@ -8,13 +8,13 @@ and after it (`ClusterState.affected_workloads`). Neighbours: service.py feeds i
 reaches the state the same way; the publisher hears of our own AdmissionDiagnosis objects from here.
 
 Numbers only: a ClusterQueue status change that leaves its conditions as they were (Kueue rewrites usage and
-pending counts on every admission, about 40 a second on a busy cluster) cannot change the verdict of a Workload
-waiting in its cohort, only the numbers its message quotes, and only of a Workload whose last diagnosis read them
-(`diagnosed`: one Kueue has not evaluated yet reads none). Those Workloads are marked `stale`, not dirty: the
-loop diagnoses them once `numbers_pace` after the first such change (`stale_due`), so a stream of admissions
-costs one re-diagnosis of each waiting Workload per pace, not one per admission; with tens of thousands waiting
-the pace stretches so that these rounds take at most a quarter of the loop (`stale_pace`). Their numbers are
-written within the publisher's refresh budget anyway.
+pending counts on every admission, about 40 a second on a busy cluster) can change the diagnosis only of a
+Workload whose last diagnosis read those numbers (`diagnosed`, as the engine reports it: one Kueue has not evaluated
+yet reads none), mostly the numbers its message quotes. Those of its cohort's Workloads that wait are marked
+`stale`, not dirty: the loop diagnoses them once `numbers_pace` after the first such change (`stale_due`), so a
+stream of admissions costs one re-diagnosis of each such Workload per pace, not one per admission; with tens of
+thousands waiting the pace stretches so that these rounds take at most a quarter of the loop (`stale_pace`).
+Their numbers are written within the publisher's refresh budget anyway.
 
 Nothing kept changed: the state keeps what the rules read (kube/slim.py); an event whose slimmed object equals
 the kept one but for its resourceVersion (a LocalQueue's counts, which Kueue rewrites on every admission in it;
@@ -51,8 +51,9 @@ from ..kube.packed import Codec
 from ..kube.shards import Shard
 from ..state import KUEUE, OWNER_KINDS, ClusterState, Key, kind_key
 from .metrics import Stats, Verdict
-from .publisher import Body, Publisher
+from .publisher import Publisher
 
+Body = bytes | Mapping[str, Any]  # a queued watch event's object, packed (kube/packed.Codec) or as it came
 DIAGNOSIS = ("kueue-doctor.dev", "AdmissionDiagnosis")
 CRD = ("apiextensions.k8s.io", "CustomResourceDefinition")
 POD = ("", "Pod")

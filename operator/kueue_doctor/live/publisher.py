@@ -45,7 +45,6 @@ from . import rest
 
 log = logging.getLogger("kueue_doctor.publisher")
 Key = tuple[str, str]
-Body = bytes | Mapping[str, Any]  # an object packed (kube/packed.Codec), as the inbox queues watch events
 # writes in flight at most: at Kueue's pace on a busy apiserver a write takes ~80 ms; 16 writers peaked the churn
 # backlog at 3,014-4,020 against 5,463 with 8 (docs/scale-history.md, session 20); 429s still pace them
 WRITERS = 16
