@@ -35,6 +35,7 @@ from .kube.objects import (
     parse_time,
     s,
     spec,
+    status,
     uid,
     workload_owner_ref,
 )
@@ -540,7 +541,7 @@ class ClusterState:
         """A ClusterQueue's status, read for what Kueue rewrites on every admission (reservations, usage, counts,
         fair-sharing shares), counted (`numbers_read`); conditions are read with `status` as any others."""
         self.numbers_read += 1
-        return m(cq.get("status")) if cq is not None else {}
+        return status(cq) if cq is not None else {}
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """A pass: each packed Workload it reads is decoded once, and read again as that same copy (identity holds

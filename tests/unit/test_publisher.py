@@ -43,6 +43,18 @@ def test_an_unchanged_diagnosis_is_recognised_without_its_digest_and_an_edit_is_
     assert decide(edited, diag(), now=1003.0, refresh=60).write
 
 
+def test_a_changed_diagnosis_is_digested_once_for_its_decision_and_its_write(monkeypatch: Any) -> None:
+    digests = []
+    monkeypatch.setattr(publisher, "digest", lambda obj: digests.append(1) or real_digest(obj))
+    pub = publisher.Publisher(None)
+    pub.records[("ns", "w")] = record_of(diag(), written_at=0.0)
+    digests.clear()
+    changed = diag(reason="ExceedsMaxQuota")
+    (write,) = pub.prepare([changed], datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    assert len(digests) == 1
+    assert write.body.record.digest == real_digest(changed)
+
+
 def test_verdict_change_is_written_at_once_but_numbers_only_once_per_refresh_interval() -> None:
     prev = record_of(diag(), written_at=100.0)
     assert decide(prev, diag(reason="ExceedsMaxQuota"), now=101.0, refresh=60).write

@@ -193,8 +193,8 @@ class DiagnosisLoop:
                 with cycle_collection_paused(promote_survivors=False), self.state.reading():
                     targets = [k for k in chunk[start:start + CHUNK] if not deleting(self.state.workloads[k])]
                     part = diagnose(self.state, now, targets, wakes=wakes, numbers=numbers)
-                self.inbox.diagnosed(targets, numbers)
                 elapsed += time.perf_counter() - t0
+                self.inbox.diagnosed(targets, numbers)
                 for key, when in wakes.items():  # a threshold the clock alone passes: looked at again then
                     self._wake_at(key, when, now)
                 take(part)

@@ -117,11 +117,12 @@ class Record:
         return lst(entries), lst(folded)
 
 
-def record_of(obj: Mapping[str, Any], written_at: float | None) -> Record:
+def record_of(obj: Mapping[str, Any], written_at: float | None, known_digest: str = "") -> Record:
+    """`known_digest`: `digest(obj)` when the caller took it already (`decide`)."""
     status = m(obj.get("status"))
     entries, folded = lst(status.get("history")), lst(status.get("historyFolded"))
     stored = json.dumps([entries, folded], separators=(",", ":")).encode() if entries else b""
-    return Record(digest(obj), tuple(None if v is None else sys.intern(v) for v in verdict_of(obj)),
+    return Record(known_digest or digest(obj), tuple(None if v is None else sys.intern(v) for v in verdict_of(obj)),
                   s(status.get("since")), written_at, stored)
 
 
@@ -194,30 +195,26 @@ def _refresh_only(prev: Record | None, new: Mapping[str, Any]) -> bool:
 class Decision:
     write: bool
     due: float | None = None  # when a deferred minor change becomes writable
-
-
-def same_content(prev: Record, new: Mapping[str, Any]) -> bool:
-    """`new` is what the cluster holds (`prev.digest`): by our own last body's fingerprint when it is that body's,
-    else by the digest, after which `prev` remembers the fingerprint (a cache: the next pass compares fast)."""
-    fast = fingerprint(new)
-    if fast and prev.ours == fast:
-        return True
-    if prev.digest and prev.digest == digest(new):
-        prev.ours = fast
-        return True
-    return False
+    digest: str = ""  # `digest(new)` when it was taken: the record of its write reuses it
 
 
 def decide(prev: Record | None, new: Mapping[str, Any], now: float, refresh: float) -> Decision:
-    """Write a new or changed verdict now, a minor change after `refresh`, nothing identical (pure but for
-    `same_content`'s cache)."""
+    """Write a new or changed verdict now, a minor change after `refresh`, nothing identical (pure but for a
+    cache in `prev`). Identical is what the cluster holds (`prev.digest`): by our own last body's fingerprint when
+    it is that body's, else by the digest, after which `prev` remembers the fingerprint (the next pass compares
+    fast)."""
     if prev is None:
         return Decision(True)
-    if same_content(prev, new):
+    fast = fingerprint(new)
+    if fast and prev.ours == fast:
+        return Decision(False)
+    taken = digest(new)
+    if prev.digest == taken:
+        prev.ours = fast
         return Decision(False)
     if prev.verdict != verdict_of(new) or prev.written_at is None or now - prev.written_at >= refresh:
-        return Decision(True)
-    return Decision(False, prev.written_at + refresh)
+        return Decision(True, digest=taken)
+    return Decision(False, prev.written_at + refresh, taken)
 
 
 class Publisher:
@@ -292,12 +289,13 @@ class Publisher:
             decision = decide(prev, new, now, self.refresh)
             minor = decision.write and _refresh_only(prev, new)
             if minor and not self._refresh_token(now):
-                self.deferred[key] = (now + self._refresh_wait(), self._pending(new))  # its turn comes
+                # its turn comes when the refresh budget has a token for it
+                self.deferred[key] = (now + self._refresh_wait(), self._pending(new, decision.digest))
             elif decision.write:
                 self.deferred.pop(key, None)
-                writes.append(Write(key, self._pending(new), minor))
+                writes.append(Write(key, self._pending(new, decision.digest), minor))
             elif decision.due is not None:
-                self.deferred[key] = (decision.due, self._pending(new))
+                self.deferred[key] = (decision.due, self._pending(new, decision.digest))
             else:
                 self.deferred.pop(key, None)
         written = {w.key for w in writes}
@@ -322,15 +320,16 @@ class Publisher:
         withdrawn; different, the newest body takes the queued one's place."""
         landing = self._flying.get(key)
         target = landing.record.digest if landing is not None else (prev.digest if prev else "")
-        if digest(new) == target:
+        taken = digest(new)
+        if taken == target:
             self._urgent.pop(key, None)
             self._minor.pop(key, None)
         else:
             self.deferred.pop(key, None)
-            writes.append(Write(key, self._pending(new), _refresh_only(prev, new)))
+            writes.append(Write(key, self._pending(new, taken), _refresh_only(prev, new)))
 
-    def _pending(self, new: Mapping[str, Any]) -> Pending:
-        record = record_of(new, None)
+    def _pending(self, new: Mapping[str, Any], known_digest: str) -> Pending:
+        record = record_of(new, None, known_digest)
         record.ours = fingerprint(new)
         return Pending(self._deflate.compress(json.dumps(new, separators=(",", ":")).encode()), record)
 
