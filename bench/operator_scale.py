@@ -169,11 +169,11 @@ class Api:
         return conn
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                content_type: str = "application/json") -> Any:
+                content_type: str = "application/json", accept: str = "application/json") -> Any:
         if query:
             path = f"{path}?{urllib.parse.urlencode(query)}"
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Accept": "application/json", **self.headers}
+        headers = {"Accept": accept, **self.headers}
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in range(2):

@@ -649,9 +649,9 @@ FLOOD = 2000  # Warning Events about one Pod
 def test_hostile_data_costs_bounded_cpu_and_memory_and_others_are_still_diagnosed(
         cluster: ClusterHandle, launch: Callable[..., Operator], resources: kube.Resources, namespace: str) -> None:
     """Two equal floods of Warning Events about one Pod: neither may cost memory that grows with the flood.
-    Before the operator gave Kopf a memory that keeps nothing (service.Forgetful) and short-lived workers,
-    the first flood cost 6-24 MB (Kopf remembered every Event it saw, and kept a worker per Event for 5 s)
-    and the second 8.5 MB more."""
+    When Kopf processed each event itself, with its default memory and workers, the first flood cost 6-24 MB
+    (Kopf remembered every Event it saw, and kept a worker per Event for 5 s) and the second 8.5 MB more; the
+    relay (live/relay.py) now hands the streams to the inbox without either."""
     api = cluster.api_client
     setup_queue(resources, namespace, 3)
     resources.create(Job("victim", namespace).queue("main").request("cpu", "100m")

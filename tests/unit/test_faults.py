@@ -278,19 +278,3 @@ def test_kopf_stopping_leaves_the_operators_own_tasks_alone() -> None:
         return result
 
     assert asyncio.run(main()) == (True, True, False)
-
-
-def test_kopf_remembers_nothing_about_the_objects_it_delivers() -> None:
-    """Kopf's own memory per object (until a DELETED event) grew with every Warning Event and every Pod seen:
-    the operator hands Kopf a store that keeps none, through the same call Kopf's event processing makes."""
-    from kueue_doctor.live.service import Forgetful
-
-    async def deliver() -> Forgetful:
-        memories = Forgetful()
-        for n in range(100):
-            body = {"metadata": {"uid": f"uid-{n}", "name": f"ev-{n}", "namespace": "team-a"}}
-            await memories.recall(body, noticed_by_listing=True)
-        await memories.forget(body)  # a DELETED event for what was never kept is no error
-        return memories
-
-    assert list(asyncio.run(deliver()).iter_all_memories()) == []

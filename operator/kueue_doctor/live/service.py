@@ -1,7 +1,8 @@
-"""`kueue-doctor run`: Kopf watches feeding the runtime's inbox; metrics and liveness endpoints.
+"""`kueue-doctor run`: Kopf's watches feeding the runtime's inbox; metrics and liveness endpoints.
 
-Read-only towards everything it watches (KOPF-NOTES): only `on.event` handlers that return None,
-standalone (no peering), no Kopf event posting, no finalizers, annotations or status on watched objects.
+Read-only towards everything it watches (KOPF-NOTES): `on.event` registrations only (they say what to watch;
+`relay` hands the events to the inbox), standalone (no peering), no Kopf event posting, no finalizers,
+annotations or status on watched objects.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
-from kopf._core.reactor import inventory  # no public name; the Kopf version is pinned (requirements.lock)
+from kopf._cogs.structs import references  # no public name; the Kopf version is pinned (pyproject.toml)
 from prometheus_client import start_http_server
 
 from . import heap, memprofile, rest
@@ -28,43 +29,11 @@ from .discovery import Discovery
 from .leader import ElectionConfig, LeaderElector
 from .metrics import registry_for
 from .outage import Outage
+from .relay import relay
 from .runtime import Options, Runtime
 from .snapshot import JOB_SELECTOR, KUEUE, OWNER_RESOURCES, POD_SELECTOR
 
 log = logging.getLogger("kueue_doctor.service")
-
-# Kopf's per-object workers exit after this long without an event about their object. Kopf's default (5 s)
-# keeps a task and its backlog per Pod or Event for 5 s after a re-list of 50,000 Pods or a flood of Events;
-# our handler only queues the event, so a worker has nothing to wait for.
-WORKER_IDLE_SECONDS = 0.5
-
-
-class Forgetful(inventory.ResourceMemories):
-    """Kopf's memories, never kept: Kopf remembers every object it saw (about 1 KB each) until a DELETED
-    event, for daemons, timers, indexes and change-detecting handlers, none of which we have. Kept, they
-    cost 1 KB per Pod for its lifetime and per Warning Event for an hour (kube-apiserver's --event-ttl):
-    a flood of Events grew memory by its size."""
-
-    async def recall(self, raw_body: Any, *, memobase: Any = None, noticed_by_listing: bool = False,
-                     ephemeral: bool = False) -> inventory.ResourceMemory:
-        return await super().recall(raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing,
-                                    ephemeral=True)
-
-
-class NoDiffBase(kopf.DiffBaseStorage):
-    """Kopf's diff base, never built: on every event Kopf deep-copies the object to detect what changed for
-    on.create/update handlers and daemons, which we do not have (our handlers only queue the event). The copy of
-    every Workload, Pod and diagnosis was 7% of py-spy's samples of the operator in Kueue's own perf scenario."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
 
 # (group, version, plural, kind); Kueue's version is pinned to v1beta2 (storage since v0.16)
 KUEUE_WATCHES = [("workloads", "Workload"), ("localqueues", "LocalQueue"), ("clusterqueues", "ClusterQueue"),
@@ -107,6 +76,12 @@ def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
     return out
 
 
+async def declared(**_: Any) -> None:
+    """Never called: the registration tells Kopf's resource observer what to watch, and `relay` hands the
+    events to the inbox without Kopf's per-object processing (which would call this)."""
+    return None
+
+
 def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -126,8 +101,6 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
         settings.posting.enabled = False
         settings.peering.standalone = True
         settings.watching.chunk_size = 500
-        settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
-        settings.persistence.diffbase_storage = NoDiffBase()
         settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_SELECTOR
         for group, version, plural, _kind in OWNER_RESOURCES:  # the same membership as snapshot.listings
             settings.watching.label_selectors[group, version, plural] = JOB_SELECTOR
@@ -141,18 +114,8 @@ def build_registry(runtime: Runtime, elector: LeaderElector | None = None) -> ko
                     key = (group, version, plural) if group else (version, plural)
                     settings.watching.shard_selectors[key] = shard.selector
 
-    def feed(kind: str) -> Any:
-        async def handler(event: dict[str, Any], **_: Any) -> None:
-            obj = event.get("object")
-            if isinstance(obj, dict):
-                obj.setdefault("kind", kind)
-                runtime.inbox.observe(event.get("type"), obj)
-            return None  # a value would be patched into the watched object's status
-        handler.__name__ = f"observe_{kind.lower()}"
-        return handler
-
-    for group, version, plural, kind in watches(runtime.discovery):
-        kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(feed(kind))
+    for group, version, plural, _kind in watches(runtime.discovery):
+        kopf.on.event(group, version, plural, id=f"observe-{plural}", registry=registry)(declared)
     return registry
 
 
@@ -348,9 +311,11 @@ async def serve(options: Options, metrics_port: int, health_port: int, kubeconfi
 
     async def watch(stop: asyncio.Event) -> None:  # restarted by the runtime when the kinds to watch change
         outside = OutsideKopf(asyncio.all_tasks())
+        settings, insights = kopf.OperatorSettings(), references.Insights()
         tasks = await kopf.spawn_tasks(registry=build_registry(runtime, elector), standalone=True,
                                        clusterwide=not options.namespaces, namespaces=options.namespaces,
-                                       stop_flag=stop, memories=Forgetful())
+                                       stop_flag=stop, settings=settings, insights=insights,
+                                       _command=relay(settings, insights, runtime.inbox.observe))
         try:
             await kopf.run_tasks(tasks, ignored=outside)
         finally:
@@ -375,6 +340,4 @@ def run(options: Options, metrics_port: int = 8080, health_port: int = 8081, kub
     heap.limit_arenas()  # before the first thread: a thread keeps the arena it got
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if log_format == "json" else kopf.LogFormat.PLAIN)
     memprofile.install_from_env()
-    if not verbose:  # Kopf logs every handled watch event at INFO: 10,000s of lines an hour on a busy cluster
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     return asyncio.run(serve(options, metrics_port, health_port, kubeconfig, context, election, verbose))
