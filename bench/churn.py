@@ -157,6 +157,7 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
     sampler = threading.Thread(target=sample, name="churn-backlog", daemon=True)
     bench.audit_tail.read_new()
     cpu0 = osb.proc_cpu(bench.op.pid)  # type: ignore[union-attr]
+    metrics0 = osb.metrics_of(bench.metrics_port)
     sampler.start()
     osb.log(f"churn: {seconds:.0f}s, {rate}/s admitted Workloads finish and as many arrive; Kueue admits at its pace")
     finished = arrivals = starved = 0
@@ -202,6 +203,8 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
                                                          "p99": round(osb.pct(all_ms, 99), 1),
                                                          "max": round(max(all_ms, default=float("nan")), 1)},
         "by_kind": by_kind,
+        # the operator's own part of the reaction: a verdict change found by a pass until its write was accepted
+        "operator_write_delay": osb.write_delay(metrics0, osb.metrics_of(bench.metrics_port)),
         "backlog_max_during": max(during, default=0),
         "backlog_p50_during": sorted(during)[len(during) // 2] if during else 0,
         "backlog_last_10s_of_churn": during[-10:],
@@ -219,6 +222,8 @@ def churn(bench: Bench, seconds: float, rate: float, drain_timeout: float = 180.
 
 def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     """The churn rows of operator_scale's table."""
+    import operator_scale as osb
+
     c = r.get("churn")
     if not c:
         return []
@@ -229,6 +234,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("churn: reaction p50 / p99 / max", f"{c['reaction_ms']['p50']} / {c['reaction_ms']['p99']} / "
                                             f"{c['reaction_ms']['max']} ms over {c['transitions']} transitions "
                                             f"({kinds})"),
+        ("churn: of which the operator's write delay", osb.delay_row(c.get("operator_write_delay"))),
         ("churn: backlog during / drain", f"max {c['backlog_max_during']}, p50 {c['backlog_p50_during']}, last 10 s "
                                           f"{c['backlog_last_10s_of_churn']}; drained {c['drained_after_s']} s after, "
                                           f"{c['not_caught_up']} never caught up"),

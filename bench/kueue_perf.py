@@ -335,7 +335,8 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
     codes = Counter((e.get("responseStatus") or {}).get("code") for e in writes)
     cpu = osb.proc_cpu(bench.op.pid) - cpu0  # type: ignore[union-attr]
     peers_cpu = {name: round(osb.proc_cpu(pid) - peers0[name], 1) for name, pid in pids.items() if name in peers0}
-    work = {k: round(v - work0.get(k, 0.0)) for k, v in osb.metrics_of(bench.metrics_port).items()
+    work1 = osb.metrics_of(bench.metrics_port)
+    work = {k: round(v - work0.get(k, 0.0)) for k, v in work1.items()
             if k.startswith(("kueue_doctor_diagnosis_workloads", "kueue_doctor_diagnosis_passes_total",
                              "kueue_doctor_watch_events_total"))}
     by_kind, all_ms = reactions(transitions, (CREATED, ADMITTED, FINISHED))
@@ -361,6 +362,8 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
         "operator_cpu_s": round(cpu, 1), "operator_cpu_share": round(cpu / max(t_drained - t0, 1e-9), 2),
         "component_cpu_s": peers_cpu,
         "operator_work": work,  # passes, Workloads diagnosed, watch events by kind, over the scenario
+        # the operator's own part of the reaction: a verdict change found by a pass until its write was accepted
+        "operator_write_delay": osb.write_delay(work0, work1),
         "operator_writes": len(writes), "operator_writes_by_code": {str(k): v for k, v in codes.items()},
         "operator_writes_per_transition": round(len(writes) / max(len(transitions), 1), 2),
         "operator_rss_start_mib": round((samples[0][1] if samples else 0) / 1024),
@@ -375,6 +378,8 @@ def run(bench: Bench, sc: Scenario, timeout: float, drain_timeout: float = 300.0
 
 def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     """The Kueue-perf rows of operator_scale's table."""
+    import operator_scale as osb
+
     c = r.get("kueue_perf")
     if not c:
         return []
@@ -388,6 +393,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("kueue-perf: reaction p50 / p99 / max", f"{c['reaction_ms']['p50']} / {c['reaction_ms']['p99']} / "
                                                  f"{c['reaction_ms']['max']} ms over {c['transitions']} transitions "
                                                  f"({kinds})"),
+        ("kueue-perf: of which the operator's write delay", osb.delay_row(c.get("operator_write_delay"))),
         ("kueue-perf: backlog / drain", f"max {c['backlog_max']}, p50 {c['backlog_p50']}; drained "
                                         f"{c['drained_after_s']} s after Kueue finished, {c['not_caught_up']} "
                                         "never caught up"),

@@ -619,6 +619,37 @@ def metrics_of(port: int) -> dict[str, float]:
     return out
 
 
+def write_delay(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The operator's own kueue_doctor_write_delay_seconds between two `metrics_of` reads: how many verdict changes
+    were written, and their p50 / p99 as Prometheus' histogram_quantile interpolates them (seconds)."""
+    prefix = 'kueue_doctor_write_delay_seconds_bucket{le="'
+    buckets = sorted((float(k[len(prefix):-2]), v - before.get(k, 0.0))
+                     for k, v in after.items() if k.startswith(prefix))
+    total = buckets[-1][1] if buckets else 0.0
+
+    def quantile(q: float) -> float:
+        if total <= 0:
+            return float("nan")
+        rank, lower, below = q * total, 0.0, 0.0
+        for bound, count in buckets:
+            if count >= rank:
+                if bound == float("inf"):
+                    return lower  # as histogram_quantile: the highest finite bound
+                return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+            lower, below = bound, count
+        return lower
+
+    return {"n": round(total), "p50_s": round(quantile(0.5), 3), "p99_s": round(quantile(0.99), 3)}
+
+
+def delay_row(d: dict[str, Any] | None) -> str:
+    """kueue_doctor_write_delay_seconds over the phase: the pass that found a verdict change -> its write accepted."""
+    if not d:
+        return "-"
+    return (f"p50 {d['p50_s']} / p99 {d['p99_s']} s over {d['n']} verdict changes written "
+            "(kueue_doctor_write_delay_seconds)")
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

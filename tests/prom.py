@@ -106,6 +106,7 @@ def exported_metrics() -> dict[str, set[str]]:
     st.writes, st.events, st.errors = {"applied": 1, "error": 1}, {"Workload": 3}, {"ApiError": 1}
     st.access = {"Workload": True, "Pod": False}
     st.time_in_reason.observe(("cq-a", "Admission", "WaitingForQuota"), 90.0)
+    st.write_delay.observe((), 0.2)
     text = generate_latest(registry_for(rt)).decode()
     out: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):

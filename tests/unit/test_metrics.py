@@ -79,3 +79,34 @@ def test_time_in_reason_is_observed_when_a_workload_leaves_its_reason() -> None:
     assert ('kueue_doctor_time_in_reason_seconds_count{cluster_queue="cq-a",reason="WaitingForQuota",'
             'stage="Admission"} 1.0') in text
     assert 'kueue_doctor_time_in_reason_seconds_bucket{cluster_queue="cq-a",le="+Inf"' in text
+
+
+def test_write_delay_counts_each_verdict_change_written_and_no_numbers_only_refresh() -> None:
+    """kueue_doctor_write_delay_seconds: one observation per verdict change that reached its AdmissionDiagnosis
+    (the first sight of each Workload, then the admission), none for a change of numbers only."""
+    import asyncio
+
+    from tests.builders import condition
+
+    from .scenario import PENDING, objects, started, waiting
+
+    def count(rt: Runtime) -> float:
+        line = next(x for x in generate_latest(registry_for(rt)).decode().splitlines()
+                    if x.startswith("kueue_doctor_write_delay_seconds_count"))
+        return float(line.split()[-1])
+
+    rt, _api = started(objects())
+    asyncio.run(rt.loop.run_once())
+    assert count(rt) == 2  # both Workloads' first diagnoses
+    rt.inbox.observe("MODIFIED", waiting(PENDING.replace("1 more needed", "2 more needed"))
+                     .resource_version("101").obj())
+    asyncio.run(rt.loop.run_once())
+    assert rt.stats.writes.get("applied", 0) == 2 and count(rt) == 2  # numbers only: deferred, not a verdict change
+    admitted = waiting().conditions(
+        condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a"),
+        condition("Admitted", "True", "Admitted", "The workload is admitted")).resource_version("102").obj()
+    rt.inbox.observe("MODIFIED", admitted)
+    asyncio.run(rt.loop.run_once())
+    assert count(rt) == 3
+    ((counts, total),) = rt.stats.write_delay.series.values()
+    assert sum(counts) == 3 and total >= 0

@@ -293,3 +293,37 @@ def test_a_closed_publisher_writes_again_when_given_work(monkeypatch: Any) -> No
 
     asyncio.run(scenario())
     assert applied == [("w1", "NotYetEvaluated"), ("w2", "NotYetEvaluated")]
+
+
+def test_a_verdict_change_reports_how_long_it_waited_since_first_found_even_when_its_body_was_replaced(
+        monkeypatch: Any) -> None:
+    """kueue_doctor_write_delay_seconds: a Workload whose verdict moved again while its write waited is written once,
+    and the delay it reports runs from the first change the cluster did not show yet, not from the replacement;
+    a numbers-only refresh reports nothing."""
+    import asyncio
+
+    from kueue_doctor.live.publisher import Publisher
+
+    applied, gate = _slow_apiserver(monkeypatch)
+    delays: dict[str, float] = {}
+    pub = Publisher(None, refresh_interval=0, concurrency=1, writes_per_second=0,
+                    on_delay=lambda seconds: delays.setdefault(f"w{len(delays) + 1}", seconds))
+    observed = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    pub.seed(records_of([[_named("w9", "WaitingForQuota")]]))
+    numbers = _named("w9", "WaitingForQuota")
+    numbers["status"]["message"] = "Needs 3 more cpu"
+
+    async def scenario() -> None:
+        pub.submit(pub.prepare([_named("w1", "NotYetEvaluated")], observed))
+        await asyncio.sleep(0.05)  # w1 in flight, held at the gate
+        pub.submit(pub.prepare([_named("w2", "NotYetEvaluated"), numbers], observed))  # queued behind it
+        await asyncio.sleep(0.3)
+        pub.submit(pub.prepare([_named("w2", "WaitingForQuota")], observed))  # replaces w2's queued body
+        gate.set()
+        await pub.flush()
+        await pub.close()
+
+    asyncio.run(scenario())
+    assert applied == [("w1", "NotYetEvaluated"), ("w2", "WaitingForQuota"), ("w9", "WaitingForQuota")]
+    assert set(delays) == {"w1", "w2"}  # the two verdict changes, in the order they landed; w9 only refreshed
+    assert delays["w1"] >= 0.3 and delays["w2"] >= 0.25  # w2 counted from its first body, found 0.3 s before

@@ -63,21 +63,34 @@ class Verdict:
 # Time in a reason runs from seconds (a Workload admitted at once) to days (a queue nobody fixes).
 TIME_IN_REASON_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
                           28800.0, 86400.0, 172800.0, 604800.0)
+# A verdict change reaches its AdmissionDiagnosis in tens of milliseconds on a quiet apiserver, seconds behind a
+# burst of Kueue's, minutes when the apiserver takes fewer writes than the verdicts change.
+WRITE_DELAY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
-class TimeInReason:
-    """A histogram per (ClusterQueue, stage, reason) of how long Workloads stayed in a reason, observed when they
-    leave it. Bounded labels: no Workload names."""
+class Histograms:
+    """Histograms with bounded labels (no Workload names), one per label tuple, observed as things happen and
+    exported as they stand at scrape time."""
 
-    def __init__(self) -> None:
-        self.series: dict[tuple[str, str, str], tuple[list[int], float]] = {}
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.series: dict[tuple[str, ...], tuple[list[int], float]] = {}
 
-    def observe(self, labels: tuple[str, str, str], seconds: float) -> None:
-        counts, total = self.series.get(labels, ([0] * (len(TIME_IN_REASON_BUCKETS) + 1), 0.0))
-        index = next((n for n, bound in enumerate(TIME_IN_REASON_BUCKETS) if seconds <= bound),
-                     len(TIME_IN_REASON_BUCKETS))
+    def observe(self, labels: tuple[str, ...], seconds: float) -> None:
+        counts, total = self.series.get(labels, ([0] * (len(self.bounds) + 1), 0.0))
+        index = next((n for n, bound in enumerate(self.bounds) if seconds <= bound), len(self.bounds))
         counts[index] += 1
         self.series[labels] = (counts, total + seconds)
+
+    def family(self, name: str, documentation: str, labels: list[str]) -> HistogramMetricFamily:
+        out = HistogramMetricFamily(name, documentation, labels=labels)
+        for values, (counts, total) in sorted(self.series.items()):
+            running, buckets = 0, []
+            for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
+                running += n
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            out.add_metric(list(values), buckets, total)
+        return out
 
 
 class Stats:
@@ -96,7 +109,8 @@ class Stats:
         self.last_pass: float | None = None  # unix time of the last successful pass
         self.kueue_installed = False
         self.access: dict[str, bool] = {}
-        self.time_in_reason = TimeInReason()
+        self.time_in_reason = Histograms(TIME_IN_REASON_BUCKETS)  # by (ClusterQueue, stage, reason)
+        self.write_delay = Histograms(WRITE_DELAY_BUCKETS)  # no labels: one series per replica
         self.leader = True  # False on a standby replica (leader.py); True without leader election
 
     def count(self, table: dict[str, int], key: str) -> None:
@@ -106,6 +120,10 @@ class Stats:
         """The publisher's callback after each write (applied, deleted, error)."""
         self.count(self.writes, result)
         self.heartbeat = time.monotonic()  # a long first pass of writes is alive, not stuck
+
+    def delayed(self, seconds: float) -> None:
+        """The publisher's callback when a verdict change's write lands: how long it waited."""
+        self.write_delay.observe((), seconds)
 
 
 class DiagnosisCollector(Collector):
@@ -183,19 +201,13 @@ class DiagnosisCollector(Collector):
             blocked.add_metric(list(labels), n)
         yield blocked
 
-        spent = HistogramMetricFamily(
+        spent = rt.stats.time_in_reason.family(
             "kueue_doctor_time_in_reason_seconds",
             "How long Workloads stayed in a reason before leaving it (admitted, scheduled, running, finished), per "
             "ClusterQueue, stage and reason: where the waiting time goes. Observed by this operator process when "
             "the verdict changes (a restart starts it anew). p95: histogram_quantile(0.95, sum by (le, reason) "
             "(rate(kueue_doctor_time_in_reason_seconds_bucket[1h]))).",
-            labels=["cluster_queue", "stage", "reason"])
-        for labels, (counts, total) in sorted(rt.stats.time_in_reason.series.items()):
-            running, buckets = 0, []
-            for bound, n in zip((*TIME_IN_REASON_BUCKETS, float("inf")), counts, strict=True):
-                running += n
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
-            spent.add_metric(list(labels), buckets, total)
+            ["cluster_queue", "stage", "reason"])
         yield spent
 
         over = GaugeMetricFamily(
@@ -279,6 +291,14 @@ class DiagnosisCollector(Collector):
             "minutes: the apiserver takes fewer writes than the verdicts change (look at kueue_doctor_errors_total"
             "{kind=\"throttled\"} for 429s, and the apiserver's load); the metrics stay current, the objects lag.",
             value=rt.publisher.queued())
+        yield st.write_delay.family(
+            "kueue_doctor_write_delay_seconds",
+            "How long a verdict change (a new diagnosis, a new stage, reason, cause or actor) waited from the pass "
+            "that found it until the apiserver accepted its AdmissionDiagnosis write: how far kubectl get adiag lags "
+            "the metrics, which are current. Numbers-only refreshes are not counted; a failed write counts from its "
+            "retry. A p99 of minutes: the apiserver takes fewer writes than the verdicts change (see "
+            "kueue_doctor_writes_pending, 429s in kueue_doctor_errors_total{kind=\"throttled\"}, the apiserver's "
+            "CPU).", [])
         events = CounterMetricFamily("kueue_doctor_watch_events", "Watch events received, by kind.",
                                      labels=["kind"])
         for kind, n in sorted(st.events.items()):

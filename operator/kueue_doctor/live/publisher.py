@@ -176,6 +176,7 @@ class Pending:
 
     body: bytes
     record: Record
+    found: float = 0.0  # monotonic: the pass that found the change (a newer body in its place keeps the first's)
 
 
 class Write(NamedTuple):
@@ -220,7 +221,7 @@ def decide(prev: Record | None, new: Mapping[str, Any], now: float, refresh: flo
 class Publisher:
     def __init__(self, api: Any, refresh_interval: float = 60.0, concurrency: int = WRITERS,
                  writes_per_second: float = 50.0, on_write: Callable[[str], None] | None = None,
-                 refresh_writes_per_second: float = 0.0) -> None:
+                 refresh_writes_per_second: float = 0.0, on_delay: Callable[[float], None] | None = None) -> None:
         self.api = api
         self.refresh = refresh_interval
         self.records: dict[Key, Record] = {}
@@ -246,6 +247,7 @@ class Publisher:
         self._interval = 1.0 / writes_per_second if writes_per_second > 0 else 0.0
         self._next_slot = 0.0
         self._on_write = on_write or (lambda result: None)
+        self._on_delay = on_delay or (lambda seconds: None)  # a verdict change's write landed after this long
         self.paused = False  # the CRD is missing: compute, do not write
         self.leading = True  # False on a standby replica (leader.py): compute, write nothing, adopt what is stored
         # numbers-only refreshes share a budget (a token bucket): when every admission changes the usage
@@ -331,7 +333,8 @@ class Publisher:
     def _pending(self, new: Mapping[str, Any], known_digest: str) -> Pending:
         record = record_of(new, None, known_digest)
         record.ours = fingerprint(new)
-        return Pending(self._deflate.compress(json.dumps(new, separators=(",", ":")).encode()), record)
+        return Pending(self._deflate.compress(json.dumps(new, separators=(",", ":")).encode()), record,
+                       time.monotonic())
 
     def submit(self, writes: list[Write]) -> None:
         """Hand the prepared writes to the writers and return at once: a Workload already queued keeps its place
@@ -343,7 +346,9 @@ class Publisher:
                 self._minor[key] = body
             else:
                 self._minor.pop(key, None)
-                self._urgent[key] = body
+                waiting = self._urgent.get(key)
+                # the change it replaces has waited since then: the write shows both
+                self._urgent[key] = body if waiting is None else replace(body, found=waiting.found)
         self._bind()
         self._drained.clear()
         self._work.set()
@@ -406,7 +411,7 @@ class Publisher:
             queue, key = found
             body = self._flying[key] = queue.pop(key)
             try:
-                landed = await self._write(key, body)
+                landed = await self._write(key, body, urgent=queue is self._urgent)
             except Exception as exc:  # never the end of a writer: the write is retried like a failed one
                 log.exception("Writing AdmissionDiagnosis %s/%s failed unexpectedly (%s); retrying on the next pass.",
                               key[0], key[1], exc)
@@ -432,8 +437,9 @@ class Publisher:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, key: Key, pending: Pending) -> bool:
-        """Apply one diagnosis; False when it failed (its record is then unsure: rewritten on retry)."""
+    async def _write(self, key: Key, pending: Pending, urgent: bool = False) -> bool:
+        """Apply one diagnosis; False when it failed (its record is then unsure: rewritten on retry). `urgent`: a
+        verdict change, whose delay is reported."""
         await self._slot()
         if not self.leading:  # stepped down while this write waited for its slot
             return True
@@ -452,12 +458,15 @@ class Publisher:
                 log.warning("Cannot write AdmissionDiagnosis %s/%s: %s. Retrying in a few seconds; check the "
                             "operator's RBAC (create/patch on admissiondiagnoses).", key[0], key[1], exc)
             return False
-        prev, record = self.records.get(key), replace(pending.record, written_at=time.monotonic())
+        landed = time.monotonic()
+        prev, record = self.records.get(key), replace(pending.record, written_at=landed)
         version = s(m(m(answer).get("metadata")).get("resourceVersion"))
         if version:
             record.own = ((prev.own if prev is not None else ()) + (version,))[-OWN_VERSIONS:]
         self.records[key] = record
         self._on_write("applied")
+        if urgent:
+            self._on_delay(landed - pending.found)
         return True
 
     # ----- external changes to our objects -----

@@ -7,8 +7,8 @@ Each part holds the few others it needs; this module builds them, runs the start
 watches going through faults (`run_watches`, `supervise`):
 
 * Kopf's watches are restarted in-process, never the operator, when RBAC takes a kind away or gives it
-  back (a 403 on a watch would stop Kopf) or when they fail: the state, the diagnoses' records and `since`
-  stay in memory, and the re-list rewrites nothing unchanged;
+  back (a 403 on a watch ends the relay's streams, `relay.py`) or when they fail: the state, the diagnoses'
+  records and `since` stay in memory, and the re-list rewrites nothing unchanged;
 * every recheck interval RBAC and the CRD are asked again (`Discovery.recheck_access`, `check_crd`): a kind
   taken away is dropped from the state and no longer complete (verdicts say what is not visible), a kind
   given back is listed and watched again; a CRD event pauses or resumes writing at once;
@@ -74,7 +74,7 @@ class Runtime:
         self.ready = asyncio.Event()
         self.publisher = Publisher(api, options.refresh_interval, writes_per_second=options.writes_per_second,
                                    refresh_writes_per_second=options.refresh_writes_per_second,
-                                   on_write=self.stats.written)
+                                   on_write=self.stats.written, on_delay=self.stats.delayed)
         self.discovery = Discovery(api, options.namespaces, self.stats, self.publisher, options.kueue_namespace,
                                    options.shard)
         self.inbox = Inbox(self.state, self.stats, self.publisher, self.verdicts, options.shard)
@@ -138,7 +138,7 @@ class Runtime:
                 started = time.monotonic()
                 try:
                     await start(stop)
-                except Exception as exc:  # Kopf stops on a failed watch (403, 404): the operator must not
+                except Exception as exc:  # a failed watch (403, 404) ends the relay: the operator must not
                     if time.monotonic() - started > 60:
                         failures = 0
                     wait = WATCH_BACKOFF[min(failures, len(WATCH_BACKOFF) - 1)]

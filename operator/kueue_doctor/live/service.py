@@ -65,8 +65,8 @@ def connection_info() -> kopf.ConnectionInfo:
 
 
 def watches(discovery: Discovery) -> list[tuple[str, str, str, str]]:
-    """(group, version, plural, kind) to watch: Kueue's kinds, the optional kinds RBAC allows (Kopf exits on a
-    403 watch), our own AdmissionDiagnosis objects (to restore them when edited or deleted), and, when allowed,
+    """(group, version, plural, kind) to watch: Kueue's kinds, the optional kinds RBAC allows (a 403 watch
+    ends the relay), our own AdmissionDiagnosis objects (to restore them when edited or deleted), and, when allowed,
     CustomResourceDefinitions (our CRD deleted or re-applied is acted on at once)."""
     out = [(KUEUE, discovery.version, plural, kind) for plural, kind in KUEUE_WATCHES]
     out += [w for w in OPTIONAL_WATCHES if discovery.allowed(w[3])]
