@@ -170,6 +170,7 @@ def test_a_burst_of_watch_events_is_diagnosed_once_in_its_final_state() -> None:
     objs = objects()
     rt, api = started(objs, debounce=5.0)  # a burst ends when it pauses (20 ms): 5 s only spares a slow machine
     asyncio.run(rt.loop.run_once())
+    rt.loop._last_pass = 2.0  # a costly last pass: the next burst may be collected for up to 4 x 2 s (debounce: 5 s)
     messages = [PENDING, MAX_CAPACITY]  # WaitingForQuota, ExceedsMaxQuota: each flip a verdict change; last: Max
 
     async def burst() -> None:
@@ -187,6 +188,39 @@ def test_a_burst_of_watch_events_is_diagnosed_once_in_its_final_state() -> None:
     later = api.applies()[2:]
     assert [r.path for r in later] == [f"{DIAGNOSES}/job-wait-00002"]
     assert later[0].body["status"]["reason"] == "ExceedsMaxQuota"
+
+
+def test_a_steady_stream_of_events_holds_a_change_only_a_few_times_as_long_as_a_pass_takes() -> None:
+    """Under Kueue's pace the events never pause (Workloads, Pods, Events, our own writes' echoes). Passes that cost
+    milliseconds must not wait out the whole debounce for a pause that never comes: a change is diagnosed within
+    a few times the last pass's duration. A costly pass still lets the next burst be collected up to `debounce`."""
+    rt, _api = started(objects(), debounce=0.5)
+    asyncio.run(rt.loop.run_once())
+
+    async def collect(last_pass: float) -> float:
+        rt.loop._last_pass = last_pass
+        stop = asyncio.Event()
+
+        async def stream() -> None:  # an event every 5 ms, never a 20 ms pause
+            for i in range(10_000):
+                if stop.is_set():
+                    return
+                rt.inbox.observe("MODIFIED", waiting().resource_version(str(200 + i)).obj())
+                await asyncio.sleep(0.005)
+
+        feeder = asyncio.create_task(stream())
+        await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await rt.loop._collect_burst()
+        took = loop.time() - began
+        stop.set()
+        await feeder
+        rt.inbox.drain()
+        return took
+
+    assert asyncio.run(collect(last_pass=0.005)) < 0.25  # 4 x 5 ms = 20 ms, not the 0.5 s debounce
+    assert asyncio.run(collect(last_pass=1.0)) >= 0.45  # a costly pass: the burst is collected up to the debounce
 
 
 def test_metrics_show_every_verdict_of_a_pass_before_its_writes_are_done() -> None:

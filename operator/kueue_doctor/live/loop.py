@@ -2,10 +2,11 @@
 
 It sleeps until the inbox wakes it or a timer is due (the next resync, a deferred write, a failed write
 to retry, the stale Workloads whose quoted numbers moved); a lone change is diagnosed at once, a burst is
-collected until it pauses (at most `debounce`), so a burst costs one pass. A pass diagnoses the dirty
-Workloads in chunks of 500 (yielding to the watches between them) and hands the diagnoses to the publisher;
-nothing is dirty, nothing is written. What no event named (the resync's every Workload, the stale ones) comes
-from the inbox a batch per pass, and the next pass follows at once until none is left.
+collected until it pauses (at most four times the last pass's duration, and `debounce`), so a burst costs one
+pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches between them) and hands
+the diagnoses to the publisher; nothing is dirty, nothing is written. What no event named (the resync's every
+Workload, the stale ones) comes from the inbox a batch per pass, and the next pass follows at once until none is
+left.
 Neighbours: inbox.py supplies the dirty set; orphans.py runs the resync (a task beside the passes: its LISTs
 must not hold back changes, and what it found is applied only between passes, under the inbox's state lock)
 and confirms restores; the publisher decides what to write; the verdicts kept here after each pass are what
@@ -36,6 +37,7 @@ log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep
 RETRY_AFTER = 10.0  # seconds before a failed write is tried again
 FIRST_LOOK = 0.005  # seconds: a change is diagnosed this long after it arrived unless more came meanwhile
 BURST_PAUSE = 0.02  # seconds without a new event that end a burst
+BURST_SHARE = 4.0  # a burst is collected for at most this many times the last pass's duration (and `debounce`)
 CHUNK = 500  # Workloads diagnosed between two yields to the watches
 POD_GROUP_POLL = 20.0  # seconds between two reads of gated Pod groups' Pods (no watch brings them: orphans.py)
 
@@ -50,6 +52,7 @@ class DiagnosisLoop:
         self.verdicts = verdicts
         self.stats = stats
         self.debounce = debounce  # the longest a burst of changes is collected before a pass
+        self._last_pass = 0.0  # seconds the last pass took (wall time): how long the next burst may be collected
         self.resync_interval = resync_interval
         self._next_resync = 0.0  # monotonic; 0: at the first pass
         self._resync: asyncio.Task[None] | None = None  # the periodic repair, running beside the passes
@@ -90,12 +93,14 @@ class DiagnosisLoop:
             self.inbox.wake.clear()
             self.stats.heartbeat = time.monotonic()
             await self._collect_burst()
+            started = time.monotonic()
             try:
                 await self.run_once(wait_for_writes=False)
             except Exception as exc:  # a failed pass must not stop the operator; the next one retries
                 self.stats.count(self.stats.errors, type(exc).__name__)
                 log.exception("Diagnosis pass failed (%s); retrying on the next change or resync.", exc)
                 await asyncio.sleep(5)
+            self._last_pass = time.monotonic() - started
 
     def _write_failed(self, key: Key) -> None:
         """A write failed (the publisher's callback): its Workload is diagnosed and written again on the next pass,
@@ -253,12 +258,16 @@ class DiagnosisLoop:
         self.verdicts[key] = verdict
 
     async def _collect_burst(self) -> None:
-        """A lone change is diagnosed at once; a burst is collected until it pauses (at most `debounce`).
+        """A lone change is diagnosed at once; a burst is collected until it pauses, at most BURST_SHARE times
+        as long as the last pass took (at least BURST_PAUSE, at most `debounce`).
 
-        The first look comes after FIRST_LOOK, long enough for the events of one watch chunk to reach the inbox
-        (Kopf hands them to per-object workers within a few loop turns); a 20 ms first look was a fifth of the
-        change -> diagnosis latency measured beside kube-state-metrics (docs/scale-history.md, session 20)."""
-        deadline = time.monotonic() + self.debounce
+        Under Kueue's steady pace the events never pause (Workloads, Pods, Events, our own writes' echoes): a
+        fixed 0.5 s window then held every change for most of it, while the pass it saved cost milliseconds. Tied
+        to the pass's cost, batching still spares a pass that re-diagnoses a cohort, and passes keep a bounded
+        share of the loop's time. The first look comes after FIRST_LOOK, long enough for the events of one watch
+        chunk to reach the inbox; a 20 ms first look was a fifth of the change -> diagnosis latency measured beside
+        kube-state-metrics (docs/scale-history.md, session 20)."""
+        deadline = time.monotonic() + min(self.debounce, max(BURST_PAUSE, BURST_SHARE * self._last_pass))
         seen = len(self.inbox)
         pause = FIRST_LOOK
         while time.monotonic() < deadline:
