@@ -1139,6 +1139,7 @@ class Bench:
         want = {(ns, name, "QuotaReserved"): ("False", "Inadmissible") for ns, name in target_keys}
         for k in self.ksms:
             k.start_scraper(want)
+        noise = self.pod_noise(a.background_pod_rate)
         time.sleep(1.0)
         self.audit_tail.read_new()
         cpu0 = proc_cpu(self.op.pid)  # type: ignore[union-attr]
@@ -1179,6 +1180,7 @@ class Bench:
             time.sleep(0.2)
         t_end = time.time()
         bare_watch.stop_flag = True
+        noise_sent = noise()
         with self.lock:
             op_lat = {k: updated(k) for k in sent}
             new_reasons = Counter(self.diag[k][1] for k in sent if k in self.diag)
@@ -1198,6 +1200,7 @@ class Bench:
             "operator_cpu_s": round(proc_cpu(self.op.pid) - cpu0, 1),  # type: ignore[union-attr]
             "operator_cpu_share": round((proc_cpu(self.op.pid) - cpu0) / max(t_end - t_start, 1e-9), 2),  # type: ignore[union-attr]
             "bare_watch_events": dict(bare_events),
+            "background_pod_patches": noise_sent,
         }
         lat = self.r["latency"]
         lat["ratio_p50"] = round(lat["operator_ms"]["p50"] / lat["bare_watch_ms"]["p50"], 1)
@@ -1209,6 +1212,39 @@ class Bench:
             for q in ("p50", "p99"):
                 km[f"ratio_operator_ksm_{q}"] = round(lat["operator_ms"][q] / km[q], 2) if km.get(q) else None
         log(f"latency: {lat}")
+
+    def pod_noise(self, rate: float) -> Callable[[], int]:
+        """A steady stream of Pod updates beside the changes (a kubelet's status, a label), `rate` a second over the
+        load's Pods: on a busy cluster the watch events never pause. Returns the function that stops it and says how
+        many it sent."""
+        stop, sent = threading.Event(), [0]
+
+        def run() -> None:
+            pods = self.api.request("GET", "/api/v1/pods", query={"limit": "2000"}).get("items") or []
+            refs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+            t0 = time.time()
+            while refs and not stop.is_set():
+                ns, name = refs[sent[0] % len(refs)]
+                with contextlib.suppress(Exception):
+                    self.api.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}",
+                                     body={"metadata": {"annotations": {"bench.kueue-doctor.dev/tick": str(sent[0])}}},
+                                     content_type="application/merge-patch+json")
+                sent[0] += 1
+                delay = t0 + sent[0] / rate - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+
+        thread = threading.Thread(target=run, name="pod-noise", daemon=True)
+        if rate > 0:
+            thread.start()
+
+        def halt() -> int:
+            stop.set()
+            if rate > 0:
+                thread.join(timeout=10)
+            return sent[0]
+
+        return halt
 
     def finish(self) -> None:
         if self.op is not None and self.op.poll() is None:
@@ -1271,7 +1307,8 @@ def table(r: dict[str, Any]) -> str:
         ("idle: operator CPU", f"{idle.get('operator_cpu_s')} s over {idle.get('seconds')} s, "
                                f"{idle.get('diagnosis_passes')} passes"),
         ("latency: changes", f"{lat.get('changes')} at {lat.get('rate_per_s')}/s, {lat.get('reasons_before')} -> "
-                             f"{lat.get('reasons_after')}"),
+                             f"{lat.get('reasons_after')}; {lat.get('background_pod_patches', 0)} Pod updates beside "
+                             "them"),
         ("latency: bare watch p50 / p99", f"{lat.get('bare_watch_ms', {}).get('p50')} / "
                                           f"{lat.get('bare_watch_ms', {}).get('p99')} ms"),
         ("latency: operator p50 / p99", f"{lat.get('operator_ms', {}).get('p50')} / "
@@ -1344,6 +1381,9 @@ def main() -> int:
     ap.add_argument("--exceeds-fraction", type=float, default=0.1, help="share of pending Workloads too big ever")
     ap.add_argument("--threads", type=int, default=16, help="creation threads (keep-alive connection each)")
     ap.add_argument("--changes", type=int, default=200)
+    ap.add_argument("--background-pod-rate", type=float, default=0.0, metavar="N",
+                    help="during the single changes, N Pod updates a second beside them (a busy cluster's kubelets: "
+                         "the watch events never pause); 0: none")
     ap.add_argument("--change-rate", type=float, default=5.0)
     ap.add_argument("--idle-seconds", type=float, default=120.0)
     ap.add_argument("--churn-seconds", type=float, default=120.0,

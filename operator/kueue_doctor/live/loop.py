@@ -2,8 +2,8 @@
 
 It sleeps until the inbox wakes it or a timer is due (the next resync, a deferred write, a failed write
 to retry, the stale Workloads whose quoted numbers moved); a lone change is diagnosed at once, a burst is
-collected until it pauses (at most four times the last pass's duration, and `debounce`), so a burst costs one
-pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches between them) and hands
+collected until it pauses (at most four times the last pass's duration or 0.1 s, and `debounce`), so a burst
+costs one pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches between them) and hands
 the diagnoses to the publisher; nothing is dirty, nothing is written. What no event named (the resync's every
 Workload, the stale ones) comes from the inbox a batch per pass, and the next pass follows at once until none is
 left.
@@ -38,6 +38,7 @@ RETRY_AFTER = 10.0  # seconds before a failed write is tried again
 FIRST_LOOK = 0.005  # seconds: a change is diagnosed this long after it arrived unless more came meanwhile
 BURST_PAUSE = 0.02  # seconds without a new event that end a burst
 BURST_SHARE = 4.0  # a burst is collected for at most this many times the last pass's duration (and `debounce`)
+BURST_MIN = 0.1  # seconds a burst may always be collected: at most 10 passes a second while events never pause
 CHUNK = 500  # Workloads diagnosed between two yields to the watches
 POD_GROUP_POLL = 20.0  # seconds between two reads of gated Pod groups' Pods (no watch brings them: orphans.py)
 
@@ -259,7 +260,7 @@ class DiagnosisLoop:
 
     async def _collect_burst(self) -> None:
         """A lone change is diagnosed at once; a burst is collected until it pauses, at most BURST_SHARE times
-        as long as the last pass took (at least BURST_PAUSE, at most `debounce`).
+        as long as the last pass took (at least BURST_MIN, at most `debounce`).
 
         Under Kueue's steady pace the events never pause (Workloads, Pods, Events, our own writes' echoes): a
         fixed 0.5 s window then held every change for most of it, while the pass it saved cost milliseconds. Tied
@@ -267,7 +268,7 @@ class DiagnosisLoop:
         share of the loop's time. The first look comes after FIRST_LOOK, long enough for the events of one watch
         chunk to reach the inbox; a 20 ms first look was a fifth of the change -> diagnosis latency measured beside
         kube-state-metrics (docs/scale-history.md, session 20)."""
-        deadline = time.monotonic() + min(self.debounce, max(BURST_PAUSE, BURST_SHARE * self._last_pass))
+        deadline = time.monotonic() + min(self.debounce, max(BURST_MIN, BURST_SHARE * self._last_pass))
         seen = len(self.inbox)
         pause = FIRST_LOOK
         while time.monotonic() < deadline:
