@@ -3,10 +3,10 @@
 It sleeps until the inbox wakes it or a timer is due (the next resync, a deferred write, a failed write
 to retry, the stale Workloads whose quoted numbers moved); a lone change is diagnosed at once, a burst is
 collected until it pauses (at most four times the last pass's duration or 0.1 s, and `debounce`), so a burst
-costs one pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches between them) and hands
-the diagnoses to the publisher; nothing is dirty, nothing is written. What no event named (the resync's every
-Workload, the stale ones) comes from the inbox a batch per pass, and the next pass follows at once until none is
-left.
+costs one pass. A pass diagnoses the dirty Workloads in chunks of 500 (yielding to the watches between them)
+and hands the diagnoses to the publisher; nothing is dirty, nothing is written. What no event named (the
+resync's every Workload, the stale ones) comes from the inbox a batch per pass, and the next pass follows at
+once until none is left.
 Neighbours: inbox.py supplies the dirty set; orphans.py runs the resync (a task beside the passes: its LISTs
 must not hold back changes, and what it found is applied only between passes, under the inbox's state lock)
 and confirms restores; the publisher decides what to write; the verdicts kept here after each pass are what

@@ -176,7 +176,7 @@ class Pending:
 
     body: bytes
     record: Record
-    found: float = 0.0  # monotonic: the pass that found the change (a newer body in its place keeps the first's)
+    found: float  # monotonic: the pass that found the change (a newer body in its place keeps the first's)
 
 
 class Write(NamedTuple):
@@ -437,7 +437,7 @@ class Publisher:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, key: Key, pending: Pending, urgent: bool = False) -> bool:
+    async def _write(self, key: Key, pending: Pending, urgent: bool) -> bool:
         """Apply one diagnosis; False when it failed (its record is then unsure: rewritten on retry). `urgent`: a
         verdict change, whose delay is reported."""
         await self._slot()
