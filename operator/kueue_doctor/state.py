@@ -40,6 +40,7 @@ from .kube.objects import (
     workload_owner_ref,
 )
 from .kube.packed import PackedObjects
+from .kube.slim import PREEMPTING_MARKERS
 
 KUEUE = KUEUE_GROUP
 # Kueue's visibility API: its PendingWorkloadsSummary (the pending Workloads of a ClusterQueue in Kueue's order)
@@ -50,6 +51,7 @@ POD_GROUP_LABEL = POD_GROUP_KEY  # a label or, first, an annotation (kueue_names
 GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"  # Workloads made for a group of Pods
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 # Pod labels naming the owner at the top of the chain, for owners whose children the operator may not list (an
 # AppWrapper's wrapped Job has no queue-name label, so no watch sees it): label -> the owner's kind
@@ -834,12 +836,12 @@ class _Links:
     Workload at each index build: a slotted class, which the compiled engine makes a native one (a NamedTuple's
     constructor stays interpreted Python there)."""
 
-    __slots__ = ("changed", "cluster_queue", "finished", "holds_quota", "local_queue", "owners", "preempted", "uid",
-                 "uid_links")
+    __slots__ = ("changed", "cluster_queue", "finished", "holds_quota", "local_queue", "owners", "preempted",
+                 "preempting", "uid", "uid_links")
 
     def __init__(self, uid_links: tuple[str, ...], owners: tuple[tuple[str, str, str], ...], local_queue: Key,
                  cluster_queue: str | None, uid: str | None, preempted: bool, holds_quota: bool,
-                 changed: datetime | None = None, finished: bool = False) -> None:
+                 changed: datetime | None = None, finished: bool = False, preempting: bool = False) -> None:
         self.uid_links = uid_links
         self.owners = owners
         self.local_queue = local_queue
@@ -849,6 +851,7 @@ class _Links:
         self.holds_quota = holds_quota  # read at every ClusterQueue status change, for every Workload of its cohort
         self.changed = changed  # its newest condition change: when Kueue (or its Job) last moved it
         self.finished = finished
+        self.preempting = preempting  # waits for its preemptions (PREEMPTING_MARKERS)
 
     def moves_nothing(self, other: _Links) -> bool:
         """The same index entries as `other` (whether it holds quota is read from the links, not an entry)."""
@@ -870,6 +873,9 @@ class _Index:
     cqs_referencing: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     # Workloads evicted by preemption now: the few the engine reads victims from
     preempted: set[Key] = field(default_factory=set)
+    # Workloads waiting for the Workloads they preempted, and their ClusterQueue: Kueue's sticky heads of
+    # BestEffortFIFO queues are among them (engine/queue_position.sticky_head)
+    preempting: dict[Key, str] = field(default_factory=dict)
     # per ClusterQueue, the newest condition change of a Workload linked to it (deleted ones included: a deletion
     # frees quota too): whether its queue moved lately, without decoding one Workload (engine/admission/stalled)
     changed_by_cq: dict[str, datetime] = field(default_factory=dict)
@@ -909,7 +915,7 @@ class _Index:
         if not wl_cq:
             lq = state.local_queues.get((ns, queue))
             wl_cq = s(spec(lq).get("clusterQueue")) if lq else None
-        preempted = reserved = finished = False
+        preempted = reserved = finished = preempting = False
         changed: datetime | None = None
         for cond in lst(status.get("conditions")):
             cond = m(cond)
@@ -921,11 +927,14 @@ class _Index:
                 preempted = cond.get("status") == "True" and cond.get("reason") == "Preempted"
             elif ctype == "QuotaReserved":
                 reserved = cond.get("status") == "True"
+                message = cond.get("message")
+                preempting = not reserved and type(message) is str and any(
+                    marker in message for marker in PREEMPTING_MARKERS)
             elif ctype == "Finished":
                 finished = cond.get("status") == "True"
         # a finished Workload keeps QuotaReserved=True, but Kueue counts its quota free (kueue#9015's old slice)
         return _Links(tuple(uid_links), tuple(owners), (ns, queue), wl_cq or None, s(md.get("uid")), preempted,
-                      reserved and not finished, changed, finished)
+                      reserved and not finished, changed, finished, preempting)
 
     def link_workload(self, state: ClusterState, key: Key, wl: Mapping[str, Any]) -> None:
         links = self.links_of(state, key, wl)
@@ -936,6 +945,7 @@ class _Index:
         old = self._links.get(key)
         if old is not None and old.moves_nothing(links):  # a status change (the common case)
             self._links[key] = links  # holds_quota may have changed: no list to move
+            self._note_preempting(key, links)
             return
         self.unlink_workload(key)
         self._links[key] = links
@@ -951,6 +961,13 @@ class _Index:
             self.preempted.add(key)
         if self._workloads_by_uid is not None and links.uid:
             self._workloads_by_uid.setdefault(links.uid, []).append(key)
+        self._note_preempting(key, links)
+
+    def _note_preempting(self, key: Key, links: _Links) -> None:
+        if links.preempting and links.cluster_queue and not links.finished:
+            self.preempting[key] = links.cluster_queue
+        else:
+            self.preempting.pop(key, None)
 
     def claims_another(self, key: Key, owner_uid: str) -> bool:
         """Workload `key` names its owner by UID, and not by `owner_uid`: it belongs to an earlier owner of the
@@ -976,6 +993,7 @@ class _Index:
         if links.cluster_queue:
             _discard(self.workloads_by_cq, links.cluster_queue, key)
         self.preempted.discard(key)
+        self.preempting.pop(key, None)
         if self._workloads_by_uid is not None and links.uid:
             _discard(self._workloads_by_uid, links.uid, key)
 

@@ -250,8 +250,9 @@ CAUSES: dict[Cause, CauseInfo] = {
     Cause.PENDING_EVALUATION: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
         "Queued; Kueue's scheduler has not evaluated it yet."),
     Cause.BLOCKED_BY_QUEUE_HEAD: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
-        "StrictFIFO ClusterQueue: an older or higher-priority Workload at the head of the queue "
-        "(status.blockedBy) must be admitted first."),
+        "The Workload at the head of the queue (status.blockedBy) must be admitted first: in a StrictFIFO "
+        "ClusterQueue an older or higher-priority one; in a BestEffortFIFO one, a Workload Kueue keeps at the head "
+        "while the Workloads it preempted release their quota."),
     Cause.ADMISSION_GATED: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,
         "The annotation kueue.x-k8s.io/admission-gated-by holds admission for other controllers."),
     Cause.WAITING_FOR_PODS_READY: CauseInfo((Reason.NOT_YET_EVALUATED,), ActionBy.NOBODY,

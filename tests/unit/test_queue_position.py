@@ -55,6 +55,21 @@ def test_an_eviction_by_the_pods_ready_timeout_sends_a_workload_to_the_back() ->
         "queued": (1, 2, 0, 0), "evicted": (2, 2, 0, 1)}
 
 
+def test_a_workload_waiting_for_its_preemptions_heads_a_best_effort_queue_whatever_the_priorities() -> None:
+    """kueue#7301: requeued with PendingPreemption it is Kueue's sticky head (cluster_queue.go baseCompareFunc);
+    once its message no longer says so (found not to fit) the usual order is back."""
+    waiting = ("couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
+               "1 more needed. Pending the preemption of 1 workload(s)")
+    preempting = (Workload("preempting", "team-a").queue("user-queue").request("cpu", "1").priority(10)
+                  .created("2026-11-30T10:00:00Z")
+                  .condition(condition("QuotaReserved", "False", "Pending", waiting, "2026-11-30T10:00:01Z")))
+    urgent = pending("urgent", "2026-11-30T11:00:00Z", priority=100)
+    assert positions(preempting, urgent, pending("old", "2026-11-30T09:00:00Z")) == {
+        "preempting": (1, 3, 0, 0), "urgent": (2, 3, 0, 1), "old": (3, 3, 2, 0)}
+    unfit = pending("preempting", "2026-11-30T10:00:00Z", priority=10)
+    assert positions(unfit, urgent)["urgent"][0] == 1
+
+
 # ---- the cross-check with Kueue's visibility API -------------------------------------------------------------------
 # PendingWorkloadsSummary exactly as Kueue v0.19.2 returns it (tests/e2e/fixtures/scenario-visibility-positions.yaml) (apis/visibility/v1beta2/types.go,
 # pkg/visibility/storage/utils.go newPendingWorkload): metadata {name, namespace, creationTimestamp, ownerReferences},

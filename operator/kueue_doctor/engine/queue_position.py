@@ -1,6 +1,7 @@
 """Where a pending Workload stands in its ClusterQueue, in Kueue's order (pkg/cache/queue baseCompareFunc):
-higher priority first, then the earlier queue timestamp (creation, or the eviction by PodsReady timeout or by
-an admission check, which sends it to the back), then the UID.
+a BestEffortFIFO queue's sticky head first (a Workload waiting for its preemptions), then higher priority,
+then the earlier queue timestamp (creation, or the eviction by PodsReady timeout or by an admission check,
+which sends it to the back), then the UID.
 
 Computed when asked (`kueue-doctor explain`), never kept in the AdmissionDiagnosis by the operator: one
 admission moves every Workload behind it, so a stored position would rewrite every waiting diagnosis of
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, ns_name, parse_time, s, spec
 from ..state import ClusterState, Derived, Key
+from .messages import parse_workload_message
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REQUEUED_AT_BACK = ("PodsReadyTimeout", "AdmissionCheck")  # evictions that move the queue timestamp
@@ -50,6 +52,55 @@ def _pending(wl: Mapping[str, Any]) -> bool:
     return not (is_true(conds.get("QuotaReserved")) or is_true(conds.get("Finished")))
 
 
+def _preemptions_started(state: ClusterState) -> dict[str, datetime]:
+    """Per preemptor UID, when it evicted the first of its victims still evicted now."""
+    started: dict[str, datetime] = {}
+    for key in state.index.preempted:
+        cond = conditions(state.workloads[key]).get("Evicted")
+        when = parse_time(m(cond).get("lastTransitionTime"))
+        preemption = parse_workload_message(s(m(cond).get("message")) or "").preemption
+        if when is not None and preemption is not None and preemption.preemptor_uid:
+            uid = preemption.preemptor_uid
+            started[uid] = min(when, started.get(uid, when))
+    return started
+
+
+def _sticky_heads(state: ClusterState) -> dict[str, tuple[Key, datetime | None]]:
+    """Per BestEffortFIFO ClusterQueue, the pending Workload Kueue keeps at its head while the Workloads it
+    preempted release their quota (cluster_queue.go preemptorWorkload, kueue#6929/#7301), with when that began:
+    requeued with PendingPreemption it sorts before every other Workload, whatever their priority, and is popped
+    again each cycle, so Kueue evaluates nothing else of the queue until it is admitted, found unfit or deleted.
+    Kueue keeps one per queue; a second candidate (a message from before a Kueue restart) yields to the first in
+    the order."""
+    heads: dict[str, tuple[tuple[int, datetime, str], Key, Mapping[str, Any]]] = {}
+    for key, cq_name in state.index.preempting.items():
+        cq = state.cluster_queues.get(cq_name)
+        wl = state.workloads.get(key)
+        if cq is None or wl is None or s(spec(cq).get("queueingStrategy")) == "StrictFIFO" \
+                or fair_sharing_ordered(cq) or not _pending(wl):
+            continue
+        order = _order(state, wl)
+        if cq_name not in heads or order < heads[cq_name][0]:
+            heads[cq_name] = (order, key, wl)
+    started = _preemptions_started(state) if heads else {}
+    out: dict[str, tuple[Key, datetime | None]] = {}
+    for cq_name, (_, key, wl) in heads.items():
+        since = started.get(s(m(wl.get("metadata")).get("uid")) or "")
+        if since is None:  # its victims are gone already: since it last went QuotaReserved=False
+            since = parse_time(m(conditions(wl).get("QuotaReserved")).get("lastTransitionTime"))
+        out[cq_name] = (key, since)
+    return out
+
+
+STICKY_HEADS: Derived[dict[str, tuple[Key, datetime | None]]] = Derived("BestEffortFIFO sticky heads", _sticky_heads)
+
+
+def sticky_head(state: ClusterState, cluster_queue: str | None) -> tuple[Key, datetime | None] | None:
+    """The Workload Kueue keeps at the head of this BestEffortFIFO ClusterQueue while its preemptions complete, and
+    since when (the first eviction of its victims)."""
+    return state.derived(STICKY_HEADS).get(cluster_queue or "")
+
+
 QUEUES: Derived[dict[str, list[tuple[tuple[int, datetime, str], Key]]]] = Derived("pending order per ClusterQueue",
                                                                                  lambda _: {})
 
@@ -59,8 +110,12 @@ def _queue(state: ClusterState, cluster_queue: str) -> list[tuple[tuple[int, dat
     queues = state.derived(QUEUES)
     if cluster_queue not in queues:
         workloads = state.workloads
-        queues[cluster_queue] = sorted((_order(state, workloads[k]), k) for k in state.index.workloads_by_cq.get(
+        queue = sorted((_order(state, workloads[k]), k) for k in state.index.workloads_by_cq.get(
             cluster_queue, ()) if k in workloads and _pending(workloads[k]))
+        sticky = sticky_head(state, cluster_queue)
+        if sticky is not None:  # ahead of every other, whatever their priority
+            queue.sort(key=lambda entry: entry[1] != sticky[0])
+        queues[cluster_queue] = queue
     return queues[cluster_queue]
 
 

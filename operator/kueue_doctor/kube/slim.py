@@ -143,6 +143,12 @@ _WHOLE_MESSAGE = frozenset({"Evicted"})
 # a head waiting for unused quota ("N more needed") sets cohort quota aside for the other queues' verdicts
 # (engine/admission/kueue_message.reserving_heads): its cut QuotaReserved message keeps that mark
 MORE_NEEDED = "more needed"
+# A QuotaReserved=False message saying the Workload waits for Workloads it preempted (pkg/scheduler/scheduler.go
+# markPreemptionOutcome, the DeferredFit message, PendingMigration): Kueue requeued it with PendingPreemption (or
+# PendingMigration), which in a BestEffortFIFO ClusterQueue pins it at the head (cluster_queue.go preemptorWorkload;
+# state._Index.preempting). A cut message keeps the mark too.
+PREEMPTING_MARKERS = (". Pending the preemption of ", "Pending the migration of ",
+                      "but will fit after these preemptions complete")
 
 
 def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,8 +181,9 @@ def foreign_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
             if ctype in _WHOLE_MESSAGE or len(message) <= _FOREIGN_MESSAGE:
                 kept["message"] = message
             else:
-                kept["message"] = message[:_FOREIGN_MESSAGE] + (
-                    f"... {MORE_NEEDED}" if ctype == "QuotaReserved" and MORE_NEEDED in message else "")
+                marks = [mark for mark in (MORE_NEEDED, *PREEMPTING_MARKERS)
+                         if ctype == "QuotaReserved" and mark in message]
+                kept["message"] = message[:_FOREIGN_MESSAGE] + "".join(f"... {mark}" for mark in marks)
         conds.append(kept)
     if conds:
         status["conditions"] = conds

@@ -1,4 +1,5 @@
-"""Nothing decided yet: new, admission-gated, or waiting behind the head of a StrictFIFO ClusterQueue.
+"""Nothing decided yet: new, admission-gated, or waiting behind the head of a StrictFIFO ClusterQueue (or behind
+the Workload Kueue keeps at the head of a BestEffortFIFO one while its preemptions complete).
 
 `queue_order` is Kueue's order of a ClusterQueue's heap (priority with boost, then the queue timestamp,
 then UID); the pending Workloads of every StrictFIFO ClusterQueue are sorted once per index and clock.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...kube.objects import (
@@ -29,10 +30,13 @@ from ...vocabulary import Cause, Reason
 from .. import quota
 from ..context import Context
 from ..messages import FailureKind, Template
-from ..queue_position import fair_sharing_ordered
+from ..queue_position import fair_sharing_ordered, sticky_head
 from ..rules import Finding, Phase, pairs, rule
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
+# how long a BestEffortFIFO queue's head may wait for its victims before the Workloads behind it are told so: a
+# preemption normally completes within the victims' termination grace period (30 s by default)
+STICKY_AFTER = timedelta(minutes=2)
 
 
 def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Order | None:
@@ -106,6 +110,39 @@ def _in_queue(ctx: Context, cq_name: str) -> bool:
     return queue_order(ctx.wl, ctx.state, ctx.now) is not None
 
 
+def sticky_ahead(ctx: Context) -> tuple[str, str, str | None, datetime] | None:
+    """The Workload Kueue keeps at the head of this BestEffortFIFO ClusterQueue while its preemptions complete,
+    when it is another one, this one waits in the queue, and the preemption has lasted `STICKY_AFTER`: Kueue
+    evaluates nothing else there meanwhile. A head's coming and going marks no other Workload in the operator
+    (Kueue's own baseline scenario preempts many times a minute): one diagnosed meanwhile is woken when the
+    threshold passes (`ctx.after`), the others at the next resync (5 minutes); once the head is admitted, Kueue's
+    writes to the Workloads behind it are their own events."""
+    sticky = sticky_head(ctx.state, ctx.cq_name) if ctx.cq is not None else None
+    if sticky is None or sticky[0] == (ctx.ns, ctx.name) or not _in_sticky_queue(ctx):
+        return None
+    key, since = sticky
+    if since is None or not ctx.after(since, STICKY_AFTER):
+        return None  # a preemption takes the victims' Pods' grace period: Kueue's usual seconds, not a blocker
+    head = ctx.state.workloads.get(key)
+    return key[0], key[1], s(m(m(head).get("metadata")).get("uid")) if head is not None else None, since
+
+
+def _in_sticky_queue(ctx: Context) -> bool:
+    return queue_order(ctx.wl, ctx.state, ctx.now) is not None
+
+
+def _sticky_text(ctx: Context, hns: str, hname: str, since: datetime) -> str:
+    head = ctx.state.workloads.get((hns, hname))
+    theirs = ctx.state.priority_of(head) if head is not None else None
+    above = (f", although this Workload's priority {ctx.priority} is above its {theirs}"
+             if theirs is not None and ctx.priority > theirs else "")
+    return (f"Waits behind {hns}/{hname}, which Kueue keeps at the head of BestEffortFIFO {ctx.cq_text} while the "
+            f"Workloads it preempted at {when_text(since)} release their quota{above}: until {hns}/{hname} is "
+            "admitted (or found not to fit, or deleted) Kueue evaluates no other Workload of this ClusterQueue "
+            "(kueue#7301). If its preemption is stuck, its diagnosis names the victim holding it up: "
+            f"kubectl get admissiondiagnosis {hname} -n {hns}.")
+
+
 def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
     """The pending Workload ahead of this one in a StrictFIFO ClusterQueue, if it is stuck there."""
     if ctx.cq is None or s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
@@ -144,6 +181,14 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
         return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                        blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                        hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+    sticky = sticky_ahead(ctx)
+    if sticky is not None:
+        hns, hname, huid, began = sticky
+        return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD,
+                       _sticky_text(ctx, hns, hname, began) + _boost_ignored(ctx), since=since,
+                       blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
+                       blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
+                       hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
     text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {when_text(since)}; Kueue has not evaluated it "
             "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
@@ -162,12 +207,13 @@ _NOT_NOW = frozenset({Template.NO_LONGER_FITS, Template.OVERLAPPING_PREEMPTION_T
 def behind_queue_head(ctx: Context) -> Finding | None:
     """StrictFIFO: a Workload's own "N more needed" (or pending preemption) from an earlier attempt, while
     another Workload now heads the queue. Asked just before Kueue's message is read."""
-    if ctx.cond("QuotaReserved") is None or ctx.cq is None or \
-            s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
+    if ctx.cond("QuotaReserved") is None or ctx.cq is None:
         return None
     p = ctx.qr_parsed
     not_now = p.template in _NOT_NOW or (p.template == Template.FLAVOR_ASSIGNMENT and (
         p.pending_preemptions or all(f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA for f in p.failures)))
+    if s(spec(ctx.cq).get("queueingStrategy")) != "StrictFIFO":
+        return _behind_sticky_head(ctx) if not_now else None
     if not not_now and p.template != Template.FLAVOR_ASSIGNMENT:
         return None  # a queue, a check, an error: its own verdict stays
     head = queue_head(ctx)
@@ -187,6 +233,26 @@ def behind_queue_head(ctx: Context) -> Finding | None:
             f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
             f"{when_text(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
             "no longer what blocks it; it is kept in the evidence." + _boost_ignored(ctx) + _fits_now(ctx))
+    return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
+                   blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
+                   evidence=[ctx.condition_evidence("QuotaReserved")],
+                   blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
+                   hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+
+
+def _behind_sticky_head(ctx: Context) -> Finding | None:
+    """BestEffortFIFO: an earlier attempt's "not now" of a Workload that fits the unused quota now, while another
+    Workload is kept at the head for its preemptions: that head, not the quota, holds it."""
+    from .stalled import fits_unused_quota  # stalled reads the queue order from here
+
+    sticky = sticky_ahead(ctx)
+    if sticky is None or not fits_unused_quota(ctx):
+        return None
+    hns, hname, huid, began = sticky
+    since = ctx.cond_time("QuotaReserved")
+    text = (_sticky_text(ctx, hns, hname, began) + f" It would fit the unused quota now; its own message from "
+            f"{when_text(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and is kept "
+            "in the evidence.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
                    blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
                    evidence=[ctx.condition_evidence("QuotaReserved")],

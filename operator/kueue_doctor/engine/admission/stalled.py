@@ -37,7 +37,7 @@ from .. import quota
 from ..context import Context
 from ..messages import FailureKind, Template
 from ..rules import Finding, Phase, rule
-from .order import queue_head, queue_order
+from .order import queue_head, queue_order, sticky_ahead
 
 # a scheduling cycle takes seconds; ten minutes of silence is not lag. Every "stuck" verdict of admission/ uses it
 STALL_AFTER = timedelta(minutes=10)
@@ -309,8 +309,8 @@ def kueue_stalled(ctx: Context) -> Finding | None:
     if not might_fit(ctx) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
         return None  # does not fit anywhere; or held, gated, in back-off: Kueue waits on purpose
     fits = fits_unused_quota(ctx)
-    if not fits or queue_head(ctx) is not None:
-        return None  # does not fit, or waits behind a StrictFIFO head on purpose
+    if not fits or queue_head(ctx) is not None or sticky_ahead(ctx) is not None:
+        return None  # does not fit, or waits behind a StrictFIFO head or a preempting one on purpose
     numbers = "; ".join(f"{quota.fmt(f.resource, f.requested)} {f.resource} requested, "
                         f"{quota.fmt(f.resource, f.nominal - f.used)} free in flavor {f.flavor} (nominal "
                         f"{quota.fmt(f.resource, f.nominal)}, {quota.fmt(f.resource, f.used)} reserved)" for f in fits)
