@@ -567,6 +567,42 @@ def test_higher_priority_job_preempts_a_lower_one(
     assert _verdict(p) == ("Running", "Running", "PodsReady", "Nobody"), p
 
 
+def test_a_head_waiting_for_its_preemption_blocks_a_higher_priority_job_that_fits(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """kueue#7301 on the real Kueue: a BestEffortFIFO ClusterQueue keeps the Workload waiting for its victims at
+    its head and evaluates nothing behind it, even a higher-priority Job that fits the unused quota. After
+    STICKY_AFTER (2 minutes, waited for real: the replay's clock is the dump's newest timestamp) the Job behind
+    is told what holds it, not that Kueue stalled."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool,
+                        configure=lambda q: q.preemption(within_cluster_queue="LowerPriority"))
+    low, mid, high = kube.unique_name("low"), kube.unique_name("mid"), kube.unique_name("high")
+    for name, value in ((low, 10), (mid, 100), (high, 1000)):
+        resources.create(WorkloadPriorityClass(name, value).manifest())
+    resources.create(Job("victim", namespace).queue(lq).request("cpu", "1").workload_priority_class(low).manifest())
+    wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "PodsReady"), what="PodsReady")
+    unfreeze = kube.freeze_job_status(resources, namespace, "victim")  # its preemption never completes
+    resources.create(Job("preemptor", namespace).queue(lq).request("cpu", "2").workload_priority_class(mid).manifest())
+    preemptor_wl = _wait_pending(api, namespace, "preemptor", ". Pending the preemption of 1 workload(s)")
+    wait_for_workload(api, namespace, "victim", lambda w: condition_is(w, "Evicted"), what="Evicted=True")
+    time.sleep(125)  # past STICKY_AFTER; the Job behind is created now, so the dump's newest timestamp says so
+    resources.create(Job("hotfix", namespace).queue(lq).request("cpu", "1").workload_priority_class(high).manifest())
+    wait_for_workload(api, namespace, "hotfix")
+    time.sleep(5)  # many scheduling cycles: Kueue pops the head again each time and never this one
+    hotfix_wl = wait_for_workload(api, namespace, "hotfix")
+    assert not condition_is(hotfix_wl, "QuotaReserved"), hotfix_wl["status"]
+    assert "preemption" not in (condition(hotfix_wl, "QuotaReserved") or {}).get("message", ""), hotfix_wl["status"]
+    st, _ = _diagnosis(api, namespace, "hotfix", record="sticky-head-blocks-the-queue",
+                       note="preemptor kept at the head while its victim cannot stop; hotfix never evaluated")
+    assert _verdict(st) == ("Admission", "NotYetEvaluated", "BlockedByQueueHead", "Nobody"), st
+    assert [(b["role"], b["name"]) for b in st["blockedBy"]] == [("QueueHead", preemptor_wl["metadata"]["name"])], st
+    assert "priority 1000 is above its 100" in st["message"], st["message"]
+    unfreeze()
+    wait_for_workload(api, namespace, "preemptor", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+
+
 # ---- 8. the good cases -----------------------------------------------------------------------
 
 

@@ -79,6 +79,11 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "victim": ("Admission", "Preempted", "InClusterQueue", "Nobody"),
     },
     "scenario-preempted-requeued": {"victim": ("Admission", "WaitingForQuota", "InsufficientUnusedQuota", "Nobody")},
+    # kueue#7301: the preemptor kept at the head of its BestEffortFIFO queue while its victim cannot stop
+    "scenario-sticky-head-blocks-the-queue": {
+        "hotfix": ("Admission", "NotYetEvaluated", "BlockedByQueueHead", "Nobody"),
+        "preemptor": ("Admission", "WaitingForPreemption", "PreemptionInProgress", "Nobody"),
+        "victim": ("Admission", "Preempted", "InClusterQueue", "Nobody")},
     "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
     # topology-aware scheduling (tests/e2e/test_kueue_features.py): blocks/racks over fake nodes, one tainted, one cordoned
