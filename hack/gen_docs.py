@@ -208,7 +208,7 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "(who wrote spec.suspend)."},
         "PodsNotCreated": {"who": "see the cause", "do": "`kubectl describe job <job> -n <ns>`: the FailedCreate "
                            "event names the ResourceQuota, webhook or LimitRange that refuses the Pods; for a "
-                           "GhostReservation nothing will create them, see the cause."},
+                           "GhostReservation or ExternallyManaged nothing will create them, see the cause."},
         "PodsUnschedulable": {"who": "see the cause", "do": "`kubectl describe pod <pod> -n <ns>`; compare the "
                               "flavor's nodeLabels/taints with `kubectl get nodes -L <label>`: Kueue quota is "
                               "not node capacity."},
@@ -340,9 +340,11 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "ClusterAdmin: `kubectl get nodes`."},
         "RequeueBackoff": {"who": NB, "do": "Wait until status.requeueState.requeueAt; fix the eviction's cause "
                            "meanwhile."},
-        "RequeueLoop": {"who": "WorkloadOwner (ClusterAdmin for NodeFailures)", "do": "Read status.lastEviction "
+        "RequeueLoop": {"who": "WorkloadOwner (ClusterAdmin for NodeFailures and a MultiKueue worker that finds the "
+                        "Job out of sync)", "do": "Read status.lastEviction "
                         "and fix what evicts it each time (PodsReadyTimeout: images, node capacity, the flavor's "
-                        "nodeLabels; Preempted: priority or quota) before the next admission; Kueue deactivates it "
+                        "nodeLabels; Preempted: priority or quota; MultiKueue OutOfSync: what changes the Job on the "
+                        "worker the message names) before the next admission; Kueue deactivates it "
                         "after waitForPodsReady.requeuingStrategy.backoffLimitCount requeues if one is set."},
         "FlavorMigration": {"who": NB, "do": "ConcurrentAdmission moves the Job to a more favourable flavor: the "
                             "variant named in the message takes over once these Pods stop. If Pods hang "
@@ -371,6 +373,11 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "restarting the Kueue controller re-evaluates every queue."},
         "FailedCreate": {"who": WO, "do": "`kubectl describe job <job> -n <ns>`; raise the namespace "
                          "ResourceQuota (`kubectl get resourcequota -n <ns>`) or satisfy the webhook."},
+        "ExternallyManaged": {"who": f"{WO} ({CA} when the cluster has a MultiKueue check but not this queue)",
+                              "do": "spec.managedBy is immutable: `kubectl get <kind> <name> -n <ns> -o yaml`, remove "
+                              "spec.managedBy (spec.runPolicy.managedBy for Kubeflow jobs), uid, resourceVersion and "
+                              "status, delete the owner and create it again; or put the MultiKueue AdmissionCheck back "
+                              "on the ClusterQueue (spec.admissionChecksStrategy)."},
         "PodsPending": {"who": NB, "do": "Pods are being created; wait."},
         "SchedulingGated": {"who": "Nobody (Kueue's gates) / ClusterAdmin (foreign gates)", "do": "Kueue removes "
                             "kueue.x-k8s.io/* gates itself; other gates belong to another controller: "

@@ -111,6 +111,7 @@ class Cause(StrEnum):
     GHOST_RESERVATION = "GhostReservation"
     KUEUE_STALLED = "KueueStalled"
     FAILED_CREATE = "FailedCreate"
+    EXTERNALLY_MANAGED = "ExternallyManaged"
     PODS_PENDING = "PodsPending"
     SCHEDULING_GATED = "SchedulingGated"
     FAILED_SCHEDULING = "FailedScheduling"
@@ -368,7 +369,8 @@ CAUSES: dict[Cause, CauseInfo] = {
         "After Kueue admitted the Workload, a field manager that is not Kueue wrote the owner's suspend field "
         "(metadata.managedFields): another controller or a mutating webhook suspends the Job again."),
     Cause.REQUEUE_LOOP: CauseInfo((Reason.EVICTED, Reason.PREEMPTED), ActionBy.WORKLOAD_OWNER,
-        "Evicted 3 times or more for the same reason (status.schedulingStats.evictions, status.requeueState): "
+        "Evicted 3 times or more for the same reason (status.schedulingStats.evictions, status.requeueState), or "
+        "twice because a MultiKueue worker found the Job out of sync with its Workload (the platform admin's): "
         "requeuing alone does not help, the cause of the evictions must be fixed."),
     Cause.GHOST_RESERVATION: CauseInfo((Reason.PODS_NOT_CREATED, Reason.EVICTED), ActionBy.CLUSTER_ADMIN,
         "The Workload still holds quota (QuotaReserved=True) although its owner is deleted or finished, or was "
@@ -378,6 +380,11 @@ CAUSES: dict[Cause, CauseInfo] = {
         "or re-evaluated it for more than 10 minutes: the Kueue controller looks stuck."),
     Cause.FAILED_CREATE: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
         "The Job controller reports FailedCreate (ResourceQuota, webhook or LimitRange denials)."),
+    Cause.EXTERNALLY_MANAGED: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.WORKLOAD_OWNER,
+        "The owner's spec.managedBy hands it to MultiKueue (kueue.x-k8s.io/multikueue), but its ClusterQueue has no "
+        "MultiKueue admission check: the owner's own controller (the Job controller, JobSet, KubeRay, ...) skips it "
+        "and MultiKueue ignores it, so no Pod is ever created while the Workload holds its quota. The owner recreates "
+        "it without spec.managedBy (immutable), or the cluster admin puts the MultiKueue check back on the queue."),
     Cause.PODS_PENDING: CauseInfo((Reason.PODS_NOT_CREATED,), ActionBy.NOBODY,
         "Pods are still being created."),
     Cause.SCHEDULING_GATED: CauseInfo((Reason.PODS_UNSCHEDULABLE,), ActionBy.NOBODY,

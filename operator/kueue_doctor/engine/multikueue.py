@@ -1,6 +1,7 @@
 """MultiKueue as the manager cluster shows it: a check's MultiKueueConfig, its worker clusters and their Active
-conditions (Kueue v0.19.2 pkg/controller/admissionchecks/multikueue). kueue-doctor reads only the manager: what a
-worker's own Kueue says about the copy it was sent is on the worker, and the texts say so.
+conditions (Kueue v0.19.2 pkg/controller/admissionchecks/multikueue), and the resets MultiKueue makes when a worker
+finds the Job out of sync with its Workload (`out_of_sync`). kueue-doctor reads only the manager: what a worker's own
+Kueue says about the copy it was sent is on the worker, and the texts say so.
 
 The AdmissionCheck is Active while one worker is connected (`Active`, `SomeActiveClusters`), else False
 (`NoUsableClusters`: "Inactive clusters: [...]", `BadConfig`), which makes every ClusterQueue using it inactive;
@@ -13,13 +14,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..kube.kueue_config import DEPLOYMENT as KUEUE_DEPLOYMENT
 from ..kube.kueue_config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, INCREMENTAL_ROUND
-from ..kube.objects import closed, conditions, format_duration, is_true, lst, m, parse_time, s, spec
+from ..kube.objects import (
+    closed,
+    conditions,
+    format_duration,
+    i,
+    is_true,
+    lst,
+    m,
+    parse_time,
+    s,
+    spec,
+    when_text,
+)
 from ..state import MULTIKUEUE_CONTROLLER
+from ..vocabulary import ActionBy, Cause, Reason
 from .context import Context
+from .messages import Template, parse_workload_message
+from .pods.events import event_count, event_message, event_time
+from .rules import Finding
 
 # workload.go: a Rejected check's message gets ', Previously: "<state>"' appended
 _PREVIOUSLY = re.compile(r', Previously: "[A-Za-z]*"$')
@@ -194,6 +211,13 @@ def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapp
     Evicted condition, which keeps MultiKueue's words (True, or False "Previously: ..." once quota is reserved
     again). (text, the workers it names); `brief`: without the aside on the lost copy, when more must follow."""
     said = ctx.cond_message("Evicted")
+    found = out_of_sync(ctx)
+    if found is not None:  # the loop, from the second reset on, is an Evicted/RequeueLoop verdict of its own
+        at = f" at {when_text(found.at)}" if found.at is not None else ""
+        return (f" Kueue evicted it{at} to dispatch it again: {_found_out_of_sync(found)}. {_NOT_THAT} If "
+                f"{found.worker} changes the Job the same way again, this repeats on every dispatch: the platform "
+                "admin then finds what changes it there (a webhook or policy on Jobs, another Kubernetes version, "
+                "other Kueue feature gates).", set())
     if f'"{check_name}" ({_LOST}' in said:
         lost = [c for c, _, _ in down]
         who = f" (likely {' or '.join(lost)}, not connected now)" if lost else ""
@@ -205,6 +229,161 @@ def _redispatched(ctx: Context, check_name: str, down: list[tuple[str, str, Mapp
         return (" Kueue evicted it to dispatch it again: the worker that had admitted it no longer had its copy "
                 f"(\"{_GONE}\": deleted there, or out of sync).", set())
     return "", set()
+
+
+# ---- a worker found the Job out of sync (Kueue v0.19, kueue#13047) -------------------------------------------------
+# The worker's Kueue compares the Job MultiKueue created there with the Workload copied from the manager (jobframework
+# ensurePrebuiltWorkloadInSync, EquivalentToWorkload: each pod set's count and minCount, its containers and init
+# containers, tolerations before admission, the maximum execution time) and finishes its copy Finished=True OutOfSync
+# when they differ; MultiKueue then sets its check Retry (workload.go reconcileGroup 3), Kueue evicts the Workload
+# for AdmissionCheck, requeues it and MultiKueue dispatches it again, and a worker that changes the Job once changes
+# it the same way every time.
+PREBUILT_OUT_OF_SYNC = "The prebuilt workload is out of sync with its user job"  # the worker's Finished message
+OUT_OF_SYNC_LOOP_AFTER = 2  # resets: the second one shows the worker changes the Job every time
+
+
+class OutOfSync(NamedTuple):
+    """The latest MultiKueue reset of the Workload was for a worker's OutOfSync finish."""
+
+    check: str  # the MultiKueue check
+    worker: str  # the worker cluster the latest reset names
+    said: str  # MultiKueue's words, without the ', Previously: "Ready"' updateACS appends
+    times: int  # resets so far, this one included
+    evictions: int  # evictions for AdmissionCheck so far (status.schedulingStats)
+    at: datetime | None  # the latest reset
+    retrying: bool  # the check is Retry now: Kueue has not evicted the Workload for this reset yet
+    events: int  # the Warning MultiKueue events saying so (their counts summed)
+
+
+def out_of_sync(ctx: Context) -> OutOfSync | None:
+    """The facts of a MultiKueue reset for a worker's OutOfSync finish, when that is the latest thing MultiKueue did
+    to the Workload: its check is Retry with that message now, or, with no check in Retry, the latest eviction
+    (Evicted=True, or False "Previously: ..." once quota is reserved again) quotes it. The count is the largest of
+    the AdmissionCheck evictions (status.schedulingStats; and the check's retryCount, which each such eviction
+    raises), plus the reset not evicted yet, and the count of MultiKueue's Warning events saying so."""
+    checks = [m(c) for c in lst(ctx.status.get("admissionChecks"))]
+    retry = next((c for c in checks if c.get("state") == "Retry" and is_multikueue(ctx, s(c.get("name")) or "")),
+                 None)
+    if retry is not None:
+        parsed = parse_workload_message(s(retry.get("message")) or "")
+        if parsed.template is not Template.MULTIKUEUE_REMOTE_OUT_OF_SYNC:
+            return None  # MultiKueue resets it for another reason now (a lost worker, ...)
+        check, entry, retrying = s(retry.get("name")) or "?", retry, True
+        at = parse_time(retry.get("lastTransitionTime"))
+    else:
+        evicted = ctx.evicted_parsed
+        if evicted.template is Template.PREVIOUSLY and evicted.inner is not None:
+            evicted = evicted.inner
+        if evicted.template is not Template.ADMISSION_CHECK_EVICTION:
+            return None
+        found = next(((cname, p) for cname, text in evicted.checks
+                      if (p := parse_workload_message(text)).template is Template.MULTIKUEUE_REMOTE_OUT_OF_SYNC), None)
+        if found is None:
+            return None
+        check, parsed, retrying = found[0], found[1], False
+        entry = next((c for c in checks if c.get("name") == check), {})
+        if entry.get("state") == "Ready":  # a worker has admitted it since: the reset is history
+            return None
+        # Evicted=False "Previously: ..." is as old as the new reservation; the check's reset is the eviction's time
+        at = (ctx.cond_time("Evicted") if ctx.true("Evicted") else parse_time(entry.get("lastTransitionTime"))
+              or ctx.cond_time("Evicted"))
+    evictions = sum(i(m(e).get("count")) for e in lst(m(ctx.status.get("schedulingStats")).get("evictions"))
+                    if m(e).get("reason") == "AdmissionCheck")
+    said_events = [ev for ev in ctx.state.events_about("Workload", ctx.ns, ctx.name)
+                   if s(ev.get("reason")) == "MultiKueue" and parse_workload_message(
+                       event_message(ev)).template is Template.MULTIKUEUE_REMOTE_OUT_OF_SYNC]
+    events = sum(event_count(ev) for ev in said_events)
+    if at is None:
+        at = max((t for t in (event_time(ev) for ev in said_events) if t is not None), default=None)
+    times = max(max(evictions, i(entry.get("retryCount"))) + (1 if retrying else 0), events, 1)
+    said = _PREVIOUSLY.sub("", parsed.text)
+    return OutOfSync(check, parsed.names.get("cluster", "?"), said, times, evictions, at, retrying, events)
+
+
+# asides, dropped in this order when the message is too long (Finding.notes)
+_COPY_GONE = " Its copy there shows Finished=True OutOfSync only until MultiKueue deletes it after the reset."
+_EXAMPLES = " (Kyverno, Gatekeeper)"
+_COMPARED = " (Kueue compares each pod set's Pod count, containers and init containers with the Workload's)"
+_FINISHED = f" (it finished its copy as OutOfSync: \"{PREBUILT_OUT_OF_SYNC}\")"
+OUT_OF_SYNC_NOTES = (_COPY_GONE, _EXAMPLES, _COMPARED, _FINISHED)  # for a verdict quoting `out_of_sync_once`
+_NOT_THAT = "Not an eviction by the worker, not a lost worker, not a lack of quota."
+
+
+def _found_out_of_sync(o: OutOfSync) -> str:
+    return f"{o.worker}'s Kueue found the Job MultiKueue created there out of sync with its Workload{_FINISHED}"
+
+
+def _where_to_look(ctx: Context, o: OutOfSync) -> str:
+    kind, _ = _owner(ctx)
+    return (f"on {o.worker}, find what changes the {kind} there{_COMPARED}: a mutating webhook or policy{_EXAMPLES} "
+            "on Jobs, another Kubernetes version's defaults, or Kueue feature gates (PartialAdmission) that differ "
+            "from this manager's." + _COPY_GONE)
+
+
+def out_of_sync_hints(ctx: Context, o: OutOfSync) -> list[str]:
+    kind, owner = _owner(ctx)
+    return [f"kubectl get {kind.lower()} {owner} -n {ctx.ns} -o yaml   # here: what MultiKueue copies to {o.worker}",
+            f"kubectl get mutatingwebhookconfigurations   # on {o.worker}",
+            f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.conditions}}'   # on {o.worker}, "
+            "while a copy is there"]
+
+
+def out_of_sync_once(ctx: Context, o: OutOfSync) -> str:
+    """One reset: what happened, that it is not what a Retry usually means, what comes next, where to look if it
+    repeats."""
+    at = f" at {when_text(o.at)}" if o.at is not None else ""
+    text = f"{_found_out_of_sync(o)}, so MultiKueue set check {o.check} to Retry{at}. {_NOT_THAT} "
+    again = f"{o.worker} changes the Job the same way again, this repeats on every dispatch"
+    text += f"Kueue evicts, requeues and re-dispatches it; if {again}" if o.retrying else f"If {again}"
+    return text + f". Platform admin, if it does: {_where_to_look(ctx, o)}"
+
+
+def out_of_sync_loop(ctx: Context, o: OutOfSync | None = None) -> Finding | None:
+    """Reset for OutOfSync twice or more: the worker changes the Job the same way on every dispatch, so the Workload
+    is evicted, requeued and dispatched again forever (each time through Kueue's requeue back-off); nobody but the
+    platform admin, who runs the workers, can end it. The verdict of other requeue loops (Evicted/RequeueLoop),
+    from two resets on instead of three: OutOfSync is no bad luck."""
+    o = o or out_of_sync(ctx)
+    if o is None or o.times < OUT_OF_SYNC_LOOP_AFTER:
+        return None
+    if o.retrying:
+        head = (f"Reset for re-dispatch {o.times} times ({o.evictions} eviction(s) for AdmissionCheck so far, the "
+                "next one under way)")
+    else:
+        head = f"Evicted {o.times} times for AdmissionCheck"
+    now, aside = _now(ctx, o)
+    text = (f"{head}: each time a worker's Kueue found the Job MultiKueue created there out of sync with its "
+            f"Workload and finished its copy as OutOfSync (last: {o.worker}, \"{PREBUILT_OUT_OF_SYNC}\"), so "
+            f"MultiKueue set check {o.check} to Retry and Kueue evicted, requeued and re-dispatched it. {_NOT_THAT} "
+            f"{now}{aside}. The worker changes the Job the same way every time: requeuing alone does not help. "
+            f"Platform admin: {_where_to_look(ctx, o)}")
+    evidence = [ctx.object_evidence("Workload", ctx.name, "status.schedulingStats.evictions", "AdmissionCheck",
+                                    f"count {o.evictions}", ns=ctx.ns)]
+    if ctx.cond("Evicted"):
+        evidence.insert(0, ctx.condition_evidence("Evicted"))
+    if o.events:
+        evidence.append(ctx.object_evidence("Event", ctx.name, "event", "MultiKueue",
+                                            f"{o.said} (count {o.events})", o.at, ctx.ns))
+    return Finding(Reason.EVICTED, Cause.REQUEUE_LOOP, text, ActionBy.CLUSTER_ADMIN, since=o.at, evidence=evidence,
+                   hints=out_of_sync_hints(ctx, o), notes=(aside, *OUT_OF_SYNC_NOTES))
+
+
+def _now(ctx: Context, o: OutOfSync) -> tuple[str, str]:
+    """Where the Workload stands in the cycle, and an aside that only adds detail."""
+    last = f"Last reset at {when_text(o.at)}"
+    if o.retrying:
+        return f"{last}: Kueue is evicting it now", " (this manager may still show it Admitted)"
+    if ctx.true("Evicted") and ctx.true("QuotaReserved"):
+        return f"{last}: Kueue is releasing its quota in {ctx.cq_text}", ""
+    if ctx.true("Evicted"):
+        requeue_at = parse_time(m(ctx.status.get("requeueState")).get("requeueAt"))
+        if requeue_at is not None and not ctx.after(requeue_at, timedelta(0)):
+            return f"{last}; Kueue requeues it at {when_text(requeue_at)}", " (requeueState.requeueAt)"
+        return f"{last}; it is queued again", ""
+    nominated = [c for c in (s(x) for x in lst(ctx.status.get("nominatedClusterNames"))) if c]
+    return (f"{last}; quota in {ctx.cq_text} is reserved again since {when_text(ctx.cond_time('QuotaReserved'))} "
+            "and MultiKueue is dispatching it anew" + (f" to {', '.join(nominated)}" if nominated else ""),
+            " (status.nominatedClusterNames)" if nominated else "")
 
 
 def _owner(ctx: Context) -> tuple[str, str]:

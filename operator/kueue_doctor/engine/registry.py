@@ -40,6 +40,7 @@ def _order() -> tuple[Rule, ...]:
         # reserved: holds quota, not admitted (or being evicted)
         ghost.evicted_ghost,
         eviction.rejected_while_evicting,
+        eviction.out_of_sync_loop_reserved,
         eviction.requeue_loop_while_evicting,
         eviction.eviction_in_progress,
         checks.admission_checks_not_ready,
@@ -54,6 +55,7 @@ def _order() -> tuple[Rule, ...]:
         queues.cluster_queue_inactive,
         queues.namespace_not_selected,
         eviction.rejected_after_eviction,
+        eviction.out_of_sync_loop,
         eviction.requeue_loop,
         eviction.recent_eviction,
         stalled.kueue_stalled,
@@ -64,6 +66,7 @@ def _order() -> tuple[Rule, ...]:
         # admitted: the owner, the Pods, the containers
         dispatch.multikueue,
         ghost.admitted_ghost,
+        dispatch.managed_by_multikueue,
         dispatch.suspended_owner,
         appwrapper.appwrapper_recovering,
         appwrapper.appwrapper_failure_not_seen_yet,

@@ -215,7 +215,7 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         out["status"] = dict(status)
         return out
     if kind == "Job":
-        sp = {k: spec[k] for k in ("suspend", "parallelism", "completions", "backoffLimit") if k in spec}
+        sp = {k: spec[k] for k in ("suspend", "parallelism", "completions", "backoffLimit", "managedBy") if k in spec}
         template = {k: v for k, v in m(m(spec.get("template")).get("spec")).items()
                     if k in ("restartPolicy", "priorityClassName")}  # restarts counted; a missing class
         if template:

@@ -318,6 +318,7 @@ class Waiting(NamedTuple):
     action: ActionBy | None = None
     evidence: tuple[dict[str, Any], ...] = ()
     hints: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # asides of `text` (Finding.notes)
 
 
 def _provisioning_wait(ctx: Context, check: Mapping[str, Any], began: datetime | None, active: bool) -> Waiting:
@@ -344,7 +345,8 @@ def _multikueue_wait(ctx: Context, check: Mapping[str, Any], began: datetime | N
     # no worker admitted its copy for long, or MultiKueue cannot sync: its logs only
     stuck = stalled is not None or not active
     return Waiting(text, ActionBy.CLUSTER_ADMIN if stuck else None, tuple(multikueue.evidence(ctx, cname)),
-                   tuple(multikueue.unanswered_hints(ctx)) if stalled is not None else ())
+                   tuple(multikueue.unanswered_hints(ctx)) if stalled is not None else (),
+                   multikueue.OUT_OF_SYNC_NOTES)
 
 
 def _other_wait(ctx: Context, check: Mapping[str, Any], began: datetime | None, active: bool) -> Waiting:
@@ -408,7 +410,8 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     hints = [f"kubectl get workload {ctx.name} -n {ctx.ns} -o jsonpath='{{.status.admissionChecks}}'",
              *waiting.hints]
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, _CHECK_CAUSES.get(state, Cause.ADMISSION_CHECK_PENDING), text,
-                   action, since=since, evidence=evidence, blocker=blocker, hints=hints, notes=(said,))
+                   action, since=since, evidence=evidence, blocker=blocker, hints=hints,
+                   notes=(said, *waiting.notes))
 
 
 def check_pod_set(ctx: Context, check_name: str) -> tuple[str | None, str | None, bool]:

@@ -32,7 +32,7 @@ from ...kube.objects import (
 )
 from ...state import ClusterState, Derived, Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
-from .. import messages
+from .. import messages, multikueue
 from ..context import Context
 from ..messages import Template
 from ..owner_status import owner_suspended, owner_text, still_stopping, suspend_path
@@ -256,9 +256,10 @@ def eviction_in_progress(ctx: Context) -> Finding | None:
         text = (f"{reason}{who} at {when_text(evicted_at)} ({evicted}): Kueue is "
                 f"stopping its Pods; quota in {ctx.cq_text} is released once they are gone, then {after}."
                 + (" If this lasts, look for Pods stuck Terminating." if ctx.cond("Admitted") else ""))
+    text, notes, hints = _out_of_sync_once(ctx, text)
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"),
                    evidence=[ctx.condition_evidence("Evicted"), ctx.condition_evidence("QuotaReserved")],
-                   blocked_by=_preemptor_ref(ctx))
+                   blocked_by=_preemptor_ref(ctx), notes=notes, hints=hints)
 
 
 def _not_stopped(ctx: Context) -> tuple[str, list[dict[str, Any]]] | None:
@@ -452,11 +453,24 @@ def recent_eviction(ctx: Context) -> Finding | None:
                 "nodeLabels before it runs again"
         action = ActionBy.WORKLOAD_OWNER if action is ActionBy.NOBODY and not in_backoff else action
     text += "."
+    text, notes, hints = _out_of_sync_once(ctx, text)
     ev_list = [ctx.condition_evidence("Evicted")]
     if ctx.cond("Requeued"):
         ev_list.append(ctx.condition_evidence("Requeued"))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
-                   blocked_by=_preemptor_ref(ctx))
+                   blocked_by=_preemptor_ref(ctx), notes=notes, hints=hints)
+
+
+def _out_of_sync_once(ctx: Context, text: str) -> tuple[str, tuple[str, ...], list[str]]:
+    """An AdmissionCheck eviction because a MultiKueue worker found the Job out of sync (the first; from the second
+    on it is `out_of_sync_loop`): what that means, after `text`, with its notes and hints."""
+    if ctx.cond_reason("Evicted") != "AdmissionCheck":
+        return text, (), []
+    found = multikueue.out_of_sync(ctx)
+    if found is None:
+        return text, (), []
+    return (f"{text} {multikueue.out_of_sync_once(ctx, found)}", multikueue.OUT_OF_SYNC_NOTES,
+            multikueue.out_of_sync_hints(ctx, found))
 
 
 def _held_for_checks(ctx: Context) -> tuple[str, bool]:
@@ -559,6 +573,21 @@ def pods_ready_timeout_text(ctx: Context) -> str:
     if cfg.known and cfg.pods_ready_timeout:
         return f"waitForPodsReady.timeout ({format_duration(cfg.pods_ready_timeout, precise=True)})"
     return "waitForPodsReady.timeout (Kueue's default 30m)"
+
+
+@rule(Phase.RESERVED, [(Reason.EVICTED, Cause.REQUEUE_LOOP)])
+def out_of_sync_loop_reserved(ctx: Context) -> Finding | None:
+    """A MultiKueue worker found the Job out of sync again (`multikueue.out_of_sync_loop`), seen while Kueue evicts
+    the Workload or once it holds quota again and MultiKueue re-dispatches it (asked before the eviction and the
+    admission check rules)."""
+    return multikueue.out_of_sync_loop(ctx)
+
+
+@rule(Phase.PENDING, [(Reason.EVICTED, Cause.REQUEUE_LOOP)])
+def out_of_sync_loop(ctx: Context) -> Finding | None:
+    """The same loop while the eviction is still the latest event (back-off, or queued again); asked before
+    `requeue_loop`, which waits for three evictions."""
+    return multikueue.out_of_sync_loop(ctx) if _still_latest(ctx) is not None else None
 
 
 @rule(Phase.PENDING, [(Reason.EVICTED, Cause.REQUEUE_LOOP), (Reason.PREEMPTED, Cause.REQUEUE_LOOP)])

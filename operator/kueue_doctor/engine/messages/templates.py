@@ -80,6 +80,8 @@ class Template(StrEnum):
     ADMISSION_CHECK_REJECTED = "AdmissionCheckRejected"
     EVICTED_ON_MANAGER = "EvictedOnManager"  # wrapper; `inner` holds the manager's eviction message
     PREVIOUSLY = "Previously"  # wrapper; `inner` holds the previous message
+    # -- MultiKueue's check message on the manager (also the note of its Warning MultiKueue event) ------
+    MULTIKUEUE_REMOTE_OUT_OF_SYNC = "MultiKueueRemoteOutOfSync"  # a worker finished its copy OutOfSync (v0.19)
     # -- Requeued=True ---------------------------------------------------------------------------------
     BACKOFF_FINISHED = "BackoffFinished"
     REACTIVATED = "Reactivated"

@@ -313,6 +313,12 @@ _RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], _Builder], ...] = (
     (("the",), re.compile(r"The maximum execution time \((?P<seconds>\d+)s\) exceeded"),
      _names_builder(_W.MAXIMUM_EXECUTION_TIME_EXCEEDED)),
     (("previously:",), re.compile(r"Previously: (?P<details>.*)", _S), _wrapper_builder(_W.PREVIOUSLY)),
+    # admissionchecks/multikueue/workload.go reconcileGroup (v0.19, kueue#13047): the check message MultiKueue sets
+    # with state Retry when a worker's Kueue finished its copy OutOfSync (updateACS appends the state it left), and
+    # the note of the Warning MultiKueue event about it; inside an AdmissionCheck eviction message too
+    (("remote",), re.compile(r'Remote workload on worker cluster "(?P<cluster>[^"]*)" is out of sync with its user '
+                             r'job, resetting for re-dispatch(?:, Previously: "(?P<previous>[A-Za-z]*)")?'),
+     _names_builder(_W.MULTIKUEUE_REMOTE_OUT_OF_SYNC)),
     (("replaced",), re.compile(r"Replaced to accommodate a workload \(UID: (?P<uid>[^,)]*), "
                                r"JobUID: (?P<jobUID>[^)]*)\) due to workload slice aggregation"),
      _names_builder(_W.WORKLOAD_SLICE_REPLACED)),

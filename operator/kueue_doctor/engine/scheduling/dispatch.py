@@ -6,28 +6,32 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_duration, lst, m, name, parse_time, s, spec, when_text
+from ...kube.objects import format_duration, group_of, later, lst, m, name, parse_time, s, spec, status, when_text
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue as mk
 from ..context import Context
 from ..rules import Finding, Phase, pairs, rule
+from .ghost import held_quota
 from .owners import (
     FieldWriter,
     admitted_since,
     assigned_flavors,
     base_evidence,
+    expected_pods,
     owner_suspended,
     suspend_path,
     suspend_writer,
 )
+from .workload_pods import pod_view
 
 SUSPENDED_AFTER = timedelta(minutes=2)  # Kueue unsuspends an admitted owner within seconds: minutes of it are not lag
 
 
 @rule(Phase.ADMITTED, [*pairs(Reason.RUNNING, Cause.DISPATCHED_TO_WORKER_CLUSTER),
                         *pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_PENDING,
-                               Cause.ADMISSION_CHECK_RETRY)])
+                               Cause.ADMISSION_CHECK_RETRY),
+                        (Reason.EVICTED, Cause.REQUEUE_LOOP)])
 def multikueue(ctx: Context) -> Finding | None:
     cluster = s(ctx.status.get("clusterName"))
     via_check = None
@@ -64,9 +68,24 @@ def multikueue(ctx: Context) -> Finding | None:
 def _redispatching(ctx: Context, check: str, entry: Mapping[str, Any], state: str) -> Finding:
     """Admitted=True on the manager while its MultiKueue check is Pending or Retry again: the worker evicted
     the Workload and the manager dispatches it anew, keeping its stale Admitted=True meanwhile
-    (kubernetes-sigs/kueue#9338). It runs on no worker now."""
+    (kubernetes-sigs/kueue#9338). It runs on no worker now. Retry because a worker found the Job out of sync
+    (Kueue v0.19) is said as such, and from the second time on it is a requeue loop (`mk.out_of_sync_loop`)."""
     since = parse_time(entry.get("lastTransitionTime")) or admitted_since(ctx)
     said = s(entry.get("message"))
+    out_of_sync = mk.out_of_sync(ctx) if state == "Retry" else None
+    evidence = [*base_evidence(ctx), ctx.object_evidence("Workload", ctx.name, f"admissionChecks/{check}", state,
+                                                         said or None, since, ctx.ns)]
+    if out_of_sync is not None:
+        loop = mk.out_of_sync_loop(ctx, out_of_sync)
+        if loop is not None:
+            loop.evidence[:0] = evidence
+            loop.flavors = assigned_flavors(ctx)
+            return loop
+        text = ("Runs on no worker cluster now, although this manager still shows it Admitted: "
+                + mk.out_of_sync_once(ctx, out_of_sync))
+        return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_RETRY, text, ActionBy.NOBODY,
+                       since=since, evidence=evidence, flavors=assigned_flavors(ctx),
+                       hints=mk.out_of_sync_hints(ctx, out_of_sync), notes=mk.OUT_OF_SYNC_NOTES)
     text = (f"Runs on no worker cluster now, although this manager still shows it Admitted: its MultiKueue "
             f"admission check {check} is {state} again since {when_text(since)}"
             + (f" (Kueue: {said[:300]})" if said else "")
@@ -75,10 +94,113 @@ def _redispatching(ctx: Context, check: str, entry: Mapping[str, Any], state: st
             "runs once a worker admits it; see the Workload on the workers "
             f"(kubectl get workload {ctx.name} -n {ctx.ns} on each) for why none has yet.")
     cause = Cause.ADMISSION_CHECK_RETRY if state == "Retry" else Cause.ADMISSION_CHECK_PENDING
-    evidence = [*base_evidence(ctx), ctx.object_evidence("Workload", ctx.name, f"admissionChecks/{check}", state,
-                                                         said or None, since, ctx.ns)]
     return Finding(Reason.WAITING_FOR_ADMISSION_CHECKS, cause, text, ActionBy.NOBODY, since=since,
                    evidence=evidence, flavors=assigned_flavors(ctx))
+
+
+# Where an owner names the controller that runs it (Kubeflow's training jobs and MPIJob: spec.runPolicy.managedBy).
+# Kueue's webhook sets it to MultiKueue's name for every kind MultiKueue dispatches when the LocalQueue's ClusterQueue
+# has a MultiKueue check (jobframework ApplyDefaultForManagedBy, Kueue v0.19.2); nothing takes it away, and it is
+# immutable.
+_MANAGED_BY_PATHS = (("spec", "managedBy"), ("spec", "runPolicy", "managedBy"))
+# the controller that would run the owner, which skips an owner managed by another
+_OWN_CONTROLLER = {"Job": "the Kubernetes Job controller", "JobSet": "the JobSet controller", "RayJob": "KubeRay",
+                   "RayCluster": "KubeRay", "RayService": "KubeRay", "TrainJob": "Kubeflow Trainer",
+                   "MPIJob": "the MPI operator", "AppWrapper": "the AppWrapper controller",
+                   "SparkApplication": "the Spark operator"}
+_TRAINING_OPERATOR = "the Kubeflow training operator"  # PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob
+# asides of its message, dropped in this order when it is too long (Finding.notes)
+_EXPORTED = " (a manifest exported from a MultiKueue manager cluster carries it)"
+_STATUS_EMPTY = " (the Job's status stays empty)"
+# the Job controller honours spec.managedBy with the JobManagedBy feature (alpha in 1.30, beta and on in 1.32)
+_JOB_MANAGED_BY = " (JobManagedBy, on by default since Kubernetes 1.32)"
+
+
+def _managed_by(owner: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(field, value) of the owner's managedBy, when it names MultiKueue."""
+    for path in _MANAGED_BY_PATHS:
+        node: Any = owner
+        for part in path:
+            node = m(node).get(part)
+        if node == MULTIKUEUE_CONTROLLER:
+            return ".".join(path), node
+    return None
+
+
+@rule(Phase.ADMITTED, pairs(Reason.PODS_NOT_CREATED, Cause.EXTERNALLY_MANAGED))
+def managed_by_multikueue(ctx: Context) -> Finding | None:
+    """Admitted through a ClusterQueue without a MultiKueue check while the owner's managedBy still names MultiKueue
+    (the check was removed from the queue while it waited, or the manifest came from a MultiKueue manager): Kueue
+    admits and starts it like any other, its own controller skips it (an object managed by another controller) and
+    MultiKueue acts only on a Workload that has its check (GetMultiKueueAdmissionCheck), so no Pod is ever made.
+    Asked after `multikueue` (a Workload with the check is dispatched) and before the owner's suspension and the
+    Pods: the field says at once that nothing will create them."""
+    owner = ctx.owner
+    managed = _managed_by(owner) if owner is not None else None
+    if owner is None or managed is None or ctx.pods:
+        return None
+    kind = s(owner.get("kind")) or "owner"
+    batch_job = kind == "Job" and group_of(owner.get("apiVersion")) == "batch"
+    if not ctx.state.knows("Pod") and not (batch_job and not status(owner).get("startTime")):
+        return None  # nothing says no Pod exists
+    mk_checks = {n for n, ac in ctx.state.admission_checks.items()
+                 if s(spec(ac).get("controllerName")) == MULTIKUEUE_CONTROLLER}
+    own = [s(m(c).get("name")) or "" for c in lst(ctx.status.get("admissionChecks"))]
+    queue = [s(m(c).get("name")) or "" for c in lst(m(spec(ctx.cq or {}).get("admissionChecksStrategy"))
+                                                       .get("admissionChecks"))]
+    if any(c in mk_checks or c not in ctx.state.admission_checks for c in own + queue):
+        return None  # MultiKueue's own check, or one whose controller the input does not say
+    field_, value = managed
+    since = admitted_since(ctx)
+    owner_name = f"{ctx.ns}/{name(owner)}"
+    cq = ctx.cq_name or "?"
+    controller = _OWN_CONTROLLER.get(kind, _TRAINING_OPERATOR if field_ == "spec.runPolicy.managedBy"
+                                     else f"the {kind} controller")
+    gate = _JOB_MANAGED_BY if batch_job else ""
+    empty = _STATUS_EMPTY if batch_job and not status(owner) else ""
+    quota = held_quota(ctx)
+    holds = ", ".join(f"{x['requested']} {x['resource']} in flavor {x['flavor']}" for x in quota)
+    text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but {kind} {owner_name} has {field_}: {value} and "
+            f"ClusterQueue {cq} has no MultiKueue admission check: {controller} skips an object another controller "
+            f"manages{gate}, and MultiKueue dispatches only Workloads that carry its check, so nobody will ever "
+            f"create its {expected_pods(ctx)} Pod(s){empty}. Meanwhile it holds {holds or 'its quota'} of "
+            f"{ctx.cq_text}. " + _eviction_loop(ctx, since))
+    elsewhere = sorted(mk_checks)
+    if elsewhere:
+        users = sorted(n for n, q in ctx.state.cluster_queues.items()
+                       if any(m(c).get("name") in mk_checks
+                              for c in lst(m(spec(q).get("admissionChecksStrategy")).get("admissionChecks"))))
+        on = f" (on ClusterQueue {', '.join(users[:3])})" if users else ""
+        text += (f" MultiKueue check {', '.join(elsewhere)} exists here{on} but not on {cq} (Kueue's webhook set "
+                 f"{field_} while {cq} had it, or the manifest came from elsewhere). Cluster admin: put it back on "
+                 f"{cq} if it should send work to the workers; else the owner recreates the {kind} without "
+                 f"{field_} (immutable).")
+        action = ActionBy.CLUSTER_ADMIN
+    else:
+        text += (f" Owner: {field_} cannot be changed: delete the {kind} and create it again without it"
+                 f"{_EXPORTED}, or submit it to a queue with a MultiKueue check.")
+        action = ActionBy.WORKLOAD_OWNER
+    evidence = [*base_evidence(ctx),
+                ctx.object_evidence(kind, name(owner), field_, "ManagedByMultiKueue", value, ns=ctx.ns)]
+    return Finding(Reason.PODS_NOT_CREATED, Cause.EXTERNALLY_MANAGED, text, action, since=since, evidence=evidence,
+                   quota=quota, flavors=assigned_flavors(ctx), pods=ctx.lazy(pod_view).status,
+                   notes=(_EXPORTED, empty, gate),
+                   hints=[f"kubectl get {kind.lower()} {name(owner)} -n {ctx.ns} -o yaml > {name(owner)}.yaml   "
+                          f"# remove {field_}, metadata.uid/resourceVersion and status, then delete and create it"])
+
+
+def _eviction_loop(ctx: Context, since: datetime | None) -> str:
+    """What waitForPodsReady does with Pods that never come: evict at its timeout, requeue, admit again, forever."""
+    cfg = ctx.state.kueue_config
+    seconds = cfg.pods_ready_timeout
+    if not ctx.cond("PodsReady") or seconds is None or since is None:
+        return "Without waitForPodsReady nothing evicts it: it holds that quota until the owner is deleted."
+    length = format_duration(seconds, precise=True)
+    which = f"{length}, {cfg.source}" if cfg.known else f"Kueue's default {length}"
+    deadline = later(since, seconds)
+    at = f", about {when_text(deadline)}" if deadline is not None else ""
+    return (f"At waitForPodsReady's timeout ({which}){at}, Kueue evicts it, requeues it and admits it again, and "
+            "every admission ends the same way.")
 
 
 @rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.SUSPENDED_BY_OTHER_MANAGER, Cause.OWNER_SUSPENDED))
