@@ -347,6 +347,34 @@ def test_running_job_suspended_again_by_another_manager(
 # ---- 5. the owner deleted, the Workload left behind ------------------------------------------
 
 
+def test_job_still_managed_by_multikueue_in_a_queue_without_its_check(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """A Job carrying spec.managedBy: kueue.x-k8s.io/multikueue (a manifest exported from a MultiKueue manager, or
+    defaulted while its queue had the check) in a plain queue: Kueue admits and unsuspends it, the Job controller
+    skips it, nobody creates its Pods (Kueue v0.19.2, Kubernetes v1.36.3: JobManagedBy on)."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "4"}, pool)
+    job = Job("exported", namespace).queue(lq).request("cpu", "1").manifest()
+    job["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    resources.create(job)
+    wait_for_workload(api, namespace, "exported", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
+    wait_for(lambda: kube.get(api, "Job", "exported", namespace)["spec"]["suspend"] is False,  # type: ignore[index]
+             timeout=30, message="Kueue to unsuspend the admitted Job")
+    _stays(lambda: not kube.pods_of_job(api, namespace, "exported"), 5, "no Pod is created")
+    stored = kube.get(api, "Job", "exported", namespace)
+    assert stored is not None and stored["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", stored["spec"]
+    assert not stored.get("status", {}).get("startTime"), stored.get("status")
+    objects = _owner_snapshot(api, [namespace])
+    _record("job-managed-by-multikueue-in-a-plain-queue", objects,
+            "Job with spec.managedBy kueue.x-k8s.io/multikueue admitted by a ClusterQueue without a MultiKueue check")
+    st = _expect_verdict(objects, namespace, reason="PodsNotCreated", cause="ExternallyManaged",
+                         owner=("Job", "exported"))
+    assert st["actionBy"] == "WorkloadOwner", st
+    assert "spec.managedBy: kueue.x-k8s.io/multikueue" in st["message"], st["message"]
+
+
 def _running_job(resources: Resources, api: Any, namespace: str, name: str) -> tuple[dict[str, Any], str]:
     pool = _pool(resources, cpu="4")
     _, cq, lq = _queue(resources, namespace, {"cpu": "4"}, pool)

@@ -151,6 +151,7 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-no-workload-integration-disabled": {"JobSet/trainer": (("NoWorkload",), "IntegrationNotEnabled")},
     "scenario-no-workload-namespace-not-managed": {"Job/stuck": (("NoWorkload",), "NamespaceNotManaged")},
     "scenario-job-suspended-by-other-manager": {"Job/held": (("JobSuspended",), "SuspendedByOtherManager")},
+    "scenario-job-managed-by-multikueue-in-a-plain-queue": {"Job/exported": (("PodsNotCreated",), "ExternallyManaged")},
     "scenario-ghost-reservation": {"Workload/job-ghost-": (None, "GhostReservation")},
     "scenario-requeue-loop-evicting": {"Job/looping": (("Evicted",), "RequeueLoop")},
     "scenario-requeue-loop-backoff": {"Job/looping": (("Evicted", "Preempted"), "RequeueLoop")},
