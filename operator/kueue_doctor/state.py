@@ -51,7 +51,6 @@ POD_GROUP_LABEL = POD_GROUP_KEY  # a label or, first, an annotation (kueue_names
 GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"  # Workloads made for a group of Pods
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 # Pod labels naming the owner at the top of the chain, for owners whose children the operator may not list (an
 # AppWrapper's wrapped Job has no queue-name label, so no watch sees it): label -> the owner's kind

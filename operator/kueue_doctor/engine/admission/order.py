@@ -118,17 +118,13 @@ def sticky_ahead(ctx: Context) -> tuple[str, str, str | None, datetime] | None:
     threshold passes (`ctx.after`), the others at the next resync (5 minutes); once the head is admitted, Kueue's
     writes to the Workloads behind it are their own events."""
     sticky = sticky_head(ctx.state, ctx.cq_name) if ctx.cq is not None else None
-    if sticky is None or sticky[0] == (ctx.ns, ctx.name) or not _in_sticky_queue(ctx):
+    if sticky is None or sticky[0] == (ctx.ns, ctx.name) or queue_order(ctx.wl, ctx.state, ctx.now) is None:
         return None
     key, since = sticky
     if since is None or not ctx.after(since, STICKY_AFTER):
         return None  # a preemption takes the victims' Pods' grace period: Kueue's usual seconds, not a blocker
     head = ctx.state.workloads.get(key)
     return key[0], key[1], s(m(m(head).get("metadata")).get("uid")) if head is not None else None, since
-
-
-def _in_sticky_queue(ctx: Context) -> bool:
-    return queue_order(ctx.wl, ctx.state, ctx.now) is not None
 
 
 def _sticky_text(ctx: Context, hns: str, hname: str, since: datetime) -> str:
