@@ -161,7 +161,7 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "Scheduling": {"who": "see the reason", "do": "Kueue is done; look at the owner and its Pods: "
                        "`kubectl get pods -n <ns> -l kueue.x-k8s.io/podset` and `kubectl describe pod <pod>`."},
         "Running": {"who": NB, "do": "Nothing. For MultiKueue, diagnose the Workload on the worker cluster."},
-        "Finished": {"who": NB, "do": "Nothing for Kueue; for a failure read the owner's status "
+        "Finished": {"who": "see the cause", "do": "Nothing for Kueue; for a failure read the owner's status "
                      "(`kubectl describe job <job> -n <ns>`)."},
         "Unknown": {"who": NB, "do": "Read status.message and status.evidence; report the Workload's YAML if "
                     "kueue-doctor should know the situation."},
@@ -217,7 +217,8 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "PodsNotReady": {"who": NB, "do": "Re-run with Pods in the input (`kubectl get pods -A -o yaml`) or "
                          "look at them: `kubectl get pods -n <ns> -l kueue.x-k8s.io/podset`."},
         "Running": {"who": NB, "do": "Nothing."},
-        "Finished": {"who": NB, "do": "Nothing for Kueue; the cause says whether it failed."},
+        "Finished": {"who": "see the cause", "do": "Nothing for Kueue; the cause says whether it failed (then its "
+                     "owner acts)."},
         "Unknown": {"who": NB, "do": "Read status.message (Kueue's text is quoted) and "
                     "`kubectl describe workload <wl> -n <ns>`."},
     },
@@ -438,7 +439,9 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "DispatchedToWorkerCluster": {"who": NB, "do": "Run kueue-doctor against the worker cluster named in "
                                       "the message."},
         "Succeeded": {"who": NB, "do": "Nothing."},
-        "Failed": {"who": WO, "do": "Read the owner's status and Pod logs."},
+        "Failed": {"who": WO, "do": "status.message names the failed Pods and how they ended: OOMKilled, raise "
+                   "the container's memory limit; an exit code, `kubectl logs <pod> -n <ns>` (`--previous` for a "
+                   "restarted container). Fix the cause and resubmit the owner."},
         "OwnerNotFound": {"who": NB, "do": "Nothing: the Job (or other owner) was deleted, often with "
                           "`--cascade=orphan`; Kueue released the quota. Delete the leftover Workload "
                           "(`kubectl delete workload <wl> -n <ns>`) if it is not garbage-collected."},

@@ -463,8 +463,9 @@ CAUSES: dict[Cause, CauseInfo] = {
         "MultiKueue dispatched it to a worker cluster; its Pods run there."),
     Cause.SUCCEEDED: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
         "The Workload succeeded."),
-    Cause.FAILED: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
-        "The Workload failed; the owner's status says why."),
+    Cause.FAILED: CauseInfo((Reason.FINISHED,), ActionBy.WORKLOAD_OWNER,
+        "The Workload failed: its Pods failed (the message names them and how they ended, when the input has "
+        "them) or its owner's controller failed it; the owner fixes the cause and resubmits."),
     Cause.OWNER_NOT_FOUND: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,
         "Kueue finished the Workload because its owner (Job, ...) no longer exists."),
     Cause.OUT_OF_SYNC: CauseInfo((Reason.FINISHED,), ActionBy.NOBODY,

@@ -242,3 +242,67 @@ def test_the_4_kib_bound_is_kept_for_any_text_a_hand_edited_history_holds(entrie
     """The cheap size bound never lets a history over MAX_BYTES of JSON through (escapes, surrogate pairs)."""
     kept, _ = history._bounded([dict(e) for e in entries], [])
     assert len(kept) == 1 or len(json.dumps(kept)) <= history.MAX_BYTES
+
+
+def _finished_after(ready: dict[str, Any] | None, reason: str = "Failed") -> dict[str, Any]:
+    """Queued 09:00, admitted 09:00:05, finished 09:40 (Kueue's text for a failed Job), PodsReady as given."""
+    conds = [condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq-a",
+                       "2026-11-30T09:00:05Z"),
+             condition("Admitted", "True", "Admitted", "The workload is admitted", "2026-11-30T09:00:05Z")]
+    conds += [ready] if ready is not None else []
+    conds.append(condition("Finished", "True", reason, "Job has reached the specified backoff limit",
+                           "2026-11-30T09:40:00Z"))
+    return (Workload("job-train-1a2b3", "team-a").queue("user-queue").request("cpu", "2").created(QUEUED)
+            .admission(Admission("cq-a").assignment(flavors={"cpu": "default-flavor"}, usage={"cpu": "2"}))
+            .conditions(*conds)).obj()
+
+
+def _post_mortem(ready: dict[str, Any] | None, reason: str = "Failed") -> tuple[list[tuple[Any, ...]], str]:
+    status = verdict([_finished_after(ready, reason)])
+    return [(e["stage"], e.get("reason"), e["since"][11:19]) for e in status["history"]], status["postMortem"]
+
+
+def test_without_pods_the_time_from_admission_is_not_called_a_wait_for_pods_to_start() -> None:
+    """PodsReady False WaitForRecovery is written only once PodsReady was True: the Pods ran before it, from a time
+    the input does not tell. No PodsReady at all (waitForPodsReady off) tells nothing either; FailedToStart does."""
+    recovery = condition("PodsReady", "False", "WaitForRecovery", "At least one pod has failed, waiting for recovery",
+                         "2026-11-30T09:20:00Z")
+    steps, text = _post_mortem(recovery)
+    assert steps == [("Admission", None, "09:00:00"), ("Unknown", None, "09:00:05"),
+                     ("Scheduling", "ContainersNotStarting", "09:20:00"), ("Finished", "Finished", "09:40:00")]
+    assert text.endswith("waited 5s for admission in ClusterQueue cq-a; 19m admitted (when its Pods started is not "
+                         "in the input); 20m with failed Pods.")
+    recovered = condition("PodsReady", "True", "Recovered", "All pods reached readiness and the workload is running",
+                          "2026-11-30T09:30:00Z")
+    assert _post_mortem(recovered)[1].endswith("29m admitted (when its Pods started is not in the input); ran at "
+                                               "least 10m.")
+    assert _post_mortem(None)[1].endswith("; 39m admitted (when its Pods started is not in the input).")
+    assert _post_mortem(None, "FailedToStart")[1].endswith(", 39m for Pods to start.")  # they never started
+    started = condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is running",
+                        "2026-11-30T09:01:00Z")
+    assert _post_mortem(started)[1].endswith(", 55s for Pods to start; ran 39m.")  # PodsReady's own time
+
+
+def test_time_with_failed_pods_after_the_run_is_not_a_wait_for_containers_to_start() -> None:
+    kept: list[dict[str, Any]] = []
+    for reason, stage, since, cause in (("WaitingForQuota", "Admission", "2026-11-30T09:00:00Z", None),
+                                        ("Running", "Running", "2026-11-30T09:05:00Z", "PodsReady"),
+                                        ("ContainersNotStarting", "Scheduling", "2026-11-30T09:25:00Z", "OOMKilled"),
+                                        ("Finished", "Finished", "2026-11-30T09:40:00Z", "Failed")):
+        status = {**entry_of(reason, stage, since), **({"cause": cause} if cause else {})}
+        history.carry(kept, [], status)
+        kept = status["history"]
+    history.conclude(status)
+    assert status["postMortem"] == ("Where the time went: waited 5m for quota in ClusterQueue cq-a; ran 20m, then "
+                                    "15m with failed Pods.")
+
+
+def test_the_time_before_an_eviction_stays_admitted_or_waiting() -> None:
+    """A rebuilt Unknown entry that ends at an eviction is the time before it (waiting, or admitted and running)."""
+    entries = [{"stage": "Unknown", "since": "2026-11-30T09:00:00Z", "until": "2026-11-30T09:30:00Z", "rebuilt": True},
+               {"stage": "Admission", "reason": "Preempted", "since": "2026-11-30T09:30:00Z",
+                "until": "2026-11-30T09:40:00Z"},
+               {"stage": "Finished", "reason": "Finished", "since": "2026-11-30T09:40:00Z"}]
+    assert history.post_mortem(entries, [], "cq-a") == (
+        "Where the time went (rebuilt from Kueue's timestamps, which keep only each condition's latest change): "
+        "waited 30m admitted or waiting, 10m in Preempted in ClusterQueue cq-a.")

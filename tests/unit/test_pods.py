@@ -651,3 +651,39 @@ def test_fifty_thousand_pods_are_counted_exactly() -> None:
               for i in range(2, 50_000, 40)]
     summary = P.summarize_pods(pods, expected=50_000, events=events)
     assert summary.created == 50_000 and summary.ready == 12_500
+
+
+def test_failed_pods_name_how_and_when_each_ended_earliest_first_and_count_the_rest() -> None:
+    """What a finished Workload's message lists: the container's end (its reason and exit code), else the Pod's
+    own reason; the earliest failure first; three named, the others counted; `kubectl logs` of the container that
+    ended it, with --previous only for one that restarted."""
+    def failed(name: str, minutes: float, reason: str, code: int, restarts: int = 0) -> dict[str, Any]:
+        status = container_terminated(code, reason, finished_at=ts(minutes), started_at=ts(1), name="trainer")
+        return trainer(name).phase("Failed").container_status({**status, "restartCount": restarts}).obj()
+
+    evicted = (trainer("train-e").phase("Failed").status_reason("Evicted", "The node was low on resource: memory.")
+               .conditions(condition("Ready", "False", 30, "PodFailed")).obj())
+    pods = [failed("train-c", 20, "Error", 1, restarts=2), failed("train-a", 10, "OOMKilled", 137), evicted,
+            failed("train-b", 15, "Error", 143), trainer("train-ok").running(ts(1)).obj()]
+    ends = P.failed_pods(pods)
+    assert [(f.name, f.reason, f.exit_code) for f in ends] == [
+        ("train-a", "OOMKilled", 137), ("train-b", "Error", 143), ("train-c", "Error", 1), ("train-e", "Evicted", None)]
+    assert ends[0].text() == f"train-a (OOMKilled, exit code 137) at {ts(10)}"
+    assert ends[3].text() == f"train-e (Evicted) at {ts(30)}"  # no container ended it: the Pod's Ready time
+    assert P.failed_pods_text(ends) == (f"4 Pods failed: train-a (OOMKilled, exit code 137) at {ts(10)}, train-b "
+                                        f"(Error, exit code 143) at {ts(15)}, train-c (Error, exit code 1) at "
+                                        f"{ts(20)} and 1 more")
+    assert ends[0].logs_command(NS) == "kubectl logs train-a -n team-a -c trainer"
+    assert ends[2].logs_command(NS) == "kubectl logs train-c -n team-a -c trainer --previous"
+    assert P.failed_pods_text([]) == ""
+
+
+def test_the_first_pod_start_counts_only_after_the_admission_and_before_the_bound() -> None:
+    earlier = trainer("train-old").phase("Failed").container_status(container_terminated(
+        1, "Error", finished_at=ts(3), started_at=ts(2), name="trainer")).obj()  # an earlier admission's Pod
+    restarted = trainer("train-r").container_status({**container_running(ts(30), name="trainer"), "lastState": {
+        "terminated": terminated(1, "Error", finished_at=ts(29), started_at=ts(12))}}).obj()
+    late = trainer("train-late").running(ts(50)).obj()
+    admitted = T0 + timedelta(minutes=10)
+    assert P.first_start([earlier, restarted, late], admitted, None) == T0 + timedelta(minutes=12)
+    assert P.first_start([earlier, late], admitted, T0 + timedelta(minutes=40)) is None

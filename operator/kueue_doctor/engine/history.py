@@ -3,10 +3,10 @@
 Two sources, one shape. The operator saw each verdict change and keeps the list in the object
 (`carry`, called by the publisher when it writes); offline, and the first time a Workload is seen, the
 list is rebuilt from the timestamps Kueue leaves on the Workload (`rebuild`): creation, QuotaReserved,
-Admitted, Evicted, PodsReady, Finished. Kueue keeps only the latest transition of each condition, so a
-rebuilt list is coarser (the reason of a past wait is often not told) and each of its entries says
-`rebuilt: true`. Bounded: at most MAX_ENTRIES entries and MAX_BYTES of JSON; older entries fold into a
-total per reason (`historyFolded`). Pure: no I/O, the time comes in.
+Admitted, Evicted, PodsReady, Finished, and the Pods' start times where PodsReady's no longer tells it. Kueue
+keeps only the latest transition of each condition, so a rebuilt list is coarser (the reason of a past wait is
+often not told) and each of its entries says `rebuilt: true`. Bounded: at most MAX_ENTRIES entries and
+MAX_BYTES of JSON; older entries fold into a total per reason (`historyFolded`). Pure: no I/O, the time comes in.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from operator import itemgetter
 from typing import Any
 
 from ..api import MAX_TEXT
-from ..kube.objects import clip, format_duration, lst, m, meta, parse_time, s, time_text
+from ..kube.objects import clip, format_duration, format_time, lst, m, meta, parse_time, s, time_text
 from ..vocabulary import Cause, Reason, Stage
+from . import pods as podlib
 from .context import Context
 
 MAX_ENTRIES = 20
@@ -29,47 +30,59 @@ SETTLING = 60  # seconds: a rebuilt wait this short before a verdict of the same
 Entry = dict[str, Any]
 
 
+# (time, the text it was read from, stage, reason, cause)
+Point = tuple[datetime, Any, str, str | None, str | None]
+# PodsReady reasons Kueue writes only once PodsReady was True (jobframework generatePodsReadyCondition, v0.19.2):
+# a Pod failed since (WaitForRecovery), and for Recovered they are all ready again
+_AFTER_READY = ("WaitForRecovery", "Recovered")
+POD_START = "PodsRunning"  # the cause of a Running entry rebuilt from the Pods' start times, not from PodsReady
+
+
 def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     """The history as far as Kueue's own timestamps tell it, ending with the current verdict."""
     # asked for every Workload of every pass: the conditions are read once, each time only if its status counts
     since_text = status.get("since")
     since = parse_time(since_text)
     conds = ctx.conds
-    # (time, the text it was read from, stage, reason): an entry writes the text as `time_text` gives it, which
-    # is `format_time` of the time without formatting one (Kueue's timestamps are already in that form)
-    points: list[tuple[datetime, Any, str, str | None]] = []
+    # `Point`s: an entry writes the text as `time_text` gives it, which is `format_time` of the time without
+    # formatting one (Kueue's timestamps are already in that form)
+    points: list[Point] = []
     if ctx.created is not None:
-        points.append((ctx.created, meta(ctx.wl)["creationTimestamp"], "Admission", None))
+        points.append((ctx.created, meta(ctx.wl)["creationTimestamp"], "Admission", None, None))
     qr, adm = conds.get("QuotaReserved"), conds.get("Admitted")
     admitted_text = adm.get("lastTransitionTime") if adm else None
     admitted = parse_time(admitted_text)
     if qr and qr.get("status") == "True" and (reserved := parse_time(text := qr.get("lastTransitionTime"))) \
             is not None and (admitted is None or admitted > reserved):
-        points.append((reserved, text, "Admission", "WaitingForAdmissionChecks"))
-    if adm and adm.get("status") == "True" and admitted is not None:
-        points.append((admitted, admitted_text, "Scheduling", None))
+        points.append((reserved, text, "Admission", "WaitingForAdmissionChecks", None))
     ready = conds.get("PodsReady")
+    if adm and adm.get("status") == "True" and admitted is not None:
+        if ready is None or ready.get("reason") in _AFTER_READY:  # the PodsReady time is not when they started
+            _pods_ran(ctx, status, admitted, admitted_text, ready, points)
+        else:
+            points.append((admitted, admitted_text, "Scheduling", None, None))
     if ready and ready.get("status") == "True" and (at := parse_time(text := ready.get("lastTransitionTime"))) \
             is not None:
-        points.append((at, text, "Running", "Running"))
+        points.append((at, text, "Running", "Running", None))
     ev = conds.get("Evicted")
     if ev and ev.get("status") == "True" and (at := parse_time(text := ev.get("lastTransitionTime"))) is not None:
-        points.append((at, text, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted"))
+        points.append((at, text, "Admission", "Preempted" if ev.get("reason") == "Preempted" else "Evicted", None))
     if len(points) > 1:
         points.sort(key=itemgetter(0))  # by time only, stable: the order above breaks ties
         if points[0][3] is None and any(point[3] in ("Preempted", "Evicted") for point in points[1:]):
-            points[0] = (*points[0][:2], "Unknown", None)  # it ran before the eviction; Kueue no longer says when
+            points[0] = (*points[0][:2], "Unknown", None, None)  # it ran before the eviction; Kueue no longer says when
     entries: list[Entry] = []
-    for at, text, stage, reason in points:
+    for at, text, stage, reason, cause in points:
         if since is not None and at >= since:
             break
         if entries and entries[-1]["stage"] == stage and entries[-1].get("reason") == reason:
             continue
         when = time_text(text)
         _close(entries, when)
-        # `_entry(stage, reason, None, when, rebuilt=True)`, inline: a time is never None
+        # `_entry(stage, reason, cause, when, rebuilt=True)`, inline: a time is never None
         entries.append({"stage": stage, "since": when, "rebuilt": True} if reason is None else
-                       {"stage": stage, "reason": reason, "since": when, "rebuilt": True})
+                       {"stage": stage, "reason": reason, "since": when, "rebuilt": True} if cause is None else
+                       {"stage": stage, "reason": reason, "cause": cause, "since": when, "rebuilt": True})
     _close(entries, since_text)
     current = _current(status)
     if entries:
@@ -84,6 +97,24 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
     if len(entries) <= _FITS_ANYWAY:
         return entries
     return _bounded(entries, [])[0]
+
+
+def _pods_ran(ctx: Context, status: Mapping[str, Any], admitted: datetime, admitted_text: Any,
+              ready: Mapping[str, Any] | None, points: list[Point]) -> None:
+    """Admitted, where PodsReady's time does not say when the Pods started: WaitForRecovery or Recovered (they
+    were ready before, Kueue kept only the later change), or no PodsReady (Kueue without waitForPodsReady). The
+    Pods' own start times say it. Without them the time from the admission is Unknown, not a wait for Pods to
+    start, where the wait cannot be told from the run: the Pods ran in it (PodsReady's history), or it finished
+    (except FailedToStart: its Pods never started)."""
+    ready_at = parse_time(ready.get("lastTransitionTime")) if ready is not None else None
+    started = podlib.first_start(ctx.pods, admitted, ready_at if ready is not None else parse_time(status.get("since")))
+    ran = ready is not None or (status.get("stage") == "Finished" and status.get("cause") != "FailedToStart")
+    points.append((admitted, admitted_text, "Unknown" if started is None and ran else "Scheduling", None, None))
+    if started is not None:
+        points.append((started, format_time(started), "Running", "Running", POD_START))
+    if ready is not None and ready.get("status") == "False" and ready.get("reason") == "WaitForRecovery" \
+            and ready_at is not None:  # "At least one pod has failed, waiting for recovery"
+        points.append((ready_at, ready.get("lastTransitionTime"), "Scheduling", "ContainersNotStarting", "PodsFailed"))
 
 
 def _close(entries: list[Entry], until: str | None) -> None:
@@ -135,34 +166,67 @@ def conclude(status: dict[str, Any]) -> None:
 
 
 def post_mortem(history: Sequence[Any], folded: Sequence[Any], cluster_queue: str | None) -> str | None:
-    """'Where the time went: waited 2h40m for quota in ClusterQueue x, 22m for admission checks; ran 72m.'"""
+    """'Where the time went: waited 2h40m for quota in ClusterQueue x, 22m for admission checks; ran 72m, then 5m
+    with failed Pods.'"""
     spent: dict[tuple[str, str | None], float] = {}
-    rebuilt = False
+    failing: float | None = None  # with failed Pods: after they started, no wait for them to start
+    admitted: float | None = None  # rebuilt from the admission on: when its Pods started, the input does not say
+    rebuilt = from_pods = False
     for total in folded:
         total = m(total)
         key = (s(total.get("stage")) or "Unknown", s(total.get("reason")))
         spent[key] = spent.get(key, 0.0) + float(total.get("seconds") or 0)
-    for entry in history:
+    for n, entry in enumerate(history):
         entry = m(entry)
         start, end = parse_time(entry.get("since")), parse_time(entry.get("until"))
         stage = s(entry.get("stage")) or "Unknown"
         if stage == "Finished" or start is None or end is None:
             continue
         rebuilt = rebuilt or bool(entry.get("rebuilt"))
-        key = (stage, s(entry.get("reason")))
-        spent[key] = spent.get(key, 0.0) + max(0.0, (end - start).total_seconds())
+        if entry.get("rebuilt") and entry.get("cause") == POD_START:
+            from_pods = True
+        reason = s(entry.get("reason"))
+        seconds = max(0.0, (end - start).total_seconds())
+        if reason == "ContainersNotStarting" and entry.get("cause") in _FAILING:
+            failing = (failing or 0.0) + seconds
+        elif stage == "Unknown" and reason is None and not _before_admission(history, n):
+            admitted = (admitted or 0.0) + seconds
+        else:
+            spent[(stage, reason)] = spent.get((stage, reason), 0.0) + seconds
     waits = [_phrase(stage, reason, seconds, cluster_queue) for (stage, reason), seconds in spent.items()
              if stage != "Running"]
     ran = sum(seconds for (stage, _), seconds in spent.items() if stage == "Running")
     parts = []
     if waits:
         parts.append("waited " + ", ".join(waits))
-    if ("Running", "Running") in spent:
-        parts.append(f"ran {format_duration(int(ran), precise=True)}")
+    if admitted is not None:
+        parts.append(f"{format_duration(int(admitted), precise=True)} admitted (when its Pods started is not in the "
+                     "input)")
+    running = []
+    if any(stage == "Running" for stage, _ in spent):
+        at_least = "at least " if admitted is not None else ""  # the admitted time holds some of the run
+        running.append(f"ran {at_least}{format_duration(int(ran), precise=True)}")
+    if failing is not None:
+        running.append(f"{format_duration(int(failing), precise=True)} with failed Pods")
+    if running:
+        parts.append(", then ".join(running))
     if not parts:
         return None
-    source = " (rebuilt from Kueue's timestamps, which keep only each condition's latest change)" if rebuilt else ""
+    source = ""
+    if rebuilt:
+        pods_too = "the Pods' start times and " if from_pods else ""
+        source = f" (rebuilt from {pods_too}Kueue's timestamps, which keep only each condition's latest change)"
     return f"Where the time went{source}: " + "; ".join(parts) + "."
+
+
+# ContainersNotStarting causes that mean Pods failed (ran and ended, or crash-loop), not that they wait to start
+_FAILING = frozenset({"PodsFailed", "OOMKilled", "CrashLoopBackOff"})
+
+
+def _before_admission(history: Sequence[Any], n: int) -> bool:
+    """A rebuilt Unknown entry that ends at an eviction (an Admission entry follows): it ran before it, or still
+    waited; Kueue no longer says. Otherwise it began at the admission."""
+    return n + 1 < len(history) and m(history[n + 1]).get("stage") == "Admission"
 
 
 _WAITS = {

@@ -35,6 +35,14 @@ def owner_text(ctx: Context) -> str:
     return f"{kind} {ctx.ns}/{owner}" if kind and owner else "its owner"
 
 
+def pods_command(ctx: Context) -> str:
+    """The command that lists the owner's Pods: by the Job controller's label for a Job, else by name."""
+    ref = ctx.owner_ref
+    if ref is not None and ref.get("kind") == "Job" and s(ref.get("name")):
+        return f"kubectl get pods -n {ctx.ns} -l batch.kubernetes.io/job-name={ref.get('name')}"
+    return f"kubectl get pods -n {ctx.ns} -o wide | grep {(s(ref.get('name')) if ref else None) or ctx.name}"
+
+
 def owner_rejected(owner: Mapping[str, Any] | None) -> str | None:
     """The owner's controller refused it and will make nothing: a RayJob KubeRay marked ValidationFailed (a name
     over 47 characters, a bad spec). Its status.message, or a stand-in; None otherwise. Kueue 0.19.1+ then holds

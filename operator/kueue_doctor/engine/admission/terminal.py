@@ -9,11 +9,11 @@ import re
 from datetime import timedelta
 
 from ...kube.objects import conditions, format_duration, i, m, name, ordinal, parse_time, s, spec, when_text
-from ...vocabulary import ActionBy, Cause, Reason, cause_of
+from ...vocabulary import CAUSES, ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
-from ..owner_status import aw_failure, is_appwrapper, owner_text
-from ..pods.kubelet import failed_pod_ends
+from ..owner_status import aw_failure, is_appwrapper, owner_text, pods_command
+from ..pods import FailedPod, failed_pods, failed_pods_text, memory_limits
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
 from .eviction import DEACTIVATION_CAUSES, evictions_total, max_exec_reactivation
@@ -25,6 +25,8 @@ FINISHED_CAUSES = (Cause.SUCCEEDED, Cause.FAILED, Cause.OWNER_NOT_FOUND, Cause.O
 
 @rule(Phase.TERMINAL, pairs(Reason.FINISHED, *FINISHED_CAUSES, None))
 def finished(ctx: Context) -> Finding | None:
+    """Finished, with who acts by the cause's default: a failure (its Pods failed, or the owner's own controller
+    failed it) is its owner's to fix and resubmit; the others need nobody."""
     if not ctx.true("Finished"):
         return None
     reason = ctx.cond_reason("Finished") or "Succeeded"
@@ -37,10 +39,11 @@ def finished(ctx: Context) -> Finding | None:
         cause = Cause.FAILED
         text += (f" Not a success: only {group[1]} of {group[2]} Pods succeeded. Kueue writes Succeeded for every "
                  "Pod group it finishes (one marked kueue.x-k8s.io/retriable-in-group=false ends at its first "
-                 f"failure){_failed_pods(ctx)}.")
-    if reason == "Failed":  # Kueue's text for a failed AppWrapper is fixed: its own status says why
-        failure = aw_failure(ctx.owner)
-        text += ("." if failure and not text.endswith(".") else "") + failure
+                 "failure).")
+    failure = aw_failure(ctx.owner) if reason == "Failed" else ""  # Kueue's text for a failed AppWrapper is fixed
+    text += ("." if failure and not text.endswith(".") else "") + failure
+    why, notes, hints = _why_it_failed(ctx, told=bool(failure)) if cause == Cause.FAILED else ("", (), [])
+    text += ("" if not why or text.endswith(".") else ".") + why
     retention = _finished_retention(ctx)
     if retention:
         text += ("" if text.endswith(".") else ".") + retention
@@ -50,8 +53,56 @@ def finished(ctx: Context) -> Finding | None:
         evidence.append(ctx.object_evidence("AppWrapper", name(ctx.owner), "condition/Unhealthy",
                                             s(unhealthy.get("reason")), s(unhealthy.get("message")),
                                             parse_time(unhealthy.get("lastTransitionTime")), ns=ctx.ns))
-    return Finding(Reason.FINISHED, cause if cause in FINISHED_CAUSES else None, text, ActionBy.NOBODY,
-                   since=ctx.cond_time("Finished"), evidence=evidence)
+    known = cause if cause in FINISHED_CAUSES else None
+    return Finding(Reason.FINISHED, known, text, CAUSES[known].action if known is not None else ActionBy.NOBODY,
+                   since=ctx.cond_time("Finished"), evidence=evidence, notes=notes, hints=hints)
+
+
+def _why_it_failed(ctx: Context, told: bool) -> tuple[str, tuple[str, ...], list[str]]:
+    """" 2 Pods failed: a (OOMKilled, exit code 137) at T, b (...). <what the first failure asks for>", the notes
+    the message may drop and the hints; where to look when the input has no failed Pod (unless the owner's own
+    status already `told` why, a failed AppWrapper's)."""
+    failed = failed_pods(ctx.pods)
+    owner = f"The owner of {owner_text(ctx)}" if ctx.owner_ref is not None else "Its owner"
+    if not failed:
+        if told:
+            return "", (), []
+        text = (f" Its Pods are not in the input: list them ({pods_command(ctx)}) and read a failed one's kubectl "
+                f"describe pod and kubectl logs. {owner} fixes the cause and resubmits it.")
+        return text, (), [pods_command(ctx)]
+    first = failed[0]
+    describe = f"kubectl describe pod {first.name} -n {ctx.ns}"
+    logs = f" Its output up to the failure: {first.logs_command(ctx.ns)}." if first.container else ""
+    fix = _FIX.get(first.reason, "fixes the cause")
+    text = f" {failed_pods_text(failed)}. {_failure_advice(ctx, first, describe)} {owner} {fix} and resubmits it.{logs}"
+    return text, (logs,), ([first.logs_command(ctx.ns)] if first.container else []) + [describe]
+
+
+def _failure_advice(ctx: Context, first: FailedPod, describe: str) -> str:
+    """What the earliest failure means, by how it ended."""
+    if first.reason == "OOMKilled":
+        limits = memory_limits(next((p for p in ctx.pods if name(p) == first.name), None))
+        return f"OOMKilled: a container used more memory than its limit{limits} and was killed."
+    if first.reason == "DeadlineExceeded":
+        return f"DeadlineExceeded: {first.name} ran longer than its activeDeadlineSeconds."
+    if first.reason == "Evicted":
+        said = f" ({first.message[:200]})" if first.message else ""
+        return (f"Evicted: the kubelet evicted {first.name}{said}: its node ran short, and Pods using more than they "
+                "request go first.")
+    if first.exit_code is not None:
+        return f"{first.reason} (exit code {first.exit_code}): {_SIGNALS.get(first.exit_code, _PROGRAM_FAILED)}."
+    return f"{first.reason}{f': {first.message[:200]}' if first.message else ''} ({describe} says more)."
+
+
+# what the owner changes, by the earliest failure's reason
+_FIX = {"OOMKilled": "gives the container more memory (its memory limit, and a request to match) or lowers the "
+                     "program's memory use,",
+        "DeadlineExceeded": "raises activeDeadlineSeconds or makes the work fit in it",
+        "Evicted": "raises the Pods' requests to what they use"}
+# exit codes of a container killed by a signal (128 + the signal), not ended by the program itself
+_SIGNALS = {137: "killed by SIGKILL (a failed liveness probe, or the node), not by the program's own exit",
+            143: "stopped by SIGTERM (a deletion or a failed liveness probe), not by the program's own exit"}
+_PROGRAM_FAILED = "the program exited with an error"
 
 
 _POD_GROUP_DONE = re.compile(r"^Pods succeeded: (\d+)/(\d+)\.")  # pod_controller.go Finished(), success always true
@@ -68,12 +119,6 @@ def _queues_stopped(ctx: Context) -> str:
         return ""
     return (f" Reactivated, it would still wait: {' and '.join(stopped)}; nothing in it is admitted until its admin "
             "sets stopPolicy to None.")
-
-
-def _failed_pods(ctx: Context) -> str:
-    """"; failed: p-1 (OOMKilled, exit code 137)": the group's Failed Pods with their containers' ends."""
-    failed = failed_pod_ends(ctx.pods)
-    return f"; failed: {', '.join(failed[:3])}" if failed else ""
 
 
 def _max_exec_reached(ctx: Context) -> str:

@@ -20,7 +20,9 @@ each with its source. Modules, each owning one sub-concern:
   controller's ``FailedCreate`` (``"Error creating: pods \\"x\\" is forbidden: exceeded quota: ..."``,
   webhook denials);
 * `peers.py`: Pods an operator starts before the Pods they need (an MPIJob's launcher before its workers);
-* `summary.py`: `summarize_pods`, `PodSummary`, `PodBlocker`, Kueue's scheduling gates.
+* `summary.py`: `summarize_pods`, `PodSummary`, `PodBlocker`, Kueue's scheduling gates;
+* `lifecycle.py`: when the Pods started and how the failed ones ended (`failed_pods`, `first_start`), for a
+  Workload that ran.
 
 Import from the package (``from kueue_doctor.engine import pods``); the modules are its layout.
 """
@@ -40,6 +42,7 @@ from .events import (
     newest_event,
 )
 from .kubelet import BENIGN_WAITING_REASONS, mount_failure_side, own_limit_eviction, pull_rate_limited
+from .lifecycle import FailedPod, failed_pods, failed_pods_text, first_start, memory_limits
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
@@ -66,6 +69,7 @@ __all__ = [
     "NO_NODES_MESSAGE",
     "TERMINATED_BY_KUEUE",
     "CreateDenial",
+    "FailedPod",
     "NodeFitReason",
     "PodBlocker",
     "PodSummary",
@@ -75,8 +79,12 @@ __all__ = [
     "event_first_time",
     "event_message",
     "event_time",
+    "failed_pods",
+    "failed_pods_text",
+    "first_start",
     "is_kueue_gate",
     "job_failed_create",
+    "memory_limits",
     "mount_failure_side",
     "newest_event",
     "own_limit_eviction",

@@ -87,20 +87,6 @@ def failed_pod(status: Mapping[str, Any]) -> tuple[str, str, str]:
     return reason or "Failed", message, ""
 
 
-def failed_pod_ends(pods: Iterable[Mapping[str, Any]]) -> list[str]:
-    """"p-1 (OOMKilled, exit code 137)" for each Failed Pod: how its containers ended, else the Pod's reason."""
-    failed = []
-    for pod in pods:
-        st = m(pod.get("status"))
-        if st.get("phase") != "Failed":
-            continue
-        ends = [m(m(c).get("state")).get("terminated") for c in lst(st.get("containerStatuses"))]
-        why = next((f"{s(m(e).get('reason')) or 'Error'}, exit code {m(e).get('exitCode')}" for e in ends
-                    if m(e).get("exitCode")), s(st.get("reason")) or "Failed")
-        failed.append(f"{s(m(pod.get('metadata')).get('name'))} ({why})")
-    return failed
-
-
 # The eviction manager's texts for a Pod that outgrew its own local-storage limits (K pkg/kubelet/eviction/helpers.go:
 # 54-58, v1.36.3): evicted at once, whatever the node has free, unlike "The node was low on resource: ..." (pressure).
 _OWN_LIMIT_EVICTIONS = (

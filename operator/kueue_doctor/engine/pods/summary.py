@@ -357,7 +357,7 @@ _COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 TERMINATED_BY_KUEUE = "TerminatedByKueue"
 
 
-def _why_failed(status: Mapping[str, Any]) -> tuple[str, str, str]:
+def why_failed(status: Mapping[str, Any]) -> tuple[str, str, str]:
     """`failed_pod`, or Kueue's TerminatedByKueue condition for a Pod Kueue failed (no status reason, no
     container that ran): ``(reason, message, detail)``."""
     found = failed_pod(status)
@@ -460,7 +460,7 @@ def summarize_pods(
                 peers[name] = peer
 
         if phase == "Failed" and name in history:  # history: kept apart, never the verdict
-            reason, message, detail = _why_failed(status)
+            reason, message, detail = why_failed(status)
             finished = as_time(m(conditions(pod).get("Ready")).get("lastTransitionTime"))
             block("Replaced", reason, name, message, finished,
                   ", ".join(p for p in (detail, history[name]) if p), into=past)
@@ -471,7 +471,7 @@ def summarize_pods(
             continue
         if phase == "Failed":
             failed += 1
-            reason, message, detail = _why_failed(status)
+            reason, message, detail = why_failed(status)
             finished = as_time(m(conditions(pod).get("Ready")).get("lastTransitionTime"))
             block("Failing", reason, name, message, finished, detail)
             continue

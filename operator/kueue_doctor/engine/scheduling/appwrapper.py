@@ -22,7 +22,7 @@ from ..owner_status import (
     aw_unhealthy_text,
     is_appwrapper,
 )
-from ..pods.kubelet import failed_pod_ends
+from ..pods import failed_pods, failed_pods_text
 from ..rules import Finding, Phase, rule
 from .owners import assigned_flavors, base_evidence, expected_pods
 
@@ -43,8 +43,8 @@ def _resets(owner: Mapping[str, Any], next_one: bool = True) -> str:
 
 
 def _failed_pods(ctx: Context) -> str:
-    failed = failed_pod_ends(ctx.pods)
-    return f" Failed: {', '.join(failed[:3])}{' and more' if len(failed) > 3 else ''}." if failed else ""
+    failed = failed_pods_text(failed_pods(ctx.pods))
+    return f" {failed}." if failed else ""
 
 
 @rule(Phase.ADMITTED, [(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING),

@@ -36,7 +36,7 @@ from ...state import QUEUE_LABEL, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
-from ..owner_status import owner_rejected, owner_text
+from ..owner_status import owner_rejected, owner_text, pods_command
 from ..rules import Finding, Phase, pairs, rule
 from . import accounting, appwrapper, early_start, followers
 from .nodes import flavor_node_hint, flavor_selector
@@ -200,13 +200,6 @@ def _failed_create(ctx: Context) -> tuple[str, str, datetime | None, Mapping[str
     return best
 
 
-def _pods_command(ctx: Context) -> str:
-    ref = ctx.owner_ref
-    if ref is not None and ref.get("kind") == "Job" and s(ref.get("name")):
-        return f"kubectl get pods -n {ctx.ns} -l batch.kubernetes.io/job-name={ref.get('name')}"
-    return f"kubectl get pods -n {ctx.ns} -o wide | grep {(s(ref.get('name')) if ref else None) or ctx.name}"
-
-
 def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib.PodSummary | None = None,
              unverified: bool = False) -> Finding:
     if summary is None and ctx.pods:
@@ -285,7 +278,7 @@ def pods_not_visible(ctx: Context) -> Finding | None:
         return _running(ctx, Cause.PODS_RUNNING, since, unverified=True)
     text = (f"Admitted by {ctx.cq_text} at {when_text(since)}, but Kueue reports the Pods not "
             f"ready ({ctx.cond_reason('PodsReady') or 'no PodsReady condition'}) and kueue-doctor cannot see the "
-            f"Pods (none in the input): {_pods_command(ctx)}." + timeout_note(ctx))
+            f"Pods (none in the input): {pods_command(ctx)}." + timeout_note(ctx))
     return Finding(Reason.PODS_NOT_READY, Cause.PODS_NOT_VISIBLE, text, ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
 
@@ -897,11 +890,7 @@ def _node_evidence(ctx: Context, node: str) -> list[dict[str, Any]]:
 
 def _memory_limits(ctx: Context, pod_name: str) -> str:
     """" (main: 512Mi)": the memory limits of the Pod's containers, as the kubelet enforces them."""
-    pod = next((p for p in ctx.pods if name(p) == pod_name), None)
-    limits = [f"{s(m(c).get('name'))}: {s(m(m(m(c).get('resources')).get('limits')).get('memory'))}"
-              for c in lst(m(pod.get("spec") if pod else {}).get("containers"))
-              if s(m(m(m(c).get("resources")).get("limits")).get("memory"))]
-    return f" ({', '.join(limits[:3])})" if limits else " (no memory limit set: the node's memory ran out)"
+    return podlib.memory_limits(next((p for p in ctx.pods if name(p) == pod_name), None))
 
 
 def _container_cause(blocker: podlib.PodBlocker) -> Cause:
