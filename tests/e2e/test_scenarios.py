@@ -633,6 +633,27 @@ def test_finished_job_is_finished(cluster: ClusterHandle, resources: Resources, 
     assert st["clusterQueue"] == cq
 
 
+def test_failed_job_names_its_failed_pod_and_its_exit_code(
+    cluster: ClusterHandle, resources: Resources, namespace: str
+) -> None:
+    """The most common end under Kueue: the Job failed. The verdict names the Pod, how its container ended and what
+    the owner does next, from the Pod the kubelet left behind."""
+    api = cluster.api_client
+    pool = _pool(resources, cpu="4")
+    _, _cq, lq = _queue(resources, namespace, {"cpu": "2"}, pool)
+    crash = (Job("crash", namespace).queue(lq).request("cpu", "500m").backoff_limit(0)
+             .pod_annotation(kube.FAKE_RUN_SECONDS_ANNOTATION, "1").pod_annotation(kube.FAKE_EXIT_CODE_ANNOTATION, "3"))
+    resources.create(crash.manifest())
+    wl = wait_for_workload(api, namespace, "crash", lambda w: condition_is(w, "Finished"), what="Finished=True",
+                           timeout=60)
+    assert (condition(wl, "Finished") or {}).get("reason") == "Failed", wl["status"]
+    st, _ = _diagnosis(api, namespace, "crash", record="finished-failed", note="backoffLimit 0, the Pod exited 3")
+    assert _verdict(st) == ("Finished", "Finished", "Failed", "WorkloadOwner"), st
+    assert "1 Pod failed: crash-" in st["message"] and "(Error, exit code 3)" in st["message"], st["message"]
+    assert "the program exited with an error" in st["message"], st["message"]
+    assert "for Pods to start" not in st["message"], st["message"]
+
+
 def _hog_and_priorities(resources: Resources, namespace: str, lq: str) -> tuple[str, str]:
     """A held Job that takes the LocalQueue's whole quota (100m cpu), admitted; WorkloadPriorityClasses (low 10,
     high 1000): the queue-position tests line Workloads up behind it."""

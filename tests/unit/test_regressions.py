@@ -86,6 +86,7 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str]]] = {
         "victim": ("Admission", "Preempted", "InClusterQueue", "Nobody")},
     "scenario-running": {"fine": ("Running", "Running", "PodsReady", "Nobody")},
     "scenario-finished": {"done": ("Finished", "Finished", "Succeeded", "Nobody")},
+    "scenario-finished-failed": {"crash": ("Finished", "Finished", "Failed", "WorkloadOwner")},
     # topology-aware scheduling (tests/e2e/test_kueue_features.py): blocks/racks over fake nodes, one tainted, one cordoned
     "scenario-tas": {
         "fits": ("Running", "Running", "PodsReady", "Nobody"),
