@@ -25,6 +25,7 @@ from ...kube.objects import (
     is_true,
     lst,
     m,
+    parse_time,
     s,
     spec,
     status,
@@ -1510,10 +1511,30 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
     else:
         names = ", ".join(f"{b.get('namespace')}/{b.get('name')}" for b in blocked[:3])
         text = (f"Kueue is preempting {n} Workload(s) to make room in {ctx.cq_text}"
-                + (f" ({names})" if names else "") + "; it is admitted once they release their quota.")
+                + (f" ({names})" if names else "") + "; it is admitted once they release their quota."
+                + _victims_slow(ctx, victims))
         cause = Cause.PREEMPTION_IN_PROGRESS
     return finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
                     quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
+
+
+def _victims_slow(ctx: Context, victims: list[tuple[str, str, str | None]]) -> str:
+    """Victims evicted `STALL_AFTER` ago that still hold their quota: the preemption is stuck on them, and their
+    own diagnoses say what keeps them from stopping (a finalizer, a controller that does not stop its Pods)."""
+    evicted = [(t, ns, nm) for ns, nm, _ in victims if (wl := ctx.state.workloads.get((ns, nm))) is not None
+               and is_true(conditions(wl).get("QuotaReserved"))
+               and (t := parse_time(m(conditions(wl).get("Evicted")).get("lastTransitionTime"))) is not None]
+    if not evicted:
+        return ""
+    first, ns, nm = min(evicted)
+    if not ctx.after(first, STALL_AFTER):
+        return ""
+    sticky = "" if s(spec(ctx.cq or {}).get("queueingStrategy")) == "StrictFIFO" else (
+        " Meanwhile Kueue keeps this Workload at the head of its BestEffortFIFO queue and evaluates no other "
+        "Workload there (kueue#7301).")
+    return (f" But {ns}/{nm} was evicted at {when_text(first)}, more than {format_duration(STALL_AFTER)} ago, and "
+            "still holds its quota: the preemption is stuck on it, and its diagnosis says what keeps it from stopping "
+            f"and who acts (kubectl get admissiondiagnosis {nm} -n {ns}).{sticky}")
 
 
 def _flavors_of(failures: list[FlavorFailure]) -> list[str]:
