@@ -25,7 +25,7 @@ from typing import Any
 
 from ..kube.objects import conditions, i, is_true, lst, m, name, namespace, ns_name, parse_time, s, spec
 from ..state import ClusterState, Derived, Key
-from .messages import parse_workload_message
+from .victims import VICTIMS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REQUEUED_AT_BACK = ("PodsReadyTimeout", "AdmissionCheck")  # evictions that move the queue timestamp
@@ -52,19 +52,6 @@ def _pending(wl: Mapping[str, Any]) -> bool:
     return not (is_true(conds.get("QuotaReserved")) or is_true(conds.get("Finished")))
 
 
-def _preemptions_started(state: ClusterState) -> dict[str, datetime]:
-    """Per preemptor UID, when it evicted the first of its victims still evicted now."""
-    started: dict[str, datetime] = {}
-    for key in state.index.preempted:
-        cond = conditions(state.workloads[key]).get("Evicted")
-        when = parse_time(m(cond).get("lastTransitionTime"))
-        preemption = parse_workload_message(s(m(cond).get("message")) or "").preemption
-        if when is not None and preemption is not None and preemption.preemptor_uid:
-            uid = preemption.preemptor_uid
-            started[uid] = min(when, started.get(uid, when))
-    return started
-
-
 def _sticky_heads(state: ClusterState) -> dict[str, tuple[Key, datetime | None]]:
     """Per BestEffortFIFO ClusterQueue, the pending Workload Kueue keeps at its head while the Workloads it
     preempted release their quota (cluster_queue.go preemptorWorkload, kueue#6929/#7301), with when that began:
@@ -82,10 +69,11 @@ def _sticky_heads(state: ClusterState) -> dict[str, tuple[Key, datetime | None]]
         order = _order(state, wl)
         if cq_name not in heads or order < heads[cq_name][0]:
             heads[cq_name] = (order, key, wl)
-    started = _preemptions_started(state) if heads else {}
+    victims = state.derived(VICTIMS) if heads else {}
     out: dict[str, tuple[Key, datetime | None]] = {}
     for cq_name, (_, key, wl) in heads.items():
-        since = started.get(s(m(wl.get("metadata")).get("uid")) or "")
+        since = min((v.evicted_at for v in victims.get(s(m(wl.get("metadata")).get("uid")) or "", ())
+                     if v.evicted_at is not None), default=None)  # the first of its victims still evicted now
         if since is None:  # its victims are gone already: since it last went QuotaReserved=False
             since = parse_time(m(conditions(wl).get("QuotaReserved")).get("lastTransitionTime"))
         out[cq_name] = (key, since)

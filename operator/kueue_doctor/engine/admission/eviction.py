@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 from ...kube.kueue_config import CONFIG_MAP
 from ...kube.objects import (
-    conditions,
     format_duration,
     i,
     is_true,
@@ -27,10 +26,9 @@ from ...kube.objects import (
     spec,
     status,
     time_text,
-    uid,
     when_text,
 )
-from ...state import ClusterState, Derived, Key
+from ...state import Key
 from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages, multikueue
 from ..context import Context
@@ -59,27 +57,6 @@ _EVICTION_REASON = {
     "ClusterQueueStopped", Template.LOCAL_QUEUE_STOPPED_EVICTION: "LocalQueueStopped",
     Template.NODE_FAILURES: "NodeFailures", Template.DEACTIVATED: "Deactivated",
 }
-
-
-def _victims(state: ClusterState) -> dict[str, list[tuple[str, str, str | None]]]:
-    """Workloads evicted by preemption, by their preemptor's UID (from the victims' Evicted messages)."""
-    victims: dict[str, list[tuple[str, str, str | None]]] = {}
-    for ns, nm in sorted(state.index.preempted):  # the index keeps who is evicted by preemption now
-        wl = state.workloads[ns, nm]
-        cond = conditions(wl).get("Evicted")
-        if not is_true(cond) or m(cond).get("reason") != "Preempted":
-            continue
-        parsed = messages.parse_workload_message(s(m(cond).get("message")) or "")
-        if parsed.preemption and parsed.preemption.preemptor_uid:
-            victims.setdefault(parsed.preemption.preemptor_uid, []).append((ns, nm, uid(wl)))
-    return victims
-
-
-VICTIMS: Derived[dict[str, list[tuple[str, str, str | None]]]] = Derived("victims by preemptor", _victims)
-
-
-def victims_of(ctx: Context) -> list[tuple[str, str, str | None]]:
-    return ctx.state.derived(VICTIMS).get(ctx.uid, [])
 
 
 def workload_by_uid(ctx: Context, wl_uid: str | None) -> Key | None:

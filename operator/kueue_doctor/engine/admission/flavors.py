@@ -25,7 +25,6 @@ from ...kube.objects import (
     is_true,
     lst,
     m,
-    parse_time,
     s,
     spec,
     status,
@@ -41,8 +40,8 @@ from ..holders import Holder, quota_holders
 from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..pods.events import event_count
 from ..rules import Finding, pairs
+from ..victims import Victim, victims_of
 from . import topology
-from .eviction import victims_of
 from .fair_sharing import shares_stop_preemption
 from .handlers import finding, handles
 from .queues import cq_hint
@@ -1502,7 +1501,7 @@ _BY_SEVERITY: dict[Severity, Callable[[Context, list[FlavorFailure], str], Findi
 
 def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
     victims = victims_of(ctx)
-    blocked = [ctx.workload_ref("Victim", ns, nm, u) for ns, nm, u in victims[:10]]
+    blocked = [ctx.workload_ref("Victim", v.namespace, v.name, v.uid) for v in victims[:10]]
     n = p.pending_preemptions or p.failed_preemptions or len(victims)
     if p.failed_preemptions:
         text = (f"Kueue tried to preempt {p.failed_preemptions} Workload(s) to make room in {ctx.cq_text} but the "
@@ -1518,12 +1517,12 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
                     quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
 
 
-def _victims_slow(ctx: Context, victims: list[tuple[str, str, str | None]]) -> str:
+def _victims_slow(ctx: Context, victims: list[Victim]) -> str:
     """Victims evicted `STALL_AFTER` ago that still hold their quota: the preemption is stuck on them, and their
     own diagnoses say what keeps them from stopping (a finalizer, a controller that does not stop its Pods)."""
-    evicted = [(t, ns, nm) for ns, nm, _ in victims if (wl := ctx.state.workloads.get((ns, nm))) is not None
-               and is_true(conditions(wl).get("QuotaReserved"))
-               and (t := parse_time(m(conditions(wl).get("Evicted")).get("lastTransitionTime"))) is not None]
+    evicted = [(v.evicted_at, v.namespace, v.name) for v in victims if v.evicted_at is not None
+               and (wl := ctx.state.workloads.get((v.namespace, v.name))) is not None
+               and is_true(conditions(wl).get("QuotaReserved"))]
     if not evicted:
         return ""
     first, ns, nm = min(evicted)

@@ -180,11 +180,8 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
     sticky = sticky_ahead(ctx)
     if sticky is not None:
         hns, hname, huid, began = sticky
-        return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD,
-                       _sticky_text(ctx, hns, hname, began) + _boost_ignored(ctx), since=since,
-                       blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
-                       blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
-                       hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+        return _behind_head(ctx, _sticky_text(ctx, hns, hname, began) + _boost_ignored(ctx), since, hns, hname,
+                            huid, evidence=[])
     text = (f"Queued in LocalQueue {ctx.ns}/{ctx.lq_name} since {when_text(since)}; Kueue has not evaluated it "
             "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
@@ -229,11 +226,7 @@ def behind_queue_head(ctx: Context) -> Finding | None:
             f"behind the head until it is admitted (see its diagnosis). This Workload's own message from "
             f"{when_text(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and "
             "no longer what blocks it; it is kept in the evidence." + _boost_ignored(ctx) + _fits_now(ctx))
-    return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
-                   blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
-                   evidence=[ctx.condition_evidence("QuotaReserved")],
-                   blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
-                   hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
+    return _behind_head(ctx, text, since, hns, hname, huid, evidence=[ctx.condition_evidence("QuotaReserved")])
 
 
 def _behind_sticky_head(ctx: Context) -> Finding | None:
@@ -249,9 +242,15 @@ def _behind_sticky_head(ctx: Context) -> Finding | None:
     text = (_sticky_text(ctx, hns, hname, began) + f" It would fit the unused quota now; its own message from "
             f"{when_text(since)} ({ctx.cond_message('QuotaReserved')[:200]}) is from an earlier attempt and is kept "
             "in the evidence.")
+    return _behind_head(ctx, text, since, hns, hname, huid, evidence=[ctx.condition_evidence("QuotaReserved")])
+
+
+def _behind_head(ctx: Context, text: str, since: datetime | None, hns: str, hname: str, huid: str | None,
+                 evidence: list[dict[str, Any]]) -> Finding:
+    """Waiting behind the queue's head (StrictFIFO's, or a BestEffortFIFO queue's preempting one), named as the
+    blocker."""
     return Finding(Reason.NOT_YET_EVALUATED, Cause.BLOCKED_BY_QUEUE_HEAD, text, since=since,
-                   blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)],
-                   evidence=[ctx.condition_evidence("QuotaReserved")],
+                   blocked_by=[ctx.workload_ref("QueueHead", hns, hname, huid)], evidence=evidence,
                    blocker={"kind": "QueueHead", "name": f"{hns}/{hname}", "source": "Objects"},
                    hints=[f"kubectl get admissiondiagnosis {hname} -n {hns}"])
 
