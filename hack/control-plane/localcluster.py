@@ -31,6 +31,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -561,17 +562,41 @@ class Component:
 
 
 def free_ports(count: int) -> list[int]:
-    """Distinct free TCP ports on 127.0.0.1 (held open together so they never repeat)."""
-    socks = []
+    """Distinct free TCP ports, chosen below the kernel's ephemeral range.
+
+    A port the kernel hands out for bind(0) comes from the same range as the local ports of outgoing
+    connections: between our probe and the server's bind, any client (Kueue's, the operator's own) can take
+    it, and the server dies with EADDRINUSE (seen in CI). Ports below the range are never picked for those.
+    The probe binds 0.0.0.0 (what the operator binds) and holds the sockets together so they never repeat.
+    """
+    low = _ephemeral_low()
+    rng = random.Random()
+    socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(count * 50):
+            if len(socks) == count:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("0.0.0.0", rng.randrange(10000, low) if low > 11000 else 0))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
+        if len(socks) < count:
+            raise RuntimeError(f"found only {len(socks)} of {count} free TCP ports below {low}")
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def http_get(url: str, context: ssl.SSLContext | None = None, timeout: float = 3.0) -> tuple[int, str] | None:

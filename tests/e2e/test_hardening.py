@@ -33,7 +33,6 @@ from .test_failover import ELECTION, ready_role, replica_account
 from .test_operator import (
     ROOT,
     Operator,
-    free_port,
     install_crd_and_rbac,
     reason_of,
     setup_queue,
@@ -95,7 +94,7 @@ def test_the_operator_runs_on_a_read_only_root_filesystem(
     install_crd_and_rbac(cluster)
     replica_account(cluster, "kd-readonly")
     kubeconfig = token_kubeconfig(cluster, tmp_path, "kd-readonly")
-    metrics, health = free_port(), free_port()
+    metrics, health = kube.lc.free_ports(2)
     log = tmp_path / "readonly.log"
     argv = [sys.executable, "-m", "kueue_doctor", "run", "--kubeconfig", str(kubeconfig), "--metrics-port",
             str(metrics), "--health-port", str(health), "-n", namespace, *ELECTION]

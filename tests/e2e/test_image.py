@@ -23,7 +23,7 @@ from tests.unit.test_lock import LOCK, parse_lock
 
 from . import image, kube
 from .conftest import ClusterHandle, _cluster_required
-from .test_operator import SA_USER, free_port, install_crd_and_rbac, reason_of, setup_queue, token_kubeconfig
+from .test_operator import SA_USER, install_crd_and_rbac, reason_of, setup_queue, token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "headlamp-exceeds-max-quota.yaml"
@@ -114,7 +114,7 @@ def test_operator_in_the_container_serves_healthz_and_writes_diagnoses(
     install_crd_and_rbac(cluster)
     kubeconfig = token_kubeconfig(cluster, tmp_path)
     kubeconfig.chmod(0o644)  # read by the image's non-root user
-    health, metrics = free_port(), free_port()
+    health, metrics = kube.lc.free_ports(2)
     log = tmp_path / "operator-in-image.log"
     args = ["run", "--kubeconfig", "/config/kubeconfig", f"--health-port={health}", f"--metrics-port={metrics}",
             "--namespace", namespace, "--refresh-interval", "2", "--log-format", "text"]

@@ -7,7 +7,6 @@ to the ClusterRole in manifests/base/rbac.yaml; the apiserver's audit log proves
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,17 +23,12 @@ from tests.builders import ClusterQueue, Job, LocalQueue, ResourceFlavor
 
 from . import kube
 from .conftest import ClusterHandle
+from .kube import lc
 
 ROOT = Path(__file__).resolve().parents[2]
 SA_NAMESPACE, SA_NAME = "kueue-doctor", "kueue-doctor"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 ADIAG = "/apis/kueue-doctor.dev/v1alpha1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def apply_manifest(api: Any, path: Path) -> None:
@@ -97,7 +91,7 @@ def install_crd_and_rbac(cluster: ClusterHandle) -> None:
 
 
 def start_operator(kubeconfig: Path, workdir: Path, *extra: str) -> Operator:
-    metrics, health = free_port(), free_port()
+    metrics, health = lc.free_ports(2)
     log = workdir / f"{kubeconfig.stem}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "operator")}  # this checkout's code
     env.pop("KUBECONFIG", None)
@@ -316,7 +310,6 @@ def test_owners_kueue_never_took_get_their_own_diagnosis_from_the_operator_and_f
     from kueue_doctor.kube.kueue_names import expected_workload_name
     from tests.builders import Namespace
 
-    from .kube import lc
     from .test_owner_scenarios import _jobset, _jobset_served
 
     api = cluster.api_client

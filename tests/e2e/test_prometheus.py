@@ -30,7 +30,6 @@ from .conftest import ClusterHandle
 from .test_operator import (
     Operator,
     adiag,
-    free_port,
     install_crd_and_rbac,
     setup_queue,
     start_operator,
@@ -91,7 +90,7 @@ def start_prometheus(binary: str, workdir: Path, metrics_port: int) -> Prometheu
         "rule_files": [str(rules)],
         "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}],
     }))
-    port = free_port()
+    (port,) = kube.lc.free_ports(1)
     log = workdir / "prometheus.log"
     with log.open("wb") as fh:
         proc = subprocess.Popen(
