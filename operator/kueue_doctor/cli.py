@@ -532,6 +532,7 @@ def _unmanaged_pod(pod: Mapping[str, Any]) -> str:
 _KIND_NAMES = {alias: kind for kind, aliases in {
     "Workload": ("workload", "workloads", "wl"), "Job": ("job", "jobs"), "Pod": ("pod", "pods", "po"),
     "JobSet": ("jobset", "jobsets"), "RayJob": ("rayjob", "rayjobs"), "RayCluster": ("raycluster", "rayclusters"),
+    "RayService": ("rayservice", "rayservices"),
     "StatefulSet": ("statefulset", "statefulsets", "sts"), "Deployment": ("deployment", "deployments", "deploy"),
     "LeaderWorkerSet": ("leaderworkerset", "leaderworkersets", "lws"), "MPIJob": ("mpijob", "mpijobs"),
     "PyTorchJob": ("pytorchjob", "pytorchjobs"), "TFJob": ("tfjob", "tfjobs"),

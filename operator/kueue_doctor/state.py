@@ -63,15 +63,15 @@ KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Coho
                "ProvisioningRequestConfig"}
 # Owners whose suspension and Pods we read (group, kind); Kueue can manage more, they still get verdicts.
 OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"),
-               ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("kubeflow.org", "TFJob"),
-               ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "JAXJob"),
-               ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
+               ("ray.io", "RayService"), ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"),
+               ("kubeflow.org", "TFJob"), ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"),
+               ("kubeflow.org", "JAXJob"), ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment"),
                ("workload.codeflare.dev", "AppWrapper")}
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 # every kind Kueue v0.19 integrates (pkg/controller/jobs), those kueue-doctor does not diagnose itself too: a child
 # of one (a RayService's RayCluster, an AppWrapper's Job) is managed through that ancestor's Workload
-KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("ray.io", "RayService"), ("sparkoperator.k8s.io", "SparkApplication")}
+KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("sparkoperator.k8s.io", "SparkApplication")}
 
 _TOP_OWNER_KINDS = frozenset(POD_OWNER_LABELS.values())
 

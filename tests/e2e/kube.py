@@ -76,6 +76,7 @@ KINDS: dict[str, Kind] = {
         Kind("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True),
         Kind("ray.io/v1", "RayJob", "rayjobs", True),
         Kind("ray.io/v1", "RayCluster", "rayclusters", True),
+        Kind("ray.io/v1", "RayService", "rayservices", True),
         Kind("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", True),
         Kind("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "trainingruntimes", True),
         Kind("workload.codeflare.dev/v1beta2", "AppWrapper", "appwrappers", True),

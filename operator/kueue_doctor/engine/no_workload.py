@@ -76,6 +76,7 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
     ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io/jobset",
     ("ray.io", "RayJob"): "ray.io/rayjob",
     ("ray.io", "RayCluster"): "ray.io/raycluster",
+    ("ray.io", "RayService"): "ray.io/rayservice",
     ("kubeflow.org", "MPIJob"): "kubeflow.org/mpijob",
     ("kubeflow.org", "PyTorchJob"): "kubeflow.org/pytorchjob",
     ("kubeflow.org", "TFJob"): "kubeflow.org/tfjob",

@@ -221,6 +221,7 @@ SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("jobset.x-k8s.io", "JobSet"): ("spec", "suspend"),
     ("ray.io", "RayJob"): ("spec", "suspend"),
     ("ray.io", "RayCluster"): ("spec", "suspend"),
+    ("ray.io", "RayService"): ("spec", "rayClusterConfig", "suspend"),  # Kueue suspends its cluster's spec
     ("kubeflow.org", "MPIJob"): ("spec", "runPolicy", "suspend"),
     ("kubeflow.org", "PyTorchJob"): ("spec", "runPolicy", "suspend"),
     ("kubeflow.org", "TFJob"): ("spec", "runPolicy", "suspend"),

@@ -68,6 +68,7 @@ def _order() -> tuple[Rule, ...]:
         ghost.admitted_ghost,
         dispatch.managed_by_multikueue,
         dispatch.suspended_owner,
+        dispatch.suspended_ray_cluster,
         appwrapper.appwrapper_recovering,
         appwrapper.appwrapper_failure_not_seen_yet,
         workload_pods.pods_ready,

@@ -18,9 +18,11 @@ _KEEP_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestam
 # (an AppWrapper's own fault-tolerance settings, workload.codeflare.dev.appwrapper/retryLimit and its grace periods:
 # its verdicts give the reset times and the resets left from them)
 _KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/", "kueue-doctor.dev/",
-                             "alpha.jobset.sigs.k8s.io/exclusive-topology", "workload.codeflare.dev.appwrapper/")
+                             "alpha.jobset.sigs.k8s.io/exclusive-topology", "workload.codeflare.dev.appwrapper/",
+                             "ray.io/kuberay-version")  # the KubeRay that made a RayCluster (kuberay#4686)
 # Where owners keep suspend (spec.suspend; Kubeflow's spec.runPolicy.suspend): the engine reads who wrote it last.
-_SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"))
+_SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"),
+                   ("f:spec", "f:rayClusterConfig", "f:suspend"))  # a RayService's
 
 
 def _suspend_writers(entries: Any) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
     ("ray.io", "v1", "rayjobs", "RayJob"),
     ("ray.io", "v1", "rayclusters", "RayCluster"),
+    ("ray.io", "v1", "rayservices", "RayService"),
     ("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
     ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
     ("kubeflow.org", "v1", "tfjobs", "TFJob"),

@@ -6,7 +6,20 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.objects import format_duration, group_of, later, lst, m, name, parse_time, s, spec, status, when_text
+from ...kube.objects import (
+    format_duration,
+    group_of,
+    later,
+    lst,
+    m,
+    name,
+    parse_time,
+    s,
+    spec,
+    status,
+    uid,
+    when_text,
+)
 from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue as mk
@@ -233,6 +246,71 @@ def suspended_owner(ctx: Context) -> Finding | None:
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text,
                    ActionBy.CLUSTER_ADMIN if late else ActionBy.NOBODY, since=since,
                    evidence=base_evidence(ctx), flavors=assigned_flavors(ctx))
+
+
+# KubeRay's RayService copies its spec.rayClusterConfig onto the RayCluster it makes (suspend included), and from
+# v1.6.2 on applies a later suspend change to it in place (rayservice_controller.go shouldUpdateCluster); before, a
+# RayCluster made while Kueue held the RayService stayed suspended forever (ray-project/kuberay#4686)
+_KUBERAY_FIXED = (1, 6, 2)
+KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"
+
+
+@rule(Phase.ADMITTED, pairs(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED))
+def suspended_ray_cluster(ctx: Context) -> Finding | None:
+    """Admitted and the RayService unsuspended, but the RayCluster KubeRay made while it waited for admission is
+    still suspended: no head, no worker, the quota held. Asked after `suspended_owner` (the RayService itself)."""
+    owner = ctx.owner
+    if owner is None or s(owner.get("kind")) != "RayService" or group_of(owner.get("apiVersion")) != "ray.io" \
+            or owner_suspended(owner) is not False:
+        return None
+    live = {s(m(r).get("uid")) for p in ctx.pods if s(status(p).get("phase")) not in ("Succeeded", "Failed")
+            for r in lst(m(p.get("metadata")).get("ownerReferences"))}
+    stuck = [c for c in ctx.state.descendants(owner, depth=1)
+             if s(c.get("kind")) == "RayCluster" and spec(c).get("suspend") is True
+             and not m(c.get("metadata")).get("deletionTimestamp") and uid(c) not in live]
+    if not stuck:
+        return None
+    cluster = stuck[0]
+    since = admitted_since(ctx)
+    rc = f"RayCluster {ctx.ns}/{name(cluster)}"
+    evidence = [*base_evidence(ctx),
+                ctx.object_evidence("RayCluster", name(cluster), "spec.suspend", "True",
+                                    f"status.state {s(status(cluster).get('state')) or 'unset'}", ns=ctx.ns)]
+    head = (f"Admitted by {ctx.cq_text} at {when_text(since)} and Kueue unsuspended RayService {ctx.ns}/{name(owner)} "
+            f"(spec.rayClusterConfig.suspend: false), but its {rc} still has spec.suspend: true")
+    if not ctx.after(since, SUSPENDED_AFTER):
+        return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED,
+                       head + ": KubeRay copies the change onto it within seconds, then creates its Pods.",
+                       ActionBy.NOBODY, since=since, evidence=evidence, flavors=assigned_flavors(ctx))
+    waited = format_duration(ctx.now - since, precise=True) if since is not None else "minutes"
+    holds = ", ".join(f"{x['requested']} {x['resource']} in flavor {x['flavor']}" for x in held_quota(ctx))
+    version = s(m(m(cluster.get("metadata")).get("annotations")).get(KUBERAY_VERSION_ANNOTATION)) or ""
+    fixed = _version(version) >= _KUBERAY_FIXED
+    made_by = f" (it was made by KubeRay {version})" if version else ""
+    text = (f"{head} {waited} later: KubeRay creates no head or worker Pod while the Workload holds "
+            f"{holds or 'its quota'} of {ctx.cq_text}. KubeRay made that RayCluster while the RayService waited for "
+            f"admission, suspended like it{made_by}; ")
+    if fixed:
+        text += (f"KubeRay v1.6.2 and later apply the RayService's suspend change to it in place, so this one "
+                 f"failed to: cluster admin, look for errors about {name(cluster)} in the KubeRay operator's logs.")
+    else:
+        text += ("KubeRay before v1.6.2 never applies the RayService's later suspend change to an existing RayCluster "
+                 "(ray-project/kuberay#4686). Cluster admin: upgrade KubeRay to v1.6.2 or later.")
+    text += (f" Meanwhile `kubectl delete raycluster {name(cluster)} -n {ctx.ns}` makes KubeRay create it again "
+             "under the same name from the RayService's current spec, unsuspended; the Workload stays admitted.")
+    return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.CLUSTER_ADMIN, since=since,
+                   evidence=evidence, quota=held_quota(ctx), flavors=assigned_flavors(ctx),
+                   hints=[f"kubectl delete raycluster {name(cluster)} -n {ctx.ns}"])
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """"v1.6.2" -> (1, 6, 2); () when it is not a version (then it compares below every release)."""
+    parts = []
+    for part in text.lstrip("v").split("-")[0].split("."):
+        if not part.isdigit():
+            return ()
+        parts.append(int(part))
+    return tuple(parts)
 
 
 # pkg/controller/jobs/trainjob: the webhook appends this patch at creation; RunWithPodSetsInfo writes the
