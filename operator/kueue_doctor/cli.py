@@ -533,6 +533,7 @@ _KIND_NAMES = {alias: kind for kind, aliases in {
     "Workload": ("workload", "workloads", "wl"), "Job": ("job", "jobs"), "Pod": ("pod", "pods", "po"),
     "JobSet": ("jobset", "jobsets"), "RayJob": ("rayjob", "rayjobs"), "RayCluster": ("raycluster", "rayclusters"),
     "RayService": ("rayservice", "rayservices"),
+    "SparkApplication": ("sparkapplication", "sparkapplications", "sparkapp"),
     "StatefulSet": ("statefulset", "statefulsets", "sts"), "Deployment": ("deployment", "deployments", "deploy"),
     "LeaderWorkerSet": ("leaderworkerset", "leaderworkersets", "lws"), "MPIJob": ("mpijob", "mpijobs"),
     "PyTorchJob": ("pytorchjob", "pytorchjobs"), "TFJob": ("tfjob", "tfjobs"),

@@ -54,7 +54,10 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 # Pod labels naming the owner at the top of the chain, for owners whose children the operator may not list (an
 # AppWrapper's wrapped Job has no queue-name label, so no watch sees it): label -> the owner's kind
-POD_OWNER_LABELS = {"workload.codeflare.dev/appwrapper": "AppWrapper"}
+# A SparkApplication's executors are owned by its driver Pod (spark-operator); all its Pods carry its name, which is
+# how Kueue finds them too (sparkapplication_controller.go PodLabelSelector)
+POD_OWNER_LABELS = {"workload.codeflare.dev/appwrapper": "AppWrapper",
+                    "sparkoperator.k8s.io/app-name": "SparkApplication"}
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 
 # (group, kind) -> the state collection it goes to. Other kinds are ignored.
@@ -67,11 +70,11 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("kubeflow.org", "TFJob"), ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"),
                ("kubeflow.org", "JAXJob"), ("kubeflow.org", "TrainJob"), ("trainer.kubeflow.org", "TrainJob"),
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment"),
-               ("workload.codeflare.dev", "AppWrapper")}
+               ("workload.codeflare.dev", "AppWrapper"), ("sparkoperator.k8s.io", "SparkApplication")}
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
-# every kind Kueue v0.19 integrates (pkg/controller/jobs), those kueue-doctor does not diagnose itself too: a child
-# of one (a RayService's RayCluster, an AppWrapper's Job) is managed through that ancestor's Workload
-KUEUE_INTEGRATION_KINDS = OWNER_KINDS | {("sparkoperator.k8s.io", "SparkApplication")}
+# every kind Kueue v0.19 integrates (pkg/controller/jobs): a child of one (a RayService's RayCluster, an
+# AppWrapper's Job) is managed through that ancestor's Workload
+KUEUE_INTEGRATION_KINDS = OWNER_KINDS
 
 _TOP_OWNER_KINDS = frozenset(POD_OWNER_LABELS.values())
 

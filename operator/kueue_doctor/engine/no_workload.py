@@ -85,10 +85,13 @@ FRAMEWORKS: dict[tuple[str, str], str] = {
     ("kubeflow.org", "JAXJob"): "kubeflow.org/jaxjob",
     ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob",
     ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper",
+    ("sparkoperator.k8s.io", "SparkApplication"): "sparkoperator.k8s.io/sparkapplication",  # alpha, behind a gate
     ("apps", "StatefulSet"): "statefulset",  # one Workload per StatefulSet (v0.19), while replicas > 0
 }
 # Conditions (type) by which an owner says it is done: a finished owner needs no Workload any more.
 _DONE = ("Complete", "Completed", "Failed", "Succeeded", "SuccessCriteriaMet", "FailureTarget")
+# a SparkApplication's status.applicationState.state when it is over (Kueue's Finished() reads the same)
+_SPARK_DONE = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
 # Warning Events Kueue's job reconciler posts on an owner it cannot build a Workload for.
 # (PriorityClassNotFound: proposed in kubernetes-sigs/kueue#15175; v0.19 posts nothing for a missing PriorityClass)
 _KUEUE_WARNINGS = ("ErrWorkloadCompose", "JobNestingTooDeep", "WorkloadPriorityClassNotFound",
@@ -105,6 +108,8 @@ def _finished(owner: Mapping[str, Any]) -> bool:
     if rayjob_finished(owner) is not None:
         return True
     st = status(owner)
+    if s(m(st.get("applicationState")).get("state")) in _SPARK_DONE:
+        return True
     if s(st.get("phase")) in ("Succeeded", "Failed"):  # AppWrapper (its conditions name no end)
         return True
     return any(m(c).get("type") in _DONE and is_true(m(c)) for c in lst(st.get("conditions")))

@@ -95,6 +95,17 @@ def _raycluster_active(st: Mapping[str, Any]) -> str | None:
     return "status.state ready" if s(st.get("state")) == "ready" else None
 
 
+def _rayservice_active(st: Mapping[str, Any]) -> str | None:
+    # Kueue's RayService.IsActive: its Ready condition is True
+    ready = any(m(c).get("type") == "Ready" and m(c).get("status") == "True" for c in lst(st.get("conditions")))
+    return "condition Ready True" if ready else None
+
+
+def _spark_active(st: Mapping[str, Any]) -> str | None:
+    # Kueue's SparkApplication.IsActive: status.applicationState.state RUNNING
+    return "status.applicationState.state RUNNING" if m(st.get("applicationState")).get("state") == "RUNNING" else None
+
+
 def _job_active(st: Mapping[str, Any]) -> str | None:
     return f"status.active {i(st.get('active'))}" if i(st.get("active")) else None
 
@@ -115,6 +126,8 @@ _kubeflow = _replicas_active("replicaStatuses", keyed=True)
 _ACTIVE: dict[tuple[str, str], Callable[[Mapping[str, Any]], str | None]] = {
     ("ray.io", "RayJob"): _rayjob_active,
     ("ray.io", "RayCluster"): _raycluster_active,
+    ("ray.io", "RayService"): _rayservice_active,
+    ("sparkoperator.k8s.io", "SparkApplication"): _spark_active,
     ("batch", "Job"): _job_active,
     ("jobset.x-k8s.io", "JobSet"): _replicas_active("replicatedJobsStatus", keyed=False),
     ("trainer.kubeflow.org", "TrainJob"): _replicas_active("jobsStatus", keyed=False),
@@ -230,6 +243,7 @@ SUSPEND_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
     ("kubeflow.org", "JAXJob"): ("spec", "runPolicy", "suspend"),
     ("trainer.kubeflow.org", "TrainJob"): ("spec", "suspend"),
     ("workload.codeflare.dev", "AppWrapper"): ("spec", "suspend"),
+    ("sparkoperator.k8s.io", "SparkApplication"): ("spec", "suspend"),
 }
 
 

@@ -47,6 +47,7 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("kubeflow.org", "v1", "jaxjobs", "JAXJob"),
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
     ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
+    ("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication"),
 )
 
 
