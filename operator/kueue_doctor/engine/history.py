@@ -61,6 +61,12 @@ def rebuild(ctx: Context, status: Mapping[str, Any]) -> list[Entry]:
             _pods_ran(ctx, status, admitted, admitted_text, ready, points)
         else:
             points.append((admitted, admitted_text, "Scheduling", None, None))
+            if ready.get("status") != "True" and status.get("stage") == "Finished":
+                # finished without its Pods ever all ready (one ran and failed before the others were, a readiness
+                # probe that never passed): what ran did run, from its start; not a wait for Pods to start
+                started = podlib.first_start(ctx.pods, admitted, parse_time(status.get("since")))
+                if started is not None:
+                    points.append((started, format_time(started), "Running", "Running", POD_START))
     if ready and ready.get("status") == "True" and (at := parse_time(text := ready.get("lastTransitionTime"))) \
             is not None:
         points.append((at, text, "Running", "Running", None))
