@@ -9,7 +9,6 @@ from typing import Any
 from ...kube.objects import (
     format_duration,
     group_of,
-    later,
     lst,
     m,
     name,
@@ -36,7 +35,7 @@ from .owners import (
     suspend_path,
     suspend_writer,
 )
-from .workload_pods import pod_view
+from .workload_pods import NO_CONFIG, pod_view, pods_ready_deadline
 
 SUSPENDED_AFTER = timedelta(minutes=2)  # Kueue unsuspends an admitted owner within seconds: minutes of it are not lag
 
@@ -197,20 +196,17 @@ def managed_by_multikueue(ctx: Context) -> Finding | None:
                 ctx.object_evidence(kind, name(owner), field_, "ManagedByMultiKueue", value, ns=ctx.ns)]
     return Finding(Reason.PODS_NOT_CREATED, Cause.EXTERNALLY_MANAGED, text, action, since=since, evidence=evidence,
                    quota=quota, flavors=assigned_flavors(ctx), pods=ctx.lazy(pod_view).status,
-                   notes=(_EXPORTED, empty, gate),
+                   notes=(NO_CONFIG, _EXPORTED, empty, gate),
                    hints=[f"kubectl get {kind.lower()} {name(owner)} -n {ctx.ns} -o yaml > {name(owner)}.yaml   "
                           f"# remove {field_}, metadata.uid/resourceVersion and status, then delete and create it"])
 
 
 def _eviction_loop(ctx: Context, since: datetime | None) -> str:
     """What waitForPodsReady does with Pods that never come: evict at its timeout, requeue, admit again, forever."""
-    cfg = ctx.state.kueue_config
-    seconds = cfg.pods_ready_timeout
-    if not ctx.cond("PodsReady") or seconds is None or since is None:
+    timeout = pods_ready_deadline(ctx, since) if since is not None else None
+    if timeout is None:
         return "Without waitForPodsReady nothing evicts it: it holds that quota until the owner is deleted."
-    length = format_duration(seconds, precise=True)
-    which = f"{length}, {cfg.source}" if cfg.known else f"Kueue's default {length}"
-    deadline = later(since, seconds)
+    which, deadline = timeout
     at = f", about {when_text(deadline)}" if deadline is not None else ""
     return (f"At waitForPodsReady's timeout ({which}){at}, Kueue evicts it, requeues it and admits it again, and "
             "every admission ends the same way.")

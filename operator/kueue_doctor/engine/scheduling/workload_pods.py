@@ -99,24 +99,36 @@ def max_exec_note(ctx: Context) -> str:
             "the admission, time spent waiting for Pods included.")
 
 
+NO_CONFIG = "; its Configuration is not in the input"  # an aside a long message may drop (Finding.notes)
+
+
+def pods_ready_deadline(ctx: Context, start: datetime, recovering: bool = False
+                        ) -> tuple[str, datetime | None] | None:
+    """waitForPodsReady's timeout (or recoveryTimeout) as Kueue applies it to this Workload: (its length and where it
+    comes from, the deadline counted from `start`; None for a timeout no clock reaches), or None when Kueue runs
+    without waitForPodsReady (no PodsReady condition, or none configured)."""
+    cfg = ctx.state.kueue_config
+    seconds = cfg.pods_ready_recovery_timeout if recovering else cfg.pods_ready_timeout
+    if seconds is None or not ctx.cond("PodsReady"):
+        return None
+    length = format_duration(seconds, precise=True)
+    which = (f"{length}, {cfg.source}" if cfg.known
+             else f"Kueue's default {length}{NO_CONFIG}")
+    return which, later(start, seconds)
+
+
 def _kueue_timeout_note(ctx: Context) -> str:
     if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
         return ""
     recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"
     start = ctx.cond_time("PodsReady") if recovering else admitted_since(ctx)
-    if start is None or not ctx.cond("PodsReady"):
+    timeout = pods_ready_deadline(ctx, start, recovering) if start is not None else None
+    if start is None or timeout is None:
         return ""
-    cfg = ctx.state.kueue_config
-    seconds = cfg.pods_ready_recovery_timeout if recovering else cfg.pods_ready_timeout
-    if seconds is None:
-        return ""
-    field_ = "recoveryTimeout" if recovering else "timeout"
-    length = format_duration(seconds, precise=True)
-    which = (f"{length}, {cfg.source}" if cfg.known
-             else f"Kueue's default {length}; its Configuration is not in the input")
-    deadline = later(start, seconds)
+    which, deadline = timeout
     if deadline is None:  # a timeout no clock reaches
         return ""
+    field_ = "recoveryTimeout" if recovering else "timeout"
     if ctx.after(start, deadline - start):
         return (f" waitForPodsReady's {field_} passed at {when_text(deadline)} ({which}): expect Kueue to evict it "
                 "(PodsReadyTimeout).")
