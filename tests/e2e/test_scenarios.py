@@ -599,6 +599,9 @@ def test_a_head_waiting_for_its_preemption_blocks_a_higher_priority_job_that_fit
     assert _verdict(st) == ("Admission", "NotYetEvaluated", "BlockedByQueueHead", "Nobody"), st
     assert [(b["role"], b["name"]) for b in st["blockedBy"]] == [("QueueHead", preemptor_wl["metadata"]["name"])], st
     assert "priority 1000 is above its 100" in st["message"], st["message"]
+    # the hotfix goes first: once the head is admitted, Kueue evaluates it and it preempts the head (priority 1000
+    # over 100) before a poll may see the head admitted (CI saw it)
+    kube.delete(api, "Job", "hotfix", namespace)
     unfreeze()
     wait_for_workload(api, namespace, "preemptor", lambda w: condition_is(w, "Admitted"), what="Admitted=True")
 

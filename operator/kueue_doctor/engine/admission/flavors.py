@@ -41,7 +41,7 @@ from ..messages import FailureKind, FlavorFailure, ParsedMessage, Template
 from ..pods.events import event_count
 from ..rules import Finding, pairs
 from ..victims import Victim, victims_of
-from . import topology
+from . import rollout, topology
 from .fair_sharing import shares_stop_preemption
 from .handlers import finding, handles
 from .queues import cq_hint
@@ -545,9 +545,13 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
             cause, held_by = Cause.BORROWING_LIMIT_REACHED, node
     detail = _usage_detail(ctx, res, flavor, line)
     reserving = i(ctx.state.read_numbers(ctx.cq).get("reservingWorkloads"))
+    own = rollout.rollout(ctx, flavor, res) if cause == Cause.INSUFFICIENT_UNUSED_QUOTA and ctx.pods else None
+    deadlock = own is not None and (missing := parse(f.missing)) is not None and own.others < missing
+    release = "only its own Deployment's old Pods hold what it lacks" if deadlock else \
+        "it is admitted when running Workloads release quota"
     text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor}" + (", all its pod sets together," if together
                                                                          else "")
-            + f" than {ctx.cq_text} has unused now{detail}: it is admitted when running Workloads release quota"
+            + f" than {ctx.cq_text} has unused now{detail}: {release}"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + _not_ready_text(ctx)
             + (f"; Cohort {held_by.name}'s borrowingLimit {quota.fmt(res, held_by.quota.borrowing_limit)} stops "
@@ -565,7 +569,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     lacking = _short(failures)
     why_not = _no_preemption(ctx, res, line, flavor, missing, lacking,
                              room if len(ctx.requests) == 1 and len(lacking) == 1 else None)
-    text += why_not.text + ("" if why_not.advice else " To go faster, add quota or lower the request.")
+    text += why_not.text + (_rollout_text(ctx, own, res, missing, deadlock, fq) if own is not None else
+                            "" if why_not.advice else " To go faster, add quota or lower the request.")
     stale = _stale_priority(ctx)
     text += stale
     admin = bool(stale) or why_not.admin  # the cluster admin's either way
@@ -577,10 +582,37 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         text += (f" It allows partial admission (minCount): at its smallest it asks {quota.fmt(res, floor)} {res}"
                  + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
                     if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
-    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.CLUSTER_ADMIN if admin else ActionBy.NOBODY,
+    actor = ActionBy.CLUSTER_ADMIN if admin else ActionBy.WORKLOAD_OWNER if deadlock else ActionBy.NOBODY
+    return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, actor,
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                     blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
-                                           source="Kueue" if f.missing else "Objects"))
+                                           source="Kueue" if f.missing else "Objects"),
+                    notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+
+
+_DEFAULT_UNAVAILABLE = " (the default 25% of fewer than 4 replicas rounds down to 0)"  # an aside: Finding.notes
+
+
+def _rollout_text(ctx: Context, own: rollout.Rollout, res: str, missing: Decimal | None, deadlock: bool,
+                  fq: quota.FlavorQuota | None) -> str:
+    """The Deployment's rolling update waits for quota its own old Pods hold (kueue#5118)."""
+    pods = ", ".join(own.old_pods[:3]) + (f" and {len(own.old_pods) - 3} more" if len(own.old_pods) > 3 else "")
+    why = (f"its maxUnavailable is 0 ({own.replicas} replica(s))" if own.max_unavailable is not None else
+           f"with maxUnavailable 0{_DEFAULT_UNAVAILABLE}")
+    text = (f" This Pod belongs to a rolling update of Deployment {ctx.ns}/{own.deployment}, and "
+            f"{quota.fmt(res, own.held)} {res} of that quota is held by its own old Pods ({pods}, ReplicaSet "
+            f"{', '.join(own.old_sets)}): {why}, "
+            "the Deployment controller deletes an old Pod only once a new one is available, and the new ones wait "
+            "for the quota the old ones hold")
+    if not deadlock:
+        return text + (f"; other Workloads of {ctx.cq_text} hold {quota.fmt(res, own.others)} {res} and may free "
+                       "enough when they finish.")
+    raise_to = (f" (nominalQuota {quota.fmt(res, fq.nominal)} -> {quota.fmt(res, fq.nominal + missing)})"
+                if fq is not None and fq.nominal is not None and missing is not None else "")
+    return text + (f", and no other Workload of {ctx.cq_text} holds enough to free the {quota.fmt(res, missing)} "
+                   f"{res} it lacks: the rollout never progresses. Owner: set the Deployment's "
+                   "spec.strategy.rollingUpdate.maxUnavailable to 1 or more (or spec.strategy.type Recreate), or "
+                   f"delete an old Pod; or the queue admin leaves room for the surge Pods{raise_to}.")
 
 
 def _own_limit_text(ctx: Context, res: str, flavor: str, line: dict[str, Any], fq: quota.FlavorQuota | None) -> str:

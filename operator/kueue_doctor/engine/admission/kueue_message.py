@@ -136,6 +136,13 @@ def _namespace_not_selected(ctx: Context, p: ParsedMessage) -> Finding:
 def _invalid_requests(ctx: Context, p: ParsedMessage) -> Finding:
     text = (f"Kueue rejects the Pod requests: {p.details or ctx.cond_message('QuotaReserved')}. Fix the containers' "
             "requests/limits in the Job.")
+    if p.template == Template.LIMIT_RANGE:
+        # scheduler.go parks it as inadmissible, and a LimitRange change requeues nothing (kueue#14965, fixed after
+        # v0.19.2): a relaxed LimitRange leaves this message until another event of the ClusterQueue
+        text += (f" If the namespace's LimitRange was relaxed after {when_text(ctx.cond_time('QuotaReserved'))}, "
+                 "this is stale: Kueue v0.19 does not evaluate the Workload again for a LimitRange change "
+                 f"(kueue#14965), only when something else in {ctx.cq_text} changes (a Workload finishing, an edit "
+                 "of the queue); recreating the Job makes it evaluate it now.")
     return finding(Reason.QUEUE_MISCONFIGURED, Cause.INVALID_REQUESTS, text, ctx, ActionBy.WORKLOAD_OWNER)
 
 
