@@ -239,6 +239,9 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
     granular = ctx.cond_reason("QuotaReserved")
     if p.pending_preemptions or p.failed_preemptions or granular == "WaitingForPreemptedWorkloads":
         return _waiting_for_preemption(ctx, p)
+    tas_only = _tas_only_flavor(ctx, failures)
+    if tas_only is not None:
+        return tas_only
     placed = _placed_elsewhere(ctx, failures)
     # nothing placed elsewhere (most messages): each failure's rank is its kind's, without a call per failure
     severities = {_severity(f, placed) for f in failures} if placed else {SEVERITY.get(f.kind) for f in failures}
@@ -266,6 +269,41 @@ def classify(ctx: Context, p: ParsedMessage) -> Finding:
 
 
 LEGACY_BORROWING_LIMIT = "borrowing limit for "
+TAS_ONLY = "supports only TopologyAwareScheduling"  # tas_flavorassigner.go: a TAS-only flavor, no TAS request
+
+
+def _tas_only_flavor(ctx: Context, failures: list[FlavorFailure]) -> Finding | None:
+    """A pod set without a topology request skipped a flavor that places Pods only with TAS (a Node-less flavor of a
+    Topology), and every other flavor can never take it: Kueue implies TAS for a Workload without a request only
+    when every flavor of its ClusterQueue is TAS (tas_flavorassigner.go), so it waits until the owner asks for a
+    topology. Said before the severities, which would blame the other flavors' maximum (raising it would send
+    the Pods to Nodes that lack the resource)."""
+    skipped = [f for f in failures if f.kind == FailureKind.TOPOLOGY_FLAVOR and f.detail == TAS_ONLY]
+    if not skipped or any(f not in skipped and (SEVERITY.get(f.kind) or Severity.NONE) < Severity.MAXIMUM
+                          for f in failures):
+        return None
+    podsets = {s(m(p).get("name")): m(p) for p in lst(ctx.spec.get("podSets"))}
+    if any(podsets.get(f.podset, {}).get("topologyRequest") for f in skipped):
+        return None  # it asks for a topology: the flavor was skipped for another reason
+    flavor = skipped[0].flavor or "?"
+    topology = s(spec(ctx.state.flavors.get(flavor) or {}).get("topologyName"))
+    levels = [s(m(lv).get("nodeLabel")) or "?" for lv in lst(spec(ctx.state.topologies.get(topology or "") or {})
+                                                              .get("levels"))]
+    level = f" (a level of Topology {topology}: {', '.join(levels[:4])})" if topology and levels else ""
+    others = "; ".join(f.text for f in failures if f not in skipped)[:300]
+    others = f", and the other flavors can never take it ({others})" if others else ""
+    text = (f"Flavor {flavor} of {ctx.cq_text} places Pods only with Topology-Aware Scheduling, and pod set "
+            f"{skipped[0].podset} asks for no topology{_NO_TOPOLOGY_ANNOTATION}: Kueue uses a TAS-only flavor "
+            f"for a Workload without a topology request only when every flavor of the ClusterQueue is TAS{others}"
+            + f". The owner adds kueue.x-k8s.io/podset-preferred-topology: <level>{level} or "
+            "kueue.x-k8s.io/podset-unconstrained-topology: \"true\" to the Pod template and submits it again; or "
+            f"the platform admin makes every flavor of {ctx.cq_name} a TAS flavor.")
+    return finding(Reason.QUEUE_MISCONFIGURED, Cause.TOPOLOGY_MISMATCH, text, ctx, ActionBy.WORKLOAD_OWNER,
+                   flavors=_flavors_of(failures), notes=(others, _NO_TOPOLOGY_ANNOTATION))
+
+
+_NO_TOPOLOGY_ANNOTATION = (" (no kueue.x-k8s.io/podset-required-topology, -preferred-topology or "
+                           "-unconstrained-topology annotation on its Pod template)")
 
 
 def _legacy_borrowing_limit(ctx: Context, f: FlavorFailure) -> FlavorFailure:
