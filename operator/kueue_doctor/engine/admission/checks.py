@@ -363,6 +363,22 @@ _WAITS: dict[str, Callable[[Context, Mapping[str, Any], datetime | None, bool], 
 }
 
 
+# Admitted=False while the quota stays reserved: a check no longer Ready (workload.SyncAdmittedCondition). Without
+# UnadmittedWorkloadsObservability (Kueue v0.19's default) Kueue writes it only when it takes an admission back; with
+# it, from the reservation on, so only a later change says it was admitted before
+_CHECKS_UNSATISFIED = ("UnsatisfiedChecks", "UnsatisfiedAdmissionChecks")
+
+
+def _admission_revoked(ctx: Context, reserved: datetime | None) -> datetime | None:
+    """When Kueue took the admission back because a check left Ready, else None."""
+    cond = ctx.cond("Admitted")
+    at = ctx.cond_time("Admitted")
+    if not cond or cond.get("status") != "False" or cond.get("reason") not in _CHECKS_UNSATISFIED or at is None \
+            or reserved is None or (at - reserved).total_seconds() < 2:
+        return None
+    return at
+
+
 @rule(Phase.RESERVED, pairs(Reason.WAITING_FOR_ADMISSION_CHECKS, Cause.ADMISSION_CHECK_PENDING,
                             Cause.ADMISSION_CHECK_RETRY, Cause.ADMISSION_CHECK_REJECTED))
 def admission_checks_not_ready(ctx: Context) -> Finding | None:
@@ -382,9 +398,18 @@ def admission_checks_not_ready(ctx: Context) -> Finding | None:
     ac = ctx.state.admission_checks.get(cname)
     controller = controller_of(ctx, cname)
     said = f" ({s(first.get('message'))})" if s(first.get("message")) else ""  # also in the evidence
+    revoked = _admission_revoked(ctx, since)
     text = (f"Quota reserved in {ctx.cq_text} since {when_text(since)}, waiting for "
             f"{len(pending)}/{len(checks)} admission check(s): {cname} is {state}" + said
             + (f"; its controller is {controller}" if controller else "") + ".")
+    if revoked is not None:  # it was admitted and ran: the wait began when Kueue took the admission back
+        ran = i(ctx.status.get("accumulatedPastExecutionTimeSeconds"))
+        text = (f"Admitted, then not any more since {when_text(revoked)}: admission check {cname} went back to "
+                f"{state}{said}, so Kueue took the admission back and suspended the owner (its Pods stopped"
+                + (f"; it had run {format_duration(ran, precise=True)} in all" if ran else "")
+                + f"), keeping the quota reserved in {ctx.cq_text}; it runs again once the check is Ready."
+                + (f" Its controller is {controller}." if controller else ""))
+        since = revoked
     # status.blocker names the check this message is about, and the pod set and flavor it applies through
     pod_set, flavor, per_flavor = check_pod_set(ctx, cname)
     if per_flavor:
