@@ -19,7 +19,8 @@ _KEEP_META = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestam
 # its verdicts give the reset times and the resets left from them)
 _KEEP_ANNOTATION_PREFIXES = ("kueue.x-k8s.io/", "provreq.kueue.x-k8s.io/", "kueue-doctor.dev/",
                              "alpha.jobset.sigs.k8s.io/exclusive-topology", "workload.codeflare.dev.appwrapper/",
-                             "ray.io/kuberay-version")  # the KubeRay that made a RayCluster (kuberay#4686)
+                             "ray.io/kuberay-version",  # the KubeRay that made a RayCluster (kuberay#4686)
+                             "autoscaling.x-k8s.io/consume-provisioning-request")  # a Pod's provisioned capacity
 # Where owners keep suspend (spec.suspend; Kubeflow's spec.runPolicy.suspend): the engine reads who wrote it last.
 _SUSPEND_FIELDS = (("f:spec", "f:suspend"), ("f:spec", "f:runPolicy", "f:suspend"),
                    ("f:spec", "f:rayClusterConfig", "f:suspend"))  # a RayService's

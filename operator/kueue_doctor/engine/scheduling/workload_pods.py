@@ -587,6 +587,35 @@ def _autoscaler_said(ctx: Context, pod: str | None) -> AutoscalerWord | None:
     return AutoscalerWord(text, evidence, failed)
 
 
+# Kueue's provisioning check writes it on the Pods it admits (provisioning controller PodSetUpdates): cluster-autoscaler
+# scales up for such a Pod only through that ProvisioningRequest and skips it otherwise ("Unschedulable pod didn't
+# trigger scale-up, because it's consuming ProvisioningRequest ..."), and Kueue ignores the request's later
+# BookingExpired once the Workload is admitted (provisioning/controller.go)
+CONSUME_PROVISIONING_REQUEST = "autoscaling.x-k8s.io/consume-provisioning-request"
+BOOKING_LASTS = timedelta(minutes=10)  # cluster-autoscaler keeps provisioned capacity booked this long
+
+
+def _provisioned_note(ctx: Context, pod: str | None) -> str:
+    """The blocked Pod consumes a ProvisioningRequest and still finds no node: what was provisioned is not there
+    for it any more, and nothing provisions again while the Workload stays admitted."""
+    found = ctx.state.pods.get((ctx.ns, pod or ""))
+    request = s(m(m((found or {}).get("metadata")).get("annotations")).get(CONSUME_PROVISIONING_REQUEST))
+    if not request:
+        return ""
+    check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("state") == "Ready"
+                  and request.endswith(f"-{s(m(c).get('name'))}-" + request.rpartition("-")[2])), None)
+    provisioned = parse_time(check.get("lastTransitionTime")) if check is not None else admitted_since(ctx)
+    if not ctx.after(provisioned, BOOKING_LASTS):
+        return ""  # the provisioned nodes may still be coming up
+    ready = (f" (admission check {s(check.get('name'))} Ready since {when_text(provisioned)})"
+             if check is not None else "")
+    return (f" Its Pods consume ProvisioningRequest {request}{ready}: cluster-autoscaler scales up for them only "
+            "through that request and skips them otherwise, so the capacity it provisioned is gone or went to other "
+            "Pods (a booking lasts about 10 minutes), and Kueue provisions nothing again while the Workload stays "
+            f"admitted. Cluster admin: kubectl get provisioningrequest {request} -n {ctx.ns} -o yaml, and the "
+            "autoscaler's logs; evicting the Workload (spec.active false, then true) makes Kueue provision anew.")
+
+
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES))
 def pods_unschedulable(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Unschedulable")
@@ -629,7 +658,10 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             action = ActionBy.CLUSTER_ADMIN
     if books:
         text, action = text + books, ActionBy.CLUSTER_ADMIN
-    if not books and not hints and place.funnel is None and not place.own_rule and not preempted and \
+    provisioned = _provisioned_note(ctx, blocker.pod) if place.cause == Cause.INSUFFICIENT_RESOURCES else ""
+    if provisioned:
+        text, action = text + provisioned, ActionBy.CLUSTER_ADMIN
+    elif not books and not hints and place.funnel is None and not place.own_rule and not preempted and \
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
