@@ -291,7 +291,8 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
                  f"failed to: cluster admin, look for errors about {name(cluster)} in the KubeRay operator's logs.")
     else:
         text += ("KubeRay before v1.6.2 never applies the RayService's later suspend change to an existing RayCluster "
-                 "(ray-project/kuberay#4686). Cluster admin: upgrade KubeRay to v1.6.2 or later.")
+                 "(ray-project/kuberay#4686). Cluster admin: upgrade KubeRay to v1.6.2 or later"
+                 + ("." if version else " (the RayCluster does not say which KubeRay made it)."))
     text += (f" Meanwhile `kubectl delete raycluster {name(cluster)} -n {ctx.ns}` makes KubeRay create it again "
              "under the same name from the RayService's current spec, unsuspended; the Workload stays admitted.")
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.CLUSTER_ADMIN, since=since,
