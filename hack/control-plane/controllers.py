@@ -43,11 +43,10 @@ CONTROLLERS_BUILD_COMMAND = "bash hack/control-plane/controllers.sh"
 #: The Kueue integrations the family tests run with (all that v0.19.2 has for these kinds; deployment and
 #: statefulset need pod). Kueue is restarted on them, with their CRDs already installed.
 FAMILY_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster",
-                     "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper", "pod", "deployment",
-                     "statefulset"]
-#: Not RayService's (in the bin dir too): KubeRay's RayService controller then logs "no matches for kind RayService"
-#: every 10 s, while its RayCluster and RayJob controllers start at once; installing the 1 MB CRD costs ~12 s more.
-RAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml")
+                     "ray.io/rayservice", "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper", "pod",
+                     "deployment", "statefulset"]
+#: RayService's too (tests/e2e/test_family_ray.py runs one), created together and waited for together.
+RAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
 JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
 TRAINER_CRDS = ("trainer.kubeflow.org_trainjobs.yaml", "trainer.kubeflow.org_trainingruntimes.yaml",
                 "trainer.kubeflow.org_clustertrainingruntimes.yaml")

@@ -111,6 +111,7 @@ FRAMEWORK_WEBHOOK_RESOURCES: dict[str, set[tuple[str, str]]] = {
     "jobset.x-k8s.io/jobset": {("jobset.x-k8s.io", "jobsets")},
     "ray.io/rayjob": {("ray.io", "rayjobs")},
     "ray.io/raycluster": {("ray.io", "rayclusters")},
+    "ray.io/rayservice": {("ray.io", "rayservices")},
     "trainer.kubeflow.org/trainjob": {("trainer.kubeflow.org", "trainjobs")},
     "workload.codeflare.dev/appwrapper": {("workload.codeflare.dev", "appwrappers")},
     "pod": {("", "pods")},

@@ -31,8 +31,8 @@ IMAGE = "registry.k8s.io/pause:3.10"
 #: an image the fake kubelet cannot pull (lc.FAKE_UNPULLABLE_REGISTRY_SUFFIX)
 UNPULLABLE_IMAGE = "registry.kueue-doctor.invalid/ray:does-not-exist"
 #: the family kinds read back next to _owner_snapshot's (Jobs, Pods, JobSets, Kueue objects, Events, ConfigMap)
-FAMILY_KINDS = ("ray.io/RayJob", "ray.io/RayCluster", "trainer.kubeflow.org/TrainJob", "apps/Deployment",
-                "apps/StatefulSet", "workload.codeflare.dev/AppWrapper")
+FAMILY_KINDS = ("ray.io/RayJob", "ray.io/RayCluster", "ray.io/RayService", "trainer.kubeflow.org/TrainJob",
+                "apps/Deployment", "apps/StatefulSet", "workload.codeflare.dev/AppWrapper")
 
 
 @contextlib.contextmanager
@@ -89,8 +89,8 @@ def _served(api: Any, kind: str) -> bool:
 
 
 def snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
-    """``_owner_snapshot`` + the namespaces' RayJobs, RayClusters, TrainJobs, Deployments, StatefulSets and
-    AppWrappers."""
+    """``_owner_snapshot`` + the namespaces' RayJobs, RayClusters, RayServices, TrainJobs, Deployments,
+    StatefulSets and AppWrappers."""
     namespaces = list(namespaces)
     objects = _owner_snapshot(api, namespaces)
     for kind in FAMILY_KINDS:
@@ -103,7 +103,8 @@ def snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
 def record(name: str, objects: list[dict[str, Any]], note: str) -> None:
     kube.record_fixture(f"scenario-family-{name}", objects, note=note,
                         keep_managed_fields=(*OWNER_KINDS, "ray.io/RayJob", "ray.io/RayCluster",
-                                            "trainer.kubeflow.org/TrainJob", "workload.codeflare.dev/AppWrapper"))
+                                            "ray.io/RayService", "trainer.kubeflow.org/TrainJob",
+                                            "workload.codeflare.dev/AppWrapper"))
 
 
 def recorded_verdict(api: Any, namespace: str, name: str, note: str, *, owner: tuple[str, str],

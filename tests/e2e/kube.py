@@ -431,6 +431,7 @@ _CLEANUP_RANK = {
     "jobset.x-k8s.io/JobSet": 0,
     "ray.io/RayJob": 0,
     "ray.io/RayCluster": 0,
+    "ray.io/RayService": 0,
     "trainer.kubeflow.org/TrainJob": 0,
     "trainer.kubeflow.org/TrainingRuntime": 1,
     "workload.codeflare.dev/AppWrapper": 0,
