@@ -360,3 +360,36 @@ def aw_failure(owner: Mapping[str, Any] | None) -> str:
         text += ("; if nobody deleted the component, the AppWrapper controller's admin checks its logs for a stale "
                  "cache (appwrapper#416)")
     return text + "."
+
+
+def is_rayservice(owner: Mapping[str, Any] | None) -> bool:
+    return owner is not None and s(owner.get("kind")) == "RayService" and group_of(owner.get("apiVersion")) == "ray.io"
+
+
+# Kueue's PodsReady of a RayService (jobs/rayservice PodsReady) is KubeRay's Ready condition of the RayService, True
+# once its Serve applications serve: every Pod of it can be ready while Kueue says "Not all pods are ready", and
+# waitForPodsReady then evicts it all the same (seen live: tests/e2e/test_family_ray.py)
+SERVE_READY = "for a RayService Kueue's PodsReady is its Ready condition (Serve applications serving), not its Pods'"
+
+
+def rayservice_ready(ctx: Context, short: bool = False) -> str | None:
+    """"KubeRay reports RayService x Ready=False (Initializing: "...") since T" ("Ready=False (Initializing) since T"
+    `short`), of a RayService owner whose Ready condition is not True; None for any other owner (or a ready one)."""
+    owner = ctx.owner
+    if owner is None or not is_rayservice(owner):
+        return None
+    ready = conditions(owner).get("Ready")
+    if is_true(ready):
+        return None
+    if not ready:
+        return "no Ready condition yet" if short else f"KubeRay has not reported RayService {name(owner)} Ready"
+    word = "" if short else s(ready.get("message")) or ""
+    word = word if len(word) <= 120 else word[:117] + "..."
+    said = (f"Ready={s(ready.get('status'))} ({s(ready.get('reason')) or 'no reason'}" + (f': "{word}"' if word else "")
+            + f") since {when_text(parse_time(ready.get('lastTransitionTime')))}")
+    return said if short else f"KubeRay reports RayService {name(owner)} {said}"
+
+
+def rayservice_describe(ctx: Context) -> str:
+    owner = ctx.owner
+    return f"`kubectl describe rayservice {name(owner) if owner is not None else '?'} -n {ctx.ns}`"

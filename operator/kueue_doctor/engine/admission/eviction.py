@@ -33,7 +33,15 @@ from ...vocabulary import ActionBy, Cause, Reason, cause_of
 from .. import messages, multikueue
 from ..context import Context
 from ..messages import Template
-from ..owner_status import owner_suspended, owner_text, still_stopping, suspend_path
+from ..owner_status import (
+    SERVE_READY,
+    owner_suspended,
+    owner_text,
+    rayservice_describe,
+    rayservice_ready,
+    still_stopping,
+    suspend_path,
+)
 from ..rules import Finding, Phase, pairs, rule
 from .check_states import failed_checks
 from .stalled import STALL_AFTER
@@ -425,7 +433,12 @@ def recent_eviction(ctx: Context) -> Finding | None:
         action = ActionBy.WORKLOAD_OWNER if budget.futile else action
     else:
         text += "; requeued, Kueue has not tried to admit it again yet"
-    if evicted_reason == "PodsReadyTimeout":
+    if evicted_reason == "PodsReadyTimeout" and (serve := rayservice_ready(ctx)) is not None:
+        text += (f". Not ready in time: {SERVE_READY}; {serve}{_ray_cluster_was_ready(ctx)}. Before it runs "
+                 f"again, find why its Serve applications do not serve ({rayservice_describe(ctx)}), or raise "
+                 "waitForPodsReady.timeout if they need longer to deploy")
+        action = ActionBy.WORKLOAD_OWNER if action is ActionBy.NOBODY and not in_backoff else action
+    elif evicted_reason == "PodsReadyTimeout":
         text += ". Its Pods did not all become ready in time: check images, node capacity and the flavor's " \
                 "nodeLabels before it runs again"
         action = ActionBy.WORKLOAD_OWNER if action is ActionBy.NOBODY and not in_backoff else action
@@ -436,6 +449,19 @@ def recent_eviction(ctx: Context) -> Finding | None:
         ev_list.append(ctx.condition_evidence("Requeued"))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
                    blocked_by=_preemptor_ref(ctx), notes=notes, hints=hints)
+
+
+def _ray_cluster_was_ready(ctx: Context) -> str:
+    """", though its RayCluster x had all its Pods ready at T" (KubeRay's status.stateTransitionTimes.ready, which
+    stays after the eviction suspended the cluster and its Pods are gone), or ""."""
+    owner = ctx.owner
+    if owner is None:
+        return ""
+    for cluster in ctx.state.descendants(owner, depth=1):
+        ready = parse_time(m(status(cluster).get("stateTransitionTimes")).get("ready"))
+        if s(cluster.get("kind")) == "RayCluster" and ready is not None:
+            return f", though RayCluster {name(cluster)} had all its Pods ready at {when_text(ready)}"
+    return ""
 
 
 def _out_of_sync_once(ctx: Context, text: str) -> tuple[str, tuple[str, ...], list[str]]:
@@ -594,6 +620,12 @@ def _loop(ctx: Context, requeue: Requeue | None) -> Finding | None:
         return None
     what, fix = _LOOPS.get(evicted, (f"Kueue's eviction reason each time was {evicted}",
                                      "read the eviction message and fix what it names"))
+    serve = rayservice_ready(ctx, short=True) if evicted == "PodsReadyTimeout" else None
+    if serve is not None:
+        what = (f"KubeRay never called the RayService Ready (its PodsReady) within waitForPodsReady.timeout (Kueue's "
+                f"default 30m): {serve}{_ray_cluster_was_ready(ctx)}")
+        fix = (f"find why its Serve applications do not serve ({rayservice_describe(ctx)}), or raise "
+               "waitForPodsReady.timeout if they need longer to deploy")
     fix = fix.replace("{ns}", ctx.ns)
     if evicted == "PodsReadyTimeout":
         what = what.replace("waitForPodsReady.timeout (Kueue's default 30m)", pods_ready_timeout_text(ctx))

@@ -36,7 +36,14 @@ from ...state import QUEUE_LABEL, Derived
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import pods as podlib
 from ..context import Context
-from ..owner_status import owner_rejected, owner_text, pods_command
+from ..owner_status import (
+    SERVE_READY,
+    owner_rejected,
+    owner_text,
+    pods_command,
+    rayservice_describe,
+    rayservice_ready,
+)
 from ..rules import Finding, Phase, pairs, rule
 from . import accounting, appwrapper, early_start, followers
 from .nodes import flavor_node_hint, flavor_selector
@@ -117,7 +124,7 @@ def pods_ready_deadline(ctx: Context, start: datetime, recovering: bool = False
     return which, later(start, seconds)
 
 
-def _kueue_timeout_note(ctx: Context) -> str:
+def _kueue_timeout_note(ctx: Context, ready: str = "the Pods become ready") -> str:
     if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
         return ""
     recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"
@@ -133,7 +140,7 @@ def _kueue_timeout_note(ctx: Context) -> str:
         return (f" waitForPodsReady's {field_} passed at {when_text(deadline)} ({which}): expect Kueue to evict it "
                 "(PodsReadyTimeout).")
     return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {when_text(deadline)} unless "
-            "the Pods become ready.")
+            f"{ready}.")
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,8 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
         summary = podlib.summarize_pods(ctx.pods, expected_pods(ctx), ())
     counts = f"; Pods: {summary.describe()}" if summary is not None else ""
     text = f"Admitted by {ctx.cq_text} and running" + counts + "."
+    if summary is not None and cause == Cause.PODS_RUNNING:
+        text += _rayservice_not_ready(ctx)
     if unverified:
         text = (f"Admitted by {ctx.cq_text} at {when_text(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
@@ -226,6 +235,20 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
     return Finding(Reason.RUNNING, cause, text + books, ActionBy.CLUSTER_ADMIN if books else ActionBy.NOBODY,
                    since=since, evidence=base_evidence(ctx),
                    pods=_pods_status(summary) if summary is not None else None, flavors=assigned_flavors(ctx))
+
+
+def _rayservice_not_ready(ctx: Context) -> str:
+    """Every Pod ready next to Kueue's PodsReady=False: a RayService KubeRay does not call Ready (`SERVE_READY`),
+    which waitForPodsReady evicts at its timeout all the same."""
+    if ctx.cond("PodsReady") is None or ctx.true("PodsReady"):
+        return ""
+    said = rayservice_ready(ctx)
+    if said is None:
+        return ""
+    return (f" Kueue's PodsReady is False ({ctx.cond_reason('PodsReady') or 'no reason'}) all the same: {SERVE_READY}; "
+            f"{said}: its Serve applications do not serve yet ({rayservice_describe(ctx)} shows their statuses and "
+            "KubeRay's Events)."
+            + _kueue_timeout_note(ctx, "KubeRay calls the RayService Ready"))
 
 
 @rule(Phase.ADMITTED, [(Reason.RUNNING, Cause.PODS_READY), (Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE),
