@@ -189,6 +189,12 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-ray-raycluster-head-image-pull": {
         "RayCluster/broken": (("ContainersNotStarting",), "ImagePullBackOff")},
     "scenario-family-ray-raycluster-exceeds-quota": {"RayCluster/huge": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-ray-rayservice-exceeds-quota": {
+        "RayService/serve": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-ray-rayservice-worker-starting": {
+        "RayService/serve": (("ContainersNotStarting",), "ContainerCreating")},
+    "scenario-family-ray-rayservice-running-serve-not-ready": {"RayService/serve": (("Running",), "PodsRunning")},
+    "scenario-family-ray-rayservice-evicted-serve-not-ready": {"RayService/serve": (("Evicted",), "RequeueBackoff")},
     "scenario-family-trainer-running": {"TrainJob/llama": (("Running",), "PodsReady")},
     "scenario-family-trainer-pending-quota": {
         "Job/hog": (("Running",), "PodsReady"),
