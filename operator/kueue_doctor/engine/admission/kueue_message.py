@@ -45,9 +45,13 @@ from .stalled import STALL_AFTER
 def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, action: ActionBy, fmt: str,
                    ) -> MessageHandler:
     def handle(ctx: Context, p: ParsedMessage) -> Finding:
-        names = {"lq": p.names.get("localQueue") or ctx.lq_name, "cq": p.names.get("clusterQueue") or ctx.cq_name,
-                 "ns": ctx.ns}
-        return finding(reason, cause, fmt.format(**names), ctx, action, hints=[cq_hint(names["cq"])])
+        cq = p.names.get("clusterQueue") or ctx.cq_name
+        # "ClusterQueue x", or how the context names it when neither Kueue's message nor the input does
+        names = {"lq": p.names.get("localQueue") or ctx.lq_name, "cq": cq, "ns": ctx.ns,
+                 "CQ": f"ClusterQueue {cq}" if cq else ctx.cq_text,
+                 "get_cq": f"kubectl get clusterqueue {cq} -o yaml" if cq else "kubectl get clusterqueues -o yaml"}
+        text = fmt.format(**names)
+        return finding(reason, cause, text[:1].upper() + text[1:], ctx, action, hints=[cq_hint(cq)])
     return handles(*templates, emits=[(reason, cause)])(handle)
 
 
@@ -64,7 +68,7 @@ _queue_message([Template.CLUSTER_QUEUE_NOT_FOUND], Reason.QUEUE_MISCONFIGURED, C
                ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} (of LocalQueue {ns}/{lq}) does not exist: create it, or "
                "recreate the LocalQueue with an existing one (its spec.clusterQueue is immutable).")
 _queue_message([Template.CLUSTER_QUEUE_STOPPED], Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED,
-               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} is stopped: it admits nothing until a platform admin sets "
+               ActionBy.CLUSTER_ADMIN, "{CQ} is stopped: it admits nothing until a platform admin sets "
                "stopPolicy to None.")
 
 
@@ -82,8 +86,7 @@ _queue_message([Template.NAMESPACE_MISSING], Reason.QUEUE_MISCONFIGURED, Cause.N
                ActionBy.CLUSTER_ADMIN, "Kueue could not read namespace {ns} to match the ClusterQueue's "
                "namespaceSelector.")
 _queue_message([Template.INVALID_NAMESPACE_SELECTOR], Reason.QUEUE_MISCONFIGURED, Cause.NAMESPACE_NOT_SELECTED,
-               ActionBy.CLUSTER_ADMIN, "ClusterQueue {cq} has an invalid namespaceSelector: fix it (kubectl get "
-               "clusterqueue {cq} -o yaml).")
+               ActionBy.CLUSTER_ADMIN, "{CQ} has an invalid namespaceSelector: fix it ({get_cq}).")
 
 
 @handles(Template.FLAVOR_ASSIGNMENT_ERROR,
