@@ -64,7 +64,8 @@ PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 KUEUE_KINDS = {"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "Cohort", "AdmissionCheck",
                "Topology", "WorkloadPriorityClass", "MultiKueueCluster", "MultiKueueConfig",
                "ProvisioningRequestConfig"}
-# Owners whose suspension and Pods we read (group, kind); Kueue can manage more, they still get verdicts.
+# Owners whose suspension and Pods we read (group, kind): every kind Kueue v0.19 integrates (pkg/controller/jobs), so
+# a child of one (a RayService's RayCluster, an AppWrapper's Job) is managed through that ancestor's Workload.
 OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"),
                ("ray.io", "RayService"), ("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"),
                ("kubeflow.org", "TFJob"), ("kubeflow.org", "XGBoostJob"), ("kubeflow.org", "PaddleJob"),
@@ -72,9 +73,6 @@ OWNER_KINDS = {("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("ray.io", "RayJ
                ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("apps", "StatefulSet"), ("apps", "Deployment"),
                ("workload.codeflare.dev", "AppWrapper"), ("sparkoperator.k8s.io", "SparkApplication")}
 _OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
-# every kind Kueue v0.19 integrates (pkg/controller/jobs): a child of one (a RayService's RayCluster, an
-# AppWrapper's Job) is managed through that ancestor's Workload
-KUEUE_INTEGRATION_KINDS = OWNER_KINDS
 
 _TOP_OWNER_KINDS = frozenset(POD_OWNER_LABELS.values())
 

@@ -50,7 +50,7 @@ from ..kube.objects import (
     when_text,
 )
 from ..kube.selectors import label_selector_matches
-from ..state import KUEUE_INTEGRATION_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
+from ..state import OWNER_KINDS, QUEUE_LABEL, WORKLOAD_ANNOTATION, ClusterState, Derived
 from ..vocabulary import ActionBy, Cause, Reason
 from .admission.stalled import STALL_AFTER
 from .context import STAND_IN_ANNOTATION, Context
@@ -118,7 +118,7 @@ def _finished(owner: Mapping[str, Any]) -> bool:
 def _child_of_owner(owner: Mapping[str, Any]) -> bool:
     """Kueue manages a child (a JobSet's Jobs, a RayJob's RayCluster) through its ancestor's Workload."""
     ref = controller_ref(owner)
-    return ref is not None and (group_of(ref.get("apiVersion")), s(ref.get("kind")) or "") in KUEUE_INTEGRATION_KINDS
+    return ref is not None and (group_of(ref.get("apiVersion")), s(ref.get("kind")) or "") in OWNER_KINDS
 
 
 def should_have_workload(state: ClusterState, owner: Mapping[str, Any]) -> bool:

@@ -97,8 +97,7 @@ def _raycluster_active(st: Mapping[str, Any]) -> str | None:
 
 def _rayservice_active(st: Mapping[str, Any]) -> str | None:
     # Kueue's RayService.IsActive: its Ready condition is True
-    ready = any(m(c).get("type") == "Ready" and m(c).get("status") == "True" for c in lst(st.get("conditions")))
-    return "condition Ready True" if ready else None
+    return "condition Ready True" if is_true(conditions({"status": st}).get("Ready")) else None
 
 
 def _spark_active(st: Mapping[str, Any]) -> str | None:

@@ -23,6 +23,7 @@ from ...state import MULTIKUEUE_CONTROLLER
 from ...vocabulary import ActionBy, Cause, Reason
 from .. import multikueue as mk
 from ..context import Context
+from ..owner_status import is_rayservice
 from ..rules import Finding, Phase, pairs, rule
 from .ghost import held_quota
 from .owners import (
@@ -256,8 +257,7 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
     """Admitted and the RayService unsuspended, but the RayCluster KubeRay made while it waited for admission is
     still suspended: no head, no worker, the quota held. Asked after `suspended_owner` (the RayService itself)."""
     owner = ctx.owner
-    if owner is None or s(owner.get("kind")) != "RayService" or group_of(owner.get("apiVersion")) != "ray.io" \
-            or owner_suspended(owner) is not False:
+    if owner is None or not is_rayservice(owner) or owner_suspended(owner) is not False:
         return None
     live = {s(m(r).get("uid")) for p in ctx.pods if s(status(p).get("phase")) not in ("Succeeded", "Failed")
             for r in lst(m(p.get("metadata")).get("ownerReferences"))}
@@ -279,7 +279,8 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
                        head + ": KubeRay copies the change onto it within seconds, then creates its Pods.",
                        ActionBy.NOBODY, since=since, evidence=evidence, flavors=assigned_flavors(ctx))
     waited = format_duration(ctx.now - since, precise=True) if since is not None else "minutes"
-    holds = ", ".join(f"{x['requested']} {x['resource']} in flavor {x['flavor']}" for x in held_quota(ctx))
+    quota = held_quota(ctx)
+    holds = ", ".join(f"{x['requested']} {x['resource']} in flavor {x['flavor']}" for x in quota)
     version = s(m(m(cluster.get("metadata")).get("annotations")).get(KUBERAY_VERSION_ANNOTATION)) or ""
     fixed = _version(version) >= _KUBERAY_FIXED
     made_by = f" (it was made by KubeRay {version})" if version else ""
@@ -296,7 +297,7 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
     text += (f" Meanwhile `kubectl delete raycluster {name(cluster)} -n {ctx.ns}` makes KubeRay create it again "
              "under the same name from the RayService's current spec, unsuspended; the Workload stays admitted.")
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.CLUSTER_ADMIN, since=since,
-                   evidence=evidence, quota=held_quota(ctx), flavors=assigned_flavors(ctx),
+                   evidence=evidence, quota=quota, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl delete raycluster {name(cluster)} -n {ctx.ns}"])
 
 
