@@ -190,7 +190,7 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                          "localqueue, with `-n <ns>`) when the hold is over."},
         "ExceedsMaxQuota": {"who": "QueueAdmin / ClusterAdmin, or the WorkloadOwner lowers the request",
                             "do": "Compare status.quota requested vs maximum; raise nominalQuota/borrowingLimit "
-                            "(`kubectl edit clusterqueue <cq>`) or lower parallelism x requests."},
+                            "(`kubectl edit clusterqueue <cq>`) or lower the Pod count x per-Pod requests."},
         "WaitingForQuota": {"who": NB, "do": "Wait for running Workloads to finish (`kubectl get workloads -A "
                             "--field-selector status.admission.clusterQueue=<cq>`); add quota to go faster."},
         "WaitingForPreemption": {"who": NB, "do": "Wait for the victims in status.blockedBy to stop; if they hang "
@@ -299,8 +299,8 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
                               "'{\"spec\":{\"stopPolicy\":\"None\"}}'` when the hold is over."},
         "ClusterQueueStopped": {"who": CA, "do": "`kubectl patch clusterqueue <cq> --type merge -p "
                                 "'{\"spec\":{\"stopPolicy\":\"None\"}}'` when the hold is over."},
-        "ExceedsNominalQuota": {"who": QA, "do": "Raise nominalQuota, join a cohort, or lower parallelism x "
-                                "requests; status.quota has requested vs nominal."},
+        "ExceedsNominalQuota": {"who": QA, "do": "Raise nominalQuota, join a cohort, or lower the Pod count x "
+                                "per-Pod requests; status.quota has requested vs nominal."},
         "ExceedsCohortQuota": {"who": CA, "do": "Add quota to the cohort (other ClusterQueues' lendingLimit, a "
                                "Cohort resourceGroup) or lower the request."},
         "ExceedsMaximumCapacity": {"who": CA, "do": "Re-run with the ClusterQueue in the input to learn whether "

@@ -501,12 +501,29 @@ def _namespace(args: argparse.Namespace, plugin: bool) -> tuple[str | None, bool
 def _pods_named(state: ClusterState, target: Target | None, namespace: str | None) -> list[Mapping[str, Any]]:
     """The Pods the user named (pod/NAME, or a bare name): a Pod's Workload is not found by its name (a Pod group's
     Workload is the group's; a Job's Pod leads to the Job's), so `explain pod/NAME` goes through the Pod."""
+    if target is not None and target.kind in ("Deployment", "ReplicaSet"):
+        return _replica_pods(state, target, namespace)
     if target is None or target.kind not in (None, "Pod") or not state.pods:
         return []
     if namespace is not None:
         pod = state.pods.get((namespace, target.name))
         return [pod] if pod is not None else []
     return [state.pods[k] for k in sorted(k for k in state.pods if k[1] == target.name)]
+
+
+def _replica_pods(state: ClusterState, target: Target, namespace: str | None) -> list[Mapping[str, Any]]:
+    """The Pods of the Deployment or ReplicaSet named: Kueue gives each Pod a Workload of its own (its Deployment
+    integration only labels the Pods), so these lead to the Workloads the user means."""
+    out = []
+    for (ns, _), pod in sorted(state.pods.items()):
+        if namespace is not None and ns != namespace:
+            continue
+        made = kobj.deployment_of(pod)
+        controller = kobj.controller_ref(pod) or {}
+        if (made is not None and made[0] == target.name) if target.kind == "Deployment" else (
+                controller.get("kind") == "ReplicaSet" and controller.get("name") == target.name):
+            out.append(pod)
+    return out
 
 
 def _unmanaged_pod(pod: Mapping[str, Any]) -> str:

@@ -407,3 +407,27 @@ def test_a_pod_kueue_does_not_manage_is_said_to_be_in_the_input() -> None:
     code, _, err = run("explain", "-f", "-", "-n", "team-a", "pod/solo", stdin=dump)
     assert code == 1 and "Pod team-a/solo is in the input with queue user-queue, but the input has no Workload pod-solo-" \
         in err, err
+
+
+def _catalog_objects(scenario: str) -> list[dict[str, Any]]:
+    cases = yaml.safe_load((ROOT / "tests" / "cases" / "verdicts.yaml").read_text())["scenarios"]
+    return next(c["objects"] for c in cases if c["name"] == scenario)
+
+
+def test_a_deployment_or_replicaset_named_leads_to_the_workloads_of_its_pods() -> None:
+    """Kueue gives each Pod of a Deployment a Workload of its own: `explain deployment/web` (the name the user
+    knows) diagnoses those, and rs/NAME only its own ReplicaSet's; without such Pods it says what to look at."""
+    objects = _catalog_objects("deployment-rolling-update-waits-for-its-own-quota")
+    dump = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    now = ("--now", "2026-11-30T10:00:00Z")
+    code, out, err = run("explain", "-f", "-", "-n", "serving", "deploy/web", "-o", "json", *now, stdin=dump)
+    assert code == 0, err
+    assert [(d["metadata"]["name"], d["status"]["reason"]) for d in json.loads(out)] == [
+        ("pod-web-5f6d7c8b9-h2xkq-1a2b3", "Running"), ("pod-web-7c8d9e0f1-q8zkt-4c5d6", "WaitingForQuota")]
+    code, out, err = run("explain", "-f", "-", "-A", "replicaset/web-7c8d9e0f1", "-o", "json", *now, stdin=dump)
+    assert code == 0 and [d["metadata"]["name"] for d in json.loads(out)] == ["pod-web-7c8d9e0f1-q8zkt-4c5d6"], err
+    without_pods = json.dumps({"apiVersion": "v1", "kind": "List",
+                               "items": [o for o in objects if o["kind"] not in ("Pod", "Workload")]})
+    code, out, err = run("explain", "-f", "-", "-n", "serving", "deployment/web", *now, stdin=without_pods)
+    assert code == 1 and out == "", out
+    assert "Deployment serving/web has no Workload in the input" in err and "none of its Pods" in err, err

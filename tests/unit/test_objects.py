@@ -15,6 +15,7 @@ from kueue_doctor.kube.objects import (
     int_or_none,
     later,
     parse_time,
+    release,
     when_text,
 )
 
@@ -109,3 +110,14 @@ def test_times_no_object_carries_read_as_absent_and_messages_never_say_none() ->
     assert parse_time("2026-03-02T09:00:00.123456789Z") == T0 + timedelta(microseconds=123456)
     assert when_text(None) == "an unknown time" and when_text(T0) == "2026-03-02T09:00:00Z"
     assert later(T0, 2**63) is None and later(T0, 60) == T0 + timedelta(minutes=1)
+
+
+def test_release_reads_tags_and_image_references_and_refuses_what_is_no_release() -> None:
+    # what the rules compare against a fixed release: KubeRay's ray.io/kuberay-version, Kueue's image tag
+    assert release("v1.6.2") == release("1.6.2") == (1, 6, 2)
+    assert release("registry.k8s.io/kueue/kueue:v0.19.0") == (0, 19, 0)
+    assert release("registry.k8s.io/kueue/kueue:v0.19.1@sha256:" + "a" * 64) == (0, 19, 1)
+    assert release("localhost:5000/kueue:v0.18.2") == (0, 18, 2)  # the registry's port is no release
+    assert release("v1.7.0-rc.1") == (1, 7, 0)
+    for unknown in ("", None, "main", "latest", "localhost:5000/kueue:main", "kueue@sha256:" + "b" * 64, "v1.6"):
+        assert release(unknown) is None

@@ -43,6 +43,7 @@ from ..kube.objects import (
     namespace,
     ns_name,
     parse_time,
+    release,
     s,
     spec,
     status,
@@ -755,7 +756,6 @@ def _label_command(ns: str, selector: Mapping[str, Any], has: Mapping[str, Any])
 
 DEFAULT_LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName
 _DEFAULTING_FIXED = (0, 19, 1)  # ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector (kueue#13374)
-_RELEASE_TAG = re.compile(r":v(\d+)\.(\d+)\.(\d+)(?:@|$)")  # registry.k8s.io/kueue/kueue:v0.19.0[@sha256:...]
 
 
 def _defaulted_queue(ctx: Context) -> str | None:
@@ -787,10 +787,9 @@ def _kueue_version(state: ClusterState) -> tuple[tuple[int, int, int], str] | No
     deployment = state.owners.get((state.kueue_config.namespace, "Deployment", KUEUE_DEPLOYMENT))
     pod_spec = m(m(spec(deployment or {}).get("template")).get("spec"))
     for container in lst(pod_spec.get("containers")):
-        found = _RELEASE_TAG.search(s(m(container).get("image")) or "")
+        found = release(m(container).get("image"))
         if found:
-            release = int(found[1]), int(found[2]), int(found[3])
-            return release, "v" + ".".join(map(str, release))
+            return found, "v" + ".".join(map(str, found))
     return None
 
 
@@ -976,8 +975,9 @@ def unmanaged_reason(state: ClusterState, owner: Mapping[str, Any], now: datetim
     if state.workloads_of_owner(owner):
         return None
     if _kind_key(owner) not in FRAMEWORKS:
-        return (f"kueue-doctor: {what} has no Workload in the input; Kueue gives {s(owner.get('kind'))}s a Workload "
-                "per Pod or Pod group, so name the Pod (pod/NAME) or its Workload.")
+        return (f"kueue-doctor: {what} has no Workload in the input; Kueue gives each Pod of a "
+                f"{s(owner.get('kind'))} a Workload of its own (labelled {QUEUE_LABEL}), and the input has none of "
+                f"its Pods with one: kubectl get pods -n {namespace(owner)} --show-labels, then explain pod/NAME.")
     if _child_of_owner(owner):
         ref = controller_ref(owner) or {}
         return (f"kueue-doctor: {what} belongs to {s(ref.get('kind'))} {s(ref.get('name'))}; Kueue manages it through "

@@ -50,3 +50,14 @@ def expected_workload_name(owner: Mapping[str, Any]) -> str:
         return group
     return workload_name(s(owner.get("kind")) or "", group_of(owner.get("apiVersion")), name(owner) or "",
                          uid(owner) or "")
+
+
+_OBJECT_NAME_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
+
+
+def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
+    """The name Kueue gives the ProvisioningRequest of `attempt` (ProvisioningRequestName, limitObjectName)."""
+    full = f"{workload}-{check}-{attempt}"
+    if len(full) <= _OBJECT_NAME_PREFIX:
+        return full
+    return f"{full[:_OBJECT_NAME_PREFIX]}-{hashlib.sha1(full.encode()).hexdigest()[:5]}"

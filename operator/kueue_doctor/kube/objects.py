@@ -205,6 +205,17 @@ def _time_text(value: str) -> str | None:
     return format_time(parsed)
 
 
+# "v1.6.2", "1.6.2-rc.1", or an image "registry.k8s.io/kueue/kueue:v0.19.0[@sha256:...]"; not a digest or a port
+_RELEASE = re.compile(r"(?:^|:)v?(\d+)\.(\d+)\.(\d+)(?:[-+@]|$)")
+
+
+def release(text: object) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a release tag or of an image's tag, a pre-release counted as its release; None
+    for anything else (a branch, a digest alone), which callers treat as "version unknown"."""
+    found = _RELEASE.search(s(text) or "")
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -298,6 +309,20 @@ def workload_owner_ref(workload: Obj) -> Mapping[str, Any] | None:
         return ref
     others = [r for r in owner_refs(workload) if r.get("kind") != "Pod"]
     return others[0] if len(others) == 1 else None
+
+
+_HASH_LABEL = "pod-template-hash"  # the Deployment controller's: its ReplicaSet is named <deployment>-<hash>
+
+
+def deployment_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(Deployment, ReplicaSet) of a Pod a Deployment made, read from its controller and its template hash."""
+    template_hash = s(labels(pod).get(_HASH_LABEL))
+    for ref in owner_refs(pod):
+        rs = s(ref.get("name")) or ""
+        if ref.get("controller") is True and ref.get("kind") == "ReplicaSet" and template_hash \
+                and rs.endswith(f"-{template_hash}"):
+            return rs[: -len(template_hash) - 1], rs
+    return None
 
 
 def priority(workload: Obj) -> int:

@@ -5,11 +5,11 @@ Neighbours: `eviction.py` (a reserved Workload being evicted is asked there firs
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from ...kube.kueue_names import provisioning_request_name
 from ...kube.objects import (
     closed,
     conditions,
@@ -38,7 +38,6 @@ _CHECK_CAUSES = {"Retry": Cause.ADMISSION_CHECK_RETRY, "Rejected": Cause.ADMISSI
 # ---- ProvisioningRequest checks (pkg/controller/admissionchecks/provisioning in Kueue v0.19.2) ----------------
 # the check message Kueue writes on Retry, by the ProvisioningRequest condition behind it (controller.go)
 _RETRY_PREFIXES = (("Retrying after failure: ", "Failed"), ("Retrying after booking expired: ", "BookingExpired"))
-_NAME_MAX_PREFIX = 247  # objNameMaxPrefixLength: longer names keep 247 characters and a 5-hex sha1 suffix
 _INACTIVE_MESSAGE = "the check is not active"
 # the cluster autoscaler's Provisioned=False CapacityIsNotFound texts (best-effort-atomic-scale-up, check-capacity):
 # it found no scale-up and tries again each loop, with no end until it fails the request at EXPIRES_AFTER
@@ -46,14 +45,6 @@ _CAPACITY_NOT_FOUND = "Capacity is not found"
 EXPIRES_AFTER = timedelta(days=7)  # cluster-autoscaler provreq defaultExpirationTime: then Failed=True, Expired
 # a scale-up is asked for within a minute; an hour of "not found" while holding quota is no longer a blip
 CAPACITY_WAIT = timedelta(hours=1)
-
-
-def provisioning_request_name(workload: str, check: str, attempt: int) -> str:
-    """The name Kueue gives the ProvisioningRequest of `attempt` (ProvisioningRequestName, limitObjectName)."""
-    full = f"{workload}-{check}-{attempt}"
-    if len(full) <= _NAME_MAX_PREFIX:
-        return full
-    return f"{full[:_NAME_MAX_PREFIX]}-{hashlib.sha1(full.encode()).hexdigest()[:5]}"
 
 
 def is_provisioning(ctx: Context, check_name: str) -> bool:

@@ -441,7 +441,8 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
     elif not ctx.cohort:
         cause = Cause.EXCEEDS_NOMINAL_QUOTA
         limits = f"nominal {nominal}, no cohort" if nominal else "no cohort"
-        fix = "raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (parallelism x requests)"
+        fix = ("raise nominalQuota, put the ClusterQueue in a cohort, or lower the request (the Pod count x per-Pod "
+               "requests)")
     elif (tree := quota.cohort_tree(ctx.state, ctx.cq_name or "", flavor, res)) is not None and len(tree.path) > 2:
         cause, limits, fix = _tree_limits(tree, res, f.maximum)
     elif (fq is not None and fq.borrowing_limit is not None

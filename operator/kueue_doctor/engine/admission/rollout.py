@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...kube.objects import i, labels, lst, m, meta, s, spec
+from ...kube.objects import deployment_of, i, m, meta, s, spec
 from ...state import WORKLOAD_ANNOTATION
 from ..context import Context
 from ..holders import quota_holders
-
-_HASH_LABEL = "pod-template-hash"  # the Deployment controller's: its ReplicaSet is named <deployment>-<hash>
 
 
 @dataclass(frozen=True)
@@ -30,18 +28,6 @@ class Rollout:
     others: Decimal  # by every other Workload of the ClusterQueue
     max_unavailable: int | None  # None: the Deployment is not in the input
     replicas: int | None
-
-
-def deployment_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(Deployment, ReplicaSet) of a Pod a Deployment made, read from its controller and its template hash."""
-    template_hash = s(labels(pod).get(_HASH_LABEL))
-    for ref in lst(meta(pod).get("ownerReferences")):
-        ref = m(ref)
-        rs = s(ref.get("name")) or ""
-        if ref.get("controller") is True and ref.get("kind") == "ReplicaSet" and template_hash \
-                and rs.endswith(f"-{template_hash}"):
-            return rs[: -len(template_hash) - 1], rs
-    return None
 
 
 def _max_unavailable(deployment: Mapping[str, Any]) -> tuple[int | None, int | None]:

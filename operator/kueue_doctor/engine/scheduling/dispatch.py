@@ -13,6 +13,7 @@ from ...kube.objects import (
     m,
     name,
     parse_time,
+    release,
     s,
     spec,
     status,
@@ -282,7 +283,7 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
     quota = held_quota(ctx)
     holds = ", ".join(f"{x['requested']} {x['resource']} in flavor {x['flavor']}" for x in quota)
     version = s(m(m(cluster.get("metadata")).get("annotations")).get(KUBERAY_VERSION_ANNOTATION)) or ""
-    fixed = _version(version) >= _KUBERAY_FIXED
+    fixed = (release(version) or (0, 0, 0)) >= _KUBERAY_FIXED
     made_by = f" (it was made by KubeRay {version})" if version else ""
     text = (f"{head} {waited} later: KubeRay creates no head or worker Pod while the Workload holds "
             f"{holds or 'its quota'} of {ctx.cq_text}. KubeRay made that RayCluster while the RayService waited for "
@@ -299,16 +300,6 @@ def suspended_ray_cluster(ctx: Context) -> Finding | None:
     return Finding(Reason.JOB_SUSPENDED, Cause.OWNER_SUSPENDED, text, ActionBy.CLUSTER_ADMIN, since=since,
                    evidence=evidence, quota=quota, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl delete raycluster {name(cluster)} -n {ctx.ns}"])
-
-
-def _version(text: str) -> tuple[int, ...]:
-    """"v1.6.2" -> (1, 6, 2); () when it is not a version (then it compares below every release)."""
-    parts = []
-    for part in text.lstrip("v").split("-")[0].split("."):
-        if not part.isdigit():
-            return ()
-        parts.append(int(part))
-    return tuple(parts)
 
 
 # pkg/controller/jobs/trainjob: the webhook appends this patch at creation; RunWithPodSetsInfo writes the

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
+from ...kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL, provisioning_request_name
 from ...kube.objects import (
     clip,
     closed,
@@ -625,8 +625,10 @@ def _provisioned_note(ctx: Context, pod: str | None) -> str:
     request = s(m(m((found or {}).get("metadata")).get("annotations")).get(CONSUME_PROVISIONING_REQUEST))
     if not request:
         return ""
-    check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("state") == "Ready"
-                  and request.endswith(f"-{s(m(c).get('name'))}-" + request.rpartition("-")[2])), None)
+    suffix = request.rpartition("-")[2]  # the attempt; a name cut to Kueue's limit ends with a hash instead
+    attempts = (int(suffix),) if suffix.isdigit() else range(1, 33)
+    check = next((m(c) for c in lst(ctx.status.get("admissionChecks")) if m(c).get("state") == "Ready" and any(
+        provisioning_request_name(ctx.name, s(m(c).get("name")) or "", n) == request for n in attempts)), None)
     provisioned = parse_time(check.get("lastTransitionTime")) if check is not None else admitted_since(ctx)
     if not ctx.after(provisioned, BOOKING_LASTS):
         return ""  # the provisioned nodes may still be coming up
