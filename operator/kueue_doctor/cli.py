@@ -442,7 +442,7 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
         if pods_named:
             why.append(_unmanaged_pod(pods_named[0]))
         text = " ".join(w for w in why if w) or target.not_found(namespace, len(state.workloads), elsewhere, listed,
-                                                                 live=not args.filename)
+                                                                 live=not args.filename, pods=len(state.pods))
         if from_context:
             text += f" (namespace {namespace} is the kubeconfig context's; -A looks in every namespace)"
         err.write(text + "\n")
@@ -587,7 +587,7 @@ class Target:
                    for ref in owner_refs(workload))
 
     def not_found(self, namespace: str | None, read: int, elsewhere: Sequence[str] = (), listed: int = 0,
-                  live: bool = False) -> str:
+                  live: bool = False, pods: int = 0) -> str:
         """Neither the Workload nor the owner named is in the input: a name or namespace typo, or a dump without
         that kind. (An owner that is in the input but has no Workload is explained by no_workload.py instead.)"""
         where = f" in namespace {namespace}" if namespace else ""
@@ -601,6 +601,10 @@ class Target:
         if elsewhere:
             return (f"{head}; the input has {self.kind} {self.name} in namespace {', '.join(elsewhere[:5])}: "
                     f"add -n {elsewhere[0]} (or -A).")
+        if self.kind == "ReplicaSet":  # no owner of its own: its Pods lead to their Workloads
+            return (f"{head}: no Pod in the input has it as its controller ({pods} Pods read): check the name "
+                    f"(kubectl get replicasets{ns or ' -A'}), and that the dump has its Pods (kubectl get pods -A "
+                    "-o yaml).")
         if live or listed:
             return (f"{head} {'in the cluster' if live else f'in the input ({listed} {self.kind}s read)'}, and no "
                     f"Workload of it: check the name (kubectl get {self.kind.lower()}s{ns or ' -A'}).")

@@ -431,3 +431,5 @@ def test_a_deployment_or_replicaset_named_leads_to_the_workloads_of_its_pods() -
     code, out, err = run("explain", "-f", "-", "-n", "serving", "deployment/web", *now, stdin=without_pods)
     assert code == 1 and out == "", out
     assert "Deployment serving/web has no Workload in the input" in err and "none of its Pods" in err, err
+    code, _, err = run("explain", "-f", "-", "-n", "serving", "rs/web-0a1b2c3d4", *now, stdin=dump)
+    assert code == 1 and "no Pod in the input has it as its controller (2 Pods read)" in err, err
