@@ -99,7 +99,8 @@ def _last_eviction(ctx: Context) -> dict[str, Any] | None:
             reason = _EVICTION_REASON.get(parsed.template) or "Unknown"
         else:
             return None
-    underlying = ctx.cond_reason("Preempted") if ctx.cond("Preempted") else None
+    # a False Preempted is an earlier preemption's, reset when quota was reserved again ("QuotaReserved")
+    underlying = ctx.cond_reason("Preempted") if ctx.true("Preempted") else None
     by = None
     if parsed.preemption is not None:
         underlying = parsed.preemption.reason or underlying
