@@ -43,7 +43,7 @@ def test_yaml_from_stdin_with_multiple_documents_and_unused_kinds(tmp_path: Path
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated", "namespace": "team-a"}},
         ResourceFlavor("default-flavor").obj(), ClusterQueue("cq").quotas({"default-flavor": {"cpu": "1"}}).obj(),
-        LocalQueue("user-queue", "team-a", "cq").obj(),
+        LocalQueue("user-queue", "team-a", "cq").stop_policy("Hold").obj(),
         Workload("job-a-11111", "team-a").queue("user-queue").request("cpu", "1").condition(condition(
             "QuotaReserved", "False", "Inadmissible", "LocalQueue user-queue is stopped")).obj(),
     ]

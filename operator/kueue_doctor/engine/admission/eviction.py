@@ -99,7 +99,8 @@ def _last_eviction(ctx: Context) -> dict[str, Any] | None:
             reason = _EVICTION_REASON.get(parsed.template) or "Unknown"
         else:
             return None
-    underlying = ctx.cond_reason("Preempted") if ctx.cond("Preempted") else None
+    # a False Preempted is an earlier preemption's, reset when quota was reserved again ("QuotaReserved")
+    underlying = ctx.cond_reason("Preempted") if ctx.true("Preempted") else None
     by = None
     if parsed.preemption is not None:
         underlying = parsed.preemption.reason or underlying
@@ -431,6 +432,9 @@ def recent_eviction(ctx: Context) -> Finding | None:
         text += (f"; reactivated{when}, but {budget.text}. {budget.fix}" if budget.futile else
                  f"; reactivated, Kueue has not tried to admit it again yet, and {budget.text}")
         action = ActionBy.WORKLOAD_OWNER if budget.futile else action
+    elif ctx.true("Requeued") and ctx.cond_reason("Requeued") == "Reactivated":  # a user's spec.active=false undone
+        text += (f"; reactivated at {when_text(ctx.cond_time('Requeued'))} (spec.active is true again, Requeued=True "
+                 "Reactivated), Kueue has not tried to admit it again yet")
     else:
         text += "; requeued, Kueue has not tried to admit it again yet"
     if evicted_reason == "PodsReadyTimeout" and (serve := rayservice_ready(ctx)) is not None:

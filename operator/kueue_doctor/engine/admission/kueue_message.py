@@ -38,18 +38,28 @@ from .check_states import failed_checks
 from .eviction import ignored_rejection, ignored_rejection_hints, ignored_rejection_text
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
-from .queues import cohort_cycle, cq_hint, deleting_text, inactive, local_queue_not_found, namespace_rejected
+from .queues import (
+    cohort_cycle,
+    cq_hint,
+    deleting_text,
+    inactive,
+    local_queue_not_found,
+    namespace_rejected,
+    stale_queue_message,
+)
 from .stalled import STALL_AFTER
 
 
 def _queue_message(templates: Iterable[Template], reason: Reason, cause: Cause, action: ActionBy, fmt: str,
                    ) -> MessageHandler:
-    def handle(ctx: Context, p: ParsedMessage) -> Finding:
+    def handle(ctx: Context, p: ParsedMessage) -> Finding | None:
         cq = p.names.get("clusterQueue") or ctx.cq_name
         # "ClusterQueue x", or how the context names it when neither Kueue's message nor the input does
         names = {"lq": p.names.get("localQueue") or ctx.lq_name, "cq": cq, "ns": ctx.ns,
                  "CQ": f"ClusterQueue {cq}" if cq else ctx.cq_text,
                  "get_cq": f"kubectl get clusterqueue {cq} -o yaml" if cq else "kubectl get clusterqueues -o yaml"}
+        if stale_queue_message(ctx) is not None:
+            return None  # the queue runs again: `order.not_yet_evaluated` says so
         text = fmt.format(**names)
         return finding(reason, cause, text[:1].upper() + text[1:], ctx, action, hints=[cq_hint(cq)])
     return handles(*templates, emits=[(reason, cause)])(handle)
@@ -108,7 +118,9 @@ def _local_queue_not_found(ctx: Context, p: ParsedMessage) -> Finding:
     *pairs(Reason.QUEUE_MISCONFIGURED, Cause.CLUSTER_QUEUE_INACTIVE, Cause.COHORT_CYCLE, Cause.FLAVOR_NOT_FOUND,
            Cause.ADMISSION_CHECK_NOT_FOUND, Cause.ADMISSION_CHECK_INACTIVE, Cause.TOPOLOGY_NOT_FOUND),
     (Reason.QUEUE_STOPPED, Cause.CLUSTER_QUEUE_STOPPED)])
-def _cluster_queue_inactive(ctx: Context, p: ParsedMessage) -> Finding:
+def _cluster_queue_inactive(ctx: Context, p: ParsedMessage) -> Finding | None:
+    if stale_queue_message(ctx) is not None:
+        return None  # Active again since Kueue wrote it: `order.not_yet_evaluated` says so
     cq_name = p.names.get("clusterQueue") or ctx.cq_name
     cq = ctx.state.cluster_queues.get(cq_name or "")
     active = conditions(cq).get("Active") if cq else None

@@ -159,11 +159,18 @@ def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
 @rule(Phase.PENDING, pairs(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED, Cause.BLOCKED_BY_QUEUE_HEAD,
                            Cause.PENDING_EVALUATION))
 def not_yet_evaluated(ctx: Context) -> Finding | None:
+    """Also a Workload whose message still says its queue is stopped or inactive, the queue running again
+    (`queues.stale_queue_message`; its handler leaves it to this rule)."""
+    from .queues import stale_queue_message  # queues -> checks -> stalled, which reads the queue order here
+
     cond = ctx.cond("QuotaReserved")
-    if cond is not None and ctx.qr_parsed.template not in (Template.PENDING_EVALUATION,
-                                                           Template.ADMISSION_GATE_CLEARED):
+    stale = stale_queue_message(ctx) if cond is not None else None
+    if cond is not None and stale is None and ctx.qr_parsed.template not in (Template.PENDING_EVALUATION,
+                                                                             Template.ADMISSION_GATE_CLEARED):
         return None
     since = ctx.cond_time("QuotaReserved") or ctx.created
+    if stale is not None:
+        return _stale_queue(ctx, *stale, since)
     gated = s(m(m(ctx.wl.get("metadata")).get("annotations")).get("kueue.x-k8s.io/admission-gated-by"))
     if gated:
         return Finding(Reason.NOT_YET_EVALUATED, Cause.ADMISSION_GATED,
@@ -186,6 +193,24 @@ def not_yet_evaluated(ctx: Context) -> Finding | None:
             "yet. Normally seconds: if it lasts, check that the Kueue controller is running.")
     return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since,
                    evidence=[ctx.condition_evidence("QuotaReserved")] if cond else [])
+
+
+def _stale_queue(ctx: Context, said: str, restarted: datetime | None, since: datetime | None) -> Finding:
+    """Queued again after its queue's restart, Kueue's message still from the stop: behind a StrictFIFO head,
+    or not reached yet."""
+    since = restarted or since
+    evidence = [ctx.condition_evidence("QuotaReserved")]
+    if ctx.cond("Requeued"):
+        evidence.append(ctx.condition_evidence("Requeued"))
+    head = queue_head(ctx)
+    if head is not None:
+        hns, hname, huid = head
+        text = (f"{said} It waits behind {hns}/{hname} at the head of StrictFIFO {ctx.cq_text}: Kueue evaluates "
+                "nothing after the head until the head is admitted (see its diagnosis)." + _fits_now(ctx))
+        return _behind_head(ctx, text, since, hns, hname, huid, evidence=evidence)
+    text = (f"{said} Normally seconds after the restart; if it lasts, check that the Kueue controller is running "
+            f"and that {ctx.cq_text} is not busy with Workloads ahead of it.")
+    return Finding(Reason.NOT_YET_EVALUATED, Cause.PENDING_EVALUATION, text, since=since, evidence=evidence)
 
 
 # Kueue's verdicts from an earlier attempt that only say "not now": under StrictFIFO they are stale once another

@@ -342,3 +342,49 @@ def cohort_cycle(ctx: Context, cq: Mapping[str, Any] | None) -> list[str]:
     if name_ and name_ in seen:
         return [*seen[seen.index(name_):], name_]
     return []
+
+
+_QUEUE_BLOCKED = frozenset({Template.LOCAL_QUEUE_INACTIVE, Template.LOCAL_QUEUE_STOPPED,
+                            Template.CLUSTER_QUEUE_INACTIVE, Template.CLUSTER_QUEUE_STOPPED})
+
+
+def stale_queue_message(ctx: Context) -> tuple[str, datetime | None] | None:
+    """Kueue's "LocalQueue x is inactive/stopped" or "ClusterQueue x is stopped/inactive" while the queue in the
+    input runs again: (what shows it, since when it runs), else None. Kueue rewrites QuotaReserved=False only at its
+    next attempt to admit the Workload; once no queue blocks it, its workload controller keeps the old text
+    (workload_controller.go resolveLegacyUnadmittedQuotaReservedCondition returns nothing, Kueue 0.19.2), so after a
+    restart it lags until the scheduler reaches the Workload. A LocalQueue or a stopped ClusterQueue is
+    inactive only by its stopPolicy (getQueueBlocker); an inactive ClusterQueue is stale only once its Active
+    condition turned True after the message (a cohort cycle or TAS usage not synced keep it True and inactive)."""
+    p = ctx.qr_parsed
+    if p.template not in _QUEUE_BLOCKED:
+        return None
+    written = ctx.cond_time("QuotaReserved")
+    since: datetime | None = None
+    if p.template in (Template.LOCAL_QUEUE_INACTIVE, Template.LOCAL_QUEUE_STOPPED):
+        if ctx.lq is None or (s(spec(ctx.lq).get("stopPolicy")) or "None") != "None":
+            return None
+        shown, restart = f"LocalQueue {ctx.ns}/{ctx.lq_name} has stopPolicy None now", "LocalQueueRestarted"
+    else:
+        cq_name = p.names.get("clusterQueue") or ctx.cq_name
+        cq = ctx.state.cluster_queues.get(cq_name or "")
+        active = conditions(cq).get("Active") if cq else None
+        if cq is None or (s(spec(cq).get("stopPolicy")) or "None") != "None" or active is None or \
+                not is_true(active) or m(cq.get("metadata")).get("deletionTimestamp"):
+            return None
+        became = parse_time(m(active).get("lastTransitionTime"))
+        since = became if became is not None and written is not None and became >= written else None
+        requeued = ctx.cond_time("Requeued") if ctx.cond_reason("Requeued") == "ClusterQueueRestarted" else None
+        if p.template == Template.CLUSTER_QUEUE_INACTIVE and since is None and (
+                requeued is None or written is None or requeued < written):
+            return None  # Active all along: Kueue's cache holds it inactive for another reason
+        shown, restart = f"ClusterQueue {cq_name} has stopPolicy None and is Active now", "ClusterQueueRestarted"
+    if ctx.true("Requeued") and ctx.cond_reason("Requeued") == restart:
+        since = ctx.cond_time("Requeued")
+        shown += f"; Kueue marked it restarted at {when_text(since)} (Requeued=True {restart})"
+    elif since is not None:
+        shown += f" (since {when_text(since)})"
+    text = (f"Kueue's message from {when_text(written)} (\"{ctx.cond_message('QuotaReserved')[:200]}\") is older "
+            f"than the queue's restart: {shown}. Kueue queued it again and rewrites that message at its next attempt "
+            "to admit it.")
+    return text, since

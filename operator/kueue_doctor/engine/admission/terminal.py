@@ -136,14 +136,17 @@ def _max_exec_reached(ctx: Context) -> str:
 def deactivated(ctx: Context) -> Finding | None:
     if ctx.spec.get("active", True) is not False:
         return None
-    ev_reason = ctx.cond_reason("Evicted")
+    ev_reason = ctx.cond_reason("Evicted") if ctx.true("Evicted") else ""
     cause = Cause.DEACTIVATED_BY_USER
     for known, known_cause in DEACTIVATION_CAUSES.items():
-        if ev_reason.endswith(known) or ctx.cond_reason("DeactivationTarget") == known:
+        # Kueue's own deactivation evicts with DeactivatedDueTo<cause> (workload_controller.go); a Workload evicted
+        # for another reason first (an AdmissionCheck in Retry, a PodsReady timeout) keeps that reason when its
+        # owner sets spec.active=false: Kueue evicts it no second time
+        if ev_reason == f"DeactivatedDueTo{known}" or ctx.cond_reason("DeactivationTarget") == known:
             cause = known_cause
     since = ctx.cond_time("Evicted") if ctx.true("Evicted") else ctx.cond_time("QuotaReserved")
     why = {
-        Cause.DEACTIVATED_BY_USER: "spec.active is false",
+        Cause.DEACTIVATED_BY_USER: "spec.active is false" + _after_other_eviction(ctx, ev_reason),
         Cause.REQUEUING_LIMIT_EXCEEDED: _requeue_limit(ctx),
         Cause.MAXIMUM_EXECUTION_TIME_EXCEEDED: _max_exec_reached(ctx),
         Cause.ADMISSION_CHECK_REJECTED: "an admission check rejected it",
@@ -178,6 +181,17 @@ def deactivated(ctx: Context) -> Finding | None:
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
     return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev, notes=(after,))
 
+
+
+def _after_other_eviction(ctx: Context, ev_reason: str) -> str:
+    """" (set after Kueue evicted it at T for AdmissionCheck: ...)": a Workload Kueue evicted for another reason
+    before someone set spec.active=false keeps that eviction (Kueue evicts an evicted Workload no second time): it
+    is what made the owner give up, not Kueue's decision to deactivate it."""
+    if not ev_reason or ev_reason.startswith("Deactivated"):
+        return ""
+    said = (ctx.cond_message("Evicted") or "")[:200]
+    return (f" (set after Kueue evicted it at {when_text(ctx.cond_time('Evicted'))} for {ev_reason}"
+            + (f": {said}" if said else "") + "; Kueue did not deactivate it itself)")
 
 
 def _requeue_limit(ctx: Context) -> str:
