@@ -143,6 +143,52 @@ def owner_active(owner: Mapping[str, Any]) -> str | None:
     return read(m(owner.get("status"))) if read is not None else None
 
 
+def owner_counts_none_active(state: ClusterState, owner: Mapping[str, Any]) -> str | None:
+    """What in the owner's own status says it runs nothing (the words, for a message), else None: a Job's counts, a
+    JobSet's replicated jobs, the Jobs it made, or the status Kueue's integration reads for IsActive (a RayJob's
+    jobDeploymentStatus Suspended, a Kubeflow job's replicaStatuses). Read only where the input has no Pods."""
+    st = m(owner.get("status"))
+    if s(owner.get("kind")) == "Job" and group_of(owner.get("apiVersion")) == "batch":
+        # 0 is omitted: a status at all
+        return "status.active 0" if st and not (i(st.get("active")) or i(st.get("ready"))) else None
+    replicated = lst(st.get("replicatedJobsStatus"))
+    if replicated:
+        busy = any(i(m(r).get("active")) or i(m(r).get("ready")) for r in replicated)
+        return None if busy else "status.replicatedJobsStatus active 0"
+    jobs = [j for j in state.descendants(owner) if s(j.get("kind")) == "Job"]
+    if jobs:
+        return None if any(i(m(j.get("status")).get("active")) for j in jobs) else "none of the Jobs it made active"
+    if s(owner.get("kind")) == "RayJob" and group_of(owner.get("apiVersion")) == "ray.io":
+        # only the state KubeRay sets once it stopped it (a New RayJob has an empty one, which says nothing)
+        said = s(st.get("jobDeploymentStatus"))
+        return f"status.jobDeploymentStatus {said}" if said == "Suspended" else None
+    read = _ACTIVE.get((group_of(owner.get("apiVersion")) or "", s(owner.get("kind")) or ""))
+    if read is None or not st or read(st) is not None:
+        return None
+    return "its status counts none active"
+
+
+def owner_stopped(ctx: Context) -> str | None:
+    """"RayJob ns/x is suspended and its status counts nothing active (...)": the owner is stopped the way Kueue's
+    job reconciler reads it, which then releases an evicted Workload's quota at once (jobframework reconciler.go,
+    "handle eviction": !job.IsActive() -> UnsetQuotaReservation); None when that is not known. With Pods in the
+    input, none of the owner's may be left; without, its own status must say it."""
+    owner = ctx.owner
+    if owner is None or owner_suspended(owner) is not True:
+        return None
+    kind = s(owner.get("kind")) or "owner"
+    if ctx.state.knows("Pod"):
+        if any(s(m(p.get("status")).get("phase")) not in ("Succeeded", "Failed") for p in ctx.pods):
+            return None
+        left = "no Pod of it is left"
+    else:
+        said = owner_counts_none_active(ctx.state, owner)
+        if said is None:
+            return None
+        left = f"its status counts nothing active ({said}; the input has no Pods)"
+    return f"{kind} {ctx.ns}/{name(owner)} is suspended and {left}"
+
+
 def deleting_children(state: ClusterState, owner: Mapping[str, Any]
                       ) -> list[tuple[Mapping[str, Any], datetime | None, list[str]]]:
     """The owners `owner` made (a RayJob's RayCluster, a JobSet's Jobs) that are being deleted and held by finalizers:

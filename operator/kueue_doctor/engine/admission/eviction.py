@@ -422,6 +422,18 @@ def recent_eviction(ctx: Context) -> Finding | None:
         more, stuck = _held_for_checks(ctx)
         text += more
         action = ActionBy.CLUSTER_ADMIN if stuck else action
+    elif held and evicted_reason == "PodsReadyTimeout" and not _backoff_ended_long_ago(ctx, requeue_at):
+        text += (f"; its back-off ended at {when_text(requeue_at or ctx.cond_time('Requeued'))}: Kueue turns Requeued "
+                 "to True (BackoffFinished) and queues it again within seconds")
+    elif held and evicted_reason == "PodsReadyTimeout" and (ended := _backoff_ended_long_ago(ctx, requeue_at)):
+        text += (f"; its back-off ended at {when_text(ended)}"
+                 + (" (requeueState.requeueAt)" if requeue_at is not None else "")
+                 + f", {format_duration(ctx.now - ended)} ago, yet Requeued is still False (PodsReadyTimeout): "
+                 "Kueue's workload controller turns it True (BackoffFinished) and queues the Workload again within "
+                 "seconds of the back-off's end, so it has not reconciled this Workload since. The cluster admin "
+                 "checks that kueue-controller-manager runs and holds its leader lease, and reads its logs for this "
+                 f"Workload (`kubectl -n kueue-system logs deploy/kueue-controller-manager | grep {ctx.name}`)")
+        action = ActionBy.CLUSTER_ADMIN
     elif held:
         text += f"; held out of the queue ({ctx.cond_reason('Requeued')}) until that is resolved"
         if evicted_reason in ("ClusterQueueStopped", "LocalQueueStopped"):
@@ -453,6 +465,15 @@ def recent_eviction(ctx: Context) -> Finding | None:
         ev_list.append(ctx.condition_evidence("Requeued"))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
                    blocked_by=_preemptor_ref(ctx), notes=notes, hints=hints)
+
+
+def _backoff_ended_long_ago(ctx: Context, requeue_at: datetime | None) -> datetime | None:
+    """When the back-off of a PodsReadyTimeout eviction ended, if that was more than STALL_AFTER ago while Requeued
+    is still False: Kueue's workload controller clears requeueAt, queues the Workload and sets Requeued=True
+    (BackoffFinished) within seconds of requeueAt, at once without one (workload_controller.go Reconcile, Kueue
+    0.19.2), so a hold that outlasts it is a controller that no longer reconciles the Workload. None otherwise."""
+    ended = requeue_at or ctx.cond_time("Requeued")
+    return ended if ended is not None and ctx.after(ended, STALL_AFTER) else None
 
 
 def _ray_cluster_was_ready(ctx: Context) -> str:

@@ -12,7 +12,7 @@ from ...kube.objects import conditions, format_duration, i, m, name, ordinal, pa
 from ...vocabulary import CAUSES, ActionBy, Cause, Reason, cause_of
 from .. import multikueue
 from ..context import Context
-from ..owner_status import aw_failure, is_appwrapper, owner_text, pods_command
+from ..owner_status import aw_failure, is_appwrapper, owner_stopped, owner_text, pods_command
 from ..pods import FailedPod, failed_pods, failed_pods_text, memory_limits
 from ..rules import Finding, Phase, pairs, rule
 from .checks import controller_of, is_provisioning, rejected_provisioning_detail
@@ -166,7 +166,19 @@ def deactivated(ctx: Context) -> Finding | None:
     text += _queues_stopped(ctx) + _deactivated_retention(ctx)
     action = ActionBy.WORKLOAD_OWNER
     evicted_at = ctx.cond_time("Evicted") if ctx.true("Evicted") else None
-    if ctx.true("QuotaReserved") and evicted_at is not None:
+    notes: tuple[str, ...] = (after,)
+    stopped = owner_stopped(ctx) if ctx.true("QuotaReserved") and evicted_at is not None else None
+    if stopped is not None and evicted_at is not None and ctx.after(evicted_at, STALL_AFTER):
+        # the owner is stopped as Kueue reads it, so Kueue should have released the quota at once
+        # (jobframework reconciler.go "handle eviction": !job.IsActive() -> UnsetQuotaReservation): Kueue did not act
+        action = ActionBy.CLUSTER_ADMIN
+        logs = f" (`kubectl -n kueue-system logs deploy/kueue-controller-manager | grep {ctx.name}`)"
+        text += (f" It still holds its quota in {ctx.cq_text}, although {stopped}: Kueue releases it once the owner "
+                 f"is inactive, and {format_duration(ctx.now - evicted_at)} after the eviction it has not "
+                 f"(kueue#6035). The cluster admin reads Kueue's logs for this Workload{logs}; deleting the Workload "
+                 "releases the quota.")
+        notes = (after, logs)
+    elif ctx.true("QuotaReserved") and evicted_at is not None:
         # Kueue releases the quota once the owner reports its Pods stopped; an owner that never does keeps it
         held = ctx.now - evicted_at
         text += (f" It still holds its quota in {ctx.cq_text}: Kueue releases it once the owner's Pods are gone and "
@@ -179,7 +191,7 @@ def deactivated(ctx: Context) -> Finding | None:
         else:
             text += "."
     ev = [ctx.condition_evidence(c) for c in ("Evicted", "DeactivationTarget", "QuotaReserved") if ctx.cond(c)]
-    return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev, notes=(after,))
+    return Finding(Reason.DEACTIVATED, cause, text, action, since=since, evidence=ev, notes=notes)
 
 
 

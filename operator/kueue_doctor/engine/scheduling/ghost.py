@@ -10,7 +10,6 @@ that Kueue's normal seconds of lag are never called a ghost. Neighbours: `dispat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +33,7 @@ from ...state import JOB_UID_LABEL
 from ...vocabulary import Cause, Reason
 from .. import quota
 from ..context import Context
-from ..owner_status import rayjob_finished
+from ..owner_status import owner_counts_none_active, rayjob_finished
 from ..rules import Finding, Phase, rule
 from .owners import assigned_flavors, owner_suspended
 
@@ -168,19 +167,6 @@ def _no_live_pods(ctx: Context) -> bool:
                                           for p in ctx.pods)
 
 
-def _owner_counts_none_active(ctx: Context, owner: Mapping[str, Any]) -> bool:
-    """Without Pods in the input: the owner's own status (a Job's, a JobSet's replicated jobs', or the Jobs it
-    made) counts no active Pod or Job."""
-    st = m(owner.get("status"))
-    if s(owner.get("kind")) == "Job" and group_of(owner.get("apiVersion")) == "batch":
-        return bool(st) and not (i(st.get("active")) or i(st.get("ready")))  # 0 is omitted: a status at all
-    replicated = lst(st.get("replicatedJobsStatus"))
-    if replicated:
-        return not any(i(m(r).get("active")) or i(m(r).get("ready")) for r in replicated)
-    jobs = [j for j in ctx.state.descendants(owner) if s(j.get("kind")) == "Job"]
-    return bool(jobs) and not any(i(m(j.get("status")).get("active")) for j in jobs)
-
-
 def pods_gone(ctx: Context) -> Ghost | None:
     """Admitted for longer than GRACE, Kueue says PodsReady=True, yet no Pod exists and the Job itself counts
     none active or ready: Kueue's view is stale and the quota is held for nothing. Only for batch Jobs, whose
@@ -213,10 +199,11 @@ def stopped_without_pods(ctx: Context) -> Ghost | None:
     scaled_down = kind in _SCALED_OWNERS and spec(owner).get("replicas") == 0
     if owner_suspended(owner) is not True and not scaled_down:
         return None
-    if not (_no_live_pods(ctx) if ctx.state.knows("Pod") else _owner_counts_none_active(ctx, owner)):
+    said = None if ctx.state.knows("Pod") else owner_counts_none_active(ctx.state, owner)
+    if not (_no_live_pods(ctx) if ctx.state.knows("Pod") else said is not None):
         return None
     left = ("no Pod of it is left" if ctx.state.knows("Pod") else
-            "its status counts nothing active (the input has no Pods)")
+            f"its status counts nothing active ({said}; the input has no Pods)")
     stopped = "is scaled to 0 replicas" if scaled_down else "is suspended"
     return Ghost(f"it was evicted ({ctx.cond_reason('Evicted')}) at {when_text(evicted)}, its {kind} "
                  f"{ctx.ns}/{name(owner)} {stopped} and {left}", evicted,

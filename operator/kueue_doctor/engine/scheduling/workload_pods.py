@@ -423,6 +423,11 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
         return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, waiting[1], since=since, evidence=evidence,
                        pods=pods_status, flavors=assigned_flavors(ctx))
     action = ActionBy.NOBODY
+    silent = _jobset_never_reconciled(ctx, summary, since)
+    if silent:
+        return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text + silent + timeout_note(ctx),
+                       ActionBy.CLUSTER_ADMIN,
+                       since=since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     if pod_owner_refs(ctx.wl) is not None:  # no controller creates plain Pods: whoever made the others must
         text += (f" This is a plain Pod group: Kueue creates no Pods, so whoever created the others must create "
                  f"the missing {summary.expected - summary.created} (same group name, queue label and total count)"
@@ -432,6 +437,39 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
     text += timeout_note(ctx)
     return Finding(Reason.PODS_NOT_CREATED, Cause.PODS_PENDING, text, action, since=since, evidence=evidence,
                    pods=pods_status, flavors=assigned_flavors(ctx))
+
+
+# how long a JobSet may go unreconciled after its admission before its controller is called absent (its controller
+# writes its status within seconds of the JobSet's creation)
+JOBSET_UNRECONCILED_AFTER = timedelta(minutes=10)
+
+
+def _jobset_never_reconciled(ctx: Context, summary: podlib.PodSummary, since: datetime | None) -> str:
+    """" JobSet x has no status at all ...": no Pod exists, and the JobSet (the owner, or a TrainJob's) has neither
+    status.replicatedJobsStatus nor a condition `JOBSET_UNRECONCILED_AFTER` after Kueue admitted it. The JobSet
+    controller writes both on its first pass, even while Kueue keeps the JobSet suspended (recorded live:
+    tests/e2e/fixtures/scenario-family-jobset-*.yaml), so none means no JobSet controller ever looked at it (not
+    installed, down, or crash-looping: kueue#1787): Kueue only unsuspends the JobSet and nothing makes its Jobs.
+    "" otherwise."""
+    jobset = owner_jobset(ctx)
+    if jobset is None or summary.created or not ctx.after(since, JOBSET_UNRECONCILED_AFTER) or since is None:
+        return ""
+    st = m(jobset.get("status"))
+    if lst(st.get("replicatedJobsStatus")) or lst(st.get("conditions")) or spec(jobset).get("managedBy"):
+        return ""
+    jobs = [j for j in ctx.state.descendants(jobset, depth=1) if s(j.get("kind")) == "Job"]
+    if jobs:
+        return ""
+    # a dump lists the owners' kinds together: a Job listed at all says its Jobs were dumped too
+    listed = ctx.state.knows("Job") and (not ctx.state.dump or any(k[1] == "Job" for k in ctx.state.owners))
+    made = " and has made no Job" if listed else ""
+    nm = name(jobset) or ""
+    return (f" JobSet {ctx.ns}/{nm} has no status at all (no replicatedJobsStatus, no condition)"
+            f" {format_duration(ctx.now - since)} after Kueue admitted it{made}: the JobSet controller writes both on "
+            "its first pass, even while the JobSet is suspended, so no JobSet controller has reconciled it. Kueue only "
+            "unsuspends the JobSet; the JobSet controller makes its Jobs and Pods. The cluster admin checks that the "
+            "JobSet controller runs and reads its logs (kubectl -n jobset-system get pods; kubectl -n jobset-system "
+            f"logs deploy/jobset-controller-manager | grep {nm}).")
 
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
