@@ -7,6 +7,7 @@ texts), `nodes.py` (the flavor's nodes), `dispatch.py` (asked before these).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -413,7 +414,10 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                 f"({_existing(summary)}): "
                 f"{closed(clip(said, 400) or '')} " + advice
                 + f" Meanwhile the Workload holds its quota in {ctx.cq_text}." + timeout_note(ctx))
-        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
+        # a webhook the apiserver cannot call refuses every Pod whatever the Job says: its operator's to restore
+        action = ActionBy.CLUSTER_ADMIN if denial is not None and denial.plugin == podlib.WEBHOOK_UNREACHABLE \
+            else ActionBy.WORKLOAD_OWNER
+        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, action,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {when_text(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + ".")
@@ -459,11 +463,31 @@ def _denial_advice(ctx: Context, denial: podlib.CreateDenial | None) -> str:
         return (f"Namespace {ctx.ns} enforces Pod Security level {denial.name} ({source}): the owner makes the Job's "
                 "Pod template comply" + (f" ({items})" if items else "")
                 + ", or the namespace admin relaxes the level.")
+    if denial.plugin == podlib.WEBHOOK_UNREACHABLE:
+        return _webhook_unreachable(denial)
     if denial.plugin == "LimitRange":
         return (f"A LimitRange of namespace {ctx.ns} refuses them ({items}): the owner fits the Pod template's "
                 "requests and limits to it (Kueue admitted those requests), or the namespace admin changes it.")
     return (f"Admission webhook {denial.name} refuses them" + (f" ({items})" if items else "") + ": the owner "
             "changes what it names, or whoever runs the webhook its policy.")
+
+
+_KUEUE_WEBHOOK_URL = re.compile(rf"https://{podlib.KUEUE_WEBHOOK_SERVICE}\.([a-z0-9-]+)\.svc")
+
+
+def _webhook_unreachable(denial: podlib.CreateDenial) -> str:
+    """The apiserver could not call a webhook with failurePolicy Fail: no policy said no, the call failed (no
+    endpoints, refused, a timeout, a certificate), so every Pod is refused until its operator restores it. Kueue's own
+    Pod webhook (mpod.kb.io, served by kueue-controller-manager) is the common one: its manager down or restarting."""
+    said = denial.items[0] if denial.items else ""
+    kueue = _KUEUE_WEBHOOK_URL.search(said)
+    who = (f"It is Kueue's own webhook (Service {podlib.KUEUE_WEBHOOK_SERVICE} in namespace {kueue.group(1)}): "
+           f"kueue-controller-manager is down or not ready; the cluster admin checks it (kubectl get pods -n "
+           f"{kueue.group(1)})." if kueue is not None else
+           f"The cluster admin, or whoever runs webhook {denial.name}, restores it (its Pods, its Service's "
+           "endpoints, its TLS certificate).")
+    return (f"The apiserver cannot call admission webhook {denial.name} (failurePolicy Fail): every Pod is refused, "
+            f"nothing in the Job is at fault. {who} The controller retries and creates the Pods once it answers.")
 
 
 _RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
