@@ -48,6 +48,7 @@ from .lifecycle import FailedPod, failed_pods, failed_pods_text, first_start, me
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
+    BINDING,
     CATEGORIES,
     CLAIM_NOT_CREATED,
     DEFAULT_SCHEDULING_GATED_MESSAGE,
@@ -62,6 +63,7 @@ from .summary import (
 
 __all__ = [
     "BENIGN_WAITING_REASONS",
+    "BINDING",
     "CATEGORIES",
     "CLAIM_NOT_CREATED",
     "DEFAULT_SCHEDULING_GATED_MESSAGE",

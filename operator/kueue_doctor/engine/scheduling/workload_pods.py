@@ -677,8 +677,10 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             accounting.undercharged(ctx) or (accounting.above_capacity(ctx, place.flavor, place.resource)
                                              if place.flavor and place.resource else ""))
     fit = view.summary.failure
-    said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
-    head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
+    said = f" ({fit.raw[:300]})" if fit is not None and fit.raw and not place.binding else ""
+    head = (f"Admitted by {ctx.cq_text}; kube-scheduler is binding {blocker.count}/{view.summary.expected} Pods, "
+            f"not yet bound: {place.why}" if place.binding else
+            f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
@@ -712,7 +714,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
-    if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS:
+    if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS or place.binding:
         text += " Nothing to do: this is transient."
     else:
         text += timeout_note(ctx)
