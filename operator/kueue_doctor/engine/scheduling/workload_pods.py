@@ -908,6 +908,38 @@ def _gates_in_template(ctx: Context, gates: str) -> bool:
     return bool(names) and all(g.strip() in names for g in gates.split(","))
 
 
+def _claims_held_back(ctx: Context, blocker: podlib.PodBlocker) -> tuple[str, ActionBy] | None:
+    """The Pods name DRA ResourceClaims and kube-scheduler (schedulerName default-scheduler) never tried them: its
+    DynamicResources PreEnqueue holds back, writing no condition and no event, a Pod whose claim does not exist, is
+    being deleted, or (from a template) is not created yet (K pkg/scheduler/framework/plugins/dynamicresources/
+    dynamicresources.go:280-288, foreachPodResourceClaim :423-453). The input has no ResourceClaims: named, not
+    checked. A claim by name is the owner's to create; a template's claim the resourceclaim controller's."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    scheduler = s(spec(pod).get("schedulerName")) if pod is not None else None
+    if pod is None or (scheduler and scheduler != "default-scheduler"):
+        return None
+    claims = [m(c) for c in lst(spec(pod).get("resourceClaims"))]
+    if not claims:
+        return None
+    named = [n for n in (s(c.get("resourceClaimName")) for c in claims) if n]
+    made = {s(m(x).get("name")) for x in lst(m(pod.get("status")).get("resourceClaimStatuses"))}
+    unmade = [f"{s(c.get('name'))} (template {s(c.get('resourceClaimTemplateName'))})" for c in claims
+              if s(c.get("resourceClaimTemplateName")) and s(c.get("name")) not in made]
+    if named:
+        listed = ", ".join(named[:3])
+        return (f"they name ResourceClaim {listed} (spec.resourceClaims), and kube-scheduler holds back, without a "
+                "condition or an event, a Pod whose claim does not exist or is being deleted (DynamicResources "
+                f"PreEnqueue). The owner creates it or fixes the name in the Job (kubectl get resourceclaim {named[0]} "
+                f"-n {ctx.ns}); a claim each Pod gets of its own is a resourceClaimTemplateName.",
+                ActionBy.WORKLOAD_OWNER)
+    if unmade:
+        return (f"their claim {', '.join(unmade[:3])} has not been created (no status.resourceClaimStatuses entry, no "
+                "FailedResourceClaimCreation event), and kube-scheduler does not try a Pod before its claims exist. "
+                "The resourceclaim controller of kube-controller-manager makes them: the cluster admin checks that it "
+                "runs with DynamicResourceAllocation on.", ActionBy.CLUSTER_ADMIN)
+    return None
+
+
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT))
 def pods_not_scheduled(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Pending")
@@ -923,6 +955,13 @@ def pods_not_scheduled(ctx: Context) -> Finding | None:
         return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.WORKLOAD_OWNER,
                        since=since, evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx),
                        hints=[f"kubectl get resourceclaimtemplates -n {ctx.ns}"])
+    held = _claims_held_back(ctx, blocker)
+    if held is not None:
+        text, action = held
+        return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT,
+                       f"{blocker.count}/{view.expected} Pods have had no scheduling attempt since {when_text(since)}: "
+                       + text + timeout_note(ctx), action, since=since, evidence=evidence, pods=view.status,
+                       flavors=assigned_flavors(ctx), hints=[f"kubectl get resourceclaims -n {ctx.ns}"])
     text = (f"{blocker.count}/{view.expected} Pods have not been looked at by a scheduler "
             f"since {when_text(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.CLUSTER_ADMIN, since=since,
