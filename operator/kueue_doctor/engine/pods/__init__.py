@@ -43,7 +43,13 @@ from .events import (
     job_failed_create,
     newest_event,
 )
-from .kubelet import BENIGN_WAITING_REASONS, mount_failure_side, own_limit_eviction, pull_rate_limited
+from .kubelet import (
+    BENIGN_WAITING_REASONS,
+    image_pull_said,
+    mount_failure_side,
+    own_limit_eviction,
+    pull_rate_limited,
+)
 from .lifecycle import FailedPod, failed_pods, failed_pods_text, first_start, memory_limits
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
@@ -88,6 +94,7 @@ __all__ = [
     "failed_pods",
     "failed_pods_text",
     "first_start",
+    "image_pull_said",
     "is_kueue_gate",
     "job_failed_create",
     "memory_limits",

@@ -1092,6 +1092,12 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         text = _storage_mount(ctx, blocker, view.summary)
     elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and podlib.pull_rate_limited(blocker.message):
         text, action = _pull_rate_limited(ctx, blocker, view.summary, fresh)
+    elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and blocker.message:
+        said, step = podlib.image_pull_said(blocker.message)
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
+        text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
+                f"start: {blocker.reason}{detail}: {said} (pod {blocker.pod}).{' ' + step if step else ''}"
+                f"{history_note(view.summary)}{timeout_note(ctx)}")
     elif blocker.category == "Failing" and blocker.reason == "DeadlineExceeded":
         text = (f"Admitted and started, but {blocker.count}/{view.summary.expected} Pods failed with DeadlineExceeded"
                 f"{msg} (pod {blocker.pod}): they ran longer than activeDeadlineSeconds (the Job's spec or its Pod "
