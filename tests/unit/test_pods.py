@@ -687,3 +687,19 @@ def test_the_first_pod_start_counts_only_after_the_admission_and_before_the_boun
     admitted = T0 + timedelta(minutes=10)
     assert P.first_start([earlier, restarted, late], admitted, None) == T0 + timedelta(minutes=12)
     assert P.first_start([earlier, late], admitted, T0 + timedelta(minutes=40)) is None
+
+
+def test_image_pull_said_keeps_the_end_of_a_long_runtime_error_and_names_the_next_step() -> None:
+    # K pkg/kubelet/images/image_manager.go:338-346,368; containerd's words as it writes them
+    image = "europe-west4-docker.pkg.dev/ml-platform-prod/team-a-images/trainer:2026.11.30-7f3c2a1"
+    missing = (f'Back-off pulling image "{image}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
+               f'unpack image "{image}": failed to resolve reference "{image}": {image}: not found')
+    said, step = P.image_pull_said(missing)
+    assert said.endswith(f"{image}: not found") and not said.startswith("Back-off")
+    assert len(said) <= 300 and "does not exist" in step
+    denied = (f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": pull access denied, '
+              "repository does not exist or may require authorization: server message: insufficient_scope: "
+              "authorization failed")
+    said, step = P.image_pull_said(denied)
+    assert "insufficient_scope" in said and "imagePullSecrets" in step
+    assert P.image_pull_said("image pull failed for x because the registry is unavailable")[1] == ""

@@ -201,8 +201,8 @@ def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec, status = m(obj.get("spec")), m(obj.get("status"))
     if kind == "Pod":
         out["spec"] = _pod_spec(spec)
-        st = {k: status[k] for k in ("phase", "conditions", "reason", "message", "startTime", "nominatedNodeName")
-              if k in status}
+        st = {k: status[k] for k in ("phase", "conditions", "reason", "message", "startTime", "nominatedNodeName",
+                                     "resourceClaimStatuses") if k in status}
         for key in ("containerStatuses", "initContainerStatuses"):
             if key in status:
                 st[key] = [_container_status(c) for c in lst(status.get(key))]

@@ -18,7 +18,7 @@ each with its source. Modules, each owning one sub-concern:
 * `kubelet.py`: container ``state.waiting`` / ``state.terminated`` reasons and start-up event reasons;
 * `events.py`: Event accessors for core/v1 and events.k8s.io/v1, the Pod event index, the Job
   controller's ``FailedCreate`` (``"Error creating: pods \\"x\\" is forbidden: exceeded quota: ..."``,
-  webhook denials);
+  webhook denials, webhooks the apiserver cannot call);
 * `peers.py`: Pods an operator starts before the Pods they need (an MPIJob's launcher before its workers);
 * `summary.py`: `summarize_pods`, `PodSummary`, `PodBlocker`, Kueue's scheduling gates;
 * `lifecycle.py`: when the Pods started and how the failed ones ended (`failed_pods`, `first_start`), for a
@@ -32,6 +32,8 @@ from __future__ import annotations
 from ...kube.objects import as_time as parse_time  # kept for importers: RFC 3339 text or a datetime
 from .events import (
     JOB_CREATION_FAILED,
+    KUEUE_WEBHOOK_SERVICE,
+    WEBHOOK_UNREACHABLE,
     CreateDenial,
     create_denial,
     event_count,
@@ -41,11 +43,18 @@ from .events import (
     job_failed_create,
     newest_event,
 )
-from .kubelet import BENIGN_WAITING_REASONS, mount_failure_side, own_limit_eviction, pull_rate_limited
+from .kubelet import (
+    BENIGN_WAITING_REASONS,
+    image_pull_said,
+    mount_failure_side,
+    own_limit_eviction,
+    pull_rate_limited,
+)
 from .lifecycle import FailedPod, failed_pods, failed_pods_text, first_start, memory_limits
 from .scheduler import NO_NODES_MESSAGE, NodeFitReason, SchedulingFailure, parse_scheduler_message
 from .scheduler import _parse_cached as _parse_cached  # the memo, emptied by engine.diagnose.clear_parse_caches
 from .summary import (
+    BINDING,
     CATEGORIES,
     CLAIM_NOT_CREATED,
     DEFAULT_SCHEDULING_GATED_MESSAGE,
@@ -60,14 +69,17 @@ from .summary import (
 
 __all__ = [
     "BENIGN_WAITING_REASONS",
+    "BINDING",
     "CATEGORIES",
     "CLAIM_NOT_CREATED",
     "DEFAULT_SCHEDULING_GATED_MESSAGE",
     "JOB_CREATION_FAILED",
     "KUEUE_GATES",
+    "KUEUE_WEBHOOK_SERVICE",
     "MESSAGE_LIMIT",
     "NO_NODES_MESSAGE",
     "TERMINATED_BY_KUEUE",
+    "WEBHOOK_UNREACHABLE",
     "CreateDenial",
     "FailedPod",
     "NodeFitReason",
@@ -82,6 +94,7 @@ __all__ = [
     "failed_pods",
     "failed_pods_text",
     "first_start",
+    "image_pull_said",
     "is_kueue_gate",
     "job_failed_create",
     "memory_limits",

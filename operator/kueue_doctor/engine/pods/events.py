@@ -109,11 +109,14 @@ def job_failed_create(events: Iterable[Mapping[str, Any]]) -> tuple[str, str, da
     return best
 
 
+WEBHOOK_UNREACHABLE = "WebhookUnreachable"
+
+
 @dataclass(frozen=True)
 class CreateDenial:
     """Which admission plugin refused a Pod the controller tried to create, and what it said, parsed."""
 
-    plugin: str  # ResourceQuota, PodSecurity, LimitRange, Webhook
+    plugin: str  # ResourceQuota, PodSecurity, LimitRange, Webhook, WebhookUnreachable (not a refusal: a call failed)
     name: str  # the ResourceQuota, the Pod Security level ("restricted:latest"), the webhook
     items: tuple[str, ...]  # "requests.cpu: 1 requested, 8 used of 8"; 'container "main" must set ...'; ...
     head: int = -1  # where the message's details (restated by `items`) start; -1: nothing to cut
@@ -128,6 +131,14 @@ _POD_SECURITY = re.compile(r'violates PodSecurity "([^"]+)": (.+)')
 _LIMIT_RANGE = re.compile(r"(?:maximum|minimum) \S+ usage per \w+ is [^,\]]+(?:, but (?:limit|request) is [^,\]]+"
                           r"|\.  No (?:limit|request) is specified)")
 _WEBHOOK = re.compile(r'admission webhook "([^"]+)" denied the request(?::| without explanation)\s*(.*)')
+# The apiserver could not call a webhook whose failurePolicy is Fail (AS pkg/util/webhook/error.go:36,38; the reason
+# "failed to call webhook: %w" of admission/plugin/webhook/mutating/dispatcher.go:310 and validating/dispatcher.go:311,
+# wrapped by apimachinery errors.go:395 "Internal error occurred: %v"): down, no endpoints, a timeout, a certificate.
+_WEBHOOK_UNREACHABLE = re.compile(r'failed calling webhook "([^"]+)"'
+                                  r'(?:: (?:failed to call webhook: )?(.*)|; no further details available)')
+# Kueue's own webhooks are served by kueue-controller-manager behind this Service (Kueue v0.19.2 config/components/
+# webhook/service.yaml, namePrefix kueue-)
+KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -156,6 +167,10 @@ def create_denial(message: str) -> CreateDenial | None:
     found = _WEBHOOK.search(message)
     if found is not None:
         return CreateDenial("Webhook", found.group(1), (found.group(2).strip(),) if found.group(2).strip() else ())
+    found = _WEBHOOK_UNREACHABLE.search(message)
+    if found is not None:
+        said = (found.group(2) or "").strip()
+        return CreateDenial(WEBHOOK_UNREACHABLE, found.group(1), (said,) if said else ())
     return None
 
 

@@ -127,6 +127,33 @@ def pull_rate_limited(message: str) -> tuple[str, str] | None:
     return "registry", (said[cut:] if cut > 0 else said)[:200]
 
 
+# The kubelet's pull failure (K pkg/kubelet/images/image_manager.go:338-346 "Back-off pulling image %q" + ": " + the
+# stored "<ErrImagePull>: <the runtime's error>", :368; evalCRIPullErr :384-412). The runtime's error names the image
+# two or three times and ends with what matters (containerd: 'failed to resolve reference "<image>": <image>: not
+# found', 'pull access denied, repository does not exist or may require authorization: ...'): cut in the middle, not
+# at the end.
+_BACK_OFF_PULLING = re.compile(r'^Back-off pulling image "([^"]*)"(?:: (?:ErrImagePull: )?)?')
+_IMAGE_NOT_FOUND = re.compile(r"(?:: not found|code = NotFound desc = .*not found|manifest unknown)\s*$")
+_PULL_DENIED = re.compile(r"pull access denied|authorization failed|insufficient_scope|401 Unauthorized|403 Forbidden|"
+                          r"unauthorized: ")
+PULL_SAID_LIMIT = 300
+
+
+def image_pull_said(message: str) -> tuple[str, str]:
+    """``(what the runtime said, the next step)`` for an ErrImagePull / ImagePullBackOff message: the kubelet's back-off
+    prefix dropped, a long error cut in its middle so that its end (not found, access denied) stays; the step is ""
+    when the error does not say whose it is."""
+    text = _BACK_OFF_PULLING.sub("", message.strip(), count=1)
+    if len(text) > PULL_SAID_LIMIT:
+        text = text[:110].rstrip() + " ... " + text[-(PULL_SAID_LIMIT - 115):].lstrip()
+    if _IMAGE_NOT_FOUND.search(message):
+        return text, "The image or its tag does not exist in that registry: the owner fixes the image in the Job."
+    if _PULL_DENIED.search(message):
+        return text, ("The registry refuses the pull: the owner gives the Pods credentials (imagePullSecrets, or their "
+                      "ServiceAccount's) or fixes the repository name.")
+    return text, ""
+
+
 # FailedMount texts (K pkg/volume/util/operationexecutor/operation_generator.go:483,554,608 "<op> failed for volume %q
 # : <err>"; volume/csi/csi_client.go:160; kubelet.go:2204 the summary), by whose side they are on: what the Pod spec
 # names and does not exist is the owner's; a storage driver or a mount that fails on the node is the platform's.

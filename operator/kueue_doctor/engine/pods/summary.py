@@ -106,6 +106,8 @@ class PodBlocker:
     def label(self) -> str:
         """The blocker without its count, as ``PodSummary.describe`` prints it."""
         if self.category == "Unschedulable":
+            if self.reason == BINDING:
+                return f"binding ({self.detail})"
             if self.failure is not None and self.failure.reasons:
                 return f"Unschedulable ({self.failure.short()})"
             return f"Unschedulable: {_cut(self.reason, 160)}"
@@ -263,8 +265,14 @@ def _scheduled_and_ready(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], 
 _Blocked = tuple[str, str, str, datetime | None, str]  # category, reason, message, since, detail
 
 
+# An unbound Pod with status.nominatedNodeName and no verdict yet: kube-scheduler chose that node and its binding cycle
+# waits (K pkg/scheduler/schedule_one.go:410-425, NominatedNodeNameForExpectation, on by default since v1.35) for a
+# PreBind plugin (volumes to provision, DRA devices) or a Permit plugin. Not "no scheduling attempt".
+BINDING = "Binding"
+
+
 def _unbound_blocker(spec: Mapping[str, Any], sched: Mapping[str, Any], created_at: datetime | None,
-                     evs: Mapping[str, EventInfo]) -> _Blocked:
+                     evs: Mapping[str, EventInfo], nominated: str = "") -> _Blocked:
     """Why a Pod without a node waits: scheduling gates, the scheduler's verdict, or no attempt yet."""
     sched_since = as_time(sched.get("lastTransitionTime"))
     raw_gates = lst(spec.get("schedulingGates"))
@@ -291,6 +299,8 @@ def _unbound_blocker(spec: Mapping[str, Any], sched: Mapping[str, Any], created_
         else:
             key = _cut(message, 160) or "Unschedulable"
         return "Unschedulable", key, message, since, ""
+    if nominated:
+        return "Unschedulable", BINDING, "", created_at, f"node {nominated}"
     claim = evs.get(CLAIM_NOT_CREATED)
     if claim is not None:  # the scheduler does not try a Pod whose ResourceClaims do not exist yet
         return "Pending", CLAIM_NOT_CREATED, claim.message, earliest(created_at, claim.first), ""
@@ -499,7 +509,7 @@ def summarize_pods(
         if is_scheduled:
             found = _bound_blocker(spec, status, phase, sched, ready_cond, created_at, evs)
         else:
-            found = _unbound_blocker(spec, sched, created_at, evs)
+            found = _unbound_blocker(spec, sched, created_at, evs, s(status.get("nominatedNodeName")) or "")
         category, reason, message, since, detail = found
         if category == "Unschedulable" and reason != "SchedulerError" and message:
             unschedulable_messages[message] = unschedulable_messages.get(message, 0) + 1

@@ -336,6 +336,7 @@ class Placement:
     pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
     own_rule: bool = False  # the Pods' own placement rule (hostPort, topology spread, pod affinity) rejects the nodes
     checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
+    binding: str | None = None  # the node kube-scheduler chose and binds the Pods to (nominatedNodeName, no preemption)
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -483,18 +484,24 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
         extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
-                                                       "checks", "own_rule")}
+                                                       "checks", "own_rule", "binding")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
 
     nominated = s(status(pod or {}).get("nominatedNodeName"))
     preemption = (failure.preemption or "") if failure is not None else ""
-    if nominated or any(w in preemption for w in PREEMPTION_WAITING):
+    waiting = any(w in preemption for w in PREEMPTION_WAITING)
+    if nominated and not waiting and (blocker.reason in (podlib.BINDING, SCHEDULER_ERROR) or failure is None
+                                      or failure.preemption is not None):
+        return _binding(ctx, make, nominated, blocker, pod)
+    if nominated or waiting:
         where = f"node {nominated}" if nominated else "its nominated node"
         return make(Cause.POD_PREEMPTION_IN_PROGRESS, ActionBy.NOBODY, "Preemption",
                     f"kube-scheduler preempted lower-priority Pods on {where} and waits for them to terminate",
                     name=nominated, source="Scheduler")
+    if blocker.reason == SCHEDULER_ERROR:
+        return _scheduler_error(ctx, make, blocker.message, pod)
     if failure is None or not failure.reasons:
         return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler", blocker.reason,
                     name=blocker.reason[:200])
@@ -922,6 +929,63 @@ def _volume_node_conflict(make: Callable[..., Placement], text: str, prefilter: 
     return make(Cause.VOLUME_NODE_CONFLICT, ActionBy.WORKLOAD_OWNER, "VolumeNodeAffinity",
                 f"{said}: the claim {claim} is bound to a volume no usable node can reach (another zone or node)",
                 name=claim if claims else None, nodes=count, short=claims)
+
+
+# PodScheduled=False reason SchedulerError (K pkg/scheduler/schedule_one.go:1212): a plugin failed, not a verdict on
+# the nodes; its text is the plugin's error, e.g. the binding cycle's (framework/runtime/framework.go:1649 "running
+# PreBind plugin %q: %w"). VolumeBinding's PreBind waits for the Pod's WaitForFirstConsumer claims to be provisioned
+# and bound on the node it chose (plugins/volumebinding/binder.go:501 "binding volumes: %w"), up to its bindTimeout
+# (600 s): the provisioner gave up ("provisioning failed for PVC %q", :684; "selectedNode annotation reset for PVC
+# %q", :677), or the wait ran out ("context deadline exceeded"). kube-scheduler then clears nominatedNodeName and
+# tries the Pod again.
+SCHEDULER_ERROR = "SchedulerError"
+_VOLUME_PREBIND = 'running PreBind plugin "VolumeBinding": '
+_PVC_NAMED = re.compile(r'PVC "([^"]+)"')
+
+
+def _binding(ctx: Context, make: Callable[..., Placement], node: str, blocker: podlib.PodBlocker,
+             pod: Mapping[str, Any] | None) -> Placement:
+    """nominatedNodeName without a preemption behind it: a preemption that nominates writes its FitError without a
+    "preemption: " text (its PostFilter succeeded, K schedule_one.go:294), and one that failed clears the nomination
+    (framework/preemption/preemption.go:147). What is left is the binding cycle's own nomination (schedule_one.go:410,
+    NominatedNodeNameForExpectation): kube-scheduler placed the Pod and PreBind waits for its volumes to be provisioned
+    on that node (or for DRA devices, or a Permit plugin). A PodScheduled=False condition, if any, is from before."""
+    claims = _claims(pod)
+    stale = (f"; the PodScheduled=False condition (\"{blocker.message[:160]}\") is from an earlier attempt"
+             if blocker.message else "")
+    if claims:
+        return make(Cause.VOLUME_NOT_BOUND, ActionBy.NOBODY, "Volume",
+                    f"kube-scheduler chose node {node} (status.nominatedNodeName) and binds them once claim "
+                    f"{', '.join(claims[:3])} is provisioned there (WaitForFirstConsumer): not a preemption, nothing "
+                    "blocks yet{stale}. If provisioning fails or takes over 10 minutes, kube-scheduler reports "
+                    "SchedulerError and tries again".replace("{stale}", stale),
+                    name=", ".join(claims[:3]), short=claims, source="Scheduler", own_rule=True, binding=node)
+    return make(Cause.FAILED_SCHEDULING, ActionBy.NOBODY, "Scheduler",
+                f"kube-scheduler chose node {node} (status.nominatedNodeName) and binds them once its PreBind or "
+                f"Permit plugins are done (DRA devices, a gang's other Pods): not a preemption{stale}. A failure "
+                "there shows as SchedulerError", name=node, source="Scheduler", own_rule=True, binding=node)
+
+
+def _scheduler_error(ctx: Context, make: Callable[..., Placement], message: str,
+                     pod: Mapping[str, Any] | None) -> Placement:
+    """kube-scheduler failed with an error rather than finding no node: the plugin's own words are the verdict. Binding
+    the Pods' volumes on the chosen node (VolumeBinding PreBind) is the storage provisioner's side: named apart."""
+    said = message.strip()[:300] or "no message"
+    if message.startswith(_VOLUME_PREBIND):
+        claims = list(dict.fromkeys(_PVC_NAMED.findall(message))) or _claims(pod)
+        named = ", ".join(claims[:3]) or "?"
+        timed_out = "context deadline exceeded" in message
+        what = ("was not provisioned and bound within kube-scheduler's bind timeout (10 minutes)" if timed_out else
+                "could not be provisioned (the provisioner gave up; kube-scheduler tries again)")
+        return make(Cause.VOLUME_NOT_BOUND, ActionBy.CLUSTER_ADMIN, "Volume",
+                    f"kube-scheduler chose a node, but the volume of claim {named} {what} (SchedulerError: "
+                    f"\"{said}\"): the StorageClass's provisioner or its storage backend fails, not the nodes' "
+                    "capacity" + (claim_said(ctx, claims) or f". The claim's events say why (kubectl describe pvc "
+                                  f"{claims[0] if claims else ''} -n {ctx.ns}: ProvisioningFailed)"),
+                    name=named if claims else None, short=claims, source="Scheduler")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                f"kube-scheduler failed with an error, not for lack of a node (SchedulerError: \"{said}\"); it "
+                "retries the Pods, and its logs say more", name=said[:200], source="Scheduler")
 
 
 def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],

@@ -7,6 +7,7 @@ texts), `nodes.py` (the flavor's nodes), `dispatch.py` (asked before these).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -413,7 +414,10 @@ def _not_created(ctx: Context, summary: podlib.PodSummary, pods_status: dict[str
                 f"({_existing(summary)}): "
                 f"{closed(clip(said, 400) or '')} " + advice
                 + f" Meanwhile the Workload holds its quota in {ctx.cq_text}." + timeout_note(ctx))
-        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, ActionBy.WORKLOAD_OWNER,
+        # a webhook the apiserver cannot call refuses every Pod whatever the Job says: its operator's to restore
+        action = ActionBy.CLUSTER_ADMIN if denial is not None and denial.plugin == podlib.WEBHOOK_UNREACHABLE \
+            else ActionBy.WORKLOAD_OWNER
+        return Finding(Reason.PODS_NOT_CREATED, Cause.FAILED_CREATE, text, action,
                        since=when or since, evidence=evidence, pods=pods_status, flavors=assigned_flavors(ctx))
     text = (f"Admitted at {when_text(since)}; {summary.created}/{summary.expected} Pods exist so far"
             + (f" ({summary.describe()})" if summary.created else "") + ".")
@@ -497,11 +501,31 @@ def _denial_advice(ctx: Context, denial: podlib.CreateDenial | None) -> str:
         return (f"Namespace {ctx.ns} enforces Pod Security level {denial.name} ({source}): the owner makes the Job's "
                 "Pod template comply" + (f" ({items})" if items else "")
                 + ", or the namespace admin relaxes the level.")
+    if denial.plugin == podlib.WEBHOOK_UNREACHABLE:
+        return _webhook_unreachable(denial)
     if denial.plugin == "LimitRange":
         return (f"A LimitRange of namespace {ctx.ns} refuses them ({items}): the owner fits the Pod template's "
                 "requests and limits to it (Kueue admitted those requests), or the namespace admin changes it.")
     return (f"Admission webhook {denial.name} refuses them" + (f" ({items})" if items else "") + ": the owner "
             "changes what it names, or whoever runs the webhook its policy.")
+
+
+_KUEUE_WEBHOOK_URL = re.compile(rf"https://{podlib.KUEUE_WEBHOOK_SERVICE}\.([a-z0-9-]+)\.svc")
+
+
+def _webhook_unreachable(denial: podlib.CreateDenial) -> str:
+    """The apiserver could not call a webhook with failurePolicy Fail: no policy said no, the call failed (no
+    endpoints, refused, a timeout, a certificate), so every Pod is refused until its operator restores it. Kueue's own
+    Pod webhook (mpod.kb.io, served by kueue-controller-manager) is the common one: its manager down or restarting."""
+    said = denial.items[0] if denial.items else ""
+    kueue = _KUEUE_WEBHOOK_URL.search(said)
+    who = (f"It is Kueue's own webhook (Service {podlib.KUEUE_WEBHOOK_SERVICE} in namespace {kueue.group(1)}): "
+           f"kueue-controller-manager is down or not ready; the cluster admin checks it (kubectl get pods -n "
+           f"{kueue.group(1)})." if kueue is not None else
+           f"The cluster admin, or whoever runs webhook {denial.name}, restores it (its Pods, its Service's "
+           "endpoints, its TLS certificate).")
+    return (f"The apiserver cannot call admission webhook {denial.name} (failurePolicy Fail): every Pod is refused, "
+            f"nothing in the Job is at fault. {who} The controller retries and creates the Pods once it answers.")
 
 
 _RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -693,8 +717,10 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             accounting.undercharged(ctx) or (accounting.above_capacity(ctx, place.flavor, place.resource)
                                              if place.flavor and place.resource else ""))
     fit = view.summary.failure
-    said = f" ({fit.raw[:300]})" if fit is not None and fit.raw else ""
-    head = (f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
+    said = f" ({fit.raw[:300]})" if fit is not None and fit.raw and not place.binding else ""
+    head = (f"Admitted by {ctx.cq_text}; kube-scheduler is binding {blocker.count}/{view.summary.expected} Pods, "
+            f"not yet bound: {place.why}" if place.binding else
+            f"Admitted by {ctx.cq_text}, but kube-scheduler cannot place "
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
@@ -728,7 +754,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             place.cause in (Cause.FAILED_SCHEDULING, Cause.INSUFFICIENT_RESOURCES):
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
-    if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS:
+    if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS or place.binding:
         text += " Nothing to do: this is transient."
     else:
         text += timeout_note(ctx)
@@ -922,6 +948,38 @@ def _gates_in_template(ctx: Context, gates: str) -> bool:
     return bool(names) and all(g.strip() in names for g in gates.split(","))
 
 
+def _claims_held_back(ctx: Context, blocker: podlib.PodBlocker) -> tuple[str, ActionBy] | None:
+    """The Pods name DRA ResourceClaims and kube-scheduler (schedulerName default-scheduler) never tried them: its
+    DynamicResources PreEnqueue holds back, writing no condition and no event, a Pod whose claim does not exist, is
+    being deleted, or (from a template) is not created yet (K pkg/scheduler/framework/plugins/dynamicresources/
+    dynamicresources.go:280-288, foreachPodResourceClaim :423-453). The input has no ResourceClaims: named, not
+    checked. A claim by name is the owner's to create; a template's claim the resourceclaim controller's."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    scheduler = s(spec(pod).get("schedulerName")) if pod is not None else None
+    if pod is None or (scheduler and scheduler != "default-scheduler"):
+        return None
+    claims = [m(c) for c in lst(spec(pod).get("resourceClaims"))]
+    if not claims:
+        return None
+    named = [n for n in (s(c.get("resourceClaimName")) for c in claims) if n]
+    made = {s(m(x).get("name")) for x in lst(m(pod.get("status")).get("resourceClaimStatuses"))}
+    unmade = [f"{s(c.get('name'))} (template {s(c.get('resourceClaimTemplateName'))})" for c in claims
+              if s(c.get("resourceClaimTemplateName")) and s(c.get("name")) not in made]
+    if named:
+        listed = ", ".join(named[:3])
+        return (f"they name ResourceClaim {listed} (spec.resourceClaims), and kube-scheduler holds back, without a "
+                "condition or an event, a Pod whose claim does not exist or is being deleted (DynamicResources "
+                f"PreEnqueue). The owner creates it or fixes the name in the Job (kubectl get resourceclaim {named[0]} "
+                f"-n {ctx.ns}); a claim each Pod gets of its own is a resourceClaimTemplateName.",
+                ActionBy.WORKLOAD_OWNER)
+    if unmade:
+        return (f"their claim {', '.join(unmade[:3])} has not been created (no status.resourceClaimStatuses entry, no "
+                "FailedResourceClaimCreation event), and kube-scheduler does not try a Pod before its claims exist. "
+                "The resourceclaim controller of kube-controller-manager makes them: the cluster admin checks that it "
+                "runs with DynamicResourceAllocation on.", ActionBy.CLUSTER_ADMIN)
+    return None
+
+
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT))
 def pods_not_scheduled(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Pending")
@@ -937,6 +995,13 @@ def pods_not_scheduled(ctx: Context) -> Finding | None:
         return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.WORKLOAD_OWNER,
                        since=since, evidence=evidence, pods=view.status, flavors=assigned_flavors(ctx),
                        hints=[f"kubectl get resourceclaimtemplates -n {ctx.ns}"])
+    held = _claims_held_back(ctx, blocker)
+    if held is not None:
+        text, action = held
+        return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT,
+                       f"{blocker.count}/{view.expected} Pods have had no scheduling attempt since {when_text(since)}: "
+                       + text + timeout_note(ctx), action, since=since, evidence=evidence, pods=view.status,
+                       flavors=assigned_flavors(ctx), hints=[f"kubectl get resourceclaims -n {ctx.ns}"])
     text = (f"{blocker.count}/{view.expected} Pods have not been looked at by a scheduler "
             f"since {when_text(since)}: check spec.schedulerName and that that scheduler runs." + timeout_note(ctx))
     return Finding(Reason.PODS_UNSCHEDULABLE, Cause.NO_SCHEDULING_ATTEMPT, text, ActionBy.CLUSTER_ADMIN, since=since,
@@ -1067,6 +1132,12 @@ def containers_not_starting(ctx: Context) -> Finding | None:
         text = _storage_mount(ctx, blocker, view.summary)
     elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and podlib.pull_rate_limited(blocker.message):
         text, action = _pull_rate_limited(ctx, blocker, view.summary, fresh)
+    elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and blocker.message:
+        said, step = podlib.image_pull_said(blocker.message)
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
+        text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
+                f"start: {blocker.reason}{detail}: {said} (pod {blocker.pod}).{' ' + step if step else ''}"
+                f"{history_note(view.summary)}{timeout_note(ctx)}")
     elif blocker.category == "Failing" and blocker.reason == "DeadlineExceeded":
         text = (f"Admitted and started, but {blocker.count}/{view.summary.expected} Pods failed with DeadlineExceeded"
                 f"{msg} (pod {blocker.pod}): they ran longer than activeDeadlineSeconds (the Job's spec or its Pod "
