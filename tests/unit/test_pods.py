@@ -694,12 +694,29 @@ def test_image_pull_said_keeps_the_end_of_a_long_runtime_error_and_names_the_nex
     image = "europe-west4-docker.pkg.dev/ml-platform-prod/team-a-images/trainer:2026.11.30-7f3c2a1"
     missing = (f'Back-off pulling image "{image}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
                f'unpack image "{image}": failed to resolve reference "{image}": {image}: not found')
-    said, step = P.image_pull_said(missing)
+    said, step, platform = P.image_pull_said(missing)
     assert said.endswith(f"{image}: not found") and not said.startswith("Back-off")
-    assert len(said) <= 300 and "does not exist" in step
+    assert len(said) <= 300 and "does not exist" in step and not platform
     denied = (f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": pull access denied, '
               "repository does not exist or may require authorization: server message: insufficient_scope: "
               "authorization failed")
-    said, step = P.image_pull_said(denied)
-    assert "insufficient_scope" in said and "imagePullSecrets" in step
-    assert P.image_pull_said("image pull failed for x because the registry is unavailable")[1] == ""
+    said, step, platform = P.image_pull_said(denied)
+    assert "insufficient_scope" in said and "imagePullSecrets" in step and not platform
+    # the node cannot reach the registry: the platform's, whatever the Job says
+    for unreachable in (
+            f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": failed to do request: '
+            'Head "https://europe-west4-docker.pkg.dev/v2/ml-platform-prod/team-a-images/trainer/manifests/'
+            '2026.11.30-7f3c2a1": dial tcp 142.250.1.82:443: i/o timeout',
+            f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": failed to do request: '
+            'Head "https://registry.internal/v2/trainer/manifests/v9": tls: failed to verify certificate: x509: '
+            "certificate signed by unknown authority",
+            f"image pull failed for {image} because the registry is unavailable: 503 Service Unavailable"):
+        said, step, platform = P.image_pull_said(unreachable)
+        assert platform and "Cluster admin" in step and len(said) <= 300, unreachable
+        assert said.endswith(unreachable[-20:]), said
+    typo = ('failed to pull and unpack image "registy.internal/trainer:v9": failed to resolve reference '
+            '"registy.internal/trainer:v9": failed to do request: Head "https://registy.internal/v2/trainer/manifests/'
+            'v9": dial tcp: lookup registy.internal on 10.96.0.10:53: no such host')
+    said, step, platform = P.image_pull_said(typo)
+    assert not platform and "registy.internal" in step and "registry name" in step
+    assert P.image_pull_said("rpc error: code = Unknown desc = something new")[1:] == ("", False)

@@ -136,22 +136,38 @@ _BACK_OFF_PULLING = re.compile(r'^Back-off pulling image "([^"]*)"(?:: (?:ErrIma
 _IMAGE_NOT_FOUND = re.compile(r"(?:: not found|code = NotFound desc = .*not found|manifest unknown)\s*$")
 _PULL_DENIED = re.compile(r"pull access denied|authorization failed|insufficient_scope|401 Unauthorized|403 Forbidden|"
                           r"unauthorized: ")
+# the node cannot talk to the registry (Go's net and TLS errors as containerd wraps them, a registry's 5xx, the
+# runtime's RegistryUnavailable that the kubelet turns into "because the registry is unavailable", :387): the network's,
+# the registry's or the node's trust store's, not the Job's; a name that does not resolve may be either's
+_REGISTRY_UNREACHABLE = re.compile(r"i/o timeout|connection refused|connection reset by peer|no route to host|"
+                                   r"network is unreachable|TLS handshake timeout|x509: |tls: failed to verify|"
+                                   r"50[0234] [A-Z][a-z]|because the registry is unavailable")
+_NO_SUCH_HOST = re.compile(r"lookup (\S+?)(?: on \S+)?: no such host")
 PULL_SAID_LIMIT = 300
 
 
-def image_pull_said(message: str) -> tuple[str, str]:
-    """``(what the runtime said, the next step)`` for an ErrImagePull / ImagePullBackOff message: the kubelet's back-off
-    prefix dropped, a long error cut in its middle so that its end (not found, access denied) stays; the step is ""
-    when the error does not say whose it is."""
+def image_pull_said(message: str) -> tuple[str, str, bool]:
+    """``(what the runtime said, the next step, whether it is the platform's)`` for an ErrImagePull / ImagePullBackOff
+    message: the kubelet's back-off prefix dropped, a long error cut in its middle so that its end (not found, access
+    denied, a timeout) stays; the step is "" when the error does not say whose it is."""
     text = _BACK_OFF_PULLING.sub("", message.strip(), count=1)
     if len(text) > PULL_SAID_LIMIT:
         text = text[:110].rstrip() + " ... " + text[-(PULL_SAID_LIMIT - 115):].lstrip()
     if _IMAGE_NOT_FOUND.search(message):
-        return text, "The image or its tag does not exist in that registry: the owner fixes the image in the Job."
+        return text, ("The image or its tag does not exist in that registry: the owner fixes the image in the "
+                      "Job."), False
     if _PULL_DENIED.search(message):
         return text, ("The registry refuses the pull: the owner gives the Pods credentials (imagePullSecrets, or their "
-                      "ServiceAccount's) or fixes the repository name.")
-    return text, ""
+                      "ServiceAccount's) or fixes the repository name."), False
+    host = _NO_SUCH_HOST.search(message)
+    if host is not None:
+        return text, (f"The node cannot resolve the registry host {host.group(1)}: the owner checks the registry "
+                      "name in the image; if it is right, the cluster admin checks the nodes' DNS."), False
+    if _REGISTRY_UNREACHABLE.search(message):
+        return text, ("The node cannot reach the registry or trust it (network, proxy, firewall, the registry's TLS "
+                      "certificate, or the registry is down): nothing in the Job is wrong. Cluster admin: from the "
+                      "node, crictl pull the image; the kubelet retries on its own back-off."), True
+    return text, "", False
 
 
 # FailedMount texts (K pkg/volume/util/operationexecutor/operation_generator.go:483,554,608 "<op> failed for volume %q

@@ -1031,14 +1031,20 @@ def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
                         name=r, requested=_fmt(r, req), available=_fmt(r, most), nodes=count, source="Nodes",
                         resource=r)
         free, where = nodes.most_free.get(resource, (Decimal(0), ""))
+        # the estimate counts only the Pods in the input; kube-scheduler counts them all, and it is right
+        unseen = free >= need
+        estimate = (f"the Pods in the input leave up to {_fmt(resource, free)} free ({where}), so Pods the input "
+                    "lacks (outside Kueue: DaemonSets, other workloads) hold the rest" if unseen else
+                    f"the most free on a usable node is about {_fmt(resource, max(free, Decimal(0)))} ({where}, an "
+                    "estimate)")
         return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
-                    f"{count} node(s) lack free {resource}: one Pod requests {requested}, the most free on a usable "
-                    f"node is about {_fmt(resource, max(free, Decimal(0)))} ({where}, an estimate)"
+                    f"{count} node(s) lack free {resource}: one Pod requests {requested}; {estimate}"
                     + (": Kueue's topology-aware scheduling placed it there (the Workload's topologyAssignment), "
                        "so Kueue counted the room the node lacks (Pods Kueue does not count, or kueue#5243); the "
                        "request is not the owner's to cut" if topology_assigned(ctx) else ""),
-                    name=resource, requested=requested, available=_fmt(resource, max(free, Decimal(0))),
-                    nodes=count, source="Estimate", resource=resource)
+                    name=resource, requested=requested,
+                    available=None if unseen else _fmt(resource, max(free, Decimal(0))),
+                    nodes=count, source="Scheduler" if unseen else "Estimate", resource=resource)
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
                 f"{count} node(s) lack free {', '.join(resources) or resource}"
                 + (f" (one Pod requests {requested})" if requested else ""),

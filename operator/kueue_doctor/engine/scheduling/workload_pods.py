@@ -58,7 +58,7 @@ from .owners import (
     topology_assigned_pods,
     unmet_dependencies,
 )
-from .placement import Placement, job_failures, placement
+from .placement import Funnel, Placement, job_failures, placement
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
@@ -703,6 +703,17 @@ def _provisioned_note(ctx: Context, pod: str | None) -> str:
             "autoscaler's logs; evicting the Workload (spec.active false, then true) makes Kueue provision anew.")
 
 
+def _free_contradicted(funnel: Funnel, fit: podlib.SchedulingFailure | None) -> str:
+    """The funnel's free estimate counts only the Pods in the input (the operator reads only Kueue's): where it finds
+    room that kube-scheduler, which counts every Pod on the node, says is not there, the scheduler is right."""
+    free = next((st for st in funnel.steps if st["constraint"] == "Free"), None)
+    short = [r for r in (fit.reasons if fit is not None else ()) if r.text.startswith("Insufficient ")]
+    if free is None or not free["nodes"] or not short:
+        return ""
+    said = ", ".join(f"{r.count} {r.text}" for r in short[:2])
+    return f" counting the Pods in the input only (kube-scheduler, counting every Pod, says {said})"
+
+
 @rule(Phase.ADMITTED, pairs(Reason.PODS_UNSCHEDULABLE, *UNSCHEDULABLE_CAUSES))
 def pods_unschedulable(ctx: Context) -> Finding | None:
     found = _blocked(ctx, "Unschedulable")
@@ -724,8 +735,8 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
-    nodes = f" Nodes: {place.funnel.line()}." if place.funnel is not None and not (
-        place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned) else ""
+    nodes = f" Nodes: {place.funnel.line()}{_free_contradicted(place.funnel, fit)}." if place.funnel is not None \
+        and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned) else ""
     preempted = _preempted_by_scheduler(ctx, view.summary)
     history = "" if preempted else history_note(view.summary)
     text += nodes + (preempted or history)
@@ -1133,7 +1144,9 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and podlib.pull_rate_limited(blocker.message):
         text, action = _pull_rate_limited(ctx, blocker, view.summary, fresh)
     elif cause in (Cause.ERR_IMAGE_PULL, Cause.IMAGE_PULL_BACKOFF) and blocker.message:
-        said, step = podlib.image_pull_said(blocker.message)
+        said, step, platform = podlib.image_pull_said(blocker.message)
+        if platform:
+            action = ActionBy.CLUSTER_ADMIN
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
                 f"start: {blocker.reason}{detail}: {said} (pod {blocker.pod}).{' ' + step if step else ''}"
