@@ -10,11 +10,13 @@ Pod per group), its Pod controller one worker StatefulSet per leader Pod; Kueue'
 LWS reconciler makes one Workload per group (``leaderworkerset-<lws>-<group>-<hash>``, pod sets leader and worker)
 and names it on the group's Pods (pod-group name and prebuilt Workload). Each test records its snapshot
 (``scenario-family-lws-*.yaml``, replayed by tests/unit/test_regressions.py) and asserts the engine's verdict on
-each group's Workload.
+each group's Workload; the last one starts the operator (module fixture ``lws_operator``) and reads its
+AdmissionDiagnoses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from kueue_doctor.kube.kueue_names import POD_GROUP_KEY, PREBUILT_LABEL, identif
 
 from . import families, kube
 from .kube import Resources, condition, condition_is, wait_for
+from .test_operator import ADIAG, SA_USER, Operator, adiag, run_operator
 from .test_scenarios import _pool, _queue
 
 pytestmark = pytest.mark.e2e
@@ -157,3 +160,44 @@ def test_lws_local_queue_missing(cluster: Any, resources: Resources, pod_namespa
     # the owner's label, not "the Job's" (the engine's text before this scenario was recorded)
     assert "fix the label kueue.x-k8s.io/queue-name of LeaderWorkerSet lost" in st["message"], st["message"]
     assert st["actionBy"] == "WorkloadOwner", st
+
+
+@pytest.fixture(scope="module")
+def lws_operator(cluster: Any, owner_kinds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """The operator (the manifests' ServiceAccount), started after Kueue runs with the LWS integration."""
+    yield from run_operator(cluster, tmp_path_factory, "operator-lws")
+
+
+def test_the_operator_diagnoses_each_group_of_a_leaderworkerset(cluster: Any, resources: Resources,
+                                                                 pod_namespace: str, lws_operator: Operator) -> None:
+    """Two groups created at once, quota for one: the operator writes one AdmissionDiagnosis per group's Workload
+    (ownerRef the LeaderWorkerSet), one Running with its 2 Pods, the other WaitingForQuota, and none for the
+    StatefulSets or Pods; it wrote nothing but AdmissionDiagnoses."""
+    api = cluster.api_client
+    ns = pod_namespace
+    _, cq, lq = _queue(resources, ns, {"cpu": "2"}, _pool(resources, cpu="8"))
+    lws = resources.create(_lws("serve", ns, lq, replicas=2, size=2, leader_cpu="1", worker_cpu="1"))
+    names = [_group_workload(lws, group) for group in (0, 1)]
+
+    def verdicts() -> list[str | None]:
+        return [(d := adiag(api, ns, wl)) and d["status"].get("reason") for wl in names]
+
+    # both groups come at once: which one Kueue admits first is its choice
+    wait_for(lambda: sorted(map(str, verdicts())) == ["Running", "WaitingForQuota"], timeout=120,
+             message=lambda: f"the operator's verdicts on {names}: {verdicts()}:\n{lws_operator.tail()}")
+    for wl in names:
+        d = adiag(api, ns, wl)
+        assert d is not None and (d["spec"]["ownerRef"]["kind"], d["spec"]["ownerRef"]["name"]) == (
+            "LeaderWorkerSet", "serve"), d["spec"]
+    running = names[verdicts().index("Running")]
+    wait_for(lambda: ((adiag(api, ns, running) or {}).get("status", {}).get("pods") or {}).get("running") == 2,
+             timeout=60, message=lambda: f"the operator to count the group's 2 running Pods: "
+                                         f"{(adiag(api, ns, running) or {}).get('status')}")
+    waiting = adiag(api, ns, names[1 - names.index(running)])
+    assert waiting is not None and waiting["status"]["clusterQueue"] == cq, waiting
+    assert "Needs 2 more cpu" in waiting["status"]["message"], waiting["status"]["message"]
+    listed = kube.request_json(api, "GET", f"{ADIAG}/namespaces/{ns}/admissiondiagnoses")["items"]
+    assert sorted(d["metadata"]["name"] for d in listed) == sorted(names), [d["metadata"]["name"] for d in listed]
+    touched = {(w["objectRef"].get("apiGroup", ""), w["objectRef"]["resource"])
+               for w in cluster.writes_by_user(SA_USER)}
+    assert touched == {("kueue-doctor.dev", "admissiondiagnoses")}, touched
