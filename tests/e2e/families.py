@@ -11,6 +11,8 @@ what the engine reads for these kinds; ``verdict`` diagnoses it, as ``explain -f
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -79,6 +81,13 @@ def _release_managed_pods(api: Any, timeout: float = 30) -> None:
     for pod in left():  # still there: the test harness (admin) lets them go, as Kueue would have
         kube.patch(api, "Pod", pod["metadata"]["name"], {"metadata": {"finalizers": None}},
                    pod["metadata"]["namespace"])
+
+
+def explain(cluster: ClusterHandle, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kueue-doctor explain`` against the live cluster, as a user runs it."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(kube._HACK.parents[1] / "operator")}
+    return subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", *args], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
 def _served(api: Any, kind: str) -> bool:

@@ -16,6 +16,7 @@ AdmissionDiagnoses.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,6 +121,17 @@ def test_lws_second_group_waits_for_quota(cluster: Any, resources: Resources, po
     print("group 1 verdict:", st1["message"])
     # Kueue: leader 1 more needed, worker 2 more needed (counting the leader): the group needs 2 cpu, 0 are free
     assert st1["clusterQueue"] == cq and "Needs 2 more cpu" in st1["message"], st1
+    # `explain` live, as a user runs it: the LeaderWorkerSet, group 1's worker StatefulSet (its leader Pod's) and
+    # its gated worker Pod (no podset label yet, the group's name an annotation)
+    for target, want in (("lws/serve", [("leaderworkerset-serve-0", "Running"),
+                                        ("leaderworkerset-serve-1", "WaitingForQuota")]),
+                         ("sts/serve-1", [("leaderworkerset-serve-1", "WaitingForQuota")]),
+                         ("pod/serve-1-1", [("leaderworkerset-serve-1", "WaitingForQuota")])):
+        out = families.explain(cluster, "-n", ns, target, "-o", "json")
+        assert out.returncode == 0, (target, out.stderr)
+        got = sorted((d["metadata"]["name"].rsplit("-", 1)[0], d["status"]["reason"]) for d in json.loads(out.stdout))
+        assert got == want, (target, got, out.stderr)
+        print(f"explain {target}: {got} {out.stderr.strip()}")
 
 
 def _one_group_pending(api: Any, ns: str, lws: dict[str, Any], size: int, text: str, *, record: str, note: str,
