@@ -260,7 +260,7 @@ GUIDE: dict[str, dict[str, dict[str, str]]] = {
         "WorkloadNotCreated": {"who": CA, "do": "Check that Kueue runs and search its logs for the owner's name; "
                                "grant kueue-doctor get on ConfigMap kueue-system/kueue-manager-config so it can "
                                "read the integrations and the namespace selector."},
-        "LocalQueueNotFound": {"who": WO, "do": "`kubectl get localqueues -n <ns>`; fix the Job's label "
+        "LocalQueueNotFound": {"who": WO, "do": "`kubectl get localqueues -n <ns>`; fix the owner's label "
                                "kueue.x-k8s.io/queue-name, or ask the queue admin to create the LocalQueue."},
         "LocalQueueInactive": {"who": QA, "do": "`kubectl describe localqueue <lq> -n <ns>`: its ClusterQueue is "
                                "missing or inactive."},

@@ -12,7 +12,7 @@ python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
 if [[ -x hack/control-plane/build.sh && "${KUEUE_DOCTOR_SKIP_E2E:-0}" != 1 ]]; then
   step "build the local control plane (etcd, kube-apiserver, controller-manager, scheduler, Kueue)"
   bash hack/control-plane/build.sh >/dev/null
-  step "build the owner controllers (JobSet, KubeRay, Trainer, AppWrapper) for tests/e2e/test_family_*.py"; bash hack/control-plane/controllers.sh >/dev/null
+  step "build the owner controllers (JobSet, KubeRay, Trainer, AppWrapper, LWS) for tests/e2e/test_family_*.py"; bash hack/control-plane/controllers.sh >/dev/null
   step "build helm for the chart tests (hack/helm/version.env)"
   bash hack/helm/build.sh >/dev/null
   step "build krew and its manifest validator for the kubectl plugin tests (hack/krew/version.env)"

@@ -1,6 +1,6 @@
 """Owner controllers next to the local Kueue (issue 9): the JobSet controller, KubeRay's ray-operator, Kubeflow
-Trainer v2's controller manager (TrainJob, which runs through a JobSet: it needs the JobSet controller too) and
-CodeFlare's AppWrapper controller.
+Trainer v2's controller manager (TrainJob, which runs through a JobSet: it needs the JobSet controller too),
+CodeFlare's AppWrapper controller and the LeaderWorkerSet controller manager (sigs.k8s.io/lws).
 
 Both run out of cluster as children of a :class:`localcluster.LocalCluster` (``start_component``: they die with
 it, ``check_alive`` watches them), against its apiserver with the admin kubeconfig, with the CRDs of the very same
@@ -19,6 +19,15 @@ module versions (``controllers.sh`` copies them next to the binaries). Webhooks:
   Its other settings are the release defaults (fault tolerance, Autopilot node monitor). Its /readyz is never asked:
   that check starts controller-runtime's webhook server on the fixed port 9443; /healthz and the log line of its
   AppWrapper controller's workers say it is up.
+* LeaderWorkerSet: its webhooks (LeaderWorkerSet defaulter and validator, the Pod defaulter and validator, the
+  DisaggregatedSet validator) are **registered** by URL on 127.0.0.1, the Pod ones with the release's objectSelector
+  ``leaderworkerset.sigs.k8s.io/name`` Exists (config/webhook/*-patch.yaml), serving certificate from the cluster's
+  CA; internal cert management off (``internalCertManagement.enable: false`` in its Configuration). Its Pod
+  defaulter matters: it labels the leader and worker Pods with the group index (and the leader's worker
+  StatefulSet template) that its Pod controller needs to create each group's worker StatefulSet, and by which
+  Kueue's LeaderWorkerSet integration names each group's Workload. Its /readyz is a plain ping, so the webhook
+  port (its server starts once its controllers are set up) is waited for too. DisaggregatedSet's CRD is installed
+  as well: the manager always runs that controller.
 
 Kueue's own webhooks for these kinds are registered by ``LocalCluster._register_webhooks`` when the frameworks are
 in ``KueueSettings.frameworks`` (see ``FAMILY_FRAMEWORKS``). Used by ``tests/e2e/families.py``.
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -44,13 +54,14 @@ CONTROLLERS_BUILD_COMMAND = "bash hack/control-plane/controllers.sh"
 #: statefulset need pod). Kueue is restarted on them, with their CRDs already installed.
 FAMILY_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster",
                      "ray.io/rayservice", "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper", "pod",
-                     "deployment", "statefulset"]
+                     "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"]
 #: RayService's too (tests/e2e/test_family_ray.py runs one), created together and waited for together.
 RAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
 JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
 TRAINER_CRDS = ("trainer.kubeflow.org_trainjobs.yaml", "trainer.kubeflow.org_trainingruntimes.yaml",
                 "trainer.kubeflow.org_clustertrainingruntimes.yaml")
 APPWRAPPER_CRDS = ("workload.codeflare.dev_appwrappers.yaml",)
+LWS_CRDS = ("leaderworkerset.x-k8s.io_leaderworkersets.yaml", "disaggregatedset.x-k8s.io_disaggregatedsets.yaml")
 #: the namespace the AppWrapper controller reads its ConfigMap from (NAMESPACE), as its release's
 APPWRAPPER_NAMESPACE = "appwrapper-system"
 APPWRAPPER_CONFIG_MAP = "appwrapper-operator-config"
@@ -58,6 +69,9 @@ JOBSET_USER = "jobset-controller"
 KUBERAY_USER = "kuberay-operator"
 TRAINER_USER = "trainer-controller-manager"
 APPWRAPPER_USER = "appwrapper-controller"
+LWS_USER = "lws-controller-manager"
+#: the label the release's kustomize patches select the Pod webhooks of each controller on
+POD_WEBHOOK_SELECTOR = {"jobset": "jobset.sigs.k8s.io/jobset-name", "lws": "leaderworkerset.sigs.k8s.io/name"}
 
 
 def find_controllers_bin_dir() -> Path:
@@ -113,28 +127,38 @@ class OwnerControllers:
 
     # ---- JobSet --------------------------------------------------------------------------------
     def start_jobset(self) -> None:
+        self._start_webhook_manager("jobset", "jobset", "jobset-controller", "config.jobset.x-k8s.io/v1alpha1",
+                                    JOBSET_USER, (JOBSET_CRD,), "the JobSet controller")
+
+    def _start_webhook_manager(self, name: str, binary: str, component: str, config_api: str, user: str,
+                               crds: tuple[str, ...], what: str) -> None:
+        """A kubebuilder manager (JobSet's, LWS's: the same Configuration fields) on its CRDs: leader election,
+        internal cert management and metrics off, webhooks on 127.0.0.1 with a serving cert from the cluster CA,
+        registered by URL once its /readyz answers and its webhook port listens (its webhook manifest:
+        ``<bin>/<name>-webhook/manifests.yaml``)."""
         t = time.monotonic()
-        self.install_crds((JOBSET_CRD,))
-        self.timings["jobset-crds"] = round(time.monotonic() - t, 2)
+        self.install_crds(crds)
+        self.timings[f"{name}-crds"] = round(time.monotonic() - t, 2)
         port, health = lc.free_ports(2)
-        cert_dir = self._serving_cert("jobset", self.workdir / "jobset-certs")
+        cert_dir = self._serving_cert(name, self.workdir / f"{name}-certs")
         cfg = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "apiVersion": config_api, "kind": "Configuration",
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(cert_dir)},
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
         }
-        cfg_path = self.workdir / "jobset-config.yaml"
+        cfg_path = self.workdir / f"{name}-config.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        kubeconfig = self.cluster.make_user_kubeconfig(JOBSET_USER, ("system:masters",))
-        comp = self.cluster.start_component("jobset-controller", [str(self.bin_dir / "jobset"), f"--config={cfg_path}",
-                                                                  "--zap-log-level=2"],
+        kubeconfig = self.cluster.make_user_kubeconfig(user, ("system:masters",))
+        comp = self.cluster.start_component(component, [str(self.bin_dir / binary), f"--config={cfg_path}",
+                                                         "--zap-log-level=2"],
                                             env={"KUBECONFIG": str(kubeconfig)})
-        self._wait("the JobSet controller /readyz", lambda: _ok(f"http://127.0.0.1:{health}/readyz"), 60, [comp])
-        self._register_webhooks("jobset", f"https://127.0.0.1:{port}")
-        self.timings["jobset"] = round(time.monotonic() - t, 2)
+        self._wait(f"{what} /readyz and its webhook port",
+                   lambda: _ok(f"http://127.0.0.1:{health}/readyz") and _listening(port), 60, [comp])
+        self._register_webhooks(name, f"https://127.0.0.1:{port}")
+        self.timings[name] = round(time.monotonic() - t, 2)
 
     def _serving_cert(self, name: str, cert_dir: Path) -> Path:
         """``cert_dir`` with tls.crt/tls.key for 127.0.0.1, from the cluster's CA (the webhooks' caBundle)."""
@@ -157,8 +181,8 @@ class OwnerControllers:
             for wh in doc["webhooks"]:
                 wh["clientConfig"] = {"url": base_url + wh["clientConfig"]["service"]["path"], "caBundle": ca}
                 if any("pods" in r.get("resources", []) for r in wh.get("rules", [])):
-                    # as JobSet's release kustomize patch: only Pods of JobSets
-                    wh["objectSelector"] = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name",
+                    # as the release's kustomize patch (JobSet's, LWS's): only Pods of their own objects
+                    wh["objectSelector"] = {"matchExpressions": [{"key": POD_WEBHOOK_SELECTOR[name],
                                                                   "operator": "Exists"}]}
             plural = ("mutatingwebhookconfigurations" if doc["kind"].startswith("Mutating")
                       else "validatingwebhookconfigurations")
@@ -249,6 +273,13 @@ class OwnerControllers:
         self._wait("the AppWrapper controller's workers", up, 60, [comp])
         self.timings["appwrapper"] = round(time.monotonic() - t, 2)
 
+    # ---- LeaderWorkerSet ----------------------------------------------------------------------
+    def start_lws(self) -> None:
+        """The LWS controller manager (binary ``lws-manager``) on its CRDs, its webhooks registered; its
+        Configuration (config.lws.x-k8s.io/v1alpha1) has JobSet's fields."""
+        self._start_webhook_manager("lws", "lws-manager", "lws-manager", "config.lws.x-k8s.io/v1alpha1", LWS_USER,
+                                    LWS_CRDS, "the LWS controller manager")
+
     # ---- stop ----------------------------------------------------------------------------------
     def stop(self) -> None:
         """Delete the webhook configurations (failurePolicy Fail), then stop the controllers."""
@@ -258,7 +289,8 @@ class OwnerControllers:
             with contextlib.suppress(ApiException):
                 lc.request_json(self.cluster.api, "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
         self._webhooks.clear()
-        for name in ("jobset-controller", "kuberay-operator", "trainer-controller-manager", "appwrapper-controller"):
+        for name in ("jobset-controller", "kuberay-operator", "trainer-controller-manager", "appwrapper-controller",
+                     "lws-manager"):
             self.cluster.stop_component(name)
 
     @staticmethod
@@ -275,6 +307,12 @@ class OwnerControllers:
                 raise lc.ClusterStartError("\n".join([f"timed out after {timeout:.0f}s waiting for {what}",
                                                       *(c.describe_failure(f"--- {c.name}") for c in watch)]))
             time.sleep(0.25)
+
+
+def _listening(port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _ok(url: str) -> bool:

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Build the owner controllers the e2e family tests run next to Kueue (issue 9): the JobSet
 # controller (sigs.k8s.io/jobset), KubeRay's ray-operator (github.com/ray-project/kuberay/ray-operator),
-# Kubeflow Trainer v2's manager (github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager) and CodeFlare's
-# AppWrapper controller (github.com/project-codeflare/appwrapper/cmd), each as the `tool` of a throwaway module
+# Kubeflow Trainer v2's manager (github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager), CodeFlare's
+# AppWrapper controller (github.com/project-codeflare/appwrapper/cmd) and the LeaderWorkerSet controller manager
+# (sigs.k8s.io/lws/cmd), each as the `tool` of a throwaway module
 # (`go get -tool module@version`; their go.mod have no replace, so the build uses exactly their own requirements). `go install module@version` is refused here: it asks the
 # proxy for the module's version list (deprecation check), which the machine's proxy does not serve for
-# these modules. Plus their CRDs and (JobSet, Trainer) webhook manifests from the very same module directories
+# these modules. Plus their CRDs and (JobSet, Trainer, LWS) webhook manifests from the very same module directories
 # (the AppWrapper controller runs with its webhooks off: Kueue's own appwrapper webhook suspends and queues).
 # Cache OUTSIDE the work tree, separate from the control plane's (so build.sh's bin-<key> is never
 # invalidated by these pins):
 #
 #   ${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}/bin-<key>
 #
-# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, TRAINER_VERSION, APPWRAPPER_VERSION, CTRL_RECIPE_REV
+# <key> = sha256 of JOBSET_VERSION, KUBERAY_VERSION, TRAINER_VERSION, APPWRAPPER_VERSION, LWS_VERSION, CTRL_RECIPE_REV
 # (versions.env) and `go env GOVERSION`.
 # Idempotent (exits at once when <bin>/.complete exists), serialised with flock, atomic (stage dir, mv,
 # then .complete). The last line on stdout is the bin dir; progress and per-step timings go to stderr.
@@ -42,14 +43,15 @@ log() { printf '[controllers.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 check_bin_dir() {  # $1 = dir
   local d="$1" missing=()
-  for b in jobset ray-operator trainer-controller-manager appwrapper-controller; do
+  for b in jobset ray-operator trainer-controller-manager appwrapper-controller lws-manager; do
     [[ -x "$d/$b" ]] || missing+=("$b")
   done
   for f in crds/jobset.x-k8s.io_jobsets.yaml crds/ray.io_rayclusters.yaml crds/ray.io_rayjobs.yaml \
            crds/ray.io_rayservices.yaml crds/trainer.kubeflow.org_trainjobs.yaml \
            crds/trainer.kubeflow.org_trainingruntimes.yaml crds/trainer.kubeflow.org_clustertrainingruntimes.yaml \
            crds/workload.codeflare.dev_appwrappers.yaml \
-           jobset-webhook/manifests.yaml trainer-webhook/manifests.yaml; do
+           crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml crds/disaggregatedset.x-k8s.io_disaggregatedsets.yaml \
+           jobset-webhook/manifests.yaml trainer-webhook/manifests.yaml lws-webhook/manifests.yaml; do
     [[ -f "$d/$f" ]] || missing+=("$f")
   done
   if ((${#missing[@]})); then echo "missing in $d: ${missing[*]}" >&2; return 1; fi
@@ -73,8 +75,8 @@ export GOFLAGS="-trimpath -buildvcs=false"
 
 GOVERSION="$(go env GOVERSION)"
 CACHE="${KUEUE_DOCTOR_CTRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kueue-doctor/controllers}"
-KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$TRAINER_VERSION" "$APPWRAPPER_VERSION" "$CTRL_RECIPE_REV" \
-  "$GOVERSION" |
+KEY="$(printf '%s\n' "$JOBSET_VERSION" "$KUBERAY_VERSION" "$TRAINER_VERSION" "$APPWRAPPER_VERSION" "$LWS_VERSION" \
+  "$CTRL_RECIPE_REV" "$GOVERSION" |
   sha256sum | cut -c1-12)"
 BIN="$CACHE/bin-$KEY"
 
@@ -101,9 +103,9 @@ STAGE="$(mktemp -d "$CACHE/stage.XXXXXX")"
 trap 'rm -rf "$STAGE"' EXIT
 trap 'exit 130' INT TERM HUP
 OUT="$STAGE/out"
-mkdir -p "$OUT/crds" "$OUT/jobset-webhook" "$OUT/trainer-webhook" "$STAGE/src"
+mkdir -p "$OUT/crds" "$OUT/jobset-webhook" "$OUT/trainer-webhook" "$OUT/lws-webhook" "$STAGE/src"
 log "building into $STAGE (key $KEY: jobset $JOBSET_VERSION, kuberay $KUBERAY_VERSION, trainer $TRAINER_VERSION," \
-  "appwrapper $APPWRAPPER_VERSION, $GOVERSION)"
+  "appwrapper $APPWRAPPER_VERSION, lws $LWS_VERSION, $GOVERSION)"
 T_ALL=$SECONDS
 
 step() {  # step <name> <function>
@@ -162,10 +164,23 @@ build_appwrapper() {
   cp "$dir"/config/crd/bases/workload.codeflare.dev_appwrappers.yaml "$OUT/crds/"
 }
 
+build_lws() {
+  local mod=sigs.k8s.io/lws dir
+  tool_build lws "$mod/cmd" "$LWS_VERSION" "$mod/cmd" lws-manager \
+    "-X $mod/pkg/version.GitVersion=$LWS_VERSION -X $mod/pkg/version.GitCommit=none"
+  dir="$(module_dir "$mod@$LWS_VERSION")"
+  # DisaggregatedSet's too: the manager always starts its controller (it watches DisaggregatedSets and owns
+  # LeaderWorkerSets), which would fail its cache sync without the CRD
+  cp "$dir"/config/crd/bases/{leaderworkerset.x-k8s.io_leaderworkersets,disaggregatedset.x-k8s.io_disaggregatedsets}.yaml \
+    "$OUT/crds/"
+  cp "$dir"/config/webhook/manifests.yaml "$OUT/lws-webhook/manifests.yaml"
+}
+
 step jobset build_jobset
 step kuberay build_kuberay
 step trainer build_trainer
 step appwrapper build_appwrapper
+step lws build_lws
 chmod -R u+w "$OUT"
 
 cat >"$OUT/VERSIONS" <<EOF
@@ -175,6 +190,7 @@ jobset=$JOBSET_VERSION
 kuberay=$KUBERAY_VERSION
 trainer=$TRAINER_VERSION
 appwrapper=$APPWRAPPER_VERSION
+lws=$LWS_VERSION
 recipe=$CTRL_RECIPE_REV
 EOF
 check_bin_dir "$OUT"

@@ -117,6 +117,7 @@ FRAMEWORK_WEBHOOK_RESOURCES: dict[str, set[tuple[str, str]]] = {
     "pod": {("", "pods")},
     "deployment": {("apps", "deployments")},
     "statefulset": {("apps", "statefulsets")},
+    "leaderworkerset.x-k8s.io/leaderworkerset": {("leaderworkerset.x-k8s.io", "leaderworkersets")},
 }
 POD_BASED_RESOURCES = FRAMEWORK_WEBHOOK_RESOURCES["pod"] | FRAMEWORK_WEBHOOK_RESOURCES["deployment"] | \
     FRAMEWORK_WEBHOOK_RESOURCES["statefulset"]

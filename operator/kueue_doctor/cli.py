@@ -427,8 +427,8 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
             if above is not None and keys:
                 linked += keys
                 err.write(f"kueue-doctor: {owner.get('kind')} {kobj.namespace(owner)}/{kobj.name(owner)} has no "
-                          f"Workload of its own: it belongs to {above.get('kind')} {kobj.name(above)}, which Kueue "
-                          "manages through the Workload diagnosed here.\n")
+                          f"Workload of its own: it belongs to {_described(above)}, which Kueue manages through the "
+                          "Workload diagnosed here.\n")
     if linked:  # its Workload names it only by its job-uid label (its ownerReference gone): still its Workload
         diagnoses = with_positions(state, diagnose(state, now, linked, grace))
     if target is not None and not diagnoses:
@@ -465,12 +465,17 @@ def explain(args: argparse.Namespace, stdin: IO[str] | None, out: IO[str], err: 
 
 
 def _ancestor_workloads(state: ClusterState, owner: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, list[Any]]:
-    """The nearest owner above `owner` (by controller references, three levels at most) that has Workloads."""
+    """The nearest owner above `owner` (by controller references, three levels at most) that has Workloads; a Pod
+    above it (a LeaderWorkerSet's worker StatefulSet is its group leader's) leads to that Pod's Workload."""
     node = owner
     for _ in range(3):
         ref = kobj.controller_ref(node)
         if ref is None:
             break
+        if ref.get("kind") == "Pod" and kobj.group_of(ref.get("apiVersion")) == "":
+            pod = state.pods.get((kobj.namespace(node) or "", str(ref.get("name") or "")))
+            key = state.workload_of_pod(pod) if pod is not None and kobj.uid(pod) == ref.get("uid") else None
+            return (pod, [key]) if key is not None and key in state.workloads else (None, [])
         parent = state.owners_by_uid.get(str(ref.get("uid") or "")) or state.owners.get(
             (kobj.namespace(node) or "", str(ref.get("kind") or ""), str(ref.get("name") or "")))
         if parent is None:
@@ -480,6 +485,13 @@ def _ancestor_workloads(state: ClusterState, owner: Mapping[str, Any]) -> tuple[
             return parent, keys
         node = parent
     return None, []
+
+
+def _described(obj: Mapping[str, Any]) -> str:
+    """``<Kind> <name>``; a LeaderWorkerSet's Pod with its group (the worker StatefulSets are the leaders')."""
+    text = f"{obj.get('kind')} {kobj.name(obj)}"
+    lws, group = (kobj.s(kobj.labels(obj).get(f"leaderworkerset.sigs.k8s.io/{k}")) for k in ("name", "group-index"))
+    return f"{text} (group {group} of LeaderWorkerSet {lws})" if obj.get("kind") == "Pod" and lws and group else text
 
 
 def _namespace(args: argparse.Namespace, plugin: bool) -> tuple[str | None, bool]:

@@ -193,6 +193,15 @@ def namespace(request: pytest.FixtureRequest, resources: Resources) -> str:
     return name
 
 
+@pytest.fixture
+def pod_namespace(request: pytest.FixtureRequest, resources: Resources, owner_kinds: Any) -> str:
+    """A fresh namespace in which Kueue's pod webhook acts (labelled ``lc.POD_INTEGRATION_LABEL``), for the family
+    modules whose owners run through Kueue's pod-based integrations (test_family_pods.py, test_family_lws.py)."""
+    name = kube.unique_name("t-" + request.node.name.removeprefix("test_")[:40])
+    resources.create(Namespace(name).label(lc.POD_INTEGRATION_LABEL, "true").manifest())
+    return name
+
+
 @pytest.fixture(scope="module")
 def owner_kinds(request: pytest.FixtureRequest, cluster: ClusterHandle) -> Iterator[Any]:
     """For one tests/e2e/test_family_*.py module: its ``CONTROLLERS`` (jobset, kuberay) started and Kueue restarted

@@ -2,7 +2,7 @@
 
 ``owner_kinds`` (behind the module-scoped ``owner_kinds`` fixture of conftest.py) starts the owner controllers a
 module names in ``CONTROLLERS`` (JobSet controller, KubeRay operator, Trainer's controller manager, AppWrapper
-controller: ``hack/control-plane/controllers.py``) and
+controller, LeaderWorkerSet controller manager: ``hack/control-plane/controllers.py``) and
 restarts Kueue with the module's ``FRAMEWORKS`` (their CRDs installed first), for that module only: the other
 tests keep the session's Kueue (frameworks [batch/job]) and no controller runs for them. ``snapshot`` reads back
 what the engine reads for these kinds; ``verdict`` diagnoses it, as ``explain -f`` would.
@@ -11,6 +11,8 @@ what the engine reads for these kinds; ``verdict`` diagnoses it, as ``explain -f
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -32,7 +34,8 @@ IMAGE = "registry.k8s.io/pause:3.10"
 UNPULLABLE_IMAGE = "registry.kueue-doctor.invalid/ray:does-not-exist"
 #: the family kinds read back next to _owner_snapshot's (Jobs, Pods, JobSets, Kueue objects, Events, ConfigMap)
 FAMILY_KINDS = ("ray.io/RayJob", "ray.io/RayCluster", "ray.io/RayService", "trainer.kubeflow.org/TrainJob",
-                "apps/Deployment", "apps/StatefulSet", "workload.codeflare.dev/AppWrapper")
+                "apps/Deployment", "apps/StatefulSet", "workload.codeflare.dev/AppWrapper",
+                "leaderworkerset.x-k8s.io/LeaderWorkerSet")
 
 
 @contextlib.contextmanager
@@ -52,6 +55,8 @@ def owner_kinds(cluster: ClusterHandle, controllers: Iterable[str], frameworks: 
             ctl.start_trainer()
         if ctl is not None and "appwrapper" in wanted:
             ctl.start_appwrapper()
+        if ctl is not None and "lws" in wanted:
+            ctl.start_lws()
         with cluster.kueue_settings(frameworks=list(frameworks)):
             print(f"owner kinds up in {time.monotonic() - t0:.1f}s: controllers {sorted(wanted)} "
                   f"{ctl.timings if ctl else {}}, Kueue frameworks {frameworks}")
@@ -78,6 +83,13 @@ def _release_managed_pods(api: Any, timeout: float = 30) -> None:
                    pod["metadata"]["namespace"])
 
 
+def explain(cluster: ClusterHandle, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kueue-doctor explain`` against the live cluster, as a user runs it."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(kube._HACK.parents[1] / "operator")}
+    return subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", *args], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
 def _served(api: Any, kind: str) -> bool:
     try:
         kube.request_json(api, "GET", kube.KINDS[kind].collection(None), query={"limit": 1})
@@ -90,7 +102,7 @@ def _served(api: Any, kind: str) -> bool:
 
 def snapshot(api: Any, namespaces: Iterable[str]) -> list[dict[str, Any]]:
     """``_owner_snapshot`` + the namespaces' RayJobs, RayClusters, RayServices, TrainJobs, Deployments,
-    StatefulSets and AppWrappers."""
+    StatefulSets, AppWrappers and LeaderWorkerSets."""
     namespaces = list(namespaces)
     objects = _owner_snapshot(api, namespaces)
     for kind in FAMILY_KINDS:
@@ -104,7 +116,8 @@ def record(name: str, objects: list[dict[str, Any]], note: str) -> None:
     kube.record_fixture(f"scenario-family-{name}", objects, note=note,
                         keep_managed_fields=(*OWNER_KINDS, "ray.io/RayJob", "ray.io/RayCluster",
                                             "ray.io/RayService", "trainer.kubeflow.org/TrainJob",
-                                            "workload.codeflare.dev/AppWrapper"))
+                                            "workload.codeflare.dev/AppWrapper",
+                                            "leaderworkerset.x-k8s.io/LeaderWorkerSet"))
 
 
 def recorded_verdict(api: Any, namespace: str, name: str, note: str, *, owner: tuple[str, str],

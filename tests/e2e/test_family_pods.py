@@ -13,24 +13,16 @@ from typing import Any
 
 import pytest
 
-from tests.builders import Namespace, Pod
+from tests.builders import Pod
 
 from . import families, kube
-from .kube import Resources, condition, condition_is, lc, wait_for
+from .kube import Resources, condition, condition_is, wait_for
 from .test_scenarios import _pool, _queue
 
 pytestmark = pytest.mark.e2e
 
 FRAMEWORKS = ["batch/job", "pod", "deployment", "statefulset"]
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
-
-
-@pytest.fixture
-def pod_namespace(request: pytest.FixtureRequest, resources: Resources, owner_kinds: Any) -> str:
-    """A fresh namespace in which Kueue's pod webhook acts."""
-    name = kube.unique_name("t-" + request.node.name.removeprefix("test_")[:40])
-    resources.create(Namespace(name).label(lc.POD_INTEGRATION_LABEL, "true").manifest())
-    return name
 
 
 def _group_pod(name: str, namespace: str, queue: str, group: str, total: int, cpu: str = "1") -> dict[str, Any]:

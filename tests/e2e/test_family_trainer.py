@@ -10,11 +10,7 @@ runs: the fake kubelet runs the Pods (pause semantics). Snapshots are recorded a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +25,6 @@ from .test_scenarios import _pool, _queue
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERS = ("jobset", "trainer")
 FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
@@ -103,13 +98,6 @@ def _running_pods(api: Any, namespace: str, trainjob: str) -> list[dict[str, Any
     return pods if pods and all(p["status"].get("phase") == "Running" for p in pods) else None
 
 
-def _explain(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    """``kueue-doctor explain`` against the live cluster, as a user runs it."""
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT / "operator")}
-    return subprocess.run([sys.executable, "-m", "kueue_doctor", "explain", *args], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-
-
 def test_trainjob_admitted_and_running_and_one_kueue_never_took(cluster: Any, resources: Resources, namespace: str,
                                                                 owner_kinds: Any) -> None:
     """llama (queue-name label) is admitted and runs 2 nodes; free (no label) runs outside Kueue, which never
@@ -145,12 +133,12 @@ def test_trainjob_admitted_and_running_and_one_kueue_never_took(cluster: Any, re
                                    owner=("TrainJob", "llama"), reason="Running", cause="PodsReady")
     assert st["pods"]["running"] == 2 and st["pods"]["expected"] == 2, st["pods"]
     # owner-first, live, as the user asks it
-    out = _explain(cluster, "-n", namespace, "trainjob/llama", "-o", "yaml")
+    out = families.explain(cluster, "-n", namespace, "trainjob/llama", "-o", "yaml")
     assert out.returncode == 0, out.stderr
     (live,) = list(yaml.safe_load_all(out.stdout))
     assert (live["spec"]["ownerRef"]["kind"], live["status"]["reason"], live["status"]["pods"]["running"]) == (
         "TrainJob", "Running", 2), live
-    out = _explain(cluster, "-n", namespace, "trainjob/free")
+    out = families.explain(cluster, "-n", namespace, "trainjob/free")
     assert out.returncode == 1 and not out.stdout.strip(), out  # EXIT_NOT_FOUND: no diagnosis, and why
     assert f"TrainJob {namespace}/free has no label {families.QUEUE_LABEL}" in out.stderr, out.stderr
     assert "manageJobsWithoutQueueName is off" in out.stderr, out.stderr

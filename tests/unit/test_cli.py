@@ -433,3 +433,21 @@ def test_a_deployment_or_replicaset_named_leads_to_the_workloads_of_its_pods() -
     assert "Deployment serving/web has no Workload in the input" in err and "none of its Pods" in err, err
     code, _, err = run("explain", "-f", "-", "-n", "serving", "rs/web-0a1b2c3d4", *now, stdin=dump)
     assert code == 1 and "no Pod in the input has it as its controller (2 Pods read)" in err, err
+
+
+def test_a_leaderworkerset_worker_statefulset_leads_to_its_groups_workload() -> None:
+    """A LeaderWorkerSet's worker StatefulSet is its group leader Pod's (controller ownerReference), not the
+    LeaderWorkerSet's: `explain sts/<leader pod>` diagnoses that group's Workload. It used to say the StatefulSet
+    had no queue-name label and ran outside Kueue (recorded live: scenario-family-lws-second-group-waits)."""
+    path = ROOT / "tests" / "e2e" / "fixtures" / "scenario-family-lws-second-group-waits.yaml"
+    ns = next(o for o in yaml.safe_load_all(path.read_text()) if o and o["kind"] == "LeaderWorkerSet")["metadata"][
+        "namespace"]
+    for group, reason in ((1, "WaitingForQuota"), (0, "Running")):
+        code, out, err = run("explain", "-f", str(path), "-n", ns, f"sts/serve-{group}", "-o", "json")
+        assert code == 0, err
+        found = [(d["metadata"]["name"].rsplit("-", 1)[0], d["status"]["reason"]) for d in json.loads(out)]
+        assert found == [(f"leaderworkerset-serve-{group}", reason)], found
+        assert (f"StatefulSet {ns}/serve-{group} has no Workload of its own: it belongs to Pod serve-{group} (group "
+                f"{group} of LeaderWorkerSet serve)") in err, err
+    code, out, err = run("explain", "-f", str(path), "-n", ns, "sts/serve", "-o", "json")  # the leaders' StatefulSet
+    assert code == 0 and len(json.loads(out)) == 2 and "it belongs to LeaderWorkerSet serve" in err, err

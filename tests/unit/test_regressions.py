@@ -208,6 +208,14 @@ OWNER_SCENARIOS: dict[str, dict[str, tuple[tuple[str, ...] | None, str]]] = {
     "scenario-family-appwrapper-pod-failed-unseen": {"AppWrapper/flaky": (("ContainersNotStarting",), "PodsFailed")},
     "scenario-family-appwrapper-resetting": {"AppWrapper/flaky": (("PodsNotCreated",), "PodsPending")},
     "scenario-family-appwrapper-failed": {"AppWrapper/doomed": (("Finished",), "Failed")},
+    # a Workload per LeaderWorkerSet group (leaderworkerset-<lws>-<group>-<hash>), its Pods gated until admitted
+    "scenario-family-lws-second-group-waits": {
+        "Workload/leaderworkerset-serve-0-": (("Running",), "PodsReady"),
+        "Workload/leaderworkerset-serve-1-": (("WaitingForQuota",), "InsufficientUnusedQuota")},
+    "scenario-family-lws-exceeds-quota": {
+        "Workload/leaderworkerset-huge-0-": (("ExceedsMaxQuota",), "ExceedsNominalQuota")},
+    "scenario-family-lws-local-queue-missing": {
+        "Workload/leaderworkerset-lost-0-": (("QueueMisconfigured",), "LocalQueueNotFound")},
 }
 # MultiKueue snapshots read back through kueue.x-k8s.io/v1beta1 (MultiKueueCluster spec.kubeConfig, by Kueue's
 # conversion webhook): the same verdicts (tests/unit/test_multikueue.py compares the messages too)

@@ -159,3 +159,21 @@ def test_a_snapshot_reads_kueues_configmap_and_deployment_by_name_and_a_labelled
 def test_a_snapshot_without_kueues_configmap_knows_it_is_missing() -> None:
     state = snapshot(api=cluster([]))
     assert not state.kueue_config.known and "not found" in (state.kueue_config.problem or "")
+
+
+def test_explain_reads_a_named_statefulset_and_the_gated_pods_of_serving_groups() -> None:
+    """A LeaderWorkerSet's worker StatefulSet carries no queue-name label and belongs to its group leader Pod, which
+    waits gated with its group's name as an annotation: `explain sts/NAME` reads the StatefulSet by name and the
+    gated Pods by the selector the operator polls them with (live: tests/e2e/test_family_lws.py)."""
+    one = named_owner(listings("v1beta2"), "StatefulSet", "serve-1")
+    assert one is not None and one.path == "/apis/apps/v1/{ns}statefulsets", one
+    assert one.selectors == ({"fieldSelector": "metadata.name=serve-1"},)
+    lws = named_owner(listings("v1beta2"), "LeaderWorkerSet", "serve")
+    assert lws is not None and lws.path == "/apis/leaderworkerset.x-k8s.io/v1/{ns}leaderworkersets", lws
+    api = cluster([])
+    snapshot(api=api, named=("StatefulSet", "serve-1"))
+    assert [r.path for r in api.requests if r.query.get("fieldSelector") == "metadata.name=serve-1"] == [
+        "/apis/apps/v1/statefulsets"]
+    assert [r.query["labelSelector"] for r in api.requests if r.path == "/api/v1/pods"] == [
+        "kueue.x-k8s.io/podset", "kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset",
+        "statefulset.kubernetes.io/pod-name,kueue.x-k8s.io/managed,!kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset"]

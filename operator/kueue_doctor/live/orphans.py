@@ -22,7 +22,7 @@ from typing import Any
 
 from ..api import GROUP, PLURAL, VERSION
 from ..kube.kueue_config import CONFIG_MAP
-from ..kube.kueue_names import POD_GROUP_KEY, PODSET_LABEL
+from ..kube.kueue_names import PODSET_LABEL
 from ..kube.objects import labels, m, name, namespace, ns_name
 from ..kube.shards import Shard
 from ..kube.slim import slim
@@ -32,16 +32,11 @@ from .discovery import Discovery
 from .inbox import Inbox, Relisted
 from .metrics import Stats, Verdict
 from .publisher import Publisher, diagnosis_path
-from .snapshot import GATED_GROUP_SELECTOR, Listing, LiveError, list_all, list_pages, pages
+from .snapshot import GATED_GROUP_SELECTOR, GATED_SERVING_SELECTOR, Listing, LiveError, list_all, list_pages, pages
 
 log = logging.getLogger("kueue_doctor.runtime")  # the operator's log lines keep the name they always had
 OWNER_KIND_NAMES = {kind for _group, kind in OWNER_KINDS}
 RELIST_CHECKS = 50  # objects of one kind asked about one by one (a re-list missed them, or restores); more: one LIST
-# Pods of the groups Kueue's LeaderWorkerSet and StatefulSet integrations make, not admitted yet: since v0.18
-# (WorkloadIdentifierAnnotations) Kueue writes their group's name as an annotation, which GATED_GROUP_SELECTOR
-# cannot select. Every StatefulSet Pod (a LeaderWorkerSet's too) has the pod-name label, and Kueue labels the Pods
-# it manages; a group whose Workload Kueue never made (kueue#8769) has no other way in.
-GATED_SERVING_SELECTOR = f"statefulset.kubernetes.io/pod-name,kueue.x-k8s.io/managed,!{POD_GROUP_KEY},!{PODSET_LABEL}"
 
 
 def _identity_of(obj: dict[str, Any]) -> dict[str, Any]:

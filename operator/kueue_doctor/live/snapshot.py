@@ -30,6 +30,12 @@ POD_SELECTOR = PODSET_LABEL  # Kueue labels every Pod it starts
 # Pods of a plain Pod group not admitted yet: without the podset label, and with no Workload at all while the
 # group is incomplete. Not watched (a watch takes one selector, and these are few): polled (orphans.poll_pod_groups).
 GATED_GROUP_SELECTOR = f"{POD_GROUP_KEY},!{PODSET_LABEL}"
+# Pods of the groups Kueue's LeaderWorkerSet and StatefulSet integrations make, not admitted yet: since v0.18
+# (WorkloadIdentifierAnnotations) Kueue writes their group's name as an annotation, which GATED_GROUP_SELECTOR
+# cannot select. Every StatefulSet Pod (a LeaderWorkerSet's too) has the pod-name label, and Kueue labels the Pods
+# it manages; a group whose Workload Kueue never made (kueue#8769) has no other way in. The operator polls them
+# (orphans.poll_pod_groups); `explain` lists them with the other Pods (snapshot).
+GATED_SERVING_SELECTOR = f"statefulset.kubernetes.io/pod-name,kueue.x-k8s.io/managed,!{POD_GROUP_KEY},!{PODSET_LABEL}"
 EVENT_SELECTOR = "type=Warning"  # what explains a stuck Pod or Job: FailedCreate, FailedScheduling, FailedMount
 
 
@@ -48,6 +54,14 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
     ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
     ("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication"),
+)
+
+
+# Owners a user may name that no listing holds (Kueue labels their Pods, or nothing of theirs: a LeaderWorkerSet's
+# worker StatefulSets belong to its group leader Pods): read by name only, for `explain KIND/NAME`.
+NAMED_ONLY: tuple[tuple[str, str, str, str], ...] = (
+    ("apps", "v1", "statefulsets", "StatefulSet"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
 )
 
 
@@ -182,9 +196,13 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
 def named_owner(kueue_listings: Sequence[Listing], kind: str, name: str) -> Listing | None:
     """The LIST of one owner the user named (kind/name), whatever its labels: the owners' listings select on the
     queue-name label, and an owner without it is the one whose "why does Kueue ignore it" the user asks."""
+    by_name = ({"fieldSelector": f"metadata.name={name}"},)
     for listing in kueue_listings:
         if listing.kind == kind and listing.selectors == ({"labelSelector": JOB_SELECTOR},):
-            return replace(listing, selectors=({"fieldSelector": f"metadata.name={name}"},))
+            return replace(listing, selectors=by_name)
+    for group, version, plural, only in NAMED_ONLY:
+        if only == kind:
+            return Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}", by_name)
     return None
 
 
@@ -220,7 +238,10 @@ def snapshot(namespace: str | None = None, kubeconfig: str | None = None, contex
         raise LiveError(f"Kueue's API ({KUEUE}) is not served by this cluster: is Kueue installed?")
     objects: list[dict[str, Any]] = []
     complete: set[str] = set()
-    kinds = listings(version)
+    # the gated Pods of LeaderWorkerSet and StatefulSet groups too (the operator polls them): `explain pod/NAME` or
+    # `sts/NAME` of a group still waiting leads to its Workload through them
+    kinds = [replace(lst, selectors=(*lst.selectors, {"labelSelector": GATED_SERVING_SELECTOR})) if lst.kind == "Pod"
+             else lst for lst in listings(version)]
     for listing in kinds:
         items = list_all(api, listing, [namespace] if namespace else [])
         if items is None:

@@ -43,8 +43,7 @@ def _queues_known(ctx: Context) -> bool:
 def no_queue_name(ctx: Context) -> Finding | None:
     if ctx.lq_name:
         return None
-    ref = ctx.owner_ref
-    owner = f"{s(ref.get('kind')) or 'owner'} {s(ref.get('name')) or ''}".rstrip() if ref else "its owner"
+    owner = _owner(ctx)
     existing = sorted(nm for (ns, nm) in ctx.state.local_queues if ns == ctx.ns)
     pick = f"one of {', '.join(existing[:5])}" if len(existing) > 1 else existing[0] if existing else "<LocalQueue>"
     default = ("A LocalQueue named 'default' is applied only to objects created after it exists (Kueue's webhook "
@@ -68,12 +67,20 @@ def local_queue_missing(ctx: Context) -> Finding | None:
     return local_queue_not_found(ctx, _since(ctx))
 
 
+def _owner(ctx: Context) -> str:
+    """``<Kind> <name>`` of the owner the Workload was made for (the one whose queue-name label counts), else
+    'its owner'."""
+    ref = ctx.owner_ref
+    return f"{s(ref.get('kind')) or 'owner'} {s(ref.get('name')) or ''}".rstrip() if ref else "its owner"
+
+
 def local_queue_not_found(ctx: Context, since: datetime | None) -> Finding:
     existing = sorted(nm for (ns, nm) in ctx.state.local_queues if ns == ctx.ns)
     others = f" LocalQueues in {ctx.ns}: {', '.join(existing[:5])}." if existing else \
         f" There is no LocalQueue in namespace {ctx.ns} at all."
-    text = (f"LocalQueue {ctx.lq_name} does not exist in namespace {ctx.ns}: fix the Job's label "
-            f"kueue.x-k8s.io/queue-name or ask the queue admin to create it.{others}")
+    # the owner's kind, not always a Job: a LeaderWorkerSet group's Workload is the LeaderWorkerSet's (its label)
+    text = (f"LocalQueue {ctx.lq_name} does not exist in namespace {ctx.ns}: fix the label kueue.x-k8s.io/queue-name "
+            f"of {_owner(ctx)} or ask the queue admin to create it.{others}")
     return Finding(Reason.QUEUE_MISCONFIGURED, Cause.LOCAL_QUEUE_NOT_FOUND, text, since=since,
                    evidence=[ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else [],
                    hints=[f"kubectl get localqueues -n {ctx.ns}"])
