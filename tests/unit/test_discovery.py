@@ -27,7 +27,7 @@ def test_forbidden_kinds_are_not_watched_and_the_log_and_metrics_say_so(caplog: 
     plurals = [plural for _group, _version, plural, _kind in watches(rt.discovery)]
     assert plurals == ["workloads", "localqueues", "clusterqueues", "resourceflavors", "cohorts", "admissionchecks",
                        "topologies", "namespaces", "workloadpriorityclasses", "multikueueclusters",
-                       "multikueueconfigs", "provisioningrequestconfigs", "jobsets",
+                       "multikueueconfigs", "provisioningrequestconfigs", "jobsets", "deployments",
                        "admissiondiagnoses"]  # Kopf would exit on a 403 watch; RayJobs etc. are not served here
     assert ("RBAC forbids listing Pod: running without that detail from Pods. Grant get/list/watch on it "
             "(see manifests/) for complete verdicts.") in caplog.messages

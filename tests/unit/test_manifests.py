@@ -101,7 +101,8 @@ def assert_operator_can_read_what_it_watches(rules: list[dict[str, Any]]) -> Non
                                               "workloadpriorityclasses", "multikueueclusters",
                                               "multikueueconfigs", "provisioningrequestconfigs")]
     needed += [("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"), ("ray.io", "rayservices"),
-               ("sparkoperator.k8s.io", "sparkapplications"),
+               ("sparkoperator.k8s.io", "sparkapplications"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+               ("apps", "statefulsets"), ("apps", "deployments"),
                ("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs")]  # owners without Workload
     needed += [("batch", "jobs"), ("", "pods"), ("", "events"), ("", "namespaces"),
                ("apiextensions.k8s.io", "customresourcedefinitions"), (OWN_GROUP, "admissiondiagnoses")]

@@ -149,7 +149,8 @@ def test_a_ranged_shard_narrows_the_lists_of_what_it_keeps_only_its_own_of() -> 
     narrowed_kinds = {k for k, lst in by_kind.items() if any("shardSelector" in q for q in lst.selectors)}
     assert narrowed_kinds == {"Job", "Event", "JobSet", "RayJob", "RayCluster", "RayService", "MPIJob",
                               "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "AppWrapper",
-                              "SparkApplication", "Pod"}  # not Workloads, LocalQueues
+                              "SparkApplication", "LeaderWorkerSet", "StatefulSet", "Deployment",
+                              "Pod"}  # not Workloads, LocalQueues
     assert by_kind["Pod"].selectors == ({"labelSelector": "kueue.x-k8s.io/podset", "shardSelector": shard.selector},
                                         {"labelSelector": "kueue.x-k8s.io/pod-group-name,!kueue.x-k8s.io/podset",
                                          "shardSelector": shard.selector})

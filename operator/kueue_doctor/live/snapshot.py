@@ -54,6 +54,10 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
     ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
     ("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication"),
+    # Kueue's pod-based integrations: the owner says what its Pods' Workloads cannot (replicas, surge, a rollout)
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+    ("apps", "v1", "statefulsets", "StatefulSet"),
+    ("apps", "v1", "deployments", "Deployment"),
 )
 
 
