@@ -61,13 +61,6 @@ OWNER_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-# Owners a user may name that no listing holds (Kueue labels their Pods, or nothing of theirs: a LeaderWorkerSet's
-# worker StatefulSets belong to its group leader Pods): read by name only, for `explain KIND/NAME`.
-NAMED_ONLY: tuple[tuple[str, str, str, str], ...] = (
-    ("apps", "v1", "statefulsets", "StatefulSet"),
-    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
-)
-
 
 class LiveError(Exception):
     """The cluster cannot be read at all (no kubeconfig, unreachable, unauthorised)."""
@@ -200,13 +193,9 @@ def list_all(api: Any, listing: Listing, namespaces: Sequence[str] = (), metadat
 def named_owner(kueue_listings: Sequence[Listing], kind: str, name: str) -> Listing | None:
     """The LIST of one owner the user named (kind/name), whatever its labels: the owners' listings select on the
     queue-name label, and an owner without it is the one whose "why does Kueue ignore it" the user asks."""
-    by_name = ({"fieldSelector": f"metadata.name={name}"},)
-    for listing in kueue_listings:
+    for listing in kueue_listings:  # a LeaderWorkerSet's worker StatefulSets too: they carry no queue-name label
         if listing.kind == kind and listing.selectors == ({"labelSelector": JOB_SELECTOR},):
-            return replace(listing, selectors=by_name)
-    for group, version, plural, only in NAMED_ONLY:
-        if only == kind:
-            return Listing(kind, f"/apis/{group}/{version}/{{ns}}{plural}", True, f"{group}/{version}", by_name)
+            return replace(listing, selectors=({"fieldSelector": f"metadata.name={name}"},))
     return None
 
 
