@@ -720,3 +720,6 @@ def test_image_pull_said_keeps_the_end_of_a_long_runtime_error_and_names_the_nex
     said, step, platform = P.image_pull_said(typo)
     assert not platform and "registy.internal" in step and "registry name" in step
     assert P.image_pull_said("rpc error: code = Unknown desc = something new")[1:] == ("", False)
+    # a back-off before the kubelet kept a pull error (a restart, the first back-off): the image is all it says
+    alone = f'Back-off pulling image "{image}"'
+    assert P.image_pull_said(alone) == (alone, "", False)

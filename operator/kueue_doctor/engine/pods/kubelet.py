@@ -150,7 +150,8 @@ def image_pull_said(message: str) -> tuple[str, str, bool]:
     """``(what the runtime said, the next step, whether it is the platform's)`` for an ErrImagePull / ImagePullBackOff
     message: the kubelet's back-off prefix dropped, a long error cut in its middle so that its end (not found, access
     denied, a timeout) stays; the step is "" when the error does not say whose it is."""
-    text = _BACK_OFF_PULLING.sub("", message.strip(), count=1)
+    # the kubelet's back-off line carries the last pull error when it has one; alone, it is all there is to quote
+    text = _BACK_OFF_PULLING.sub("", message.strip(), count=1) or message.strip()
     if len(text) > PULL_SAID_LIMIT:
         text = text[:110].rstrip() + " ... " + text[-(PULL_SAID_LIMIT - 115):].lstrip()
     if _IMAGE_NOT_FOUND.search(message):
