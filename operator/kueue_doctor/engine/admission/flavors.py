@@ -916,7 +916,8 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
         return _NOTHING
     exact = not quota.fair_sharing_on(ctx.state, ctx.cq) and not quota.in_cohort_tree(ctx.state, ctx.cohort or "")
     requested, nominal = parse(line.get("requested")), parse(line.get("nominal"))
-    must_borrow = requested is not None and nominal is not None and requested > nominal
+    floor = _own_floor(ctx, res, flavor, line)
+    must_borrow = requested is not None and nominal is not None and floor + requested > nominal
     why: dict[str, list[CohortHolder]] = {}
     for c in found:
         reason = _out_of_reach(ctx, c, reclaim, must_borrow, exact)
@@ -931,19 +932,47 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
     if "reclaim" in why:
         parts.append(f"reclaimWithinCohort {reclaim} takes only Workloads of lower priority than its {ctx.priority}, "
                      f"not {_by_queue(ctx, why['reclaim'], res, flavor, False)}")
+    bwc = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort"))
+    bwc_never = (s(bwc.get("policy")) or "Never") == "Never"
     if "borrow" in why:
-        threshold = m(m(spec(ctx.cq or {}).get("preemption")).get("borrowWithinCohort")).get("maxPriorityThreshold")
-        parts.append(f"it would still borrow (asks {line['requested']} {res}, nominal {line['nominal']}), and while "
-                     f"borrowing Kueue preempts only Workloads of priority below its {ctx.priority}"
-                     + (f" and at most {threshold}" if isinstance(threshold, int) else "")
-                     + f", not {_by_queue(ctx, why['borrow'], res, flavor, False)} (kueue#4028)")
+        threshold = bwc.get("maxPriorityThreshold")
+        held = f" on top of {quota.fmt(res, floor)} in use it cannot free" if floor > 0 else ""
+        borrows = f"it would still borrow (asks {line['requested']} {res}{held}, nominal {line['nominal']})"
+        if bwc_never:
+            parts.append(f"{borrows} and borrowWithinCohort is Never, so Kueue preempts in another queue only what "
+                         f"lets it in without borrowing, not {_by_queue(ctx, why['borrow'], res, flavor, False)} "
+                         "(kueue#4028)")
+        else:
+            parts.append(f"{borrows}, and while borrowing Kueue preempts only Workloads of priority below its "
+                         f"{ctx.priority}" + (f" and at most {threshold}" if isinstance(threshold, int) else "")
+                         + f", not {_by_queue(ctx, why['borrow'], res, flavor, False)} (kueue#4028)")
     fits = (f", or fits now if it asks at most {quota.fmt(res, fits_now)} {res}" if fits_now is not None
             and fits_now > 0 else "")
     fixes = [f"moves nominalQuota to {ctx.cq_name}", *_while_borrowing_fix(ctx, why.get("borrow", []))]
+    if "nominal" not in why and ("reclaim" in why or not bwc_never):  # a priority matters to Kueue only there
+        fixes.append("they get a lower priority")
+    fix = f"{', '.join(fixes[:-1])} or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
     text = (f" Kueue preempts nothing in cohort {ctx.cohort} for it: {'; '.join(parts)}. It waits for them to "
-            f"finish{fits}; else the cluster admin {', '.join(fixes)}"
-            + (" or they get a lower priority" if "nominal" not in why else "") + ".")
+            f"finish{fits}; else the cluster admin {fix}.")
     return WhyNot(text, advice=True)
+
+
+def _own_floor(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> Decimal:
+    """What its own ClusterQueue keeps of (flavor, resource) in use even after Kueue preempted every Workload of it
+    that withinClusterQueue allows: Kueue preempts in another queue without borrowing (ReclaimWithoutBorrowing,
+    classical/hierarchical_preemption.go) only when that plus the request fits the nominal quota (preemption.go
+    workloadFits with allowBorrowing false); LowerOrNewerEqualPriority counts every equal priority (the least
+    that can stay)."""
+    used = parse(line.get("used")) or Decimal(0)
+    policy = s(m(spec(ctx.cq or {}).get("preemption")).get("withinClusterQueue")) or "Never"
+    if policy not in _PREEMPTING:
+        return used
+    mine = ctx.priority
+    freed = sum((h.usage.get((flavor, res), Decimal(0)) for h in quota_holders(ctx, ctx.cq_name or "").holders
+                 if h.key != (ctx.ns, ctx.name)
+                 and (h.priority < mine or (policy == "LowerOrNewerEqualPriority" and h.priority == mine))),
+                Decimal(0))
+    return max(used - freed, Decimal(0))
 
 
 def _while_borrowing_fix(ctx: Context, borrow: list[CohortHolder]) -> list[str]:
