@@ -1,7 +1,8 @@
 """Where a pending Workload stands in its ClusterQueue, in Kueue's order (pkg/cache/queue baseCompareFunc):
 a BestEffortFIFO queue's sticky head first (a Workload waiting for its preemptions), then higher priority,
-then the earlier queue timestamp (creation, or the eviction by PodsReady timeout or by an admission check,
-which sends it to the back), then the UID.
+then the earlier queue timestamp (creation, or the eviction by an admission check or by a PodsReady timeout, which
+sends it to the back; waitForPodsReady.requeuingStrategy.timestamp Creation keeps the creation time for the
+latter), then the UID.
 
 Computed when asked (`kueue-doctor explain`), never kept in the AdmissionDiagnosis by the operator: one
 admission moves every Workload behind it, so a stored position would rewrite every waiting diagnosis of
@@ -28,7 +29,6 @@ from ..state import ClusterState, Derived, Key
 from .victims import VICTIMS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_REQUEUED_AT_BACK = ("PodsReadyTimeout", "AdmissionCheck")  # evictions that move the queue timestamp
 WAITING = ("WaitingForQuota", "WaitingForPreemption", "NotYetEvaluated", "BlockedByQueueHead")
 #: Kueue's default (and kueue-doctor's) `limit` of a pendingworkloads read (pkg/constants DefaultPendingWorkloadsLimit)
 VISIBILITY_LIMIT = 1000
@@ -36,11 +36,21 @@ VISIBILITY_LIMIT = 1000
 LQ_POSITION_FIXED_IN = "v0.19.2"
 
 
+def requeued_at_back(state: ClusterState, evicted: Mapping[str, Any] | None) -> bool:
+    """The Evicted condition moves the Workload's queue timestamp to the eviction time (GetQueueOrderTimestamp):
+    an admission check's eviction always; a PodsReady timeout's unless Kueue's Configuration sets
+    waitForPodsReady.requeuingStrategy.timestamp Creation."""
+    if not is_true(evicted):
+        return False
+    reason = m(evicted).get("reason")
+    return reason == "AdmissionCheck" or (reason == "PodsReadyTimeout" and state.kueue_config.requeues_at_eviction)
+
+
 def _order(state: ClusterState, wl: Mapping[str, Any]) -> tuple[int, datetime, str]:
     md = m(wl.get("metadata"))
     stamp = parse_time(md.get("creationTimestamp")) or _EPOCH
     evicted = conditions(wl).get("Evicted")
-    if is_true(evicted) and m(evicted).get("reason") in _REQUEUED_AT_BACK:
+    if requeued_at_back(state, evicted):
         stamp = parse_time(m(evicted).get("lastTransitionTime")) or stamp
     return -state.priority_of(wl), stamp, s(md.get("uid")) or ""
 

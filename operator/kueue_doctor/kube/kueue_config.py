@@ -94,6 +94,14 @@ class KueueConfig:
             return step
         return INCREMENTAL_STEP
 
+    @property
+    def requeues_at_eviction(self) -> bool:
+        """waitForPodsReady.requeuingStrategy.timestamp Eviction (the default): a Workload evicted by its PodsReady
+        timeout is queued at the eviction time, behind the others of its priority; Creation keeps its creation time,
+        ahead of younger ones (pkg/workload Ordering.GetQueueOrderTimestamp)."""
+        timestamp = s(m(m(self.raw.get("waitForPodsReady")).get("requeuingStrategy")).get("timestamp"))
+        return timestamp != "Creation"
+
     def gate(self, gate: str) -> bool:
         """Whether Kueue runs with the feature gate on: as set, else its v0.19.2 default."""
         return self.feature_gates.get(gate, GATE_DEFAULTS.get(gate, False))

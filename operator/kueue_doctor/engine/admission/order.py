@@ -30,7 +30,7 @@ from ...vocabulary import Cause, Reason
 from .. import quota
 from ..context import Context
 from ..messages import FailureKind, Template
-from ..queue_position import fair_sharing_ordered, sticky_head
+from ..queue_position import fair_sharing_ordered, requeued_at_back, sticky_head
 from ..rules import Finding, Phase, pairs, rule
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
@@ -66,7 +66,7 @@ def queue_order(wl: Mapping[str, Any], state: ClusterState, now: datetime) -> Or
         # (a Workload preempted InCohortReclaimWhileBorrowing keeps its creation time: the preemption-time
         # ordering applies only with the PrioritySortingWithinCohort gate off, on by default since Kueue 0.6)
         when = time_text(m(evicted).get("lastTransitionTime"))
-        if when and s(m(evicted).get("reason")) in ("PodsReadyTimeout", "AdmissionCheck"):
+        if when and requeued_at_back(state, evicted):
             stamp = when
     return -p, stamp, s(md.get("uid")) or ""
 
