@@ -337,6 +337,9 @@ class Placement:
     own_rule: bool = False  # the Pods' own placement rule (hostPort, topology spread, pod affinity) rejects the nodes
     checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
     binding: str | None = None  # the node kube-scheduler chose and binds the Pods to (nominatedNodeName, no preemption)
+    # kube-scheduler says Insufficient where the free estimate (the Pods in the input only) finds room: Pods the input
+    # lacks hold it; the message and the node funnel's line both say so
+    unseen: bool = False
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -468,6 +471,36 @@ def _claims(pod: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class PodClaim:
+    """One entry of a Pod's spec.resourceClaims (DRA): the ResourceClaim it names, or the template the resourceclaim
+    controller makes its claim from (status.resourceClaimStatuses then names the claim made)."""
+
+    name: str  # the entry's name in the Pod
+    claim: str | None  # resourceClaimName: a claim the owner creates
+    template: str | None  # resourceClaimTemplateName: one claim per Pod, made by the resourceclaim controller
+    made: bool  # status.resourceClaimStatuses has the entry: the controller made (or needs not make) its claim
+    generated: str | None  # the claim made from the template, as status.resourceClaimStatuses names it
+
+    @property
+    def label(self) -> str:
+        """The claim's name as a message gives it: the claim, the one made from the template, or the template."""
+        return self.claim or self.generated or self.template or self.name or "?"
+
+
+def resource_claims(pod: Mapping[str, Any] | None) -> list[PodClaim]:
+    """The Pod's DRA claims (spec.resourceClaims), with what status.resourceClaimStatuses says of each."""
+    made = {s(m(x).get("name")) or "": s(m(x).get("resourceClaimName"))
+            for x in lst(status(pod or {}).get("resourceClaimStatuses"))}
+    out = []
+    for c in lst(spec(pod or {}).get("resourceClaims")):
+        c = m(c)
+        entry = s(c.get("name")) or ""
+        out.append(PodClaim(entry, s(c.get("resourceClaimName")), s(c.get("resourceClaimTemplateName")),
+                            entry in made, made.get(entry)))
+    return out
+
+
 def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     """The cause behind one Unschedulable group of Pods."""
     pod = next((p for p in ctx.pods if name(p) == blocker.pod), None)
@@ -484,7 +517,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
         extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
-                                                       "checks", "own_rule", "binding")}
+                                                       "checks", "own_rule", "binding", "unseen")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -994,8 +1027,7 @@ def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitRea
     Kueue's quota counts devices only as much as it admitted; the nodes' devices may be held by claims outside
     Kueue. The input has no ResourceSlices to count free devices: named, not estimated."""
     count = max((x.count for x in reasons), default=0)
-    claims = sorted({s(m(c).get("resourceClaimName")) or s(m(c).get("resourceClaimTemplateName"))
-                     or s(m(c).get("name")) or "?" for c in lst(spec(pod or {}).get("resourceClaims"))})
+    claims = sorted({c.claim or c.template or c.name or "?" for c in resource_claims(pod)})
     named = ", ".join(claims[:3]) or "its claims"
     text = reasons[0].text
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
@@ -1044,7 +1076,7 @@ def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
                        "request is not the owner's to cut" if topology_assigned(ctx) else ""),
                     name=resource, requested=requested,
                     available=None if unseen else _fmt(resource, max(free, Decimal(0))),
-                    nodes=count, source="Scheduler" if unseen else "Estimate", resource=resource)
+                    nodes=count, source="Scheduler" if unseen else "Estimate", resource=resource, unseen=unseen)
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
                 f"{count} node(s) lack free {', '.join(resources) or resource}"
                 + (f" (one Pod requests {requested})" if requested else ""),

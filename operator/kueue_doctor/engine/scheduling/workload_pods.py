@@ -58,7 +58,7 @@ from .owners import (
     topology_assigned_pods,
     unmet_dependencies,
 )
-from .placement import Funnel, Placement, job_failures, placement
+from .placement import Placement, job_failures, placement, resource_claims
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
@@ -703,12 +703,12 @@ def _provisioned_note(ctx: Context, pod: str | None) -> str:
             "autoscaler's logs; evicting the Workload (spec.active false, then true) makes Kueue provision anew.")
 
 
-def _free_contradicted(funnel: Funnel, fit: podlib.SchedulingFailure | None) -> str:
+def _free_contradicted(place: Placement, fit: podlib.SchedulingFailure | None) -> str:
     """The funnel's free estimate counts only the Pods in the input (the operator reads only Kueue's): where it finds
-    room that kube-scheduler, which counts every Pod on the node, says is not there, the scheduler is right."""
-    free = next((st for st in funnel.steps if st["constraint"] == "Free"), None)
+    room that kube-scheduler, which counts every Pod on the node, says is not there (`Placement.unseen`), the
+    scheduler is right."""
     short = [r for r in (fit.reasons if fit is not None else ()) if r.text.startswith("Insufficient ")]
-    if free is None or not free["nodes"] or not short:
+    if not place.unseen or not short:
         return ""
     said = ", ".join(f"{r.count} {r.text}" for r in short[:2])
     return f" counting the Pods in the input only (kube-scheduler, counting every Pod, says {said})"
@@ -735,7 +735,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
-    nodes = f" Nodes: {place.funnel.line()}{_free_contradicted(place.funnel, fit)}." if place.funnel is not None \
+    nodes = f" Nodes: {place.funnel.line()}{_free_contradicted(place, fit)}." if place.funnel is not None \
         and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned) else ""
     preempted = _preempted_by_scheduler(ctx, view.summary)
     history = "" if preempted else history_note(view.summary)
@@ -969,13 +969,11 @@ def _claims_held_back(ctx: Context, blocker: podlib.PodBlocker) -> tuple[str, Ac
     scheduler = s(spec(pod).get("schedulerName")) if pod is not None else None
     if pod is None or (scheduler and scheduler != "default-scheduler"):
         return None
-    claims = [m(c) for c in lst(spec(pod).get("resourceClaims"))]
+    claims = resource_claims(pod)
     if not claims:
         return None
-    named = [n for n in (s(c.get("resourceClaimName")) for c in claims) if n]
-    made = {s(m(x).get("name")) for x in lst(m(pod.get("status")).get("resourceClaimStatuses"))}
-    unmade = [f"{s(c.get('name'))} (template {s(c.get('resourceClaimTemplateName'))})" for c in claims
-              if s(c.get("resourceClaimTemplateName")) and s(c.get("name")) not in made]
+    named = [c.claim for c in claims if c.claim]
+    unmade = [f"{c.name} (template {c.template})" for c in claims if c.template and not c.made]
     if named:
         listed = ", ".join(named[:3])
         return (f"they name ResourceClaim {listed} (spec.resourceClaims), and kube-scheduler holds back, without a "
