@@ -233,6 +233,15 @@ NODE_PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
 SPREAD_UNMET = "node(s) didn't match pod topology spread constraints"
 SPREAD_LABEL_MISSING = SPREAD_UNMET + " (missing required label)"
 
+# InterPodAffinity (K .../interpodaffinity/filtering.go:37-41, 420-428): the incoming Pod's own required podAffinity
+# finds no Pod to join in the node's domain (or the node lacks the term's topologyKey), its own required
+# podAntiAffinity finds a Pod it excludes in the node's domain, or a Pod already there excludes it by that Pod's own
+# required podAntiAffinity. Checked in that order: a node fails for the first only.
+POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY_UNMET = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+INTER_POD_TEXTS = (POD_AFFINITY_UNMET, POD_ANTI_AFFINITY_UNMET, EXISTING_ANTI_AFFINITY)
+
 # Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
 _EXACT = {
     "node(s) didn't match Pod's node affinity/selector": Constraint.NODE_SELECTOR,  # nodeaffinity:64

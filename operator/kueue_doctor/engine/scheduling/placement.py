@@ -38,7 +38,7 @@ from ...kube.objects import (
     when_text,
 )
 from ...kube.quantity import parse
-from ...kube.selectors import node_term_matches
+from ...kube.selectors import label_selector_matches, node_term_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause
 from .. import pods as podlib
@@ -46,7 +46,10 @@ from .. import quota
 from ..context import Context
 from ..pods.scheduler import (
     DEVICE_TEXTS,
+    EXISTING_ANTI_AFFINITY,
+    INTER_POD_TEXTS,
     NODE_PORTS_TAKEN,
+    POD_AFFINITY_UNMET,
     PREEMPTION_WAITING,
     PREFILTER_VOLUME_CONFLICT,
     SPREAD_LABEL_MISSING,
@@ -58,7 +61,8 @@ from ..pods.scheduler import (
     named_taint,
     resource_of,
 )
-from .owners import admitted_since, assigned_flavors
+from .followers import EXCLUSIVE_KEY
+from .owners import admitted_since, assigned_flavors, expected_by_pod_set
 
 Node = Mapping[str, Any]
 _SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -652,10 +656,8 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     if constraint == Constraint.NODE_STATE:
         why = (f"{count} node(s) the Pods could use are cordoned (spec.unschedulable: a drain?) or in an unknown "
                f"state ({why}): uncordon them or add nodes")
-    elif any(r.text == POD_AFFINITY_UNMET for r in reasons):  # the Pods' own affinity: no node added changes it
-        why += (": the Pods' own required pod affinity (spec.affinity.podAffinity) finds no node running the Pods "
-                "they must join: start those, or relax the rule in the Job")
-        action = ActionBy.WORKLOAD_OWNER
+    elif any(r.text in INTER_POD_TEXTS for r in reasons):
+        return _inter_pod(ctx, make, reasons, failure, pod, nodes)
     return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count,
                 own_rule=action == ActionBy.WORKLOAD_OWNER)
 
@@ -717,6 +719,204 @@ def _spread(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podl
                 "makes room in the domains with fewer of these Pods, or the owner loosens the constraint (a larger "
                 "maxSkew, or ScheduleAnyway); Kueue's quota knows no topology domains",
                 name=SPREAD_UNMET, nodes=count, own_rule=True)
+
+
+# ---- pod affinity and anti-affinity (kube-scheduler's InterPodAffinity) ----------------------------------------
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def required_terms(pod: Mapping[str, Any] | None, kind: str) -> list[Mapping[str, Any]]:
+    """The Pod's required podAffinity or podAntiAffinity terms (`kind`)."""
+    return [m(t) for t in lst(m(m(spec(pod or {}).get("affinity")).get(kind)).get(_REQUIRED))]
+
+
+def selector_text(selector: Mapping[str, Any]) -> str:
+    """"app=trainer,tier In (a,b)": a label selector as kubectl writes it; "every Pod" for an empty one."""
+    parts = [f"{k}={v}" for k, v in m(selector.get("matchLabels")).items()]
+    for e in lst(selector.get("matchExpressions"))[:3]:
+        e = m(e)
+        values = ",".join(str(v) for v in lst(e.get("values")))
+        parts.append(f"{s(e.get('key'))} {s(e.get('operator')) or ''}" + (f" ({values})" if values else ""))
+    return ",".join(parts) or "every Pod"
+
+
+def _term_covers(term: Mapping[str, Any], term_ns: str, ns: str) -> bool:
+    """Does a term of a Pod in namespace `term_ns` look at Pods of namespace `ns`: its namespaces, else its own
+    namespace; a namespaceSelector (the input has no Namespace labels to evaluate it) is taken to cover them all."""
+    if term.get("namespaceSelector") is not None:
+        return True
+    names = [str(x) for x in lst(term.get("namespaces"))]
+    return ns in names if names else ns == term_ns
+
+
+def _matches(term: Mapping[str, Any], term_ns: str, pod: Mapping[str, Any]) -> bool:
+    md = m(pod.get("metadata"))
+    return _term_covers(term, term_ns, s(md.get("namespace")) or "") and label_selector_matches(
+        m(term.get("labelSelector")), m(md.get("labels")))
+
+
+def _running_pods(ctx: Context, namespaces: set[str] | None) -> list[Mapping[str, Any]]:
+    """The Pods of the input bound to a node and not finished, in those namespaces (None: all), by name."""
+    keys = sorted(k for k in ctx.state.pods if namespaces is None or k[0] in namespaces)
+    out = []
+    for key in keys:
+        found = ctx.state.pods.get(key)
+        if found is not None and s(spec(found).get("nodeName")) \
+                and s(status(found).get("phase")) not in ("Succeeded", "Failed"):
+            out.append(found)
+    return out
+
+
+@dataclass
+class _Excluders:
+    """The running Pods with a required podAntiAffinity, for one clock value (one pass): every Pod is read once
+    however many Workloads kube-scheduler keeps off by other Pods' anti-affinity."""
+
+    now: Any = None
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+EXCLUDERS: Derived[_Excluders] = Derived("running Pods with required anti-affinity", lambda _: _Excluders())
+
+
+def _excluders(ctx: Context) -> list[Mapping[str, Any]]:
+    memo = ctx.state.derived(EXCLUDERS)
+    if memo.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
+        memo.now, memo.pods = ctx.now, [p for p in _running_pods(ctx, None) if required_terms(p, "podAntiAffinity")]
+    return memo.pods
+
+
+def _pods_text(ctx: Context, pods: Sequence[Mapping[str, Any]]) -> str:
+    """"this Workload's a on n1, b on n2 and 1 more" and/or "pod ns/x on n3": the Pods, where they run."""
+    own_names = {name(p) for p in ctx.pods}
+    own = [p for p in pods if s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own_names]
+    others = [p for p in pods if p not in own]
+
+    def listed(group: Sequence[Mapping[str, Any]], full: bool) -> str:
+        where = [(f"{s(m(p.get('metadata')).get('namespace'))}/" if full else "") + f"{name(p)} on "
+                 f"{s(spec(p).get('nodeName'))}" for p in group[:2]]
+        return ", ".join(where) + (f" and {len(group) - 2} more" if len(group) > 2 else "")
+
+    parts = ([f"this Workload's {listed(own, False)}"] if own else []) + (
+        [f"Pod{'s' if len(others) > 1 else ''} {listed(others, True)}"] if others else [])
+    return "; ".join(parts)
+
+
+def _domains(nodes: Sequence[Node], key: str) -> set[str]:
+    return {str(m(m(n.get("metadata")).get("labels"))[key]) for n in nodes
+            if key in m(m(n.get("metadata")).get("labels"))}
+
+
+def _rejected_else(failure: podlib.SchedulingFailure) -> str:
+    """"; the other 2 node(s) are rejected for 2 Insufficient cpu": what keeps the Pods off the nodes the rule
+    allows."""
+    others = [r for r in failure.reasons if r.text not in INTER_POD_TEXTS]
+    if not others:
+        return ""
+    return (f"; the other {sum(r.count for r in others)} node(s) are rejected for "
+            + ", ".join(f"{r.count} {r.text}" for r in others[:3]))
+
+
+def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
+               failure: podlib.SchedulingFailure, pod: Mapping[str, Any] | None, nodes: Funnel | None) -> Placement:
+    """kube-scheduler's InterPodAffinity rejects the nodes. The Pods' own required podAffinity or podAntiAffinity is
+    the owner's rule, which Kueue's quota does not see: named with its selector, its topologyKey and the Pods that
+    decide it (their own, when the rule matches the Pods themselves: one per domain, so a pod set larger than the
+    usable domains never fits). Another Pod's required podAntiAffinity that excludes these Pods is not the owner's:
+    those Pods are named, when the input has them."""
+    by = {text: sum(r.count for r in reasons if r.text == text) for text in INTER_POD_TEXTS}
+    text = max(INTER_POD_TEXTS, key=lambda x: by[x])
+    count = by[text]
+    pod_ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    usable = nodes.schedulable if nodes is not None else None
+    rest = _rejected_else(failure)
+    if text == EXISTING_ANTI_AFFINITY:
+        excluding = [p for p in _excluders(ctx) if any(
+            _matches(t, s(m(p.get("metadata")).get("namespace")) or "", pod or {})
+            for t in required_terms(p, "podAntiAffinity"))]
+        own = {name(p) for p in ctx.pods}
+        theirs = [p for p in excluding if not (s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own)]
+        if excluding and not theirs:  # the Workload's own Pods, by a rule the incoming Pods do not share
+            return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                        f"{count} node(s) run {_pods_text(ctx, excluding)} whose required podAntiAffinity excludes "
+                        f"these Pods{rest}: the Job's own rule; the owner relaxes it in its Pod template",
+                        name=text, nodes=count, own_rule=True)
+        if theirs:
+            term = next(t for t in required_terms(theirs[0], "podAntiAffinity")
+                        if _matches(t, s(m(theirs[0].get("metadata")).get("namespace")) or "", pod or {}))
+            held = (f"{_pods_text(ctx, theirs)}, whose own required podAntiAffinity ("
+                    f"{selector_text(m(term.get('labelSelector')))}, topologyKey {s(term.get('topologyKey')) or '?'}) "
+                    "excludes these Pods")
+        else:
+            held = ("Pods whose own required podAntiAffinity excludes these Pods; the input does not have them "
+                    "(kubectl get pods -A -o wide on the flavor's nodes, and their spec.affinity.podAntiAffinity)")
+        return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                    f"{count} node(s) run {held}{rest}: not the Job's rule, and Kueue's quota does not see it. The "
+                    "cluster admin keeps those Pods off the flavor's nodes or adds nodes, or their owners relax the "
+                    "rule", name=text, nodes=count)
+    kind = "podAffinity" if text == POD_AFFINITY_UNMET else "podAntiAffinity"
+    terms = required_terms(pod, kind)
+    term = terms[0] if terms else {}
+    key = s(term.get("topologyKey")) or "?"
+    rule_ = (f"spec.affinity.{kind}: {selector_text(m(term.get('labelSelector')))}, topologyKey {key}"
+             + (f", and {len(terms) - 1} more term(s)" if len(terms) > 1 else "") if terms else
+             f"spec.affinity.{kind}; the input's Pod does not show its terms")
+    self_match = bool(term) and pod is not None and _matches(term, pod_ns, pod)
+    running = [p for p in _running_pods(ctx, None if term.get("namespaceSelector") is not None else
+                                        {str(x) for x in lst(term.get("namespaces"))} or {pod_ns})
+               if term and _matches(term, pod_ns, p) and p is not pod]
+    fix = ("The owner relaxes it in the Job's Pod template (preferredDuringSchedulingIgnoredDuringExecution, "
+           "or another topologyKey)")
+    if kind == "podAntiAffinity":
+        per = "node" if key == HOSTNAME else f"{key} value"
+        podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+        expected = expected_by_pod_set(ctx).get(podset or "main") if self_match else None
+        domains = _domains(usable, key) if usable is not None else None
+        held = _pods_text(ctx, running) if running else "Pods the input does not have"
+        if self_match and expected and domains is not None and usable is not None and expected > len(domains):
+            offer = (f"{len(usable)} are usable" if key == HOSTNAME else
+                     f"the {len(usable)} usable node(s) carry {len(domains)} {key} value(s)")
+            return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                        f"{count} node(s) run a Pod the Pods' own required podAntiAffinity excludes ({rule_}): it "
+                        f"matches the Pods themselves, so at most one of them fits per {per}; the pod set's {expected} "
+                        f"Pods need {expected} {per}s and {offer} ({held} run there): waiting never helps, and "
+                        f"Kueue's quota counts no {per}s. {fix} or runs fewer Pods; or the cluster admin adds nodes "
+                        "to the flavor", name=text, nodes=count, own_rule=True)
+        exclusive = s(m(m((pod or {}).get("metadata")).get("annotations")).get(EXCLUSIVE_KEY)) == key
+        head = (f"JobSet's exclusive placement (one Job per {key}) keeps them off the {count} node(s) where its "
+                f"other Jobs run ({held})" if exclusive else
+                f"{count} node(s) run Pods the Pods' own required podAntiAffinity excludes ({rule_}"
+                + (f"; it matches the Pods themselves, so at most one of them fits per {per}" if self_match else "")
+                + f"; held by {held})")
+        if rest:  # the nodes the rule leaves are rejected for something else: room there, the cluster's
+            return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                        f"{head}{rest}: the cluster admin makes room there, or the owner relaxes the rule",
+                        name=text, nodes=count, own_rule=True)
+        others = [p for p in running if name(p) not in {name(x) for x in ctx.pods}]
+        return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                    f"{head}. {fix}" + (", or waits for those Pods to end" if others or not running else "")
+                    + "; or the cluster admin adds nodes", name=text, nodes=count, own_rule=True)
+    # podAffinity: the node must carry every term's topologyKey and a Pod to join must run in its domain
+    missing = [k for k in dict.fromkeys(s(t.get("topologyKey")) or "" for t in terms)
+               if usable and not _domains(usable, k)]
+    if missing:
+        what = (f"; no usable node carries the label {', '.join(missing)}, which kube-scheduler requires of a node "
+                "for every required podAffinity term (a misspelt topologyKey?)")
+    elif running:
+        where = sorted({s(spec(p).get("nodeName")) or "" for p in running})
+        what = (f"; the Pods it must join are {_pods_text(ctx, running)}, so only node(s) in their {key} "
+                f"domain ({', '.join(where[:3])}) may take them{rest}")
+    elif self_match:
+        what = ("; it matches the Pods themselves, and kube-scheduler lets the first Pod of such a group in only "
+                "when no Pod in the cluster matches: Pods the input does not have match it")
+    else:
+        what = "; no running Pod in the input matches it, so no domain has one to join"
+        fix = "Start the Pods they must join first, or the owner relaxes the rule in the Job's Pod template " \
+              "(preferredDuringSchedulingIgnoredDuringExecution)"
+    return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                f"{count} node(s) do not satisfy the Pods' own required pod affinity ({rule_}){what}. {fix}",
+                name=text, nodes=count, own_rule=True)
 
 
 def _count(failure: podlib.SchedulingFailure, constraint: str, reasons: Sequence[podlib.NodeFitReason],
@@ -928,10 +1128,6 @@ def _pinned_why(ctx: Context, node: str, late: _Late) -> tuple[ActionBy, str]:
         "or the taint removed: the cluster admin's call; tolerating a taint put on a node in use is no fix")
 
 
-# interpodaffinity (K pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): the incoming Pods' own
-# required affinity unmet. Their anti-affinity ("didn't match pod anti-affinity rules") wants more nodes or
-# domains, and "didn't satisfy existing pods anti-affinity rules" is other Pods' rules: both stay the platform's.
-POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
 
 
 def topology_assigned(ctx: Context) -> bool:
