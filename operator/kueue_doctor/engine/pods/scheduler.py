@@ -22,6 +22,7 @@ the ``FailedScheduling`` message when the Pod's condition has none.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -241,6 +242,17 @@ POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
 POD_ANTI_AFFINITY_UNMET = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 INTER_POD_TEXTS = (POD_AFFINITY_UNMET, POD_ANTI_AFFINITY_UNMET, EXISTING_ANTI_AFFINITY)
+
+# VolumeRestrictions (K .../volumerestrictions/volume_restrictions.go:60, 297): a ReadWriteOncePod claim of the Pod is
+# in use by another Pod (the count is cluster-wide: every node reports it). NodeVolumeLimits (K .../nodevolumelimits/
+# csi.go:44, 296, 349): the node's CSI driver attaches no more volumes (CSINode allocatable count), or is not installed
+# on the node. DynamicResources PreFilter (K .../dynamicresources/dynamicresources.go:693): a request of a claim names
+# a DeviceClass that does not exist ("request <name>: device class <class> does not exist").
+RWOP_IN_USE = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
+               "another pod")
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"
+CSI_DRIVER_MISSING = re.compile(r"^(\S+) CSI driver is not installed on the node$")
+DEVICE_CLASS_MISSING = re.compile(r"^request (\S+): device class (\S+) does not exist$")
 
 # Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
 _EXACT = {

@@ -45,13 +45,17 @@ from .. import pods as podlib
 from .. import quota
 from ..context import Context
 from ..pods.scheduler import (
+    CSI_DRIVER_MISSING,
+    DEVICE_CLASS_MISSING,
     DEVICE_TEXTS,
     EXISTING_ANTI_AFFINITY,
     INTER_POD_TEXTS,
+    MAX_VOLUME_COUNT,
     NODE_PORTS_TAKEN,
     POD_AFFINITY_UNMET,
     PREEMPTION_WAITING,
     PREFILTER_VOLUME_CONFLICT,
+    RWOP_IN_USE,
     SPREAD_LABEL_MISSING,
     SPREAD_UNMET,
     Constraint,
@@ -338,7 +342,10 @@ class Placement:
     late: list[str] = field(default_factory=list)  # untolerated taints put on after the Pods were placed
     tainted: list[str] = field(default_factory=list)  # the usable nodes carrying them (late taints)
     pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
-    own_rule: bool = False  # the Pods' own placement rule (hostPort, topology spread, pod affinity) rejects the nodes
+    # the verdict names what rejects the nodes beyond labels, taints and capacity (the Pods' own placement rule:
+    # hostPort, topology spread, pod affinity; others' anti-affinity, volume limits, a missing DeviceClass): no
+    # "compare the flavor with real nodes" hint
+    own_rule: bool = False
     checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
     binding: str | None = None  # the node kube-scheduler chose and binds the Pods to (nominatedNodeName, no preemption)
     # kube-scheduler says Insufficient where the free estimate (the Pods in the input only) finds room: Pods the input
@@ -651,6 +658,15 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     spread = [r for r in reasons if r.text.startswith(SPREAD_UNMET)]
     if spread:
         return _spread(ctx, make, spread, failure, pod)
+    texts = {r.text for r in reasons}
+    if RWOP_IN_USE in texts:
+        return _rwop(ctx, make, count, pod)
+    if MAX_VOLUME_COUNT in texts or any(CSI_DRIVER_MISSING.match(x) for x in texts):
+        return _volume_limits(make, reasons, count, pod)
+    for r in reasons:
+        missing = DEVICE_CLASS_MISSING.match(r.text)
+        if missing:
+            return _device_class(make, missing.group(1), missing.group(2), count, pod)
     why = failure.short()
     action = ActionBy.CLUSTER_ADMIN
     if constraint == Constraint.NODE_STATE:
@@ -854,7 +870,7 @@ def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
         return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
                     f"{count} node(s) run {held}{rest}: not the Job's rule, and Kueue's quota does not see it. The "
                     "cluster admin keeps those Pods off the flavor's nodes or adds nodes, or their owners relax the "
-                    "rule", name=text, nodes=count)
+                    "rule", name=text, nodes=count, own_rule=True)
     kind = "podAffinity" if text == POD_AFFINITY_UNMET else "podAntiAffinity"
     terms = required_terms(pod, kind)
     term = terms[0] if terms else {}
@@ -1215,6 +1231,71 @@ def _scheduler_error(ctx: Context, make: Callable[..., Placement], message: str,
     return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
                 f"kube-scheduler failed with an error, not for lack of a node (SchedulerError: \"{said}\"); it "
                 "retries the Pods, and its logs say more", name=said[:200], source="Scheduler")
+
+
+def _rwop(ctx: Context, make: Callable[..., Placement], count: int | None, pod: Mapping[str, Any] | None) -> Placement:
+    """A ReadWriteOncePod claim of the Pods is in use by another Pod: one Pod in the whole cluster may use it, so no
+    node helps. The Workload's own Pods sharing one such claim never all run (the owner's spec); another Pod holding it
+    must end first. Claims live in the Pods' namespace: whoever runs these Pods runs that one too."""
+    claims = _claims(pod)
+    ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    users = [p for p in _running_pods(ctx, {ns}) if name(p) != name(pod or {}) and set(_claims(p)) & set(claims)]
+    own = {name(p) for p in ctx.pods}
+    named = ", ".join(claims[:3]) or "?"
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    expected = expected_by_pod_set(ctx).get(podset or "main", 0)
+    head = f"claim {named} has access mode ReadWriteOncePod (one Pod in the cluster at a time)"
+    if users and all(name(p) in own for p in users) and expected > 1:
+        why = (f"{head} and all {expected} Pods of the pod set mount it: {_pods_text(ctx, users)} holds it, so "
+               "the rest never run beside it. The owner gives each Pod its own claim (an ephemeral volume, or a "
+               "claim per completion index) or uses a ReadWriteMany/ReadOnlyMany claim")
+    else:
+        held = (_pods_text(ctx, users) if users else
+                f"a Pod the input does not have (kubectl describe pvc {claims[0] if claims else ''} -n {ns}: Used By)")
+        why = (f"{head} and {held} uses it: these Pods wait until that Pod ends. The owner stops it, or gives these "
+               "Pods a claim of their own")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                f"{why}; kube-scheduler rejects every node ({count}) for it, and no node or quota helps",
+                name=named if claims else RWOP_IN_USE,
+                nodes=count, short=claims, own_rule=True)
+
+
+def _volume_limits(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason], count: int | None,
+                   pod: Mapping[str, Any] | None) -> Placement:
+    """kube-scheduler's NodeVolumeLimits: the nodes' CSI driver attaches no more volumes, or is not installed there.
+    The nodes' side, and not in Kueue's quota."""
+    claims = ", ".join(_claims(pod)[:3]) or "its volumes"
+    drivers = sorted({x.group(1) for x in (CSI_DRIVER_MISSING.match(r.text) for r in reasons) if x})
+    full = sum(r.count for r in reasons if r.text == MAX_VOLUME_COUNT)
+    parts = []
+    if full:
+        parts.append(f"{full} node(s) already attach as many volumes as their CSI driver allows (CSINode "
+                     f"spec.drivers[].allocatable.count) and the Pods' claim(s) {claims} would exceed it: the cluster "
+                     "admin frees attachments (kubectl get volumeattachments: volumes of ended Pods not yet detached) "
+                     "or adds nodes")
+    if drivers:
+        missing = sum(r.count for r in reasons if CSI_DRIVER_MISSING.match(r.text))
+        parts.append(f"{missing} node(s) lack CSI driver {', '.join(drivers)} that the Pods' claim(s) {claims} need "
+                     "(its node plugin does not run there): the cluster admin installs it on the flavor's nodes")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                "; ".join(parts) + "; Kueue's quota does not count volume attachments",
+                name=MAX_VOLUME_COUNT if full else f"{', '.join(drivers)} CSI driver is not installed on the node",
+                nodes=count, own_rule=True)
+
+
+def _device_class(make: Callable[..., Placement], request: str, device_class: str, count: int | None,
+                  pod: Mapping[str, Any] | None) -> Placement:
+    """DRA: a request of the Pods' ResourceClaims names a DeviceClass that does not exist, so kube-scheduler tries no
+    node (DynamicResources PreFilter) until one is created. Kueue admitted it: its DRA integration maps that class
+    (resources.deviceClassMappings) or does not look at claims; the class comes with the DRA driver."""
+    claims = ", ".join(sorted({c.claim or f"{c.name} (template {c.template})" for c in resource_claims(pod)})[:3]) \
+        or "its ResourceClaims"
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                f"request {request} of the Pods' claim {claims} asks DeviceClass {device_class}, which does not "
+                "exist (kubectl get deviceclasses), so kube-scheduler tries no node: the cluster admin installs the "
+                f"DRA driver that provides {device_class} (or creates the class); if the name is misspelt in the "
+                "claim's template, the owner fixes it. The Pods are tried again once the class exists",
+                name=device_class, nodes=count, own_rule=True)
 
 
 def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
