@@ -1172,10 +1172,7 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     elif blocker.category == "Failing" and blocker.reason == "CrashLoopBackOff":
         text = _crash_loop(ctx, blocker, view.summary)
     elif blocker.category == "Failing":
-        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
-        text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods failed: "
-                f"{blocker.reason}{detail}{msg} (pod {blocker.pod}): read their logs.{history_note(view.summary)}"
-                f"{timeout_note(ctx)}")
+        text = _failed(ctx, blocker, view.summary, msg)
     else:
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
@@ -1184,6 +1181,30 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     return Finding(Reason.CONTAINERS_NOT_STARTING, cause, text, action, since=since, evidence=evidence,
                    pods=view.status, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
+
+
+def _failed(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary, msg: str) -> str:
+    """Pods that failed for their program: the container that ended them and its logs, an init container named as
+    such (it failed before the main containers started: kubectl shows Init:Error)."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    ended = podlib.failed_pods([pod])[0] if pod is not None and s(m(pod.get("status")).get("phase")) == "Failed" \
+        else None
+    init = _INIT_CONTAINER.search(blocker.detail)
+    container = init.group(1) if init is not None else ended.container if ended is not None else ""
+    logs = (ended.logs_command(ctx.ns) if ended is not None else
+            f"kubectl logs {blocker.pod} -n {ctx.ns}" + (f" -c {container}" if container else ""))
+    if init is not None:
+        how = blocker.detail[:init.start()].rstrip(", ") or blocker.reason
+        what = (f"failed in init container {container} ({how}{msg}), before their main containers started (pod "
+                f"{blocker.pod}): its logs say why ({logs}).")
+    else:
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
+        what = f"failed: {blocker.reason}{detail}{msg} (pod {blocker.pod}): read their logs ({logs})."
+    return (f"Admitted and scheduled, but {blocker.count}/{summary.expected} Pods {what}{history_note(summary)}"
+            f"{timeout_note(ctx)}")
+
+
+_INIT_CONTAINER = re.compile(r"init container (\S+)")
 
 
 def _own_limit_eviction(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary) -> str:
