@@ -80,12 +80,17 @@ _REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What kube-scheduler matches against nodes (the node funnel reads it): required node affinity and the
-    Pod's claims (their names only)."""
+    """What kube-scheduler matches against nodes (the node funnel reads it): required node affinity, required pod
+    affinity and anti-affinity (named when they reject the nodes), and the Pod's claims (their names only)."""
     out: dict[str, Any] = {}
-    required = m(m(spec.get("affinity")).get("nodeAffinity")).get(_REQUIRED_AFFINITY)
-    if required:
-        out["affinity"] = {"nodeAffinity": {_REQUIRED_AFFINITY: required}}
+    affinity = m(spec.get("affinity"))
+    kept = {}
+    for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+        required = m(affinity.get(kind)).get(_REQUIRED_AFFINITY)
+        if required:
+            kept[kind] = {_REQUIRED_AFFINITY: required}
+    if kept:
+        out["affinity"] = kept
     claims = [{k: v for k, v in m(vol).items() if k in ("name", "persistentVolumeClaim")}
               | ({"ephemeral": {}} if "ephemeral" in m(vol) else {})
               for vol in lst(spec.get("volumes")) if "persistentVolumeClaim" in m(vol) or "ephemeral" in m(vol)]

@@ -79,7 +79,9 @@ def failed_pod(status: Mapping[str, Any]) -> tuple[str, str, str]:
         for cs in lst(status.get(key)):
             terminated = m(m(m(cs).get("state")).get("terminated"))
             if terminated and int_or_none(terminated.get("exitCode")) not in (0, None):
-                detail = _terminated_detail(terminated)
+                # an init container that failed ends the Pod before its main containers start (kubectl: Init:Error)
+                where = f"init container {s(m(cs).get('name')) or ''}" if key == "initContainerStatuses" else ""
+                detail = ", ".join(p for p in (_terminated_detail(terminated), where) if p)
                 if reason:
                     return reason, message, detail
                 return (s(terminated.get("reason")) or "Error", s(terminated.get("message")) or message,

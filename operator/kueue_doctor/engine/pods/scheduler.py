@@ -22,6 +22,7 @@ the ``FailedScheduling`` message when the Pod's condition has none.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -232,6 +233,26 @@ PREFILTER_VOLUME_CONFLICT = "node(s) didn't satisfy plugin(s) [NodeAffinity Volu
 NODE_PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
 SPREAD_UNMET = "node(s) didn't match pod topology spread constraints"
 SPREAD_LABEL_MISSING = SPREAD_UNMET + " (missing required label)"
+
+# InterPodAffinity (K .../interpodaffinity/filtering.go:37-41, 420-428): the incoming Pod's own required podAffinity
+# finds no Pod to join in the node's domain (or the node lacks the term's topologyKey), its own required
+# podAntiAffinity finds a Pod it excludes in the node's domain, or a Pod already there excludes it by that Pod's own
+# required podAntiAffinity. Checked in that order: a node fails for the first only.
+POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY_UNMET = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+INTER_POD_TEXTS = (POD_AFFINITY_UNMET, POD_ANTI_AFFINITY_UNMET, EXISTING_ANTI_AFFINITY)
+
+# VolumeRestrictions (K .../volumerestrictions/volume_restrictions.go:60, 297): a ReadWriteOncePod claim of the Pod is
+# in use by another Pod (the count is cluster-wide: every node reports it). NodeVolumeLimits (K .../nodevolumelimits/
+# csi.go:44, 296, 349): the node's CSI driver attaches no more volumes (CSINode allocatable count), or is not installed
+# on the node. DynamicResources PreFilter (K .../dynamicresources/dynamicresources.go:693): a request of a claim names
+# a DeviceClass that does not exist ("request <name>: device class <class> does not exist").
+RWOP_IN_USE = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
+               "another pod")
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"
+CSI_DRIVER_MISSING = re.compile(r"^(\S+) CSI driver is not installed on the node$")
+DEVICE_CLASS_MISSING = re.compile(r"^request (\S+): device class (\S+) does not exist$")
 
 # Texts of K pkg/scheduler/framework/plugins (v1.36.3), by the constraint they report.
 _EXACT = {

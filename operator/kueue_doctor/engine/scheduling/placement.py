@@ -38,17 +38,24 @@ from ...kube.objects import (
     when_text,
 )
 from ...kube.quantity import parse
-from ...kube.selectors import node_term_matches
+from ...kube.selectors import label_selector_matches, node_term_matches
 from ...state import Derived
 from ...vocabulary import ActionBy, Cause
 from .. import pods as podlib
 from .. import quota
 from ..context import Context
 from ..pods.scheduler import (
+    CSI_DRIVER_MISSING,
+    DEVICE_CLASS_MISSING,
     DEVICE_TEXTS,
+    EXISTING_ANTI_AFFINITY,
+    INTER_POD_TEXTS,
+    MAX_VOLUME_COUNT,
     NODE_PORTS_TAKEN,
+    POD_AFFINITY_UNMET,
     PREEMPTION_WAITING,
     PREFILTER_VOLUME_CONFLICT,
+    RWOP_IN_USE,
     SPREAD_LABEL_MISSING,
     SPREAD_UNMET,
     Constraint,
@@ -58,7 +65,8 @@ from ..pods.scheduler import (
     named_taint,
     resource_of,
 )
-from .owners import admitted_since, assigned_flavors
+from .followers import EXCLUSIVE_KEY
+from .owners import admitted_since, assigned_flavors, expected_by_pod_set
 
 Node = Mapping[str, Any]
 _SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -334,9 +342,15 @@ class Placement:
     late: list[str] = field(default_factory=list)  # untolerated taints put on after the Pods were placed
     tainted: list[str] = field(default_factory=list)  # the usable nodes carrying them (late taints)
     pinned: str | None = None  # the node Kueue's topology-aware scheduling pinned the Pods to
-    own_rule: bool = False  # the Pods' own placement rule (hostPort, topology spread, pod affinity) rejects the nodes
+    # the verdict names what rejects the nodes beyond labels, taints and capacity (the Pods' own placement rule:
+    # hostPort, topology spread, pod affinity; others' anti-affinity, volume limits, a missing DeviceClass): no
+    # "compare the flavor with real nodes" hint
+    own_rule: bool = False
     checks: dict[str, str] = field(default_factory=dict)  # selector key -> the check whose podSetUpdates add it
     binding: str | None = None  # the node kube-scheduler chose and binds the Pods to (nominatedNodeName, no preemption)
+    # kube-scheduler says Insufficient where the free estimate (the Pods in the input only) finds room: Pods the input
+    # lacks hold it; the message and the node funnel's line both say so
+    unseen: bool = False
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
@@ -468,6 +482,36 @@ def _claims(pod: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class PodClaim:
+    """One entry of a Pod's spec.resourceClaims (DRA): the ResourceClaim it names, or the template the resourceclaim
+    controller makes its claim from (status.resourceClaimStatuses then names the claim made)."""
+
+    name: str  # the entry's name in the Pod
+    claim: str | None  # resourceClaimName: a claim the owner creates
+    template: str | None  # resourceClaimTemplateName: one claim per Pod, made by the resourceclaim controller
+    made: bool  # status.resourceClaimStatuses has the entry: the controller made (or needs not make) its claim
+    generated: str | None  # the claim made from the template, as status.resourceClaimStatuses names it
+
+    @property
+    def label(self) -> str:
+        """The claim's name as a message gives it: the claim, the one made from the template, or the template."""
+        return self.claim or self.generated or self.template or self.name or "?"
+
+
+def resource_claims(pod: Mapping[str, Any] | None) -> list[PodClaim]:
+    """The Pod's DRA claims (spec.resourceClaims), with what status.resourceClaimStatuses says of each."""
+    made = {s(m(x).get("name")) or "": s(m(x).get("resourceClaimName"))
+            for x in lst(status(pod or {}).get("resourceClaimStatuses"))}
+    out = []
+    for c in lst(spec(pod or {}).get("resourceClaims")):
+        c = m(c)
+        entry = s(c.get("name")) or ""
+        out.append(PodClaim(entry, s(c.get("resourceClaimName")), s(c.get("resourceClaimTemplateName")),
+                            entry in made, made.get(entry)))
+    return out
+
+
 def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     """The cause behind one Unschedulable group of Pods."""
     pod = next((p for p in ctx.pods if name(p) == blocker.pod), None)
@@ -484,7 +528,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
         extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
-                                                       "checks", "own_rule", "binding")}
+                                                       "checks", "own_rule", "binding", "unseen")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -614,15 +658,22 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     spread = [r for r in reasons if r.text.startswith(SPREAD_UNMET)]
     if spread:
         return _spread(ctx, make, spread, failure, pod)
+    texts = {r.text for r in reasons}
+    if RWOP_IN_USE in texts:
+        return _rwop(ctx, make, count, pod)
+    if MAX_VOLUME_COUNT in texts or any(CSI_DRIVER_MISSING.match(x) for x in texts):
+        return _volume_limits(make, reasons, count, pod)
+    for r in reasons:
+        missing = DEVICE_CLASS_MISSING.match(r.text)
+        if missing:
+            return _device_class(make, missing.group(1), missing.group(2), count, pod)
     why = failure.short()
     action = ActionBy.CLUSTER_ADMIN
     if constraint == Constraint.NODE_STATE:
         why = (f"{count} node(s) the Pods could use are cordoned (spec.unschedulable: a drain?) or in an unknown "
                f"state ({why}): uncordon them or add nodes")
-    elif any(r.text == POD_AFFINITY_UNMET for r in reasons):  # the Pods' own affinity: no node added changes it
-        why += (": the Pods' own required pod affinity (spec.affinity.podAffinity) finds no node running the Pods "
-                "they must join: start those, or relax the rule in the Job")
-        action = ActionBy.WORKLOAD_OWNER
+    elif any(r.text in INTER_POD_TEXTS for r in reasons):
+        return _inter_pod(ctx, make, reasons, failure, pod, nodes)
     return make(Cause.FAILED_SCHEDULING, action, "Scheduler", why, name=reasons[0].text[:200], nodes=count,
                 own_rule=action == ActionBy.WORKLOAD_OWNER)
 
@@ -684,6 +735,204 @@ def _spread(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podl
                 "makes room in the domains with fewer of these Pods, or the owner loosens the constraint (a larger "
                 "maxSkew, or ScheduleAnyway); Kueue's quota knows no topology domains",
                 name=SPREAD_UNMET, nodes=count, own_rule=True)
+
+
+# ---- pod affinity and anti-affinity (kube-scheduler's InterPodAffinity) ----------------------------------------
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def required_terms(pod: Mapping[str, Any] | None, kind: str) -> list[Mapping[str, Any]]:
+    """The Pod's required podAffinity or podAntiAffinity terms (`kind`)."""
+    return [m(t) for t in lst(m(m(spec(pod or {}).get("affinity")).get(kind)).get(_REQUIRED))]
+
+
+def selector_text(selector: Mapping[str, Any]) -> str:
+    """"app=trainer,tier In (a,b)": a label selector as kubectl writes it; "every Pod" for an empty one."""
+    parts = [f"{k}={v}" for k, v in m(selector.get("matchLabels")).items()]
+    for e in lst(selector.get("matchExpressions"))[:3]:
+        e = m(e)
+        values = ",".join(str(v) for v in lst(e.get("values")))
+        parts.append(f"{s(e.get('key'))} {s(e.get('operator')) or ''}" + (f" ({values})" if values else ""))
+    return ",".join(parts) or "every Pod"
+
+
+def _term_covers(term: Mapping[str, Any], term_ns: str, ns: str) -> bool:
+    """Does a term of a Pod in namespace `term_ns` look at Pods of namespace `ns`: its namespaces, else its own
+    namespace; a namespaceSelector (the input has no Namespace labels to evaluate it) is taken to cover them all."""
+    if term.get("namespaceSelector") is not None:
+        return True
+    names = [str(x) for x in lst(term.get("namespaces"))]
+    return ns in names if names else ns == term_ns
+
+
+def _matches(term: Mapping[str, Any], term_ns: str, pod: Mapping[str, Any]) -> bool:
+    md = m(pod.get("metadata"))
+    return _term_covers(term, term_ns, s(md.get("namespace")) or "") and label_selector_matches(
+        m(term.get("labelSelector")), m(md.get("labels")))
+
+
+def _running_pods(ctx: Context, namespaces: set[str] | None) -> list[Mapping[str, Any]]:
+    """The Pods of the input bound to a node and not finished, in those namespaces (None: all), by name."""
+    keys = sorted(k for k in ctx.state.pods if namespaces is None or k[0] in namespaces)
+    out = []
+    for key in keys:
+        found = ctx.state.pods.get(key)
+        if found is not None and s(spec(found).get("nodeName")) \
+                and s(status(found).get("phase")) not in ("Succeeded", "Failed"):
+            out.append(found)
+    return out
+
+
+@dataclass
+class _Excluders:
+    """The running Pods with a required podAntiAffinity, for one clock value (one pass): every Pod is read once
+    however many Workloads kube-scheduler keeps off by other Pods' anti-affinity."""
+
+    now: Any = None
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+EXCLUDERS: Derived[_Excluders] = Derived("running Pods with required anti-affinity", lambda _: _Excluders())
+
+
+def _excluders(ctx: Context) -> list[Mapping[str, Any]]:
+    memo = ctx.state.derived(EXCLUDERS)
+    if memo.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
+        memo.now, memo.pods = ctx.now, [p for p in _running_pods(ctx, None) if required_terms(p, "podAntiAffinity")]
+    return memo.pods
+
+
+def _pods_text(ctx: Context, pods: Sequence[Mapping[str, Any]]) -> str:
+    """"this Workload's a on n1, b on n2 and 1 more" and/or "pod ns/x on n3": the Pods, where they run."""
+    own_names = {name(p) for p in ctx.pods}
+    own = [p for p in pods if s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own_names]
+    others = [p for p in pods if p not in own]
+
+    def listed(group: Sequence[Mapping[str, Any]], full: bool) -> str:
+        where = [(f"{s(m(p.get('metadata')).get('namespace'))}/" if full else "") + f"{name(p)} on "
+                 f"{s(spec(p).get('nodeName'))}" for p in group[:2]]
+        return ", ".join(where) + (f" and {len(group) - 2} more" if len(group) > 2 else "")
+
+    parts = ([f"this Workload's {listed(own, False)}"] if own else []) + (
+        [f"Pod{'s' if len(others) > 1 else ''} {listed(others, True)}"] if others else [])
+    return "; ".join(parts)
+
+
+def _domains(nodes: Sequence[Node], key: str) -> set[str]:
+    return {str(m(m(n.get("metadata")).get("labels"))[key]) for n in nodes
+            if key in m(m(n.get("metadata")).get("labels"))}
+
+
+def _rejected_else(failure: podlib.SchedulingFailure) -> str:
+    """"; the other 2 node(s) are rejected for 2 Insufficient cpu": what keeps the Pods off the nodes the rule
+    allows."""
+    others = [r for r in failure.reasons if r.text not in INTER_POD_TEXTS]
+    if not others:
+        return ""
+    return (f"; the other {sum(r.count for r in others)} node(s) are rejected for "
+            + ", ".join(f"{r.count} {r.text}" for r in others[:3]))
+
+
+def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
+               failure: podlib.SchedulingFailure, pod: Mapping[str, Any] | None, nodes: Funnel | None) -> Placement:
+    """kube-scheduler's InterPodAffinity rejects the nodes. The Pods' own required podAffinity or podAntiAffinity is
+    the owner's rule, which Kueue's quota does not see: named with its selector, its topologyKey and the Pods that
+    decide it (their own, when the rule matches the Pods themselves: one per domain, so a pod set larger than the
+    usable domains never fits). Another Pod's required podAntiAffinity that excludes these Pods is not the owner's:
+    those Pods are named, when the input has them."""
+    by = {text: sum(r.count for r in reasons if r.text == text) for text in INTER_POD_TEXTS}
+    text = max(INTER_POD_TEXTS, key=lambda x: by[x])
+    count = by[text]
+    pod_ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    usable = nodes.schedulable if nodes is not None else None
+    rest = _rejected_else(failure)
+    if text == EXISTING_ANTI_AFFINITY:
+        excluding = [p for p in _excluders(ctx) if any(
+            _matches(t, s(m(p.get("metadata")).get("namespace")) or "", pod or {})
+            for t in required_terms(p, "podAntiAffinity"))]
+        own = {name(p) for p in ctx.pods}
+        theirs = [p for p in excluding if not (s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own)]
+        if excluding and not theirs:  # the Workload's own Pods, by a rule the incoming Pods do not share
+            return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                        f"{count} node(s) run {_pods_text(ctx, excluding)} whose required podAntiAffinity excludes "
+                        f"these Pods{rest}: the Job's own rule; the owner relaxes it in its Pod template",
+                        name=text, nodes=count, own_rule=True)
+        if theirs:
+            term = next(t for t in required_terms(theirs[0], "podAntiAffinity")
+                        if _matches(t, s(m(theirs[0].get("metadata")).get("namespace")) or "", pod or {}))
+            held = (f"{_pods_text(ctx, theirs)}, whose own required podAntiAffinity ("
+                    f"{selector_text(m(term.get('labelSelector')))}, topologyKey {s(term.get('topologyKey')) or '?'}) "
+                    "excludes these Pods")
+        else:
+            held = ("Pods whose own required podAntiAffinity excludes these Pods; the input does not have them "
+                    "(kubectl get pods -A -o wide on the flavor's nodes, and their spec.affinity.podAntiAffinity)")
+        return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                    f"{count} node(s) run {held}{rest}: not the Job's rule, and Kueue's quota does not see it. The "
+                    "cluster admin keeps those Pods off the flavor's nodes or adds nodes, or their owners relax the "
+                    "rule", name=text, nodes=count, own_rule=True)
+    kind = "podAffinity" if text == POD_AFFINITY_UNMET else "podAntiAffinity"
+    terms = required_terms(pod, kind)
+    term = terms[0] if terms else {}
+    key = s(term.get("topologyKey")) or "?"
+    rule_ = (f"spec.affinity.{kind}: {selector_text(m(term.get('labelSelector')))}, topologyKey {key}"
+             + (f", and {len(terms) - 1} more term(s)" if len(terms) > 1 else "") if terms else
+             f"spec.affinity.{kind}; the input's Pod does not show its terms")
+    self_match = bool(term) and pod is not None and _matches(term, pod_ns, pod)
+    running = [p for p in _running_pods(ctx, None if term.get("namespaceSelector") is not None else
+                                        {str(x) for x in lst(term.get("namespaces"))} or {pod_ns})
+               if term and _matches(term, pod_ns, p) and p is not pod]
+    fix = ("The owner relaxes it in the Job's Pod template (preferredDuringSchedulingIgnoredDuringExecution, "
+           "or another topologyKey)")
+    if kind == "podAntiAffinity":
+        per = "node" if key == HOSTNAME else f"{key} value"
+        podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+        expected = expected_by_pod_set(ctx).get(podset or "main") if self_match else None
+        domains = _domains(usable, key) if usable is not None else None
+        held = _pods_text(ctx, running) if running else "Pods the input does not have"
+        if self_match and expected and domains is not None and usable is not None and expected > len(domains):
+            offer = (f"{len(usable)} are usable" if key == HOSTNAME else
+                     f"the {len(usable)} usable node(s) carry {len(domains)} {key} value(s)")
+            return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                        f"{count} node(s) run a Pod the Pods' own required podAntiAffinity excludes ({rule_}): it "
+                        f"matches the Pods themselves, so at most one of them fits per {per}; the pod set's {expected} "
+                        f"Pods need {expected} {per}s and {offer} ({held} run there): waiting never helps, and "
+                        f"Kueue's quota counts no {per}s. {fix} or runs fewer Pods; or the cluster admin adds nodes "
+                        "to the flavor", name=text, nodes=count, own_rule=True)
+        exclusive = s(m(m((pod or {}).get("metadata")).get("annotations")).get(EXCLUSIVE_KEY)) == key
+        head = (f"JobSet's exclusive placement (one Job per {key}) keeps them off the {count} node(s) where its "
+                f"other Jobs run ({held})" if exclusive else
+                f"{count} node(s) run Pods the Pods' own required podAntiAffinity excludes ({rule_}"
+                + (f"; it matches the Pods themselves, so at most one of them fits per {per}" if self_match else "")
+                + f"; held by {held})")
+        if rest:  # the nodes the rule leaves are rejected for something else: room there, the cluster's
+            return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                        f"{head}{rest}: the cluster admin makes room there, or the owner relaxes the rule",
+                        name=text, nodes=count, own_rule=True)
+        others = [p for p in running if name(p) not in {name(x) for x in ctx.pods}]
+        return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                    f"{head}. {fix}" + (", or waits for those Pods to end" if others or not running else "")
+                    + "; or the cluster admin adds nodes", name=text, nodes=count, own_rule=True)
+    # podAffinity: the node must carry every term's topologyKey and a Pod to join must run in its domain
+    missing = [k for k in dict.fromkeys(s(t.get("topologyKey")) or "" for t in terms)
+               if usable and not _domains(usable, k)]
+    if missing:
+        what = (f"; no usable node carries the label {', '.join(missing)}, which kube-scheduler requires of a node "
+                "for every required podAffinity term (a misspelt topologyKey?)")
+    elif running:
+        where = sorted({s(spec(p).get("nodeName")) or "" for p in running})
+        what = (f"; the Pods it must join are {_pods_text(ctx, running)}, so only node(s) in their {key} "
+                f"domain ({', '.join(where[:3])}) may take them{rest}")
+    elif self_match:
+        what = ("; it matches the Pods themselves, and kube-scheduler lets the first Pod of such a group in only "
+                "when no Pod in the cluster matches: Pods the input does not have match it")
+    else:
+        what = "; no running Pod in the input matches it, so no domain has one to join"
+        fix = "Start the Pods they must join first, or the owner relaxes the rule in the Job's Pod template " \
+              "(preferredDuringSchedulingIgnoredDuringExecution)"
+    return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                f"{count} node(s) do not satisfy the Pods' own required pod affinity ({rule_}){what}. {fix}",
+                name=text, nodes=count, own_rule=True)
 
 
 def _count(failure: podlib.SchedulingFailure, constraint: str, reasons: Sequence[podlib.NodeFitReason],
@@ -895,10 +1144,6 @@ def _pinned_why(ctx: Context, node: str, late: _Late) -> tuple[ActionBy, str]:
         "or the taint removed: the cluster admin's call; tolerating a taint put on a node in use is no fix")
 
 
-# interpodaffinity (K pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): the incoming Pods' own
-# required affinity unmet. Their anti-affinity ("didn't match pod anti-affinity rules") wants more nodes or
-# domains, and "didn't satisfy existing pods anti-affinity rules" is other Pods' rules: both stay the platform's.
-POD_AFFINITY_UNMET = "node(s) didn't match pod affinity rules"
 
 
 def topology_assigned(ctx: Context) -> bool:
@@ -988,14 +1233,78 @@ def _scheduler_error(ctx: Context, make: Callable[..., Placement], message: str,
                 "retries the Pods, and its logs say more", name=said[:200], source="Scheduler")
 
 
+def _rwop(ctx: Context, make: Callable[..., Placement], count: int | None, pod: Mapping[str, Any] | None) -> Placement:
+    """A ReadWriteOncePod claim of the Pods is in use by another Pod: one Pod in the whole cluster may use it, so no
+    node helps. The Workload's own Pods sharing one such claim never all run (the owner's spec); another Pod holding it
+    must end first. Claims live in the Pods' namespace: whoever runs these Pods runs that one too."""
+    claims = _claims(pod)
+    ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    users = [p for p in _running_pods(ctx, {ns}) if name(p) != name(pod or {}) and set(_claims(p)) & set(claims)]
+    own = {name(p) for p in ctx.pods}
+    named = ", ".join(claims[:3]) or "?"
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    expected = expected_by_pod_set(ctx).get(podset or "main", 0)
+    head = f"claim {named} has access mode ReadWriteOncePod (one Pod in the cluster at a time)"
+    if users and all(name(p) in own for p in users) and expected > 1:
+        why = (f"{head} and all {expected} Pods of the pod set mount it: {_pods_text(ctx, users)} holds it, so "
+               "the rest never run beside it. The owner gives each Pod its own claim (an ephemeral volume, or a "
+               "claim per completion index) or uses a ReadWriteMany/ReadOnlyMany claim")
+    else:
+        held = (_pods_text(ctx, users) if users else
+                f"a Pod the input does not have (kubectl describe pvc {claims[0] if claims else ''} -n {ns}: Used By)")
+        why = (f"{head} and {held} uses it: these Pods wait until that Pod ends. The owner stops it, or gives these "
+               "Pods a claim of their own")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
+                f"{why}; kube-scheduler rejects every node ({count}) for it, and no node or quota helps",
+                name=named if claims else RWOP_IN_USE,
+                nodes=count, short=claims, own_rule=True)
+
+
+def _volume_limits(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason], count: int | None,
+                   pod: Mapping[str, Any] | None) -> Placement:
+    """kube-scheduler's NodeVolumeLimits: the nodes' CSI driver attaches no more volumes, or is not installed there.
+    The nodes' side, and not in Kueue's quota."""
+    claims = ", ".join(_claims(pod)[:3]) or "its volumes"
+    drivers = sorted({x.group(1) for x in (CSI_DRIVER_MISSING.match(r.text) for r in reasons) if x})
+    full = sum(r.count for r in reasons if r.text == MAX_VOLUME_COUNT)
+    parts = []
+    if full:
+        parts.append(f"{full} node(s) already attach as many volumes as their CSI driver allows (CSINode "
+                     f"spec.drivers[].allocatable.count) and the Pods' claim(s) {claims} would exceed it: the cluster "
+                     "admin frees attachments (kubectl get volumeattachments: volumes of ended Pods not yet detached) "
+                     "or adds nodes")
+    if drivers:
+        missing = sum(r.count for r in reasons if CSI_DRIVER_MISSING.match(r.text))
+        parts.append(f"{missing} node(s) lack CSI driver {', '.join(drivers)} that the Pods' claim(s) {claims} need "
+                     "(its node plugin does not run there): the cluster admin installs it on the flavor's nodes")
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                "; ".join(parts) + "; Kueue's quota does not count volume attachments",
+                name=MAX_VOLUME_COUNT if full else f"{', '.join(drivers)} CSI driver is not installed on the node",
+                nodes=count, own_rule=True)
+
+
+def _device_class(make: Callable[..., Placement], request: str, device_class: str, count: int | None,
+                  pod: Mapping[str, Any] | None) -> Placement:
+    """DRA: a request of the Pods' ResourceClaims names a DeviceClass that does not exist, so kube-scheduler tries no
+    node (DynamicResources PreFilter) until one is created. Kueue admitted it: its DRA integration maps that class
+    (resources.deviceClassMappings) or does not look at claims; the class comes with the DRA driver."""
+    claims = ", ".join(sorted({c.claim or f"{c.name} (template {c.template})" for c in resource_claims(pod)})[:3]) \
+        or "its ResourceClaims"
+    return make(Cause.FAILED_SCHEDULING, ActionBy.CLUSTER_ADMIN, "Scheduler",
+                f"request {request} of the Pods' claim {claims} asks DeviceClass {device_class}, which does not "
+                "exist (kubectl get deviceclasses), so kube-scheduler tries no node: the cluster admin installs the "
+                f"DRA driver that provides {device_class} (or creates the class); if the name is misspelt in the "
+                "claim's template, the owner fixes it. The Pods are tried again once the class exists",
+                name=device_class, nodes=count, own_rule=True)
+
+
 def _devices(make: Callable[..., Placement], reasons: Sequence[podlib.NodeFitReason],
              pod: Mapping[str, Any] | None) -> Placement:
     """DRA: kube-scheduler could not allocate the devices of the Pod's ResourceClaims on any node (kueue#10548).
     Kueue's quota counts devices only as much as it admitted; the nodes' devices may be held by claims outside
     Kueue. The input has no ResourceSlices to count free devices: named, not estimated."""
     count = max((x.count for x in reasons), default=0)
-    claims = sorted({s(m(c).get("resourceClaimName")) or s(m(c).get("resourceClaimTemplateName"))
-                     or s(m(c).get("name")) or "?" for c in lst(spec(pod or {}).get("resourceClaims"))})
+    claims = sorted({c.claim or c.template or c.name or "?" for c in resource_claims(pod)})
     named = ", ".join(claims[:3]) or "its claims"
     text = reasons[0].text
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
@@ -1044,7 +1353,7 @@ def _resources(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
                        "request is not the owner's to cut" if topology_assigned(ctx) else ""),
                     name=resource, requested=requested,
                     available=None if unseen else _fmt(resource, max(free, Decimal(0))),
-                    nodes=count, source="Scheduler" if unseen else "Estimate", resource=resource)
+                    nodes=count, source="Scheduler" if unseen else "Estimate", resource=resource, unseen=unseen)
     return make(Cause.INSUFFICIENT_RESOURCES, ActionBy.CLUSTER_ADMIN, "Resource",
                 f"{count} node(s) lack free {', '.join(resources) or resource}"
                 + (f" (one Pod requests {requested})" if requested else ""),

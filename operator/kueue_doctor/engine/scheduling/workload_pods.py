@@ -58,7 +58,7 @@ from .owners import (
     topology_assigned_pods,
     unmet_dependencies,
 )
-from .placement import Funnel, Placement, job_failures, placement
+from .placement import Placement, job_failures, placement, resource_claims
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
@@ -703,12 +703,12 @@ def _provisioned_note(ctx: Context, pod: str | None) -> str:
             "autoscaler's logs; evicting the Workload (spec.active false, then true) makes Kueue provision anew.")
 
 
-def _free_contradicted(funnel: Funnel, fit: podlib.SchedulingFailure | None) -> str:
+def _free_contradicted(place: Placement, fit: podlib.SchedulingFailure | None) -> str:
     """The funnel's free estimate counts only the Pods in the input (the operator reads only Kueue's): where it finds
-    room that kube-scheduler, which counts every Pod on the node, says is not there, the scheduler is right."""
-    free = next((st for st in funnel.steps if st["constraint"] == "Free"), None)
+    room that kube-scheduler, which counts every Pod on the node, says is not there (`Placement.unseen`), the
+    scheduler is right."""
     short = [r for r in (fit.reasons if fit is not None else ()) if r.text.startswith("Insufficient ")]
-    if free is None or not free["nodes"] or not short:
+    if not place.unseen or not short:
         return ""
     said = ", ".join(f"{r.count} {r.text}" for r in short[:2])
     return f" counting the Pods in the input only (kube-scheduler, counting every Pod, says {said})"
@@ -735,7 +735,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
             f"{blocker.count}/{view.summary.expected} Pods (since {when_text(blocker.since)}): {place.why}")
     text = "." + followers.withheld_note(ctx, view.summary)
     # the node funnel says nothing more once the Pods are pinned to a node that is gone ("0 carry ...hostname=x3")
-    nodes = f" Nodes: {place.funnel.line()}{_free_contradicted(place.funnel, fit)}." if place.funnel is not None \
+    nodes = f" Nodes: {place.funnel.line()}{_free_contradicted(place, fit)}." if place.funnel is not None \
         and not (place.cause == Cause.NODE_SELECTOR_MISMATCH and place.pinned) else ""
     preempted = _preempted_by_scheduler(ctx, view.summary)
     history = "" if preempted else history_note(view.summary)
@@ -969,13 +969,11 @@ def _claims_held_back(ctx: Context, blocker: podlib.PodBlocker) -> tuple[str, Ac
     scheduler = s(spec(pod).get("schedulerName")) if pod is not None else None
     if pod is None or (scheduler and scheduler != "default-scheduler"):
         return None
-    claims = [m(c) for c in lst(spec(pod).get("resourceClaims"))]
+    claims = resource_claims(pod)
     if not claims:
         return None
-    named = [n for n in (s(c.get("resourceClaimName")) for c in claims) if n]
-    made = {s(m(x).get("name")) for x in lst(m(pod.get("status")).get("resourceClaimStatuses"))}
-    unmade = [f"{s(c.get('name'))} (template {s(c.get('resourceClaimTemplateName'))})" for c in claims
-              if s(c.get("resourceClaimTemplateName")) and s(c.get("name")) not in made]
+    named = [c.claim for c in claims if c.claim]
+    unmade = [f"{c.name} (template {c.template})" for c in claims if c.template and not c.made]
     if named:
         listed = ", ".join(named[:3])
         return (f"they name ResourceClaim {listed} (spec.resourceClaims), and kube-scheduler holds back, without a "
@@ -1174,10 +1172,7 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     elif blocker.category == "Failing" and blocker.reason == "CrashLoopBackOff":
         text = _crash_loop(ctx, blocker, view.summary)
     elif blocker.category == "Failing":
-        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
-        text = (f"Admitted and scheduled, but {blocker.count}/{view.summary.expected} Pods failed: "
-                f"{blocker.reason}{detail}{msg} (pod {blocker.pod}): read their logs.{history_note(view.summary)}"
-                f"{timeout_note(ctx)}")
+        text = _failed(ctx, blocker, view.summary, msg)
     else:
         detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
         text = (f"Admitted and scheduled, but containers of {blocker.count}/{view.summary.expected} Pods do not "
@@ -1186,6 +1181,30 @@ def containers_not_starting(ctx: Context) -> Finding | None:
     return Finding(Reason.CONTAINERS_NOT_STARTING, cause, text, action, since=since, evidence=evidence,
                    pods=view.status, flavors=assigned_flavors(ctx),
                    hints=[f"kubectl describe pod {blocker.pod} -n {ctx.ns}"])
+
+
+def _failed(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary, msg: str) -> str:
+    """Pods that failed for their program: the container that ended them and its logs, an init container named as
+    such (it failed before the main containers started: kubectl shows Init:Error)."""
+    pod = ctx.state.pods.get((ctx.ns, blocker.pod))
+    ended = podlib.failed_pods([pod])[0] if pod is not None and s(m(pod.get("status")).get("phase")) == "Failed" \
+        else None
+    init = _INIT_CONTAINER.search(blocker.detail)
+    container = init.group(1) if init is not None else ended.container if ended is not None else ""
+    logs = (ended.logs_command(ctx.ns) if ended is not None else
+            f"kubectl logs {blocker.pod} -n {ctx.ns}" + (f" -c {container}" if container else ""))
+    if init is not None:
+        how = blocker.detail[:init.start()].rstrip(", ") or blocker.reason
+        what = (f"failed in init container {container} ({how}{msg}), before their main containers started (pod "
+                f"{blocker.pod}): its logs say why ({logs}).")
+    else:
+        detail = f" ({blocker.detail})" if blocker.detail and blocker.detail != blocker.reason else ""
+        what = f"failed: {blocker.reason}{detail}{msg} (pod {blocker.pod}): read their logs ({logs})."
+    return (f"Admitted and scheduled, but {blocker.count}/{summary.expected} Pods {what}{history_note(summary)}"
+            f"{timeout_note(ctx)}")
+
+
+_INIT_CONTAINER = re.compile(r"init container (\S+)")
 
 
 def _own_limit_eviction(ctx: Context, blocker: podlib.PodBlocker, summary: podlib.PodSummary) -> str:
