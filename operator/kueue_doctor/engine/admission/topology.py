@@ -382,6 +382,7 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
         fit.too_large_own = _too_large(everything, per_pod)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
     if fit.largest < _domain_capacity(counted, fit.level, per_pod, {}, leader=leader)[0] and \
+            all(parse(_allocatable(n).get("pods")) is not None for n in counted) and \
             _domain_capacity(counted, fit.level, {}, outside)[0] == fit.largest:  # the Pod slots bind, not requests
         fit.resident_slots = sum(1 for n in counted for p in outside.get(name(n) or "", ()) if p.resident)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
