@@ -148,6 +148,7 @@ class TopologyFit:
     implied: bool = False  # no topologyRequest: a TAS-only ClusterQueue places it unconstrained
     too_large: TooLarge | None = None  # over the flavor's Ready nodes, whatever the Pods' own selector
     too_large_own: TooLarge | None = None  # over those the Pods' own nodeSelector/affinity selects, when only they are
+    resident_slots: int = 0  # Pod slots (allocatable pods) DaemonSet/static Pods take, when those slots bind `largest`
 
     @property
     def held_back(self) -> bool:
@@ -191,8 +192,8 @@ def _per_node(node: Mapping[str, Any], per_pod: Mapping[str, Decimal], used: Map
             return 0
         fits.append(max(int((have - used.get(res, Decimal(0))) // need), 0))
     pods = parse(alloc.get("pods"))
-    if pods is not None:
-        fits.append(int(pods))
+    if pods is not None:  # each Pod takes a slot of allocatable pods, those outside Kueue's TAS too
+        fits.append(max(int(pods - used.get("pods", Decimal(0))), 0))
     return min(fits) if fits else 0
 
 
@@ -209,11 +210,14 @@ def _not_leaving(p: OutsidePod) -> bool:
 
 
 def _used(pods: list[OutsidePod], which: Callable[[OutsidePod], bool]) -> dict[str, Decimal]:
+    """What the picked Pods take of their node, a slot of its allocatable pods each: Kueue's non-TAS usage adds
+    one pod per Pod (tas_non_tas_pod_cache.go addNodeUsage, OnePodRequest; kueue#5998)."""
     total: dict[str, Decimal] = {}
     for p in pods:
         if which(p):
             for r, v in p.requests.items():
                 total[r] = total.get(r, Decimal(0)) + v
+            total["pods"] = total.get("pods", Decimal(0)) + 1
     return total
 
 
@@ -238,6 +242,7 @@ def _with_leader(members: list[Mapping[str, Any]], per_pod: Mapping[str, Decimal
         total += workers
         if _per_node(n, leader, here) >= 1:
             beside = {r: here.get(r, Decimal(0)) + leader.get(r, Decimal(0)) for r in {*here, *leader}}
+            beside["pods"] = here.get("pods", Decimal(0)) + 1  # the leader's own slot (leaderRequests + OnePodRequest)
             lost = workers - _per_node(n, per_pod, beside)
             displaced = lost if displaced is None else min(displaced, lost)
     return 0 if displaced is None else total - displaced
@@ -376,6 +381,10 @@ def topology_fit(ctx: Context, f: FlavorFailure) -> TopologyFit | None:
     if fit.too_large is None and everything:
         fit.too_large_own = _too_large(everything, per_pod)
     fit.outside = sum(len(outside.get(name(n) or "", ())) for n in counted)
+    if fit.largest < _domain_capacity(counted, fit.level, per_pod, {}, leader=leader)[0] and \
+            all(parse(_allocatable(n).get("pods")) is not None for n in counted) and \
+            _domain_capacity(counted, fit.level, {}, outside)[0] == fit.largest:  # the Pod slots bind, not requests
+        fit.resident_slots = sum(1 for n in counted for p in outside.get(name(n) or "", ()) if p.resident)
     if fit.largest_now < fit.count <= fit.largest:  # the Pods that may leave on the largest domain: name them
         best = max(_domains(counted, fit.level).values(), key=lambda members: sum(
             _per_node(n, per_pod, _used(outside.get(name(n) or "", []), _stays)) for n in members))
@@ -415,6 +424,9 @@ def describe(fit: TopologyFit, f: FlavorFailure) -> str:
                 f"({fit.nodes} usable node(s) in the flavor"
                 + (f", less what {fit.outside} Pod(s) outside Kueue's TAS request there" if fit.outside else "")
                 + ")")
+        if fit.resident_slots:
+            text += (f"; the nodes' allocatable pods bind there, {fit.resident_slots} Pod slot(s) taken by "
+                     "DaemonSet/static Pods (Kueue counts a slot per Pod, kueue#5998)")
     left_out = []
     if fit.by_pods:
         left_out.append(f"{len(fit.by_pods)} outside the Pods' own nodeSelector/required node affinity "
@@ -453,13 +465,26 @@ def held(ctx: Context, fit: TopologyFit) -> Held | None:
     lasted `STALL_AFTER` past its grace period (then a kubelet or a finalizer holds it: the cluster admin's call)."""
     if not fit.held_back:
         return None
-    # the resource the held Pods take most of, in pods' worth
-    res = max((r for r, v in fit.per_pod.items() if v > 0 and r != "pods"),
-              key=lambda r: sum(p.requests.get(r, Decimal(0)) for p in fit.held) / fit.per_pod[r], default=None)
+    # the resource that binds on those nodes (the fewest pods' worth left), then the one the held Pods take most of;
+    # a slot of allocatable pods each counts too (Kueue's non-TAS usage: one pod per Pod, kueue#5998)
+    need = {**{r: v for r, v in fit.per_pod.items() if v > 0 and r != "pods"}, "pods": Decimal(1)}
+    outside = outside_pods(ctx)
+
+    def left(r: str) -> int:
+        return sum(max(int(((parse(_allocatable(n).get(r)) or Decimal(0))
+                            - _used(outside.get(name(n) or "", []), _counted).get(r, Decimal(0))) // need[r]), 0)
+                   for n in fit.held_nodes if parse(_allocatable(n).get(r)) is not None)
+
+    def share(r: str) -> Decimal:
+        return sum((_used([p], _counted).get(r, Decimal(0)) for p in fit.held), Decimal(0)) / need[r]
+
+    res = min((r for r in need if r != "pods" or any(parse(_allocatable(n).get(r)) is not None
+                                                      for n in fit.held_nodes)),
+              key=lambda r: (left(r), -share(r)), default=None)
     if res is None:
         return None
     alloc = sum((parse(_allocatable(n).get(res)) or Decimal(0) for n in fit.held_nodes), Decimal(0))
-    taken = sum((p.requests.get(res, Decimal(0)) for p in fit.held), Decimal(0))
+    taken = sum((_used([p], _counted).get(res, Decimal(0)) for p in fit.held), Decimal(0))
     first = fit.held_nodes[0]
     if len(fit.held_nodes) == 1:
         where = f"Node {name(first)} has"
@@ -468,9 +493,12 @@ def held(ctx: Context, fit: TopologyFit) -> Held | None:
                  f"{s(m(m(first.get('metadata')).get('labels')).get(fit.level)) or '?'} have")
     else:
         where = f"The {len(fit.held_nodes)} usable nodes have"
-    pods = "; ".join(_pod_text(ctx, p, f"{quota.fmt(res, p.requests.get(res, Decimal(0)))} {res}")
-                     for p in fit.held[:3]) + (f"; and {len(fit.held) - 3} more" if len(fit.held) > 3 else "")
-    text = f" {where} {quota.fmt(res, alloc)} {res} allocatable, {quota.fmt(res, taken)} requested by {pods}."
+    slots = res == "pods"
+    pods = "; ".join(_pod_text(ctx, p, "1 slot" if slots else
+                               f"{quota.fmt(res, p.requests.get(res, Decimal(0)))} {res}") for p in fit.held[:3]) \
+        + (f"; and {len(fit.held) - 3} more" if len(fit.held) > 3 else "")
+    have, by = ("Pod slots (allocatable pods)", "taken") if slots else (f"{res} allocatable", "requested")
+    text = f" {where} {quota.fmt(res, alloc)} {have}, {quota.fmt(res, taken)} {by} by {pods}."
     hints = [f"kubectl -n {p.namespace} describe pod {p.name}" for p in fit.held[:2]]
     # the terminating ones alone keep it off: waited for, until they have lasted
     terminating = [p for p in fit.held if p.deleted is not None] if fit.largest_unless_terminating >= fit.count else []
