@@ -622,11 +622,44 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                  + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
                     if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
     actor = ActionBy.CLUSTER_ADMIN if admin else ActionBy.WORKLOAD_OWNER if deadlock else ActionBy.NOBODY
+    blocker = flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
+                             source="Kueue" if f.missing else "Objects")
+    if together:  # the message's shortfall is all pod sets', so is the blocker's request (not the last one's own)
+        blocker = _together_blocker(ctx, failures, f, blocker)
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, actor,
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
-                    blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
-                                           source="Kueue" if f.missing else "Objects"),
-                    notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+                    blocker=blocker, notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+
+
+def _together_blocker(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure,
+                      blocker: dict[str, Any]) -> dict[str, Any]:
+    """status.blocker of a shortfall Kueue stated for all pod sets together (`cumulative`): a LeaderWorkerSet group's
+    leader 1 cpu and worker 1 cpu, "2 more needed" on the worker's part. Kueue counts the pod sets placed before
+    `f`'s in the same flavor (flavorassigner's assignmentUsage), so the blocker asks what they and `f`'s ask together,
+    with the unused quota that leaves, for no pod set in particular. Only where every such pod set took that flavor:
+    Kueue named it for each of them, or the resource group has no other; unchanged otherwise."""
+    res = f.resource or ""
+    named = {x.podset for x in failures if (x.kind, x.flavor, x.resource) == (f.kind, f.flavor, f.resource)}
+    group = quota.resource_group_of(ctx.cq, res) if ctx.cq is not None and res else -1
+    flavors = lst(m(lst(spec(ctx.cq or {}).get("resourceGroups"))[group]).get("flavors")) if group >= 0 else []
+    asks: list[Decimal] = []
+    for ps in lst(ctx.spec.get("podSets")):
+        podset = s(m(ps).get("name")) or "main"
+        ask = _requested(ctx, podset, res)
+        if ask is None or (ask > 0 and podset not in named and len(flavors) != 1):
+            return blocker  # unknown, or it may have gone to another flavor
+        asks.append(ask)
+        if podset == f.podset:
+            break
+    missing = parse(f.missing)
+    if f.podset not in named or missing is None:
+        return blocker
+    total = sum(asks, Decimal(0))
+    out = {k: v for k, v in blocker.items() if k not in ("podSet", "requested", "available")}
+    out["requested"] = quota.fmt(res, total)
+    if total >= missing:
+        out["available"] = quota.fmt(res, total - missing)
+    return {k: out[k] for k in ("kind", "name", "flavor", "requested", "available", "source") if out.get(k) is not None}
 
 
 _DEFAULT_UNAVAILABLE = " (the default 25% of fewer than 4 replicas rounds down to 0)"  # an aside: Finding.notes
