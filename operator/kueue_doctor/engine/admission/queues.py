@@ -158,9 +158,8 @@ INACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived(
     "Active condition per ClusterQueue, when not True", lambda _: {})
 
 
-def deleting_text(ctx: Context) -> str | None:
-    """The ClusterQueue is being deleted (kueue#13676): what that means for a Workload queued in it, with the
-    Workloads that keep it alive; None when it is not."""
+def _deleting(ctx: Context) -> tuple[datetime, list[tuple[str, str]], str] | None:
+    """(when its deletion began, the Workloads holding its quota, them named) for a ClusterQueue being deleted."""
     cq = ctx.cq
     deleted = parse_time(m(cq.get("metadata")).get("deletionTimestamp")) if cq else None
     if deleted is None:
@@ -169,6 +168,35 @@ def deleting_text(ctx: Context) -> str | None:
     holders = sorted(k for k in idx.workloads_by_cq.get(ctx.cq_name or "", ()) if idx.holds_quota(k))
     shown = ", ".join(f"{ns}/{nm}" for ns, nm in holders[:3]) + (f" and {len(holders) - 3} more"
                                                                   if len(holders) > 3 else "")
+    return deleted, holders, shown
+
+
+def deleting_note(ctx: Context) -> str:
+    """For a Workload holding quota in a ClusterQueue being deleted: Kueue keeps the queue (Active=False
+    Terminating, "Can't admit new workloads") until its Workloads holding quota are gone, its finalizer
+    kueue.x-k8s.io/resource-in-use removed only then (clusterqueue_controller.go Reconcile, ClusterQueueEmpty,
+    Kueue 0.19.2); this one runs on, but once it is evicted or preempted it is never admitted there again."""
+    found = _deleting(ctx)
+    if found is None:
+        return ""
+    deleted, holders, shown = found
+    others = [k for k in holders if k != (ctx.ns, ctx.name)]
+    keeps = (f"this Workload and {len(others)} other(s) holding its quota finish ({shown})" if others
+             else "this Workload, the last one holding its quota, finishes")
+    lq = f"LocalQueue {ctx.ns}/{ctx.lq_name}" if ctx.lq_name else "its LocalQueue"
+    return (f" Its ClusterQueue {ctx.cq_name} is being deleted (since {when_text(deleted)}): Kueue keeps it, "
+            f"admitting nothing new, until {keeps}. Evicted or preempted before it finishes, this Workload is never "
+            f"admitted again, nor is anything else queued in {lq}: the cluster admin recreates {ctx.cq_name} once it "
+            f"is gone, or recreates {lq} on another ClusterQueue.")
+
+
+def deleting_text(ctx: Context) -> str | None:
+    """The ClusterQueue is being deleted (kueue#13676): what that means for a Workload queued in it, with the
+    Workloads that keep it alive; None when it is not."""
+    found = _deleting(ctx)
+    if found is None:
+        return None
+    deleted, holders, shown = found
     return (f"ClusterQueue {ctx.cq_name} is being deleted (since {when_text(deleted)}): it admits nothing new, and "
             "Kueue's finalizer keeps it until "
             + (f"the {len(holders)} Workload(s) holding its quota finish ({shown})" if holders
