@@ -1535,6 +1535,17 @@ def _free_nodes(ctx: Context, rf: Mapping[str, Any], ps: Mapping[str, Any], coun
     return f"; its {usable} node(s) ({empty} empty) hold all {count} pods {where} now{known}"
 
 
+def _group_needs(ctx: Context, group: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What all pod sets ask together of each resource the resource group covers: one flavor gives them all."""
+    covered = set(lst(group.get("coveredResources")))
+    needs: dict[str, Decimal] = {}
+    for podset in ctx.requests.values():
+        for res, v in podset.items():
+            if res in covered and v > 0:
+                needs[res] = needs.get(res, Decimal(0)) + v
+    return needs
+
+
 def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit | None) -> _Elsewhere | None:
     """A flavor listed after the one TAS failed in (the one `topology_fit` found, else the one Kueue named), in
     the same resource group, whose quota (own unused plus borrowable) and, with Nodes in the input, free nodes
@@ -1548,12 +1559,7 @@ def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit
     if group is None:
         return None
     names = [s(m(fl).get("name")) or "" for fl in lst(group.get("flavors"))]
-    covered = set(lst(group.get("coveredResources")))
-    needs: dict[str, Decimal] = {}
-    for podset in ctx.requests.values():
-        for res, v in podset.items():
-            if res in covered and v > 0:
-                needs[res] = needs.get(res, Decimal(0)) + v
+    needs = _group_needs(ctx, group)
     pod_spec = m(m(ps.get("template")).get("spec"))
     for flavor in names[names.index(tried) + 1:]:
         rf = ctx.state.flavors.get(flavor)
@@ -1617,8 +1623,55 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
                 + (f" ({names})" if names else "") + "; it is admitted once they release their quota."
                 + _victims_slow(ctx, victims))
         cause = Cause.PREEMPTION_IN_PROGRESS
+    text += _search_stopped(ctx, list(p.failures))
     return finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
                     quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
+
+
+_MAY_STOP = ("MayStopSearch", "Borrow", "Preempt")  # v1beta1's Borrow / Preempt convert to MayStopSearch
+
+
+def _search_stopped(ctx: Context, failures: list[FlavorFailure]) -> str:
+    """Kueue preempts in a flavor while a later flavor of the same resource group has room now: its flavor search
+    stops at the first flavor where it found preemption targets when flavorFungibility.whenCanPreempt is
+    MayStopSearch (and, if that flavor needs borrowing, whenCanBorrow too: flavorassigner.go shouldTryNextFlavor,
+    Kueue 0.19.2), so it never tried the later one, which its message does not name. The setting, the flavor it
+    stopped at and the idle one named; "" otherwise."""
+    fungibility = m(spec(ctx.cq or {}).get("flavorFungibility"))
+    if ctx.cq is None or s(fungibility.get("whenCanPreempt")) not in _MAY_STOP:
+        return ""
+    short = [f for f in failures if f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA and f.flavor and f.resource]
+    if not short:
+        return ""
+    stopped = short[-1]
+    group = quota.resource_group_of(ctx.cq, stopped.resource or "")
+    if group < 0:
+        return ""
+    rg = m(lst(spec(ctx.cq).get("resourceGroups"))[group])
+    names = [s(m(fl).get("name")) or "" for fl in lst(rg.get("flavors"))]
+    if stopped.flavor not in names:
+        return ""
+    needs = _group_needs(ctx, rg)
+    named = {f.flavor for f in failures}
+    pod_specs = [m(m(m(ps).get("template")).get("spec")) for ps in lst(ctx.spec.get("podSets"))]
+    for flavor in names[names.index(stopped.flavor or "") + 1:]:
+        rf = ctx.state.flavors.get(flavor)
+        if flavor in named or rf is None or s(spec(rf).get("topologyName")) \
+                or not all(_matches(rf, ps) for ps in pod_specs):
+            continue
+        room = _fits_quota(ctx, flavor, needs)
+        if room is None:
+            continue
+        borrows = bool(ctx.cohort) and s(fungibility.get("whenCanBorrow")) in _MAY_STOP and any(
+            (fq := quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, stopped.flavor or "", r)) is not None
+            and fq.nominal is not None and v > fq.nominal for r, v in needs.items())
+        setting = "whenCanPreempt: MayStopSearch" + (" (and whenCanBorrow: MayStopSearch: it borrows there too)"
+                                                     if borrows else "")
+        return (f" It preempts in flavor {stopped.flavor} although flavor {flavor} has room now ({', '.join(room)}): "
+                f"{ctx.cq_name}'s flavorFungibility.{setting} stops Kueue's flavor search at the first flavor where "
+                f"it can preempt, so it never tried {flavor}. To use idle flavors before preempting, the cluster "
+                f"admin sets whenCanPreempt: TryNextFlavor (Kueue's default) on ClusterQueue {ctx.cq_name}.")
+    return ""
 
 
 def _victims_slow(ctx: Context, victims: list[Victim]) -> str:
