@@ -364,8 +364,8 @@ def _stall(ctx: Context) -> Finding | None:
             f"clusterqueues/{cq}/pendingworkloads`); restarting the Kueue controller makes it evaluate every queue "
             "again.")
     source = "Estimate" if ctx.requests_source == "Estimate" else "Objects"
-    lines = [{"flavor": f.flavor, "resource": f.resource, "requested": quota.fmt(f.resource, f.requested),
-              "nominal": quota.fmt(f.resource, f.nominal), "used": quota.fmt(f.resource, f.used), "source": source}
+    lines = [{"flavor": f.flavor, "resource": f.resource, "requested": quota.exact(f.resource, f.requested),
+              "nominal": quota.exact(f.resource, f.nominal), "used": quota.exact(f.resource, f.used), "source": source}
              for f in fits]
     evidence = [ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else []
     if requeued is not None:
