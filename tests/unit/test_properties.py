@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kueue_doctor import diagnose_objects
 from kueue_doctor.api import AdmissionDiagnosis
 from kueue_doctor.kube.objects import lst, m
-from kueue_doctor.kube.quantity import format_quantity, parse
+from kueue_doctor.kube.quantity import format_quantity, parse, readable
 from tests.builders import Admission, ClusterQueue, LocalQueue, ResourceFlavor, Workload, condition
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -54,6 +54,24 @@ def test_kueue_formatting_of_quantities() -> None:
     assert format_quantity("memory", Decimal(2**30)) == "1Gi"
     assert format_quantity("nvidia.com/gpu", Decimal(4)) == "4"
     assert parse("<unlimited>") is None and parse("bogus") is None and parse(True) is None
+    assert format_quantity("nvidia.com/gpu", Decimal(1000)) == "1000"  # a count whole (Kueue prints 1k): exact too
+
+
+def test_quantities_in_sentences_read_as_an_sre_counts() -> None:
+    assert readable("memory", Decimal(9262144000)) == "8.63Gi"  # format_quantity: "9262144000"
+    assert readable("memory", Decimal(8 * 10**9)) == "7.45Gi"  # format_quantity: "7812500Ki"
+    assert readable("memory", Decimal(1536 * 2**20)) == "1.5Gi"
+    assert readable("memory", Decimal(128 * 2**30)) == "128Gi"
+    assert readable("memory", Decimal(1023)) == "1023"
+    assert readable("nvidia.com/gpu", Decimal(1000)) == "1000"
+    assert readable("cpu", Decimal("0.5")) == "500m"
+
+
+@given(st.integers(min_value=1, max_value=2**62))
+def test_bytes_in_sentences_are_within_half_a_percent(n: int) -> None:
+    text = readable("memory", Decimal(n))
+    value = parse(text)
+    assert text is not None and value is not None and abs(value - n) <= Decimal(n) / 200
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -414,7 +414,9 @@ def test_rayjob_shortfall_is_the_last_pod_sets_cumulative_figure() -> None:
     assert "counting the pod sets placed before it" in st["message"], st["message"]
     freed = [r for r in st["remedies"] if r["field"].endswith("nominalQuota")]
     assert [(r["now"], r["enough"]) for r in freed] == [("4", "5100m")], st["remedies"]
-    assert "available" not in st["blocker"], st["blocker"]  # the pod set's request alone is not what was short
+    # the blocker asks what the message lacks it for: all pod sets together (3100m), 2 of it unused, no pod set's own
+    assert (st["blocker"]["requested"], st["blocker"]["available"]) == ("3100m", "2"), st["blocker"]
+    assert "podSet" not in st["blocker"], st["blocker"]
 
 
 def _positions(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

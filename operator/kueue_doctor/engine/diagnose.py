@@ -31,6 +31,7 @@ from ..state import ClusterState
 from ..vocabulary import REASONS, ActionBy, Cause, Reason
 from . import history, messages, pods
 from .admission.eviction import last_eviction
+from .admission.queues import deleting_note
 from .admission.wording import kueue_wording
 from .context import Context
 from .no_workload import GRACE, pod_group_stand_ins, stand_in, stand_ins
@@ -149,6 +150,9 @@ def _malformed(ctx: Context) -> str | None:
     return None
 
 
+_HOLDS_QUOTA = frozenset({Phase.ADMITTED, Phase.RESERVED})
+
+
 def decide(ctx: Context) -> tuple[Rule | None, Finding]:
     """The first rule of the Workload's phase that answers, and its finding (no rule: Unknown)."""
     broken = None if ctx.stand_in else _malformed(ctx)
@@ -157,9 +161,12 @@ def decide(ctx: Context) -> tuple[Rule | None, Finding]:
                              f"The Workload object {broken}, which no apiserver serves; kueue-doctor cannot diagnose "
                              "it. Is the input a complete, unedited `kubectl get workloads -o yaml` dump?")
     try:
-        for rule in BY_PHASE[phase_of(ctx)]:
+        phase = phase_of(ctx)
+        for rule in BY_PHASE[phase]:
             found = rule.check(ctx)
             if found is not None:
+                if phase in _HOLDS_QUOTA and ctx.cq is not None and m(ctx.cq.get("metadata")).get("deletionTimestamp"):
+                    found.message += deleting_note(ctx)  # whatever holds it up, its queue is going (kueue#13676)
                 return rule, found
     except Exception as exc:  # a rule bug must cost one verdict, never the pass
         return None, _failed(ctx, exc)

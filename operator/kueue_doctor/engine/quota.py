@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from ..kube.objects import lst, m, s, spec, status
-from ..kube.quantity import format_quantity, parse
+from ..kube.quantity import format_quantity, parse, readable
 from ..state import ClusterState, Derived
 
 Requests = dict[str, dict[str, Decimal]]  # podset -> resource -> total
@@ -474,9 +474,18 @@ LENT: Derived[dict[tuple[str, str, str], Lent | None]] = Derived("nominal quota 
                                                                  lambda _: {}, numbers=True)
 
 
-# Kueue's formatting of a quantity (`format_quantity`, memoized): the name the engine uses, bound directly
-# (asked thousands of times per pass for the quota lines and remedies; a wrapper cost a call each).
-fmt = format_quantity
+# Quantities, memoized and bound directly (asked thousands of times per pass; a wrapper cost a call each): `exact`
+# for what is read back or typed (status.quota and status.blocker figures, remedies' commands), `fmt` for a sentence
+# (bytes in the largest binary unit they reach, "8.63Gi"; counts whole, "1000", where Kueue prints "1k")
+exact = format_quantity
+fmt = readable
+
+
+def said(resource: str, text: str | None) -> str | None:
+    """A figure Kueue or a status field wrote ("1k", "9262144k"), as `fmt` puts it in a sentence; the text itself
+    when it is no quantity ("<unlimited>")."""
+    value = parse(text)
+    return readable(resource, value) if value is not None else text
 
 
 # ---- hierarchical cohorts (Kueue's resource nodes, pkg/cache/scheduler/resource_node.go) ------------------

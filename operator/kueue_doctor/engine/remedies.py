@@ -128,7 +128,7 @@ def _nominal_remedy(ctx: Context, line: Mapping[str, Any], tree: quota.CohortTre
     if current is None or path is None:
         return []
     enough = current + (requested - maximum)
-    now_text, enough_text = quota.fmt(resource, current) or str(current), quota.fmt(resource, enough) or str(enough)
+    now_text, enough_text = quota.exact(resource, current) or str(current), quota.exact(resource, enough) or str(enough)
     who = ActionBy.QUEUE_ADMIN if ctx.cohort is None else ActionBy.CLUSTER_ADMIN
     return [{"actionBy": who.value, "kind": "ClusterQueue", "name": ctx.cq_name, "field": path, "now": now_text,
              "enough": enough_text, "exact": exact,
@@ -144,8 +144,8 @@ def _lending(ctx: Context, tree: quota.CohortTree | None, flavor: str, resource:
         return ""
     capped = [n for n in tree.path if n.quota.borrowing_limit is not None]
     if not capped:
-        return (f" Or cohort {ctx.cohort} gets {quota.fmt(resource, short)} more {resource} in flavor {flavor} to lend "
-                "(another ClusterQueue's nominalQuota, up to its lendingLimit, or a Cohort's own): with no "
+        return (f" Or cohort {ctx.cohort} gets {quota.exact(resource, short)} more {resource} in flavor {flavor} to "
+                "lend (another ClusterQueue's nominalQuota, up to its lendingLimit, or a Cohort's own): with no "
                 "borrowingLimit in the way, it may borrow that.")
     own = tree.path[0].quota.borrowing_limit
     if capped[0] is tree.path[0] and own == 0:
@@ -175,7 +175,7 @@ def _limit_remedy(ctx: Context, node: quota.TreeNode, flavor: str, resource: str
     current = node.quota.borrowing_limit
     if found is None or current is None:
         return None
-    now_text, enough_text = quota.fmt(resource, current) or str(current), quota.fmt(resource, enough) or str(enough)
+    now_text, enough_text = quota.exact(resource, current) or str(current), quota.exact(resource, enough) or str(enough)
     return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": node.kind, "name": node.name,
             "field": f"{found}.borrowingLimit", "now": now_text, "enough": enough_text, "exact": False,
             "message": f"Raise borrowingLimit of {resource} in flavor {flavor} of {node.kind} {node.name} from "
@@ -209,7 +209,7 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
             texts = _freed_texts(resource, missing, nominal)
         if not texts:
             continue
-        need, now_text, enough = texts
+        now_text, enough, need, now_said, enough_said = texts
         # partial admission (minCount): fewer Pods may start with less freed, so the figures are an upper bound
         partial = quota.partial_floor(ctx.wl, ctx.requests, resource) is not None
         exact = cohort is None and line.get("source") == "Kueue" and not partial
@@ -220,9 +220,9 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         freed_too = f" or of cohort {cohort}" if cohort is not None and not _own_limit_caps(line) else ""
         out.append({"actionBy": who, "kind": "ClusterQueue", "name": cq_name, "field": f"{found}.nominalQuota",
                     "now": now_text, "enough": enough, "exact": exact,
-                    "message": f"{need} {resource} in flavor {flavor} must be freed by Workloads of ClusterQueue "
-                               f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_text} to {enough}"
-                               f"{why}"})
+                    "message": f"{need} in flavor {flavor} must be freed by Workloads of ClusterQueue "
+                               f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_said} to "
+                               f"{enough_said}{why}"})
         extra = _within_queue_remedy(ctx, flavor, resource, line) if len(whole) == 1 else None
         extra = extra or _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
         if extra is not None:
@@ -259,12 +259,12 @@ def _lending_limit_remedies(ctx: Context, flavor: str, resource: str, missing_te
         found = _quota_paths(owner).get((flavor, resource)) if owner is not None else None
         if w.enough is None or found is None:
             continue
-        now_text, enough = quota.fmt(resource, w.limit), quota.fmt(resource, w.enough)
+        now_text, enough = quota.exact(resource, w.limit), quota.exact(resource, w.enough)
         out.append({"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": w.kind, "name": w.name,
                     "field": f"{found}.lendingLimit", "now": now_text, "enough": enough, "exact": False,
                     "message": f"Raise lendingLimit of {resource} in flavor {flavor} of {w.kind} {w.name} from "
-                               f"{now_text} to {enough}: it keeps {quota.fmt(resource, w.idle)} {resource} idle, and "
-                               f"ClusterQueue {ctx.cq_name} may then borrow the {quota.fmt(resource, missing)} "
+                               f"{now_text} to {enough}: it keeps {quota.exact(resource, w.idle)} {resource} idle, and "
+                               f"ClusterQueue {ctx.cq_name} may then borrow the {quota.exact(resource, missing)} "
                                "missing (an estimate: what the cohort uses may change it; the lendingLimit "
                                f"reserves that quota for {w.name}'s own Workloads)."})
     return out
@@ -305,7 +305,7 @@ def _reclaim_remedy(ctx: Context, flavor: str, resource: str, missing_text: Any)
     missing = _dec(missing_text)
     if lent is None or lent.reclaim != "Never" or missing is None or lent.amount < missing:
         return None  # taken back, less than what is missing: it would still borrow, where reclaim alone does not help
-    amount = quota.fmt(resource, lent.amount)
+    amount = quota.exact(resource, lent.amount)
     return {"actionBy": ActionBy.CLUSTER_ADMIN.value, "kind": "ClusterQueue", "name": ctx.cq_name,
             "field": "spec.preemption.reclaimWithinCohort", "now": "Never", "enough": "Any", "exact": False,
             "message": f"{amount} {resource} of its nominal quota in flavor {flavor} is borrowed by "
@@ -321,12 +321,16 @@ _FREED_OURS = " (an estimate: from the Workload's requests, not a shortfall Kueu
 
 
 def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[str, ...]:
-    """(needed, nominal now, enough) as the remedy writes them; () when the line is no shortfall."""
+    """(nominal now, enough: exact, for the fields; the sentence, its amounts as an SRE reads them, the exact enough
+    given too when it reads otherwise) as the remedy writes them; () when the line is no shortfall."""
     missing, nominal = _dec(missing_text), _dec(nominal_text)
     if missing is None or missing <= 0 or nominal is None:
         return ()
-    need, now_text = quota.fmt(resource, missing) or str(missing), quota.fmt(resource, nominal) or str(nominal)
-    return need, now_text, quota.fmt(resource, nominal + missing) or str(nominal + missing)
+    now_text = quota.exact(resource, nominal) or str(nominal)
+    enough = quota.exact(resource, nominal + missing) or str(nominal + missing)
+    said = quota.fmt(resource, nominal + missing) or enough
+    return (now_text, enough, f"{quota.fmt(resource, missing) or missing} {resource}",
+            quota.fmt(resource, nominal) or now_text, said if said == enough else f"{said} ({enough} exactly)")
 
 
 # per pass: (resource, missing, nominal) texts -> `_freed_texts`
@@ -515,18 +519,18 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
             requests = ("spec.trainer.resourcesPerNode.requests" if pod_path == _TRAINJOB_POD_PATCH
                         else f"{pod_path}.containers[*].resources.requests")  # a runtime patch has no resources
             out.append(_remedy(ActionBy.WORKLOAD_OWNER, kind, obj, ns, f"{requests}[{r}]",
-                               quota.fmt(r, need) or str(need), f"<= {quota.fmt(r, cap) or cap}",
-                               f"Lower the per-Pod request of {r} from {quota.fmt(r, need)} to at most "
-                               f"{quota.fmt(r, cap)}, the most any usable node has {what} ({node}).{funnel}"
+                               quota.exact(r, need) or str(need), f"<= {quota.exact(r, cap) or cap}",
+                               f"Lower the per-Pod request of {r} from {quota.exact(r, need)} to at most "
+                               f"{quota.exact(r, cap)}, the most any usable node has {what} ({node}).{funnel}"
                                + (" The node must also have it free when the Pod is scheduled." if
                                   p.cause == Cause.POD_TOO_LARGE else not_sure)))
         if need is not None:
             where = f"nodes selected by {p.constraints.selector_text()}" if p.constraints.selector_text() else "nodes"
             out.append(_remedy(ActionBy.CLUSTER_ADMIN, "Node", p.constraints.selector_text() or "*", None,
                                f"status.allocatable[{r}]",
-                               (quota.fmt(r, most[0]) or "?") if most is not None else "?",
-                               f">= {quota.fmt(r, need)} free on one node",
-                               f"Add or free {where} with at least {quota.fmt(r, need)} {r} for one Pod"
+                               (quota.exact(r, most[0]) or "?") if most is not None else "?",
+                               f">= {quota.exact(r, need)} free on one node",
+                               f"Add or free {where} with at least {quota.exact(r, need)} {r} for one Pod"
                                + (" (larger nodes: no node today is big enough)" if p.cause == Cause.POD_TOO_LARGE
                                   else "") + f".{funnel}{not_sure}"))
     order = {ActionBy.CLUSTER_ADMIN.value: 1, ActionBy.QUEUE_ADMIN.value: 1, ActionBy.WORKLOAD_OWNER.value: 0}

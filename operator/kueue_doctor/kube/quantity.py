@@ -91,7 +91,30 @@ def format_quantity(resource: str, value: Decimal | None) -> str | None:
         if milli == milli.to_integral_value():
             return f"{int(milli)}m"
         return _plain(value)
-    return _plain(value) if value != value.to_integral_value() else _with_suffix(value, _DECIMAL)
+    # a count (GPUs, pods) whole, as an SRE counts it: 1000, where Kueue prints 1k; as exact
+    return _plain(value) if value != value.to_integral_value() or abs(value) < _COUNT_SUFFIX_FROM \
+        else _with_suffix(value, _DECIMAL)
+
+
+_COUNT_SUFFIX_FROM = Decimal(10**9)  # below, a count prints whole; a larger one keeps its suffix (10G, not 11 digits)
+
+
+def readable(resource: str, value: Decimal | None) -> str | None:
+    """A quantity for a sentence: `format_quantity`, except bytes, in the largest binary unit they reach and to three
+    significant digits when they are not a whole number of it (9262144000 is "8.63Gi", which `format_quantity` can
+    only give as "9262144000"; 8G is "7.45Gi", not "7812500Ki"). Not exact: status fields, figures read back and
+    commands keep `format_quantity`. Not memoized: asked only for the few figures a message shows."""
+    if value is None or not is_binary_resource(resource) or value == 0:
+        return format_quantity(resource, value)
+    size = abs(value)
+    for suffix, factor in _BINARY:
+        if size >= factor:
+            amount = value / factor
+            if amount == amount.to_integral_value():
+                return f"{int(amount)}{suffix}"
+            digits = 3 - len(str(int(abs(amount))))  # three significant digits: 8.63, 86.3, 863
+            return f"{_plain(round(amount, max(digits, 0)))}{suffix}"
+    return format_quantity(resource, value)
 
 
 def _with_suffix(value: Decimal, table: tuple[tuple[str, int], ...]) -> str:

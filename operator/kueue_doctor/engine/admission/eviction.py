@@ -44,7 +44,8 @@ from ..owner_status import (
 )
 from ..rules import Finding, Phase, pairs, rule
 from .check_states import failed_checks
-from .stalled import STALL_AFTER
+from .order import queue_head, sticky_ahead
+from .stalled import STALL_AFTER, requeued_since, stall
 
 PREEMPTION_CAUSES = (Cause.IN_CLUSTER_QUEUE, Cause.IN_COHORT_RECLAMATION, Cause.IN_COHORT_FAIR_SHARING,
                      Cause.IN_COHORT_RECLAIM_WHILE_BORROWING)
@@ -394,6 +395,8 @@ def recent_eviction(ctx: Context) -> Finding | None:
     if requeue is None:
         return None
     requeue_at, in_backoff, held = requeue.at, requeue.in_backoff, requeue.held
+    if not in_backoff and not held and requeued_since(ctx) is not None and stall(ctx) is not None:
+        return None  # queued again long ago, it fits, and Kueue has not tried it since: `stalled.kueue_stalled`
     ev = last_eviction(ctx) or {}
     evicted_reason = ctx.cond_reason("Evicted")
     reason, cause = _reason_and_cause(ctx, ev)
@@ -447,6 +450,8 @@ def recent_eviction(ctx: Context) -> Finding | None:
     elif ctx.true("Requeued") and ctx.cond_reason("Requeued") == "Reactivated":  # a user's spec.active=false undone
         text += (f"; reactivated at {when_text(ctx.cond_time('Requeued'))} (spec.active is true again, Requeued=True "
                  "Reactivated), Kueue has not tried to admit it again yet")
+    elif (head := _requeued_behind(ctx)) is not None:
+        text += head
     else:
         text += "; requeued, Kueue has not tried to admit it again yet"
     if evicted_reason == "PodsReadyTimeout" and (serve := rayservice_ready(ctx)) is not None:
@@ -465,6 +470,24 @@ def recent_eviction(ctx: Context) -> Finding | None:
         ev_list.append(ctx.condition_evidence("Requeued"))
     return Finding(reason, cause, text, action, since=ctx.cond_time("Evicted"), evidence=ev_list,
                    blocked_by=_preemptor_ref(ctx), notes=notes, hints=hints)
+
+
+def _requeued_behind(ctx: Context) -> str | None:
+    """Queued again behind the head of its StrictFIFO ClusterQueue (or the Workload Kueue keeps at the head of a
+    BestEffortFIFO one for its preemptions): why Kueue has not tried it yet, the head named; None otherwise."""
+    head = queue_head(ctx)
+    queued = ctx.cond_time("Requeued") if ctx.true("Requeued") else None
+    at = f" at {when_text(queued)} (Requeued=True {ctx.cond_reason('Requeued')})" if queued is not None else ""
+    if head is not None:
+        return (f"; queued again{at}, it waits behind {head[0]}/{head[1]} at the head of StrictFIFO {ctx.cq_text}: "
+                "Kueue evaluates nothing behind the head until the head is admitted (see its diagnosis: kubectl get "
+                f"admissiondiagnosis {head[1]} -n {head[0]})")
+    sticky = sticky_ahead(ctx)
+    if sticky is not None:
+        return (f"; queued again{at}, it waits behind {sticky[0]}/{sticky[1]}, which Kueue keeps at the head of "
+                f"BestEffortFIFO {ctx.cq_text} while the Workloads it preempted at {when_text(sticky[3])} release "
+                "their quota (kueue#7301)")
+    return None
 
 
 def _backoff_ended_long_ago(ctx: Context, requeue_at: datetime | None) -> datetime | None:

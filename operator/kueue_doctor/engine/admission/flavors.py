@@ -86,6 +86,9 @@ VERDICTS = [
 ]
 
 
+_q = quota.said  # a figure Kueue or a quota line wrote, as a sentence puts it
+
+
 def admitted_in(cq: str | None) -> str:
     return (f"kubectl get workloads -A --field-selector status.admission.clusterQueue={cq}" if cq
             else "kubectl get workloads -A")
@@ -183,14 +186,17 @@ def _per_podset(ctx: Context, failures: list[FlavorFailure], placed: frozenset[F
     for f in failures:
         where = f"flavor {f.flavor}" if f.flavor else "?"
         if f in placed:
-            why = (f"{where} is over its maximum {f.maximum} {f.resource} only with the {f.previous} of the pod sets "
-                   f"placed before it there ({f.previous} + {f.requested} > {f.maximum}); another placement fits")
+            r = f.resource or ""
+            why = (f"{where} is over its maximum {_q(r, f.maximum)} {r} only with the {_q(r, f.previous)} of the pod "
+                   f"sets placed before it there ({_q(r, f.previous)} + {_q(r, f.requested)} > {_q(r, f.maximum)}); "
+                   "another placement fits")
         elif f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY:
-            why = f"{where} can never give {f.requested} {f.resource}" + (
-                f" on top of {f.previous}" if f.previous and (parse(f.previous) or 0) > 0 else "") + \
-                f" (maximum {f.maximum})"
+            r = f.resource or ""
+            why = f"{where} can never give {_q(r, f.requested)} {r}" + (
+                f" on top of {_q(r, f.previous)}" if f.previous and (parse(f.previous) or 0) > 0 else "") + \
+                f" (maximum {_q(r, f.maximum)})"
         elif f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA:
-            why = f"{where} lacks {f.missing} {f.resource} of unused quota now" + (
+            why = f"{where} lacks {_q(f.resource or '', f.missing)} {f.resource} of unused quota now" + (
                 ", counting the pod sets placed before it" if f.podset != first else "")
         else:
             why = f"{where}: {f.text}"
@@ -317,11 +323,11 @@ def _legacy_borrowing_limit(ctx: Context, f: FlavorFailure) -> FlavorFailure:
         return f
     cap = (fq.nominal or Decimal(0)) + fq.borrowing_limit
     if req > cap:
-        return f._replace(requested=quota.fmt(res, req), maximum=quota.fmt(res, cap))
+        return f._replace(requested=quota.exact(res, req), maximum=quota.exact(res, cap))
     used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
     short = used + req - cap if used is not None else None
     return f._replace(kind=FailureKind.INSUFFICIENT_UNUSED_QUOTA,
-                      missing=quota.fmt(res, short) if short is not None and short > 0 else None)
+                      missing=quota.exact(res, short) if short is not None and short > 0 else None)
 
 
 def _requested(ctx: Context, podset: str, resource: str) -> Decimal | None:
@@ -339,20 +345,20 @@ def _queue_numbers(ctx: Context, flavor: str, res: str) -> dict[str, Any]:
     line: dict[str, Any] = {}
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     if fq is not None:
-        nominal = quota.fmt(res, fq.nominal)
+        nominal = quota.exact(res, fq.nominal)
         if nominal is not None:
             line["nominal"] = nominal
         if fq.borrowing_limit is not None:
-            line["borrowingLimit"] = quota.fmt(res, fq.borrowing_limit)
+            line["borrowingLimit"] = quota.exact(res, fq.borrowing_limit)
         if fq.lending_limit is not None:
-            line["lendingLimit"] = quota.fmt(res, fq.lending_limit)
+            line["lendingLimit"] = quota.exact(res, fq.lending_limit)
     if ctx.cq is not None:
         used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res)
         if used is not None:
-            line["used"] = quota.fmt(res, used)
+            line["used"] = quota.exact(res, used)
     borrowable = quota.cohort_borrowable(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cohort else None
     if borrowable is not None:
-        line["borrowable"] = quota.fmt(res, borrowable)
+        line["borrowable"] = quota.exact(res, borrowable)
     numbers[key] = line
     return line
 
@@ -365,7 +371,7 @@ def quota_line(ctx: Context, f: FlavorFailure,
                numbers: dict[tuple[str, str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
     """One status.quota entry; `numbers`: the QUEUE_NUMBERS memo, when the caller has it at hand."""
     res, flavor = f.resource or "", f.flavor or ""
-    requested = f.requested or quota.fmt(res, ctx.requests.get(f.podset, {}).get(res))
+    requested = f.requested or quota.exact(res, ctx.requests.get(f.podset, {}).get(res))
     queue = (numbers if numbers is not None else ctx.state.derived(QUEUE_NUMBERS)).get((ctx.cq_name or "", flavor, res))
     if queue is None:
         queue = _queue_numbers(ctx, flavor, res)
@@ -417,7 +423,7 @@ def _with_earlier_podsets(lines: list[dict[str, Any]], failures: list[FlavorFail
     for line, f in zip(lines, _with_line(failures), strict=True):
         before, now = parse(f.previous), parse(f.requested)
         if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY and before and now is not None:
-            line = {**line, "requested": quota.fmt(f.resource or "", before + now) or line.get("requested")}
+            line = {**line, "requested": quota.exact(f.resource or "", before + now) or line.get("requested")}
         out.append(line)
     return out
 
@@ -431,7 +437,7 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         return _waits_for_partial_admission(ctx, failures, f, floors, lines)
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     previous = parse(f.previous) if f.previous else None
-    need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
+    need = _q(res, f.requested) or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
     nominal = quota.fmt(res, fq.nominal) if fq else None
     if ctx.cq is None:
         cause = Cause.EXCEEDS_MAXIMUM_CAPACITY
@@ -454,13 +460,14 @@ def _exceeds_max(ctx: Context, failures: list[FlavorFailure], granular: str) -> 
         cause = Cause.EXCEEDS_COHORT_QUOTA
         limits = f"nominal {nominal} + what cohort {ctx.cohort} can lend" if nominal else f"cohort {ctx.cohort}"
         fix = "add quota to the cohort or this ClusterQueue, or lower the request"
-    earlier = f" on top of {f.previous} for earlier pod sets" if previous else ""
+    earlier = f" on top of {_q(res, f.previous)} for earlier pod sets" if previous else ""
     text = (f"Needs {need} {res} in flavor {flavor}{earlier} but {ctx.cq_text} can never give more than "
-            f"{f.maximum or '?'} ({limits}): {fix}.")
+            f"{_q(res, f.maximum) or '?'} ({limits}): {fix}.")
     one_flavor, told = _one_flavor(ctx, failures)
     others = [x for x in failures if x is not f and x.resource and x not in told]
     if others:
-        shown = "; ".join(f"{x.resource} in {x.flavor}: needs {x.requested or '?'}, max {x.maximum or '?'}"
+        shown = "; ".join(f"{x.resource} in {x.flavor}: needs {_q(x.resource or '', x.requested) or '?'}, max "
+                          f"{_q(x.resource or '', x.maximum) or '?'}"
                           f"{_borrowing_limit_note(ctx, x)}" for x in others[:3])
         more = f" and {len(others) - 3} more in status.quota" if len(others) > 3 else ""
         text += f" Also short: {shown}{more}."
@@ -484,7 +491,8 @@ def _one_flavor(ctx: Context, failures: list[FlavorFailure]) -> tuple[str, list[
         if len(flavors) < 2:
             continue
         resources = list(dict.fromkeys(x.resource or "" for xs in flavors.values() for x in xs))
-        lacks = "; ".join(f"{fl} lacks " + ", ".join(f"{x.resource} (max {x.maximum or '?'} < {x.requested or '?'}"
+        lacks = "; ".join(f"{fl} lacks " + ", ".join(f"{x.resource} (max {_q(x.resource or '', x.maximum) or '?'} < "
+                                                     f"{_q(x.resource or '', x.requested) or '?'}"
                                                      f"{_borrowing_limit_note(ctx, x)})" for x in xs)
                           for fl, xs in flavors.items())
         told += [x for xs in flavors.values() for x in xs]
@@ -511,15 +519,15 @@ def _waits_for_partial_admission(ctx: Context, failures: list[FlavorFailure], f:
                                  floors: dict[str, Decimal], lines: list[dict[str, Any]]) -> Finding:
     """The whole Workload is over a maximum, its smallest partial admission is not: no one needs to act."""
     res, flavor = f.resource or "?", f.flavor or "?"
-    need = f.requested or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
+    need = _q(res, f.requested) or quota.fmt(res, _requested(ctx, f.podset, res)) or "?"
     smallest = ", ".join(f"{quota.fmt(r, v)} {r}" for r, v in floors.items())
     text = (f"Needs {need} {res} in flavor {flavor} with all its Pods, more than {ctx.cq_text} can ever give "
-            f"({f.maximum or '?'}), but it allows partial admission (minCount): at its smallest it asks {smallest}, "
-            "within the maximum. Kueue admits it with fewer Pods once that much quota is unused: nobody needs to "
-            f"act. To run it whole, raise the ClusterQueue's quota to {need} {res}.")
+            f"({_q(res, f.maximum) or '?'}), but it allows partial admission (minCount): at its smallest it asks "
+            f"{smallest}, within the maximum. Kueue admits it with fewer Pods once that much quota is unused: nobody "
+            f"needs to act. To run it whole, raise the ClusterQueue's quota to {need} {res}.")
     return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.NOBODY,
                    quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
-                   blocker=flavor_blocker("Quota", f, res, requested=quota.fmt(res, floors.get(res)),
+                   blocker=flavor_blocker("Quota", f, res, requested=quota.exact(res, floors.get(res)),
                                           available=f.maximum, source="Kueue"))
 
 
@@ -561,8 +569,9 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     res, flavor = f.resource or "?", f.flavor or "?"
     cause = Cause.INSUFFICIENT_UNUSED_QUOTA
     if f.kind == FailureKind.EXCEEDS_MAXIMUM_CAPACITY:  # over a maximum only with other pod sets placed there
-        text = (f"Pod set {f.podset} fits the maximum of flavor {flavor} ({f.requested} {res} of {f.maximum}) only "
-                f"if the pod sets placed before it ({f.previous} {res}) go to another flavor of {ctx.cq_text}.")
+        text = (f"Pod set {f.podset} fits the maximum of flavor {flavor} ({_q(res, f.requested)} {res} of "
+                f"{_q(res, f.maximum)}) only if the pod sets placed before it ({_q(res, f.previous)} {res}) go to "
+                f"another flavor of {ctx.cq_text}.")
         return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, ActionBy.NOBODY, quota=lines,
                        flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
                        blocker=flavor_blocker("Quota", f, res, requested=f.requested, available=f.maximum,
@@ -588,8 +597,8 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     deadlock = own is not None and (missing := parse(f.missing)) is not None and own.others < missing
     release = "only its own Deployment's old Pods hold what it lacks" if deadlock else \
         "it is admitted when running Workloads release quota"
-    text = (f"Needs {f.missing or '?'} more {res} in flavor {flavor}" + (", all its pod sets together," if together
-                                                                         else "")
+    text = (f"Needs {_q(res, f.missing) or '?'} more {res} in flavor {flavor}"
+            + (", all its pod sets together," if together else "")
             + f" than {ctx.cq_text} has unused now{detail}: {release}"
             + (f" ({reserving} hold quota in {ctx.cq_name})" if reserving else "")
             + _not_ready_text(ctx)
@@ -613,7 +622,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     stale = _stale_priority(ctx)
     text += stale
     admin = bool(stale) or why_not.admin  # the cluster admin's either way
-    unused = quota.fmt(res, room) if room is not None else None
+    unused = quota.exact(res, room) if room is not None else None
     floor = quota.partial_floor(ctx.wl, ctx.requests, res) if f.resource else None
     if floor is not None:  # Kueue also tries fewer Pods, down to minCount
         short = floor - (requested - missing) if unused is not None and requested is not None and \
@@ -622,11 +631,44 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                  + (f", so Kueue admits it with fewer Pods once {quota.fmt(res, short)} more is unused."
                     if short is not None and short > 0 else ", so Kueue may admit it sooner with fewer Pods."))
     actor = ActionBy.CLUSTER_ADMIN if admin else ActionBy.WORKLOAD_OWNER if deadlock else ActionBy.NOBODY
+    blocker = flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
+                             source="Kueue" if f.missing else "Objects")
+    if together:  # the message's shortfall is all pod sets', so is the blocker's request (not the last one's own)
+        blocker = _together_blocker(ctx, failures, f, blocker)
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, actor,
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
-                    blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"), available=unused,
-                                           source="Kueue" if f.missing else "Objects"),
-                    notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+                    blocker=blocker, notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+
+
+def _together_blocker(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure,
+                      blocker: dict[str, Any]) -> dict[str, Any]:
+    """status.blocker of a shortfall Kueue stated for all pod sets together (`cumulative`): a LeaderWorkerSet group's
+    leader 1 cpu and worker 1 cpu, "2 more needed" on the worker's part. Kueue counts the pod sets placed before
+    `f`'s in the same flavor (flavorassigner's assignmentUsage), so the blocker asks what they and `f`'s ask together,
+    with the unused quota that leaves, for no pod set in particular. Only where every such pod set took that flavor:
+    Kueue named it for each of them, or the resource group has no other; unchanged otherwise."""
+    res = f.resource or ""
+    named = {x.podset for x in failures if (x.kind, x.flavor, x.resource) == (f.kind, f.flavor, f.resource)}
+    group = quota.resource_group_of(ctx.cq, res) if ctx.cq is not None and res else -1
+    flavors = lst(m(lst(spec(ctx.cq or {}).get("resourceGroups"))[group]).get("flavors")) if group >= 0 else []
+    asks: list[Decimal] = []
+    for ps in lst(ctx.spec.get("podSets")):
+        podset = s(m(ps).get("name")) or "main"
+        ask = _requested(ctx, podset, res)
+        if ask is None or (ask > 0 and podset not in named and len(flavors) != 1):
+            return blocker  # unknown, or it may have gone to another flavor
+        asks.append(ask)
+        if podset == f.podset:
+            break
+    missing = parse(f.missing)
+    if f.podset not in named or missing is None:
+        return blocker
+    total = sum(asks, Decimal(0))
+    out = {k: v for k, v in blocker.items() if k not in ("podSet", "requested", "available")}
+    out["requested"] = quota.exact(res, total)
+    if total >= missing:
+        out["available"] = quota.exact(res, total - missing)
+    return {k: out[k] for k in ("kind", "name", "flavor", "requested", "available", "source") if out.get(k) is not None}
 
 
 _DEFAULT_UNAVAILABLE = " (the default 25% of fewer than 4 replicas rounds down to 0)"  # an aside: Finding.notes
@@ -663,8 +705,8 @@ def _own_limit_text(ctx: Context, res: str, flavor: str, line: dict[str, Any], f
     cap = (fq.nominal or Decimal(0)) + fq.borrowing_limit
     return (f"; its borrowingLimit {quota.fmt(res, fq.borrowing_limit)} caps what it may hold in flavor {flavor} at "
             f"{quota.fmt(res, cap)} {res} (nominal {quota.fmt(res, fq.nominal)} + borrowingLimit), "
-            f"{line.get('used') or '0'} of it held by its own Workloads: only they can make room, no quota elsewhere "
-            f"in cohort {ctx.cohort} can")
+            f"{_q(res, line.get('used')) or '0'} of it held by its own Workloads: only they can make room, no quota "
+            f"elsewhere in cohort {ctx.cohort} can")
 
 
 def _short(failures: list[FlavorFailure]) -> frozenset[tuple[str, str]]:
@@ -937,7 +979,8 @@ def _cohort_out_of_reach(ctx: Context, res: str, line: dict[str, Any], flavor: s
     if "borrow" in why:
         threshold = bwc.get("maxPriorityThreshold")
         held = f" on top of {quota.fmt(res, floor)} in use it cannot free" if floor > 0 else ""
-        borrows = f"it would still borrow (asks {line['requested']} {res}{held}, nominal {line['nominal']})"
+        borrows = (f"it would still borrow (asks {_q(res, line['requested'])} {res}{held}, "
+                   f"nominal {_q(res, line['nominal'])})")
         if bwc_never:
             parts.append(f"{borrows} and borrowWithinCohort is Never, so Kueue preempts in another queue only what "
                          f"lets it in without borrowing, not {_by_queue(ctx, why['borrow'], res, flavor, False)} "
@@ -995,9 +1038,9 @@ def _must_borrow(ctx: Context, res: str, line: dict[str, Any], flavor: str, miss
     Whether borrowWithinCohort LowerPriority would change that depends on the holders: Kueue then preempts while
     borrowing only Workloads of strictly lower priority (isAboveBorrowingThreshold), of its own queue or of a
     cohort queue above its nominal quota; the hint is given only when those hold enough (kueue#4028)."""
-    text = (f" Kueue does not preempt for it: it asks {line.get('requested')} {res}, more than {ctx.cq_name}'s "
-            f"nominal {line.get('nominal')}, so it would have to borrow, and preemption.borrowWithinCohort is Never "
-            "(the default): it waits for running Workloads to finish.")
+    text = (f" Kueue does not preempt for it: it asks {_q(res, line.get('requested'))} {res}, more than "
+            f"{ctx.cq_name}'s nominal {_q(res, line.get('nominal'))}, so it would have to borrow, and "
+            "preemption.borrowWithinCohort is Never (the default): it waits for running Workloads to finish.")
     mine = ctx.priority
     own = [h for h in quota_holders(ctx, ctx.cq_name or "").holders if policy in _PREEMPTING and h.priority < mine
            and h.usage.get((flavor, res), 0) > 0]
@@ -1150,15 +1193,15 @@ def _scale_up(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure, lin
         return finding(Reason.EXCEEDS_MAX_QUOTA, Cause.EXCEEDS_NOMINAL_QUOTA, text, ctx, ActionBy.WORKLOAD_OWNER,
                        quota=lines, flavors=_flavors_of(failures), hints=[cq_hint(ctx.cq_name)],
                        blocker=flavor_blocker("Quota", f, res, requested=line.get("requested"),
-                                              available=quota.fmt(res, nominal), source="Objects"))
-    text = (f"{head}: {f.missing or '?'} more {res} than {ctx.cq_text} has unused now"
+                                              available=quota.exact(res, nominal), source="Objects"))
+    text = (f"{head}: {_q(res, f.missing) or '?'} more {res} than {ctx.cq_text} has unused now"
             + (f" ({quota.fmt(res, unused)} unused)" if unused is not None else "")
             + ". It is admitted when other Workloads release quota; the old slice's Pods keep running meanwhile."
             + _RAY_SCALE_UP.get(kind, ""))
     return finding(Reason.WAITING_FOR_QUOTA, Cause.INSUFFICIENT_UNUSED_QUOTA, text, ctx, ActionBy.NOBODY,
                    quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
-                   blocker=flavor_blocker("Quota", f, res, requested=quota.fmt(res, added) if added is not None
-                                          else None, available=quota.fmt(res, unused) if unused is not None else None,
+                   blocker=flavor_blocker("Quota", f, res, requested=quota.exact(res, added) if added is not None
+                                          else None, available=quota.exact(res, unused) if unused is not None else None,
                                           source="Kueue"))
 
 
@@ -1173,13 +1216,13 @@ def _usage_detail(ctx: Context, res: str, flavor: str, line: dict[str, Any]) -> 
     fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
     usage = []
     if line.get("nominal"):
-        usage.append(f"nominal {line['nominal']}")
+        usage.append(f"nominal {_q(res, line['nominal'])}")
     if line.get("used"):
-        usage.append(f"{line['used']} in use")
+        usage.append(f"{_q(res, line['used'])} in use")
     if fq is not None and fq.borrowing_limit is not None:
         usage.append(f"borrowingLimit {quota.fmt(res, fq.borrowing_limit)}")
     if ctx.cohort and line.get("borrowable") is not None:
-        usage.append(f"cohort {ctx.cohort} could lend about {line['borrowable']} now")
+        usage.append(f"cohort {ctx.cohort} could lend about {_q(res, line['borrowable'])} now")
     elif not ctx.cohort and ctx.cq is not None:
         usage.append("no cohort")
     details[key] = found = f" ({', '.join(usage)})" if usage else ""
@@ -1531,6 +1574,17 @@ def _free_nodes(ctx: Context, rf: Mapping[str, Any], ps: Mapping[str, Any], coun
     return f"; its {usable} node(s) ({empty} empty) hold all {count} pods {where} now{known}"
 
 
+def _group_needs(ctx: Context, group: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What all pod sets ask together of each resource the resource group covers: one flavor gives them all."""
+    covered = set(lst(group.get("coveredResources")))
+    needs: dict[str, Decimal] = {}
+    for podset in ctx.requests.values():
+        for res, v in podset.items():
+            if res in covered and v > 0:
+                needs[res] = needs.get(res, Decimal(0)) + v
+    return needs
+
+
 def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit | None) -> _Elsewhere | None:
     """A flavor listed after the one TAS failed in (the one `topology_fit` found, else the one Kueue named), in
     the same resource group, whose quota (own unused plus borrowable) and, with Nodes in the input, free nodes
@@ -1544,12 +1598,7 @@ def _later_flavor_fits(ctx: Context, f: FlavorFailure, fit: topology.TopologyFit
     if group is None:
         return None
     names = [s(m(fl).get("name")) or "" for fl in lst(group.get("flavors"))]
-    covered = set(lst(group.get("coveredResources")))
-    needs: dict[str, Decimal] = {}
-    for podset in ctx.requests.values():
-        for res, v in podset.items():
-            if res in covered and v > 0:
-                needs[res] = needs.get(res, Decimal(0)) + v
+    needs = _group_needs(ctx, group)
     pod_spec = m(m(ps.get("template")).get("spec"))
     for flavor in names[names.index(tried) + 1:]:
         rf = ctx.state.flavors.get(flavor)
@@ -1613,8 +1662,55 @@ def _waiting_for_preemption(ctx: Context, p: ParsedMessage) -> Finding:
                 + (f" ({names})" if names else "") + "; it is admitted once they release their quota."
                 + _victims_slow(ctx, victims))
         cause = Cause.PREEMPTION_IN_PROGRESS
+    text += _search_stopped(ctx, list(p.failures))
     return finding(Reason.WAITING_FOR_PREEMPTION, cause, text, ctx, ActionBy.NOBODY, blocked_by=blocked,
                     quota=_lines(ctx, list(p.failures)), flavors=_flavors_of(list(p.failures)))
+
+
+_MAY_STOP = ("MayStopSearch", "Borrow", "Preempt")  # v1beta1's Borrow / Preempt convert to MayStopSearch
+
+
+def _search_stopped(ctx: Context, failures: list[FlavorFailure]) -> str:
+    """Kueue preempts in a flavor while a later flavor of the same resource group has room now: its flavor search
+    stops at the first flavor where it found preemption targets when flavorFungibility.whenCanPreempt is
+    MayStopSearch (and, if that flavor needs borrowing, whenCanBorrow too: flavorassigner.go shouldTryNextFlavor,
+    Kueue 0.19.2), so it never tried the later one, which its message does not name. The setting, the flavor it
+    stopped at and the idle one named; "" otherwise."""
+    fungibility = m(spec(ctx.cq or {}).get("flavorFungibility"))
+    if ctx.cq is None or s(fungibility.get("whenCanPreempt")) not in _MAY_STOP:
+        return ""
+    short = [f for f in failures if f.kind == FailureKind.INSUFFICIENT_UNUSED_QUOTA and f.flavor and f.resource]
+    if not short:
+        return ""
+    stopped = short[-1]
+    group = quota.resource_group_of(ctx.cq, stopped.resource or "")
+    if group < 0:
+        return ""
+    rg = m(lst(spec(ctx.cq).get("resourceGroups"))[group])
+    names = [s(m(fl).get("name")) or "" for fl in lst(rg.get("flavors"))]
+    if stopped.flavor not in names:
+        return ""
+    needs = _group_needs(ctx, rg)
+    named = {f.flavor for f in failures}
+    pod_specs = [m(m(m(ps).get("template")).get("spec")) for ps in lst(ctx.spec.get("podSets"))]
+    for flavor in names[names.index(stopped.flavor or "") + 1:]:
+        rf = ctx.state.flavors.get(flavor)
+        if flavor in named or rf is None or s(spec(rf).get("topologyName")) \
+                or not all(_matches(rf, ps) for ps in pod_specs):
+            continue
+        room = _fits_quota(ctx, flavor, needs)
+        if room is None:
+            continue
+        borrows = bool(ctx.cohort) and s(fungibility.get("whenCanBorrow")) in _MAY_STOP and any(
+            (fq := quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, stopped.flavor or "", r)) is not None
+            and fq.nominal is not None and v > fq.nominal for r, v in needs.items())
+        setting = "whenCanPreempt: MayStopSearch" + (" (and whenCanBorrow: MayStopSearch: it borrows there too)"
+                                                     if borrows else "")
+        return (f" It preempts in flavor {stopped.flavor} although flavor {flavor} has room now ({', '.join(room)}): "
+                f"{ctx.cq_name}'s flavorFungibility.{setting} stops Kueue's flavor search at the first flavor where "
+                f"it can preempt, so it never tried {flavor}. To use idle flavors before preempting, the cluster "
+                f"admin sets whenCanPreempt: TryNextFlavor (Kueue's default) on ClusterQueue {ctx.cq_name}.")
+    return ""
 
 
 def _victims_slow(ctx: Context, victims: list[Victim]) -> str:

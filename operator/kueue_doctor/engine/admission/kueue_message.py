@@ -38,6 +38,7 @@ from .check_states import failed_checks
 from .eviction import ignored_rejection, ignored_rejection_hints, ignored_rejection_text
 from .handlers import HANDLERS, MessageHandler, finding, handles
 from .order import pending_in
+from .queue_restart import stale_queue_message
 from .queues import (
     cohort_cycle,
     cq_hint,
@@ -45,7 +46,6 @@ from .queues import (
     inactive,
     local_queue_not_found,
     namespace_rejected,
-    stale_queue_message,
 )
 from .stalled import STALL_AFTER
 

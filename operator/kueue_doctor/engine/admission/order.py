@@ -32,6 +32,7 @@ from ..context import Context
 from ..messages import FailureKind, Template
 from ..queue_position import fair_sharing_ordered, requeued_at_back, sticky_head
 from ..rules import Finding, Phase, pairs, rule
+from .queue_restart import stale_queue_message
 
 Order = tuple[int, str, str]  # (-priority, queue timestamp, uid): smallest first
 # how long a BestEffortFIFO queue's head may wait for its victims before the Workloads behind it are told so: a
@@ -160,9 +161,7 @@ def queue_head(ctx: Context) -> tuple[str, str, str | None] | None:
                            Cause.PENDING_EVALUATION))
 def not_yet_evaluated(ctx: Context) -> Finding | None:
     """Also a Workload whose message still says its queue is stopped or inactive, the queue running again
-    (`queues.stale_queue_message`; its handler leaves it to this rule)."""
-    from .queues import stale_queue_message  # queues -> checks -> stalled, which reads the queue order here
-
+    (`queue_restart.stale_queue_message`; its handler leaves it to this rule)."""
     cond = ctx.cond("QuotaReserved")
     stale = stale_queue_message(ctx) if cond is not None else None
     if cond is not None and stale is None and ctx.qr_parsed.template not in (Template.PENDING_EVALUATION,

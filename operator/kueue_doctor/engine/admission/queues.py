@@ -158,9 +158,8 @@ INACTIVE_CONDITIONS: Derived[dict[str, Mapping[str, Any] | None]] = Derived(
     "Active condition per ClusterQueue, when not True", lambda _: {})
 
 
-def deleting_text(ctx: Context) -> str | None:
-    """The ClusterQueue is being deleted (kueue#13676): what that means for a Workload queued in it, with the
-    Workloads that keep it alive; None when it is not."""
+def _deleting(ctx: Context) -> tuple[datetime, list[tuple[str, str]], str] | None:
+    """(when its deletion began, the Workloads holding its quota, them named) for a ClusterQueue being deleted."""
     cq = ctx.cq
     deleted = parse_time(m(cq.get("metadata")).get("deletionTimestamp")) if cq else None
     if deleted is None:
@@ -169,6 +168,35 @@ def deleting_text(ctx: Context) -> str | None:
     holders = sorted(k for k in idx.workloads_by_cq.get(ctx.cq_name or "", ()) if idx.holds_quota(k))
     shown = ", ".join(f"{ns}/{nm}" for ns, nm in holders[:3]) + (f" and {len(holders) - 3} more"
                                                                   if len(holders) > 3 else "")
+    return deleted, holders, shown
+
+
+def deleting_note(ctx: Context) -> str:
+    """For a Workload holding quota in a ClusterQueue being deleted: Kueue keeps the queue (Active=False
+    Terminating, "Can't admit new workloads") until its Workloads holding quota are gone, its finalizer
+    kueue.x-k8s.io/resource-in-use removed only then (clusterqueue_controller.go Reconcile, ClusterQueueEmpty,
+    Kueue 0.19.2); this one runs on, but once it is evicted or preempted it is never admitted there again."""
+    found = _deleting(ctx)
+    if found is None:
+        return ""
+    deleted, holders, shown = found
+    others = [k for k in holders if k != (ctx.ns, ctx.name)]
+    keeps = (f"this Workload and {len(others)} other(s) holding its quota finish ({shown})" if others
+             else "this Workload, the last one holding its quota, finishes")
+    lq = f"LocalQueue {ctx.ns}/{ctx.lq_name}" if ctx.lq_name else "its LocalQueue"
+    return (f" Its ClusterQueue {ctx.cq_name} is being deleted (since {when_text(deleted)}): Kueue keeps it, "
+            f"admitting nothing new, until {keeps}. Evicted or preempted before it finishes, this Workload is never "
+            f"admitted again, nor is anything else queued in {lq}: the cluster admin recreates {ctx.cq_name} once it "
+            f"is gone, or recreates {lq} on another ClusterQueue.")
+
+
+def deleting_text(ctx: Context) -> str | None:
+    """The ClusterQueue is being deleted (kueue#13676): what that means for a Workload queued in it, with the
+    Workloads that keep it alive; None when it is not."""
+    found = _deleting(ctx)
+    if found is None:
+        return None
+    deleted, holders, shown = found
     return (f"ClusterQueue {ctx.cq_name} is being deleted (since {when_text(deleted)}): it admits nothing new, and "
             "Kueue's finalizer keeps it until "
             + (f"the {len(holders)} Workload(s) holding its quota finish ({shown})" if holders
@@ -349,49 +377,3 @@ def cohort_cycle(ctx: Context, cq: Mapping[str, Any] | None) -> list[str]:
     if name_ and name_ in seen:
         return [*seen[seen.index(name_):], name_]
     return []
-
-
-_QUEUE_BLOCKED = frozenset({Template.LOCAL_QUEUE_INACTIVE, Template.LOCAL_QUEUE_STOPPED,
-                            Template.CLUSTER_QUEUE_INACTIVE, Template.CLUSTER_QUEUE_STOPPED})
-
-
-def stale_queue_message(ctx: Context) -> tuple[str, datetime | None] | None:
-    """Kueue's "LocalQueue x is inactive/stopped" or "ClusterQueue x is stopped/inactive" while the queue in the
-    input runs again: (what shows it, since when it runs), else None. Kueue rewrites QuotaReserved=False only at its
-    next attempt to admit the Workload; once no queue blocks it, its workload controller keeps the old text
-    (workload_controller.go resolveLegacyUnadmittedQuotaReservedCondition returns nothing, Kueue 0.19.2), so after a
-    restart it lags until the scheduler reaches the Workload. A LocalQueue or a stopped ClusterQueue is
-    inactive only by its stopPolicy (getQueueBlocker); an inactive ClusterQueue is stale only once its Active
-    condition turned True after the message (a cohort cycle or TAS usage not synced keep it True and inactive)."""
-    p = ctx.qr_parsed
-    if p.template not in _QUEUE_BLOCKED:
-        return None
-    written = ctx.cond_time("QuotaReserved")
-    since: datetime | None = None
-    if p.template in (Template.LOCAL_QUEUE_INACTIVE, Template.LOCAL_QUEUE_STOPPED):
-        if ctx.lq is None or (s(spec(ctx.lq).get("stopPolicy")) or "None") != "None":
-            return None
-        shown, restart = f"LocalQueue {ctx.ns}/{ctx.lq_name} has stopPolicy None now", "LocalQueueRestarted"
-    else:
-        cq_name = p.names.get("clusterQueue") or ctx.cq_name
-        cq = ctx.state.cluster_queues.get(cq_name or "")
-        active = conditions(cq).get("Active") if cq else None
-        if cq is None or (s(spec(cq).get("stopPolicy")) or "None") != "None" or active is None or \
-                not is_true(active) or m(cq.get("metadata")).get("deletionTimestamp"):
-            return None
-        became = parse_time(m(active).get("lastTransitionTime"))
-        since = became if became is not None and written is not None and became >= written else None
-        requeued = ctx.cond_time("Requeued") if ctx.cond_reason("Requeued") == "ClusterQueueRestarted" else None
-        if p.template == Template.CLUSTER_QUEUE_INACTIVE and since is None and (
-                requeued is None or written is None or requeued < written):
-            return None  # Active all along: Kueue's cache holds it inactive for another reason
-        shown, restart = f"ClusterQueue {cq_name} has stopPolicy None and is Active now", "ClusterQueueRestarted"
-    if ctx.true("Requeued") and ctx.cond_reason("Requeued") == restart:
-        since = ctx.cond_time("Requeued")
-        shown += f"; Kueue marked it restarted at {when_text(since)} (Requeued=True {restart})"
-    elif since is not None:
-        shown += f" (since {when_text(since)})"
-    text = (f"Kueue's message from {when_text(written)} (\"{ctx.cond_message('QuotaReserved')[:200]}\") is older "
-            f"than the queue's restart: {shown}. Kueue queued it again and rewrites that message at its next attempt "
-            "to admit it.")
-    return text, since

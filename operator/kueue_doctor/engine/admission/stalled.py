@@ -294,14 +294,45 @@ def _cq_active(ctx: Context) -> bool:
 CQ_ACTIVE: Derived[dict[str, bool]] = Derived("ClusterQueue active", lambda _: {})
 
 
+# the QuotaReserved=False texts Kueue writes when it evicts (the eviction's own message, evict.go): still there, it
+# has not tried to admit the Workload since
+_EVICTION_TEMPLATES = frozenset({Template.PREEMPTED, Template.PODS_READY_TIMEOUT, Template.ADMISSION_CHECK_EVICTION,
+                                 Template.CLUSTER_QUEUE_STOPPED_EVICTION, Template.LOCAL_QUEUE_STOPPED_EVICTION,
+                                 Template.NODE_FAILURES, Template.DEACTIVATED})
+
+
+def requeued_since(ctx: Context) -> datetime | None:
+    """When an evicted Workload was queued again (Requeued=True: its back-off over, BackoffFinished; its Job stopped;
+    reactivated; its queue restarted) while Kueue's QuotaReserved message is still the eviction's or "pending
+    evaluation": its scheduler has not tried to admit it since (a try that does not fit writes why,
+    scheduler.go requeueAndUpdate). None otherwise, or while its Pod group waits for replacement Pods."""
+    if not ctx.true("Evicted") or not ctx.true("Requeued") or ctx.true("WaitingForReplacementPods"):
+        return None
+    if ctx.cond("QuotaReserved") is not None and ctx.cond_message("QuotaReserved") != ctx.cond_message("Evicted") \
+            and ctx.qr_parsed.template not in _EVICTION_TEMPLATES \
+            and ctx.qr_parsed.template != Template.PENDING_EVALUATION:
+        return None
+    return ctx.cond_time("Requeued")
+
+
+def stall(ctx: Context) -> Finding | None:
+    """`_stall`, once per Workload: `eviction.recent_eviction` asks it to step aside for it."""
+    return ctx.lazy(_stall)
+
+
 @rule(Phase.PENDING, [(Reason.NOT_YET_EVALUATED, Cause.KUEUE_STALLED), (Reason.WAITING_FOR_QUOTA, Cause.KUEUE_STALLED)])
 def kueue_stalled(ctx: Context) -> Finding | None:
     """Asked after the queue and eviction rules (the queues exist and run, the eviction is not the latest
-    news) and before Kueue's message is read."""
-    reason = _stalled_reason(ctx)
+    news, or it is and the Workload was queued again long ago) and before Kueue's message is read."""
+    return stall(ctx)
+
+
+def _stall(ctx: Context) -> Finding | None:
+    requeued = requeued_since(ctx)
+    reason = Reason.NOT_YET_EVALUATED if requeued is not None else _stalled_reason(ctx)
     if reason is None:
         return None
-    since = ctx.cond_time("QuotaReserved") or ctx.created
+    since = requeued or ctx.cond_time("QuotaReserved") or ctx.created
     if since is None or not ctx.after(since, STALL_AFTER) or ctx.cq is None or not _cq_active(ctx):
         return None
     if not _quiet(ctx):  # the cheapest test, kept per ClusterQueue: a busy queue is no stall
@@ -315,7 +346,11 @@ def kueue_stalled(ctx: Context) -> Finding | None:
                         f"{quota.fmt(f.resource, f.nominal - f.used)} free in flavor {f.flavor} (nominal "
                         f"{quota.fmt(f.resource, f.nominal)}, {quota.fmt(f.resource, f.used)} reserved)" for f in fits)
     silent = format_duration(ctx.now - since, precise=True)
-    if reason == Reason.WAITING_FOR_QUOTA:
+    if requeued is not None:
+        said = (f"Evicted at {when_text(ctx.cond_time('Evicted'))} ({ctx.cond_reason('Evicted')}) and queued again "
+                f"at {when_text(requeued)} (Requeued=True {ctx.cond_reason('Requeued')}), yet Kueue has not tried to "
+                "admit it since (its QuotaReserved message is still the eviction's), although it fits")
+    elif reason == Reason.WAITING_FOR_QUOTA:
         said = (f"Kueue last wrote at {when_text(since)} that it does not fit "
                 f"({ctx.cond_message('QuotaReserved')[:300]}), but by the numbers in the input it fits now")
     else:
@@ -329,10 +364,12 @@ def kueue_stalled(ctx: Context) -> Finding | None:
             f"clusterqueues/{cq}/pendingworkloads`); restarting the Kueue controller makes it evaluate every queue "
             "again.")
     source = "Estimate" if ctx.requests_source == "Estimate" else "Objects"
-    lines = [{"flavor": f.flavor, "resource": f.resource, "requested": quota.fmt(f.resource, f.requested),
-              "nominal": quota.fmt(f.resource, f.nominal), "used": quota.fmt(f.resource, f.used), "source": source}
+    lines = [{"flavor": f.flavor, "resource": f.resource, "requested": quota.exact(f.resource, f.requested),
+              "nominal": quota.exact(f.resource, f.nominal), "used": quota.exact(f.resource, f.used), "source": source}
              for f in fits]
     evidence = [ctx.condition_evidence("QuotaReserved")] if ctx.cond("QuotaReserved") else []
+    if requeued is not None:
+        evidence += [ctx.condition_evidence("Evicted"), ctx.condition_evidence("Requeued")]
     evidence.append(ctx.object_evidence("ClusterQueue", cq, "status.flavorsReservation", "Fits",
                                         numbers[:512]))
     return Finding(reason, Cause.KUEUE_STALLED, text, since=since, quota=lines,

@@ -58,13 +58,13 @@ def held_quota(ctx: Context) -> list[dict[str, Any]]:
     ClusterQueue's nominal quota and what it has reserved in all."""
     lines = []
     for (flavor, res), value in sorted(quota.admitted_usage(ctx.wl).items()):
-        line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": quota.fmt(res, value)}
+        line: dict[str, Any] = {"flavor": flavor, "resource": res, "requested": quota.exact(res, value)}
         fq = quota.flavor_quota(ctx.state, "ClusterQueue", ctx.cq_name, flavor, res)
         if fq is not None and fq.nominal is not None:
-            line["nominal"] = quota.fmt(res, fq.nominal)
+            line["nominal"] = quota.exact(res, fq.nominal)
         used = quota.reserved_in(ctx.state, ctx.cq_name or "", flavor, res) if ctx.cq is not None else None
         if used is not None:
-            line["used"] = quota.fmt(res, used)
+            line["used"] = quota.exact(res, used)
         line["source"] = "Kueue"
         lines.append(line)
     return lines

@@ -126,22 +126,46 @@ def pods_ready_deadline(ctx: Context, start: datetime, recovering: bool = False
 
 
 def _kueue_timeout_note(ctx: Context, ready: str = "the Pods become ready") -> str:
-    if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
+    found = _pods_ready_timeout(ctx)
+    if found is None:
         return ""
-    recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"
-    start = ctx.cond_time("PodsReady") if recovering else admitted_since(ctx)
-    timeout = pods_ready_deadline(ctx, start, recovering) if start is not None else None
-    if start is None or timeout is None:
-        return ""
-    which, deadline = timeout
-    if deadline is None:  # a timeout no clock reaches
-        return ""
-    field_ = "recoveryTimeout" if recovering else "timeout"
-    if ctx.after(start, deadline - start):
+    field_, which, deadline, passed = found
+    if passed:
         return (f" waitForPodsReady's {field_} passed at {when_text(deadline)} ({which}): expect Kueue to evict it "
                 "(PodsReadyTimeout).")
     return (f" With waitForPodsReady's {field_} ({which}), Kueue evicts it at about {when_text(deadline)} unless "
             f"{ready}.")
+
+
+def _pods_ready_timeout(ctx: Context) -> tuple[str, str, datetime, bool] | None:
+    """waitForPodsReady's clock on this Workload while its Pods are not ready: (timeout or recoveryTimeout, its
+    length and source, the deadline, whether it passed); None without one."""
+    if is_true(ctx.cond("PodsReady")) or ctx.cond_reason("PodsReady") not in ("WaitForStart", "WaitForRecovery", ""):
+        return None
+    recovering = ctx.cond_reason("PodsReady") == "WaitForRecovery"
+    start = ctx.cond_time("PodsReady") if recovering else admitted_since(ctx)
+    timeout = pods_ready_deadline(ctx, start, recovering) if start is not None else None
+    if start is None or timeout is None:
+        return None
+    which, deadline = timeout
+    if deadline is None:  # a timeout no clock reaches
+        return None
+    return "recoveryTimeout" if recovering else "timeout", which, deadline, ctx.after(start, deadline - start)
+
+
+def transient_note(ctx: Context) -> str:
+    """The end of a verdict whose wait is kube-scheduler's own and short (preempted Pods terminating, Pods being
+    bound): nothing to do, unless waitForPodsReady's deadline passed meanwhile: then Kueue evicts the Workload
+    (workload_controller.go reconcileNotReadyTimeout, "Exceeded the PodsReady timeout"), transient or not, and the
+    Workload goes back to the queue with its Pods stopped."""
+    found = _pods_ready_timeout(ctx)
+    if found is None or not found[3]:
+        return " Nothing to do: this is transient."
+    field_, which, deadline, _ = found
+    return (f" Transient on kube-scheduler's side, but waitForPodsReady's {field_} ({which}) passed at "
+            f"{when_text(deadline)}, {format_duration(ctx.now - deadline)} ago: expect Kueue to evict it "
+            "(PodsReadyTimeout) and stop its Pods whatever kube-scheduler does meanwhile, then requeue it after a "
+            "back-off.")
 
 
 @dataclass(frozen=True)
@@ -766,7 +790,7 @@ def pods_unschedulable(ctx: Context) -> Finding | None:
         text += (" Kueue's quota is not node capacity: compare the flavor's nodeLabels/taints and the Pods' requests "
                  "with real nodes.")
     if place.cause == Cause.POD_PREEMPTION_IN_PROGRESS or place.binding:
-        text += " Nothing to do: this is transient."
+        text += transient_note(ctx)
     else:
         text += timeout_note(ctx)
     # over the budget, kube-scheduler's own words go first (the evidence has them), then the Pods' history
