@@ -343,6 +343,33 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
     return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
 
 
+def overdrawn(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal:
+    """How far below zero Kueue's `available` is for the ClusterQueue: more is held than the quota it may use (a
+    nominalQuota lowered, a resource removed or a queue moved after admissions; resource_node.go `available` "may
+    return a negative number in the case of overadmission"). Kueue floors it at 0 (clusterqueue_snapshot.go
+    Available) and counts its "N more needed" from there, so this much more must be freed, or added, than it
+    states. 0 when not over, unknown, or with a cohort cycle; kept per pass."""
+    return _per_queue(state, OVERDRAWN, _overdrawn, cq_name, flavor, resource)
+
+
+def _overdrawn(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal:
+    cq = state.cluster_queues.get(cq_name)
+    if cq is None:
+        return Decimal(0)
+    if s(spec(cq).get("cohortName")):
+        tree = cohort_tree(state, cq_name, flavor, resource)
+        return max(Decimal(0), -tree.available()) if tree is not None else Decimal(0)
+    fq = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
+    used = reserved_in(state, cq_name, flavor, resource)
+    if fq is None or used is None:
+        return Decimal(0)
+    return max(Decimal(0), used - (fq.nominal or Decimal(0)))
+
+
+OVERDRAWN: Derived[dict[tuple[str, str, str], Decimal]] = Derived("over-admission per queue/flavor/resource",
+                                                                  lambda _: {}, numbers=True)
+
+
 def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
     """The cohort has a parent or child cohorts (a tree, not a flat cohort); per cohort, kept per index."""
     memo = state.derived(COHORT_IN_TREE)
