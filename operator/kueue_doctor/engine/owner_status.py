@@ -430,7 +430,8 @@ def rayservice_ready(ctx: Context, short: bool = False) -> str | None:
         return "no Ready condition yet" if short else f"KubeRay has not reported RayService {name(owner)} Ready"
     word = "" if short else s(ready.get("message")) or ""
     word = word if len(word) <= 120 else word[:117] + "..."
-    said = (f"Ready={s(ready.get('status'))} ({s(ready.get('reason')) or 'no reason'}" + (f': "{word}"' if word else "")
+    said = (f"Ready={s(ready.get('status')) or 'without a status'} ({s(ready.get('reason')) or 'no reason'}"
+            + (f': "{word}"' if word else "")
             + f") since {when_text(parse_time(ready.get('lastTransitionTime')))}")
     return said if short else f"KubeRay reports RayService {name(owner)} {said}"
 

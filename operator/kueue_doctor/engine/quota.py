@@ -231,14 +231,58 @@ def resource_group_of(cq: Mapping[str, Any] | None, resource: str) -> int:
 
 
 def reserved_in(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal | None:
-    """Quota of the ClusterQueue reserved now (status.flavorsReservation), cached for the pass."""
+    """Quota of the ClusterQueue reserved now (status.flavorsReservation), cached for the pass; for a (flavor,
+    resource) it no longer covers, what its Workloads' admissions still hold of it (`uncovered_usage`)."""
     memo = state.derived(RESERVED)
     key = (cq_name, flavor, resource)
     if key not in memo:
         cq = state.cluster_queues.get(cq_name)
-        memo[key] = reserved(cq, flavor, resource) if cq is not None else None
-    found: Decimal | None = memo[key]
+        found = reserved(cq, flavor, resource) if cq is not None else None
+        if cq is not None and (flavor, resource) not in quota_table(state, "ClusterQueue", cq_name):
+            held = uncovered_usage(state, cq_name).get((flavor, resource))
+            if held is not None:
+                found = held.amount
+        memo[key] = found
+    value: Decimal | None = memo[key]
+    return value
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """What Workloads admitted in a ClusterQueue hold of a (flavor, resource) its spec no longer covers."""
+
+    amount: Decimal
+    holders: tuple[tuple[tuple[str, str], Decimal], ...]  # ((namespace, name), held), the most first
+
+
+def uncovered_usage(state: ClusterState, cq_name: str) -> dict[tuple[str, str], Uncovered]:
+    """(flavor, resource) -> what the ClusterQueue's admitted Workloads hold of it while its spec no longer covers
+    it (a resource or flavor removed after they were admitted). Kueue keeps counting it: the cache adds every pair
+    of an admission to the queue's usage (clusterqueue.go updateWorkloadUsage), and with no quota of its own for
+    it all of it is usage in the cohort (resource_node.go accumulateFromChild), so it holds other members' quota;
+    but status.flavorsReservation lists only the pairs the queue covers (cache.go getUsage), so no status shows it.
+    Per ClusterQueue, kept per index (a Workload change drops it)."""
+    memo = state.derived(UNCOVERED)
+    found = memo.get(cq_name)
+    if found is None:
+        table = quota_table(state, "ClusterQueue", cq_name)
+        held: dict[tuple[str, str], list[tuple[tuple[str, str], Decimal]]] = {}
+        idx = state.index
+        for key in sorted(idx.workloads_by_cq.get(cq_name, ())):
+            wl = state.workloads.get(key) if idx.holds_quota(key) else None
+            if wl is None or s(m(status(wl).get("admission")).get("clusterQueue")) != cq_name:
+                continue
+            for pair, value in admitted_usage(wl).items():
+                if value > 0 and pair not in table:
+                    held.setdefault(pair, []).append((key, value))
+        found = memo[cq_name] = {
+            pair: Uncovered(sum((v for _, v in hs), Decimal(0)), tuple(sorted(hs, key=lambda h: (-h[1], h[0]))))
+            for pair, hs in held.items()}
     return found
+
+
+UNCOVERED: Derived[dict[str, dict[tuple[str, str], Uncovered]]] = Derived(
+    "what admitted Workloads hold of pairs their ClusterQueue no longer covers", lambda _: {})
 
 
 def reserved(cq: Mapping[str, Any], flavor: str, resource: str, field: str = "flavorsReservation") -> Decimal | None:
@@ -297,6 +341,33 @@ def _cohort_borrowable(state: ClusterState, cq_name: str, flavor: str, resource:
         pool_free = min(pool_free, max(Decimal(0), lendable - max(Decimal(0), used - local) + mine.borrowing_limit))
     available = max(Decimal(0), local - used) + pool_free
     return max(Decimal(0), available - max(Decimal(0), nominal - used))  # beyond its own unused nominal
+
+
+def overdrawn(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal:
+    """How far below zero Kueue's `available` is for the ClusterQueue: more is held than the quota it may use (a
+    nominalQuota lowered, a resource removed or a queue moved after admissions; resource_node.go `available` "may
+    return a negative number in the case of overadmission"). Kueue floors it at 0 (clusterqueue_snapshot.go
+    Available) and counts its "N more needed" from there, so this much more must be freed, or added, than it
+    states. 0 when not over, unknown, or with a cohort cycle; kept per pass."""
+    return _per_queue(state, OVERDRAWN, _overdrawn, cq_name, flavor, resource)
+
+
+def _overdrawn(state: ClusterState, cq_name: str, flavor: str, resource: str) -> Decimal:
+    cq = state.cluster_queues.get(cq_name)
+    if cq is None:
+        return Decimal(0)
+    if s(spec(cq).get("cohortName")):
+        tree = cohort_tree(state, cq_name, flavor, resource)
+        return max(Decimal(0), -tree.available()) if tree is not None else Decimal(0)
+    fq = flavor_quota(state, "ClusterQueue", cq_name, flavor, resource)
+    used = reserved_in(state, cq_name, flavor, resource)
+    if fq is None or used is None:
+        return Decimal(0)
+    return max(Decimal(0), used - (fq.nominal or Decimal(0)))
+
+
+OVERDRAWN: Derived[dict[tuple[str, str, str], Decimal]] = Derived("over-admission per queue/flavor/resource",
+                                                                  lambda _: {}, numbers=True)
 
 
 def in_cohort_tree(state: ClusterState, cohort_name: str) -> bool:
@@ -396,10 +467,8 @@ def _cohort_pool(state: ClusterState, cohort_name: str, flavor: str, resource: s
     pool = Decimal(0)
     in_pool = Decimal(0)
     for member in state.index.cqs_by_cohort.get(cohort_name, []):
-        fq = flavor_quota(state, "ClusterQueue", member, flavor, resource)
-        if fq is None:
-            continue
-        lendable, local = _split(fq)
+        # a member without quota for it lends nothing, and all it still holds of it is usage in the pool
+        lendable, local = _split(_quota_of(state, "ClusterQueue", member, flavor, resource))
         used = reserved_in(state, member, flavor, resource) or Decimal(0)
         pool += lendable
         in_pool += max(Decimal(0), used - local)
@@ -457,9 +526,9 @@ def _lent_quota(state: ClusterState, cq_name: str, flavor: str, resource: str) -
         return None
     borrowers = []
     for member in cohort_queues(state, cq_name):
-        fq = flavor_quota(state, "ClusterQueue", member, flavor, resource) if member != cq_name else None
-        if fq is None:
+        if member == cq_name:
             continue
+        fq = _quota_of(state, "ClusterQueue", member, flavor, resource)  # none: what it holds is all borrowed
         over = (reserved_in(state, member, flavor, resource) or Decimal(0)) - (fq.nominal or Decimal(0))
         if over > 0:
             borrowers.append((member, over))

@@ -200,16 +200,21 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
         if found is None or not cq_name:  # no field to name: no remedy
             continue
         missing, nominal = line.get("missing"), line.get("nominal")
+        # held beyond the quota it may use: Kueue's "N more needed" counts from none unused, this much more is needed
+        over = quota.overdrawn(ctx.state, cq_name, flavor, resource) if missing is not None else Decimal(0)
         if type(missing) is str and type(nominal) is str:
-            key = (resource, missing, nominal)
+            key = (resource, missing, nominal, over)
             texts = memo.get(key)
             if texts is None:
-                texts = memo[key] = _freed_texts(resource, missing, nominal)
+                texts = memo[key] = _freed_texts(resource, missing, nominal, over)
         else:
-            texts = _freed_texts(resource, missing, nominal)
+            texts = _freed_texts(resource, missing, nominal, over)
         if not texts:
             continue
         now_text, enough, need, now_said, enough_said = texts
+        behind = (f"; {'cohort ' + cohort if cohort is not None else 'it'} holds {quota.fmt(resource, over)} more "
+                  "than its quota (over-admitted: a quota lowered or removed since), which Kueue's "
+                  f"\"{missing} more needed\" leaves out" if over > 0 else "")
         # partial admission (minCount): fewer Pods may start with less freed, so the figures are an upper bound
         partial = quota.partial_floor(ctx.wl, ctx.requests, resource) is not None
         exact = cohort is None and line.get("source") == "Kueue" and not partial
@@ -222,7 +227,7 @@ def _freed_remedies(ctx: Context, lines: Sequence[Mapping[str, Any]]) -> list[di
                     "now": now_text, "enough": enough, "exact": exact,
                     "message": f"{need} in flavor {flavor} must be freed by Workloads of ClusterQueue "
                                f"{cq_name}{freed_too} finishing, or nominalQuota raised from {now_said} to "
-                               f"{enough_said}{why}"})
+                               f"{enough_said}{behind}{why}"})
         extra = _within_queue_remedy(ctx, flavor, resource, line) if len(whole) == 1 else None
         extra = extra or _reclaim_remedy(ctx, flavor, resource, line.get("missing"))
         if extra is not None:
@@ -320,12 +325,15 @@ _FREED_PARTIAL = " (at most: it allows partial admission, so fewer Pods may star
 _FREED_OURS = " (an estimate: from the Workload's requests, not a shortfall Kueue stated)."
 
 
-def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[str, ...]:
+def _freed_texts(resource: str, missing_text: Any, nominal_text: Any, over: Decimal = Decimal(0)
+                 ) -> tuple[str, ...]:
     """(nominal now, enough: exact, for the fields; the sentence, its amounts as an SRE reads them, the exact enough
-    given too when it reads otherwise) as the remedy writes them; () when the line is no shortfall."""
+    given too when it reads otherwise) as the remedy writes them, `over` (`quota.overdrawn`) added to Kueue's
+    shortfall; () when the line is no shortfall."""
     missing, nominal = _dec(missing_text), _dec(nominal_text)
     if missing is None or missing <= 0 or nominal is None:
         return ()
+    missing += over
     now_text = quota.exact(resource, nominal) or str(nominal)
     enough = quota.exact(resource, nominal + missing) or str(nominal + missing)
     said = quota.fmt(resource, nominal + missing) or enough
@@ -333,8 +341,8 @@ def _freed_texts(resource: str, missing_text: Any, nominal_text: Any) -> tuple[s
             quota.fmt(resource, nominal) or now_text, said if said == enough else f"{said} ({enough} exactly)")
 
 
-# per pass: (resource, missing, nominal) texts -> `_freed_texts`
-FREED_TEXTS: Derived[dict[tuple[str, str, str], tuple[str, ...]]] = Derived(
+# per pass: (resource, missing, nominal, overdrawn) texts -> `_freed_texts`
+FREED_TEXTS: Derived[dict[tuple[str, str, str, Decimal], tuple[str, ...]]] = Derived(
     "freed-quota remedy texts", lambda _: {})
 
 

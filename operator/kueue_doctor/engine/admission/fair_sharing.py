@@ -65,7 +65,7 @@ def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, 
     preemptor = quota.dominant_share(ctx.state, cq, {(flavor, res): requested - freed})
     if preemptor is None:
         return ""
-    targets = []
+    targets, takeable, single = [], gain, True
     for other in quota.cohort_queues(ctx.state, cq):
         if other == cq or not quota.borrowing(ctx.state, other, flavor, res):
             continue
@@ -78,12 +78,55 @@ def shares_stop_preemption(ctx: Context, res: str, flavor: str, line: dict[str, 
         before, best = _target_shares(ctx, other, candidates, (flavor, res, reclaim, mine))
         if before is None or best is None:
             return ""
-        if preemptor <= best or preemptor < before:
-            return ""  # a strategy may pass: whom Kueue takes then is its choice, not claimed here
-        targets.append((other, before, best))
-    if not targets:
-        return ""
-    return _text(ctx, res, missing, own, freed, preemptor, targets, used + requested - freed - nominal)
+        single = single and not (preemptor <= best or preemptor < before)  # not even one Workload passes
+        memo, key = ctx.state.derived(TAKEABLE), (other, flavor, res, reclaim, mine, preemptor, before)
+        at_most = memo[key] if key in memo else memo.setdefault(
+            key, _takeable(ctx, other, candidates, flavor, res, preemptor, before))
+        if at_most is None:
+            return ""
+        takeable += at_most
+        targets.append((other, before, best, at_most))
+    if not targets or not (single or takeable < missing):
+        return ""  # a strategy may pass often enough: whom Kueue takes then is its choice, not claimed here
+    return _text(ctx, res, missing, own, freed, preemptor, targets, used + requested - freed - nominal,
+                 None if single else takeable)
+
+
+def _takeable(ctx: Context, cq: str, candidates: Sequence[Holding], flavor: str, res: str, preemptor: quota.Share,
+              before: quota.Share) -> Decimal | None:
+    """The most of (flavor, res) Kueue's fair preemption can take from a sibling queue for this preemptor (an upper
+    bound, whatever the order of the candidates): LessThanOrEqualToFinalShare passes a Workload only while the
+    queue's share after it stays >= the preemptor's, and the share left by removing x of `res` alone bounds the
+    real one (the victims' other resources only lower it); LessThanInitialShare takes one Workload of the queue at
+    most (runSecondFsStrategy drops the queue after one), and only while its share is above the preemptor's.
+    None with a cohort cycle."""
+    usages = sorted(h.usage[flavor, res] for h in candidates)
+    total = sum(usages, Decimal(0))
+
+    def keeps(x: Decimal) -> bool | None:
+        after = quota.dominant_share(ctx.state, cq, {(flavor, res): -x})
+        return None if after is None else preemptor <= after
+
+    lo, hi = Decimal(0), total
+    first = keeps(usages[0])
+    if first is None:
+        return None
+    if not first:
+        lo = Decimal(0)  # not even its smallest Workload passes: nothing by the first strategy
+    elif keeps(total):
+        lo = total
+    else:
+        for _ in range(40):  # the largest x the queue's share allows, within 1e-12 of it
+            mid = (lo + hi) / 2
+            if keeps(mid):
+                lo = mid
+            else:
+                hi = mid
+    return lo + (usages[-1] if preemptor < before else Decimal(0))
+
+
+TAKEABLE: Derived[dict[tuple[str, str, str, str, int, quota.Share, quota.Share], Decimal | None]] = Derived(
+    "what fair preemption can take from a sibling queue per preemptor share", lambda _: {}, numbers=True)
 
 
 def _target_shares(ctx: Context, cq: str, candidates: Sequence[Holding], key: tuple[str, str, str, int]
@@ -105,8 +148,10 @@ TARGET_SHARES: Derived[dict[tuple[str, str, str, str, int], tuple[quota.Share | 
 
 
 def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], freed: Decimal,
-          preemptor: quota.Share, targets: list[tuple[str, quota.Share, quota.Share]], borrowed: Decimal) -> str:
-    """Short: the verdict's message is clipped at 1024 characters."""
+          preemptor: quota.Share, targets: list[tuple[str, quota.Share, quota.Share, Decimal]], borrowed: Decimal,
+          takeable: Decimal | None) -> str:
+    """Short: the verdict's message is clipped at 1024 characters. `takeable`: what the strategies let Kueue take in
+    all when some Workloads pass them but not enough (None: none passes)."""
     cq = ctx.cq_name or ""
     lendable = quota.cohort_lendable(ctx.state, cq, res)
     weight = quota.fair_weight(ctx.state, cq)
@@ -116,13 +161,24 @@ def _text(ctx: Context, res: str, missing: Decimal, own: Sequence[Holding], free
             + (f" and {len(own) - 1} more" if len(own) > 1 else "")
             + f", which frees only {quota.fmt(res, freed)} of the {quota.fmt(res, missing)} {res} missing; "
             if own else "")
-    theirs = ", ".join(f"{other} {before.shown()} -> {after.shown()}" for other, before, after in targets[:3])
+    if takeable is None:
+        theirs = ", ".join(f"{other} {before.shown()} -> {after.shown()}" for other, before, after, _ in targets[:3])
+        rules = ("Kueue preempts in a borrowing queue only if that stays <= the queue's share after "
+                 f"(LessThanOrEqualToFinalShare) or < before (LessThanInitialShare): {theirs}")
+    else:  # some pass, too few: Kueue preempts none of them (fairPreemptions restores them)
+        theirs = ", ".join(f"{other} (share {before.shown()}) at most {quota.fmt(res, n)}"
+                           for other, before, _, n in targets[:3])
+        rules = ("Kueue preempts in a borrowing queue only while that stays <= the queue's share after "
+                 "(LessThanOrEqualToFinalShare), or one Workload while < its share before (LessThanInitialShare): "
+                 f"{theirs} {res} of the {quota.fmt(res, missing)} missing, so none")
     text = (f" Fair sharing stops preemption: admitted, {cq} would borrow {quota.fmt(res, borrowed)}"
             + (f" of the {quota.fmt(res, lendable)}" if lendable else "") + f" {res} its cohort lends (share "
-            f"{preemptor.shown()}, weight {weight.normalize():f}; {mine}Kueue preempts in a borrowing queue only if "
-            "that stays <= the queue's share after (LessThanOrEqualToFinalShare) or < before (LessThanInitialShare): "
-            f"{theirs}). It waits for Workloads of cohort {ctx.cohort} to finish")
-    highest = max(before for _, before, _ in targets)
+            f"{preemptor.shown()}, weight {weight.normalize():f}; {mine}{rules}). It waits for Workloads of cohort "
+            f"{ctx.cohort} to finish")
+    highest = max(before for _, before, _, _ in targets)
+    if takeable is not None:  # above the share before, one Workload per queue passes already: no weight to name
+        return text + (f"; or the cluster admin raises {cq}'s fairSharing.weight or nominalQuota (within nominal, "
+                       "shares do not count).")
     if not highest.zero_weight_borrows and highest.value > 0:
         unweighted = preemptor.value if preemptor.zero_weight_borrows else preemptor.value * float(weight)
         needed = f"{unweighted / highest.value:.2f}".rstrip("0").rstrip(".")

@@ -607,7 +607,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
                _own_limit_text(ctx, res, flavor, line, fq) if cause == Cause.BORROWING_LIMIT_REACHED else "")
             # its own quota lent out is taken back without borrowing, whatever limit holds the subtree; idle quota a
             # lendingLimit withholds is not, when a Cohort's borrowingLimit binds first
-            + "." + (_lent_text(ctx, flavor, res, parse(f.missing))
+            + "." + (_lent_text(ctx, flavor, res, parse(f.missing)) + _uncovered_text(ctx, flavor, res)
                      + (_withheld_text(ctx, flavor, res, parse(f.missing)) if held_by is None else "")
                      if ctx.cohort and f.flavor and f.resource else ""))
     requested, missing = parse(line.get("requested")), parse(f.missing)
@@ -618,7 +618,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
     why_not = _no_preemption(ctx, res, line, flavor, missing, lacking,
                              room if len(ctx.requests) == 1 and len(lacking) == 1 else None)
     text += why_not.text + (_rollout_text(ctx, own, res, missing, deadlock, fq) if own is not None else
-                            "" if why_not.advice else " To go faster, add quota or lower the request.")
+                            "" if why_not.advice else _GO_FASTER)
     stale = _stale_priority(ctx)
     text += stale
     admin = bool(stale) or why_not.admin  # the cluster admin's either way
@@ -637,7 +637,7 @@ def _waiting_for_quota(ctx: Context, failures: list[FlavorFailure], granular: st
         blocker = _together_blocker(ctx, failures, f, blocker)
     return finding(Reason.WAITING_FOR_QUOTA, cause, text, ctx, actor,
                     quota=lines, flavors=_flavors_of(failures), hints=[admitted_in(ctx.cq_name), cq_hint(ctx.cq_name)],
-                    blocker=blocker, notes=(_DEFAULT_UNAVAILABLE,) if own is not None else ())
+                    blocker=blocker, notes=(_DEFAULT_UNAVAILABLE,) if own is not None else (_GO_FASTER,))
 
 
 def _together_blocker(ctx: Context, failures: list[FlavorFailure], f: FlavorFailure,
@@ -671,6 +671,7 @@ def _together_blocker(ctx: Context, failures: list[FlavorFailure], f: FlavorFail
     return {k: out[k] for k in ("kind", "name", "flavor", "requested", "available", "source") if out.get(k) is not None}
 
 
+_GO_FASTER = " To go faster, add quota or lower the request."  # the remedies say it too: an aside, Finding.notes
 _DEFAULT_UNAVAILABLE = " (the default 25% of fewer than 4 replicas rounds down to 0)"  # an aside: Finding.notes
 
 
@@ -1263,6 +1264,35 @@ def _lent_text(ctx: Context, flavor: str, res: str, missing: Decimal | None) -> 
         text += f"with preemption.reclaimWithinCohort {lent.reclaim} Kueue preempts their Workloads to take it back."
     texts[key] = text
     return text
+
+
+def _uncovered_text(ctx: Context, flavor: str, res: str) -> str:
+    """" b's spec no longer covers memory in flavor f, yet ns/a holds 2Gi of it ...": what other queues of the cohort
+    hold of a (flavor, resource) their spec dropped after admitting it (`quota.uncovered_usage`): Kueue counts it
+    against the cohort while no ClusterQueue status lists it. The same for every Workload of the queue short of
+    it: kept per pass."""
+    texts = ctx.state.derived(UNCOVERED_TEXTS)
+    key = (ctx.cq_name or "", flavor, res)
+    found = texts.get(key)
+    if found is not None:
+        return found
+    parts = []
+    for cq in quota.cohort_queues(ctx.state, ctx.cq_name or ""):
+        held = quota.uncovered_usage(ctx.state, cq).get((flavor, res)) if cq != ctx.cq_name else None
+        if held is None:
+            continue
+        names = " and ".join(f"{k[0]}/{k[1]}" for k, _ in held.holders[:2]) + (
+            f" and {len(held.holders) - 2} more" if len(held.holders) > 2 else "")
+        parts.append(f"{cq}'s spec no longer covers {res} in flavor {flavor}, yet {names} "
+                     f"hold{'s' if len(held.holders) == 1 else ''} {quota.fmt(res, held.amount)} of it (admitted "
+                     f"before): Kueue counts it in cohort {ctx.cohort}, {cq}'s status omits it; the cluster admin "
+                     f"who changed {cq} can give that quota back.")
+    text = texts[key] = "".join(f" {p}" for p in parts[:2])
+    return text
+
+
+UNCOVERED_TEXTS: Derived[dict[tuple[str, str, str], str]] = Derived(
+    "uncovered quota held in the cohort, text per queue/flavor/resource", lambda _: {})
 
 
 def _withheld_text(ctx: Context, flavor: str, res: str, missing: Decimal | None) -> str:

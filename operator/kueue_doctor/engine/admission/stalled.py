@@ -143,7 +143,9 @@ def _cohort_within_nominal(ctx: Context, cohort: str, flavor: str, resource: str
     for member in ctx.state.index.cqs_by_cohort.get(cohort, []):
         fq = quota.flavor_quota(ctx.state, "ClusterQueue", member, flavor, resource)
         used = quota.reserved_in(ctx.state, member, flavor, resource)
-        if fq is None:
+        if fq is None:  # not covered: what its Workloads still hold of it is all borrowed (quota.uncovered_usage)
+            if used:
+                return False
             continue
         if used is None or used > (fq.nominal or Decimal(0)):
             return False
