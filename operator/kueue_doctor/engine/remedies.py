@@ -24,7 +24,7 @@ from .admission.flavors import lower_priority_room
 from .context import Context
 from .messages import FailureKind
 from .rules import Finding
-from .scheduling.placement import HOSTNAME, Placement, taint_text, topology_assigned
+from .scheduling.placement import HOSTNAME, LabelConflict, Placement, taint_text, topology_assigned
 from .scheduling.workload_pods import unschedulable_placement
 
 
@@ -514,6 +514,8 @@ def placement_remedies(ctx: Context, p: Placement) -> list[dict[str, Any]]:
         out.extend(_tas_volume_remedies(ctx, p, kind, obj, pod_path, ns))
     elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.pinned:
         out.append(_gone_node_remedy(ctx, p))
+    elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.conflict is not None:
+        out.append(_conflict_remedy(ctx, p.conflict, funnel))
     elif p.cause == Cause.NODE_SELECTOR_MISMATCH and p.constraints is not None:
         out.extend(_selector_remedies(ctx, p, kind, obj, pod_path, ns, funnel, not_sure))
     elif p.cause in (Cause.POD_TOO_LARGE, Cause.INSUFFICIENT_RESOURCES) and p.resource and p.constraints is not None:
@@ -638,6 +640,16 @@ def _nodes_tolerating(p: Placement, taint: str) -> int | None:
     from .scheduling.placement import PodConstraints
     more = PodConstraints(p.constraints.node_selector, p.constraints.terms, tolerations, p.constraints.requests)
     return sum(1 for n in p.funnel.selected if not more.untolerated(n))
+
+
+def _conflict_remedy(ctx: Context, c: LabelConflict, funnel: str) -> dict[str, Any]:
+    """Two flavors of one pod set disagree on a node label (kueue#14409): one flavor's label is to change; the
+    Pods' selector is Kueue's, not the owner's."""
+    other = next((f for f in c.values if f != c.winner), next(iter(c.values)))
+    return _remedy(ActionBy.CLUSTER_ADMIN, "ResourceFlavor", other, None, f"spec.nodeLabels[{c.key}]",
+                   f"{c.key}={c.values[other]}", f"a key of its own, or {c.key} equal in every flavor of pod set "
+                   f"{c.pod_set}",
+                   f"{c.text()}. {c.fix()}.{funnel}")
 
 
 def _selector_remedies(ctx: Context, p: Placement, kind: str, obj: str, pod_path: str, ns: str | None,

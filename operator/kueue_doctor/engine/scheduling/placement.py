@@ -351,11 +351,105 @@ class Placement:
     # kube-scheduler says Insufficient where the free estimate (the Pods in the input only) finds room: Pods the input
     # lacks hold it; the message and the node funnel's line both say so
     unseen: bool = False
+    conflict: LabelConflict | None = None  # the assigned flavors disagree on a node label the Pods carry (kueue#14409)
 
 
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
     rf = ctx.state.flavors.get(flavor or "")
     return dict(m(spec(rf).get("nodeLabels"))) if rf else {}
+
+
+@dataclass(frozen=True)
+class LabelConflict:
+    """Two ResourceFlavors assigned to one pod set that set the same node-label key to different values: Kueue
+    v0.19 copies every assigned flavor's nodeLabels into the Pods' nodeSelector, last writer wins, in Go map order
+    (pkg/podset/podset.go FromAssignment, kueue#14409), so the Pods carry one flavor's value and never reach the
+    other flavor's nodes."""
+
+    key: str
+    pod_set: str
+    values: dict[str, str]  # flavor -> its value for the key, in assignment order
+    resources: dict[str, list[str]]  # flavor -> the pod set's resources assigned to it
+    got: str | None  # the value the Pods carry (None: not one of the flavors', or no Pod read)
+
+    @property
+    def winner(self) -> str | None:
+        return next((f for f, v in self.values.items() if v == self.got), None) if self.got is not None else None
+
+    def text(self) -> str:
+        """"ResourceFlavors cpu-pool (cpu) and gpu-a100 (nvidia.com/gpu) of pod set main set node label pool to cpu
+        and gpu; ..."."""
+        flavors = " and ".join(f"{f} ({', '.join(self.resources.get(f, [])) or '?'})" for f in self.values)
+        return (f"ResourceFlavors {flavors} of pod set {self.pod_set} set node label {self.key} to "
+                f"{' and '.join(self.values.values())}; Kueue merges all into the Pods' nodeSelector and one value "
+                "wins at random (kueue#14409)")
+
+    def fix(self, running: bool = False) -> str:
+        return ("Cluster admin (the ClusterQueue's flavors): give them non-conflicting nodeLabels (a key of their own, "
+                f"or one value for {self.key})"
+                + (" before the next start" if running else
+                   ", then evict the Workload (spec.active false, then true): the Pods keep the selector Kueue "
+                   "injected at start"))
+
+
+def conflict_note(ctx: Context) -> str:
+    """A running Workload whose Pods carry one assigned flavor's value of a node label another assigned flavor sets
+    otherwise (kueue#14409): they run on the first flavor's nodes while Kueue charges the other's resources to the
+    other flavor ("" when none)."""
+    pod = next((p for p in ctx.pods if s(spec(p).get("nodeName"))), None)
+    if pod is None:
+        return ""
+    conflict = flavor_label_conflict(ctx, pod, PodConstraints.of(pod, {}))
+    if conflict is None or conflict.got is None or conflict.key in _template_selector(ctx, conflict):
+        return ""
+    others = [f for f, v in conflict.values.items() if v != conflict.got]
+    charged = " and ".join(f"the {', '.join(conflict.resources.get(f, [])) or '?'} Kueue charges to {f}"
+                           for f in others)
+    return (f" But {conflict.text()}: the Pods got {conflict.key}={conflict.got} ({conflict.winner}'s), so {charged} "
+            f"is used on {conflict.winner}'s nodes, and at a next start the Pods may get the other value and stay "
+            f"pending. {conflict.fix(running=True)}.")
+
+
+def _template_selector(ctx: Context, conflict: LabelConflict) -> Mapping[str, Any]:
+    """The node selector of the Workload's pod template for the conflict's pod set (what the owner asked)."""
+    for ps in lst(spec(ctx.wl).get("podSets")):
+        if s(m(ps).get("name")) == conflict.pod_set:
+            return m(m(m(m(ps).get("template")).get("spec")).get("nodeSelector"))
+    return {}
+
+
+def flavor_label_conflict(ctx: Context, pod: Mapping[str, Any] | None, pc: PodConstraints | None
+                          ) -> LabelConflict | None:
+    """The first node-label key the ResourceFlavors assigned to the Pod's pod set disagree on, with the value the
+    Pod carries; None without such a conflict (or without the flavors in the input). A key the Workload's own pod
+    template selects is never one: Kueue then assigns only flavors whose label matches it."""
+    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    assignments = [m(a) for a in lst(m(ctx.status.get("admission")).get("podSetAssignments"))]
+    if podset is None and len(assignments) != 1:
+        return None
+    for psa in assignments:
+        ps_name = s(psa.get("name")) or ""
+        if podset is not None and ps_name != podset:
+            continue
+        resources: dict[str, list[str]] = {}
+        for res, flavor in m(psa.get("flavors")).items():
+            if isinstance(flavor, str):
+                resources.setdefault(flavor, []).append(str(res))
+        by_key: dict[str, dict[str, str]] = {}
+        for flavor in resources:
+            for k, v in _flavor_labels(ctx, flavor).items():
+                if isinstance(v, str):
+                    by_key.setdefault(str(k), {})[flavor] = v
+        found = []
+        for key, values in by_key.items():
+            if len(set(values.values())) < 2:
+                continue
+            got = pc.node_selector.get(key) if pc is not None else None
+            found.append(LabelConflict(key, ps_name, values, {f: resources[f] for f in values},
+                                       got if isinstance(got, str) and got in values.values() else None))
+        if found:  # a key the Pods carry one flavor's value of first: that one decides where they go
+            return next((c for c in found if c.got is not None), found[0])
+    return None
 
 
 def _injected(ctx: Context, pc: PodConstraints, checks: Mapping[str, str]) -> dict[str, Any]:
@@ -528,7 +622,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
 
     def make(cause: Cause, action: ActionBy, kind: str, why: str, **kw: Any) -> Placement:
         extra = {k: v for k, v in kw.items() if k in ("resource", "short", "lost", "late", "tainted", "pinned",
-                                                       "checks", "own_rule", "binding", "unseen")}
+                                                       "checks", "own_rule", "binding", "unseen", "conflict")}
         fields = {k: v for k, v in kw.items() if k not in extra}
         found = {"kind": kind, **{k: v for k, v in {**base, **fields}.items() if v is not None}}
         return Placement(cause, action, found, why, pod, pc, nodes, flavor, steers, **extra)
@@ -558,6 +652,23 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
             constraint = Constraint.TAINT
         if constraint != decided:  # the Nodes name another constraint: its own reasons, not the decided one's
             reasons = tuple(r for r in failure.reasons if constraint_of(r.text) == constraint)
+    conflict = flavor_label_conflict(ctx, pod, pc) if constraint in (Constraint.NODE_SELECTOR, Constraint.RESOURCE) \
+        else None
+    lost = [r for f, v in conflict.values.items() if v != conflict.got for r in conflict.resources.get(f, [])] \
+        if conflict is not None else []
+    if conflict is not None and conflict.got is not None and conflict.key not in _template_selector(ctx, conflict) \
+            and (constraint == Constraint.NODE_SELECTOR or any(resource_of(r.text) in lost for r in reasons)):
+        # Kueue itself sent the Pods to one flavor's nodes only (kueue#14409): not the owner's selector; nor capacity
+        # when what the nodes lack is a resource admitted in the other flavor
+        others = [f"{f}'s ({conflict.key}={v})" for f, v in conflict.values.items() if v != conflict.got]
+        selected = [r for r in failure.reasons if constraint_of(r.text) == Constraint.NODE_SELECTOR]
+        return make(Cause.NODE_SELECTOR_MISMATCH, ActionBy.CLUSTER_ADMIN, "NodeSelector",
+                    f"{conflict.text()}. The Pods got {conflict.key}={conflict.got} ({conflict.winner}'s), which "
+                    f"keeps them off {' and '.join(others)} nodes, where their {', '.join(lost) or 'resources'} "
+                    f"was admitted. {conflict.fix()}",
+                    name=f"{conflict.key}={conflict.got}", nodes=_count(failure, Constraint.NODE_SELECTOR, selected,
+                                                                        nodes),
+                    source="Nodes" if nodes is not None else "Scheduler", flavor=conflict.winner, conflict=conflict)
     count = _count(failure, constraint, reasons, nodes)
     if constraint == Constraint.NODE_SELECTOR:
         gone = gone_pinned_node(ctx, pod)

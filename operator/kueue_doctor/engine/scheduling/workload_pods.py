@@ -58,7 +58,7 @@ from .owners import (
     topology_assigned_pods,
     unmet_dependencies,
 )
-from .placement import Placement, job_failures, placement, resource_claims
+from .placement import Placement, conflict_note, job_failures, placement, resource_claims
 
 CONTAINER_CREATING_GRACE = timedelta(minutes=5)
 CONTAINER_CAUSES = {str(c): c for c in (
@@ -256,6 +256,7 @@ def _running(ctx: Context, cause: Cause, since: datetime | None, summary: podlib
         text = (f"Admitted by {ctx.cq_text} at {when_text(since)}; Kueue reports no PodsReady "
                 "condition (waitForPodsReady off) and the input has no Pods, so it is taken as running.")
     books = accounting.own_overrun(ctx) if ctx.pods else ""  # more Pods run than Kueue charges (kueue#14609)
+    books += conflict_note(ctx) if ctx.pods else ""  # Kueue sent the Pods to one flavor's nodes only (kueue#14409)
     text += max_exec_note(ctx)
     return Finding(Reason.RUNNING, cause, text + books, ActionBy.CLUSTER_ADMIN if books else ActionBy.NOBODY,
                    since=since, evidence=base_evidence(ctx),
