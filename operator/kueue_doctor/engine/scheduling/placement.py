@@ -884,34 +884,42 @@ def _matches(term: Mapping[str, Any], term_ns: str, pod: Mapping[str, Any]) -> b
 
 
 def _running_pods(ctx: Context, namespaces: set[str] | None) -> list[Mapping[str, Any]]:
-    """The Pods of the input bound to a node and not finished, in those namespaces (None: all), by name."""
-    keys = sorted(k for k in ctx.state.pods if namespaces is None or k[0] in namespaces)
-    out = []
-    for key in keys:
-        found = ctx.state.pods.get(key)
-        if found is not None and s(spec(found).get("nodeName")) \
-                and s(status(found).get("phase")) not in ("Succeeded", "Failed"):
-            out.append(found)
-    return out
+    """The Pods of the input bound to a node and not finished, in those namespaces (None: all), by key."""
+    by_ns = _running(ctx).by_ns
+    return [p for ns in sorted(by_ns if namespaces is None else namespaces & by_ns.keys()) for p in by_ns[ns]]
 
 
 @dataclass
-class _Excluders:
-    """The running Pods with a required podAntiAffinity, for one clock value (one pass): every Pod is read once
-    however many Workloads kube-scheduler keeps off by other Pods' anti-affinity."""
+class _Running:
+    """The running Pods by namespace, and those with a required podAntiAffinity, for one clock value (one pass):
+    every Pod is read once however many Workloads the pod (anti-)affinity and ReadWriteOncePod verdicts ask about
+    (each used to walk all the Pods' keys, 50,000 of them on a big cluster)."""
 
     now: Any = None
-    pods: list[Mapping[str, Any]] = field(default_factory=list)
+    by_ns: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    excluders: list[Mapping[str, Any]] = field(default_factory=list)
 
 
-EXCLUDERS: Derived[_Excluders] = Derived("running Pods with required anti-affinity", lambda _: _Excluders())
+RUNNING: Derived[_Running] = Derived("running Pods by namespace, and those with required anti-affinity",
+                                     lambda _: _Running())
+
+
+def _running(ctx: Context) -> _Running:
+    memo = ctx.state.derived(RUNNING)
+    if memo.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
+        by_ns: dict[str, list[Mapping[str, Any]]] = {}
+        for key in sorted(ctx.state.pods):
+            found = ctx.state.pods.get(key)
+            if found is not None and s(spec(found).get("nodeName")) \
+                    and s(status(found).get("phase")) not in ("Succeeded", "Failed"):
+                by_ns.setdefault(key[0], []).append(found)
+        memo.now, memo.by_ns = ctx.now, by_ns
+        memo.excluders = [p for pods in by_ns.values() for p in pods if required_terms(p, "podAntiAffinity")]
+    return memo
 
 
 def _excluders(ctx: Context) -> list[Mapping[str, Any]]:
-    memo = ctx.state.derived(EXCLUDERS)
-    if memo.now != ctx.now:  # Pods change without rebuilding the index: recomputed once per pass
-        memo.now, memo.pods = ctx.now, [p for p in _running_pods(ctx, None) if required_terms(p, "podAntiAffinity")]
-    return memo.pods
+    return _running(ctx).excluders
 
 
 def _pods_text(ctx: Context, pods: Sequence[Mapping[str, Any]]) -> str:
