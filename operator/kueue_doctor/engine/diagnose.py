@@ -52,7 +52,7 @@ def clear_parse_caches() -> None:
     measures a first pass (bench/engine.py) empties them here.
     """
     for cache in (messages._parse_cached, pods._parse_cached, objects._parse_time, objects.format_time,
-                  objects._time_text, quantity._parse, quantity.format_quantity, _label):
+                  objects._time_text, quantity._parse, quantity.format_quantity, quantity.readable, _label):
         cache.cache_clear()
 
 

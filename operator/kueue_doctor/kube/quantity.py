@@ -99,11 +99,12 @@ def format_quantity(resource: str, value: Decimal | None) -> str | None:
 _COUNT_SUFFIX_FROM = Decimal(10**9)  # below, a count prints whole; a larger one keeps its suffix (10G, not 11 digits)
 
 
+@lru_cache(maxsize=8192)
 def readable(resource: str, value: Decimal | None) -> str | None:
     """A quantity for a sentence: `format_quantity`, except bytes, in the largest binary unit they reach and to three
     significant digits when they are not a whole number of it (9262144000 is "8.63Gi", which `format_quantity` can
     only give as "9262144000"; 8G is "7.45Gi", not "7812500Ki"). Not exact: status fields, figures read back and
-    commands keep `format_quantity`. Not memoized: asked only for the few figures a message shows."""
+    commands keep `format_quantity`. Memoized like it: the engine's `quota.fmt`, asked thousands of times a pass."""
     if value is None or not is_binary_resource(resource) or value == 0:
         return format_quantity(resource, value)
     size = abs(value)
