@@ -28,9 +28,11 @@ from ...kube.objects import (
     conditions,
     i,
     is_true,
+    labels,
     lst,
     m,
     name,
+    namespace,
     owner_refs,
     s,
     spec,
@@ -354,6 +356,11 @@ class Placement:
     conflict: LabelConflict | None = None  # the assigned flavors disagree on a node label the Pods carry (kueue#14409)
 
 
+def _pod_set_of(pod: Mapping[str, Any] | None) -> str | None:
+    """The pod set Kueue labelled the Pod with (kueue.x-k8s.io/podset)."""
+    return s(labels(pod or {}).get(PODSET_LABEL))
+
+
 def _flavor_labels(ctx: Context, flavor: str | None) -> dict[str, Any]:
     rf = ctx.state.flavors.get(flavor or "")
     return dict(m(spec(rf).get("nodeLabels"))) if rf else {}
@@ -423,7 +430,7 @@ def flavor_label_conflict(ctx: Context, pod: Mapping[str, Any] | None, pc: PodCo
     """The first node-label key the ResourceFlavors assigned to the Pod's pod set disagree on, with the value the
     Pod carries; None without such a conflict (or without the flavors in the input). A key the Workload's own pod
     template selects is never one: Kueue then assigns only flavors whose label matches it."""
-    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    podset = _pod_set_of(pod)
     assignments = [m(a) for a in lst(m(ctx.status.get("admission")).get("podSetAssignments"))]
     if podset is None and len(assignments) != 1:
         return None
@@ -469,7 +476,7 @@ def _check_selectors(ctx: Context, pod: Mapping[str, Any] | None, pc: PodConstra
     again at every stop, so neither the owner nor the flavor wrote them."""
     if pc is None:
         return {}
-    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    podset = _pod_set_of(pod)
     single = len(lst(spec(ctx.wl).get("podSets"))) <= 1
     out: dict[str, str] = {}
     for check in lst(ctx.status.get("admissionChecks")):
@@ -530,7 +537,7 @@ _LOST_TOLERATION = {
 
 def _admitted_tolerations(ctx: Context, pod: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The tolerations of the pod set (of the Workload) the Pod belongs to: what Kueue admitted."""
-    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    podset = _pod_set_of(pod)
     for ps in lst(spec(ctx.wl).get("podSets")):
         if podset and s(m(ps).get("name")) == podset:
             return [m(t) for t in lst(m(m(m(ps).get("template")).get("spec")).get("tolerations"))]
@@ -615,8 +622,7 @@ def placement(ctx: Context, blocker: podlib.PodBlocker) -> Placement:
     nodes = funnel(ctx, pc) if pc is not None else None
     steers = bool(_flavor_labels(ctx, flavor))
     failure = blocker.failure
-    base: dict[str, Any] = {"flavor": flavor, "podSet": s(m(m(m(pod or {}).get("metadata")).get("labels")).get(
-        PODSET_LABEL))}
+    base: dict[str, Any] = {"flavor": flavor, "podSet": _pod_set_of(pod)}
     if failure is not None:
         base["totalNodes"] = failure.total
 
@@ -878,9 +884,8 @@ def _term_covers(term: Mapping[str, Any], term_ns: str, ns: str) -> bool:
 
 
 def _matches(term: Mapping[str, Any], term_ns: str, pod: Mapping[str, Any]) -> bool:
-    md = m(pod.get("metadata"))
-    return _term_covers(term, term_ns, s(md.get("namespace")) or "") and label_selector_matches(
-        m(term.get("labelSelector")), m(md.get("labels")))
+    return _term_covers(term, term_ns, namespace(pod) or "") and label_selector_matches(
+        m(term.get("labelSelector")), labels(pod))
 
 
 def _running_pods(ctx: Context, namespaces: set[str] | None) -> list[Mapping[str, Any]]:
@@ -925,11 +930,11 @@ def _excluders(ctx: Context) -> list[Mapping[str, Any]]:
 def _pods_text(ctx: Context, pods: Sequence[Mapping[str, Any]]) -> str:
     """"this Workload's a on n1, b on n2 and 1 more" and/or "pod ns/x on n3": the Pods, where they run."""
     own_names = {name(p) for p in ctx.pods}
-    own = [p for p in pods if s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own_names]
+    own = [p for p in pods if namespace(p) == ctx.ns and name(p) in own_names]
     others = [p for p in pods if p not in own]
 
     def listed(group: Sequence[Mapping[str, Any]], full: bool) -> str:
-        where = [(f"{s(m(p.get('metadata')).get('namespace'))}/" if full else "") + f"{name(p)} on "
+        where = [(f"{namespace(p)}/" if full else "") + f"{name(p)} on "
                  f"{s(spec(p).get('nodeName'))}" for p in group[:2]]
         return ", ".join(where) + (f" and {len(group) - 2} more" if len(group) > 2 else "")
 
@@ -939,8 +944,7 @@ def _pods_text(ctx: Context, pods: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _domains(nodes: Sequence[Node], key: str) -> set[str]:
-    return {str(m(m(n.get("metadata")).get("labels"))[key]) for n in nodes
-            if key in m(m(n.get("metadata")).get("labels"))}
+    return {str(labels(n)[key]) for n in nodes if key in labels(n)}
 
 
 def _rejected_else(failure: podlib.SchedulingFailure) -> str:
@@ -963,15 +967,15 @@ def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
     by = {text: sum(r.count for r in reasons if r.text == text) for text in INTER_POD_TEXTS}
     text = max(INTER_POD_TEXTS, key=lambda x: by[x])
     count = by[text]
-    pod_ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    pod_ns = namespace(pod or {}) or ctx.ns
     usable = nodes.schedulable if nodes is not None else None
     rest = _rejected_else(failure)
     if text == EXISTING_ANTI_AFFINITY:
         excluding = [p for p in _excluders(ctx) if any(
-            _matches(t, s(m(p.get("metadata")).get("namespace")) or "", pod or {})
+            _matches(t, namespace(p) or "", pod or {})
             for t in required_terms(p, "podAntiAffinity"))]
         own = {name(p) for p in ctx.pods}
-        theirs = [p for p in excluding if not (s(m(p.get("metadata")).get("namespace")) == ctx.ns and name(p) in own)]
+        theirs = [p for p in excluding if not (namespace(p) == ctx.ns and name(p) in own)]
         if excluding and not theirs:  # the Workload's own Pods, by a rule the incoming Pods do not share
             return make(Cause.FAILED_SCHEDULING, ActionBy.WORKLOAD_OWNER, "Scheduler",
                         f"{count} node(s) run {_pods_text(ctx, excluding)} whose required podAntiAffinity excludes "
@@ -979,7 +983,7 @@ def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
                         name=text, nodes=count, own_rule=True)
         if theirs:
             term = next(t for t in required_terms(theirs[0], "podAntiAffinity")
-                        if _matches(t, s(m(theirs[0].get("metadata")).get("namespace")) or "", pod or {}))
+                        if _matches(t, namespace(theirs[0]) or "", pod or {}))
             held = (f"{_pods_text(ctx, theirs)}, whose own required podAntiAffinity ("
                     f"{selector_text(m(term.get('labelSelector')))}, topologyKey {s(term.get('topologyKey')) or '?'}) "
                     "excludes these Pods")
@@ -1005,7 +1009,7 @@ def _inter_pod(ctx: Context, make: Callable[..., Placement], reasons: Sequence[p
            "or another topologyKey)")
     if kind == "podAntiAffinity":
         per = "node" if key == HOSTNAME else f"{key} value"
-        podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+        podset = _pod_set_of(pod)
         expected = expected_by_pod_set(ctx).get(podset or "main") if self_match else None
         domains = _domains(usable, key) if usable is not None else None
         held = _pods_text(ctx, running) if running else "Pods the input does not have"
@@ -1100,7 +1104,7 @@ def tas_pinned_node(ctx: Context, pod: Mapping[str, Any] | None) -> str | None:
     host = s(m(spec(pod or {}).get("nodeSelector")).get(HOSTNAME))
     if not host:
         return None
-    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    podset = _pod_set_of(pod)
     for psa in lst(m(ctx.status.get("admission")).get("podSetAssignments")):
         if (not podset or s(m(psa).get("name")) == podset) and host in assigned_nodes(
                 m(m(psa).get("topologyAssignment"))):
@@ -1357,11 +1361,11 @@ def _rwop(ctx: Context, make: Callable[..., Placement], count: int | None, pod: 
     node helps. The Workload's own Pods sharing one such claim never all run (the owner's spec); another Pod holding it
     must end first. Claims live in the Pods' namespace: whoever runs these Pods runs that one too."""
     claims = _claims(pod)
-    ns = s(m((pod or {}).get("metadata")).get("namespace")) or ctx.ns
+    ns = namespace(pod or {}) or ctx.ns
     users = [p for p in _running_pods(ctx, {ns}) if name(p) != name(pod or {}) and set(_claims(p)) & set(claims)]
     own = {name(p) for p in ctx.pods}
     named = ", ".join(claims[:3]) or "?"
-    podset = s(m(m(m(pod or {}).get("metadata")).get("labels")).get(PODSET_LABEL))
+    podset = _pod_set_of(pod)
     expected = expected_by_pod_set(ctx).get(podset or "main", 0)
     head = f"claim {named} has access mode ReadWriteOncePod (one Pod in the cluster at a time)"
     if users and all(name(p) in own for p in users) and expected > 1:
